@@ -1,0 +1,75 @@
+// GGUF -> Model: hyper-parameters from "{arch}.*" metadata, tensors by llama.cpp's names.
+#include <map>
+
+#include "io/gguf.h"
+#include "model/model.h"
+#include "util/error.h"
+
+namespace fasa {
+
+namespace {
+
+int int_param(const GgufFile& f, const std::string& key) {
+  int64_t v = f.get_int(key);
+  if (v < 0 || v > (1LL << 30)) fail(f.path(), "metadata '" + key + "' = " + std::to_string(v) + " is out of range");
+  return (int)v;
+}
+
+int int_param(const GgufFile& f, const std::string& key, int def) {
+  return f.find(key) ? int_param(f, key) : def;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_gguf_model(const std::string& path) {
+  GgufFile f(path);
+  auto m = std::make_unique<Model>();
+  m->path = path;
+  m->format = "gguf";
+  ModelConfig& c = m->config;
+  c.arch = f.get_string("general.architecture");
+  if (c.arch != "llama" && c.arch != "qwen2")
+    fail(path, "architecture '" + c.arch + "' is not supported (supported: llama, qwen2)");
+  const std::string a = c.arch + ".";
+  c.n_layer = int_param(f, a + "block_count");
+  c.n_embd = int_param(f, a + "embedding_length");
+  c.n_ff = int_param(f, a + "feed_forward_length");
+  c.n_head = int_param(f, a + "attention.head_count");
+  c.n_head_kv = int_param(f, a + "attention.head_count_kv", c.n_head);
+  c.head_dim = int_param(f, a + "attention.key_length", c.n_head > 0 ? c.n_embd / c.n_head : 0);
+  c.n_rot = int_param(f, a + "rope.dimension_count", c.head_dim);
+  c.n_ctx_train = int_param(f, a + "context_length");
+  c.rms_eps = (float)f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5);
+  c.rope_base = (float)f.get_float(a + "rope.freq_base", 10000.0);
+  c.rope_layout = c.arch == "qwen2" ? RopeLayout::Neox : RopeLayout::Normal;
+  c.qkv_bias = c.arch == "qwen2";
+
+  std::map<std::string, TensorRef> refs;
+  for (auto& t : f.tensors()) refs[t.name] = TensorRef{t.name, path, t.type, t.ne, t.data};
+  const TensorRef* tok = refs.count("token_embd.weight") ? &refs["token_embd.weight"] : nullptr;
+  if (!tok || tok->ne.size() != 2) fail(path, "missing or misshaped tensor 'token_embd.weight'");
+  c.n_vocab = (int)tok->ne[1];
+  c.tied_output = !refs.count("output.weight");
+  if (auto it = refs.find("rope_freqs.weight"); it != refs.end()) {  // Llama-3 scaling, as the converter stores it
+    const TensorRef& r = it->second;
+    if (r.type != DType::F32 || r.ne.size() != 1 || r.ne[0] != c.n_rot / 2)
+      fail(path, "tensor 'rope_freqs.weight' must be F32 [" + std::to_string(c.n_rot / 2) + "]");
+    c.rope_freq_factors.assign((const float*)r.data, (const float*)r.data + r.ne[0]);
+  }
+  c.validate(path);
+
+  TensorNames names{"token_embd.weight", "output_norm.weight", "output.weight",
+                    "blk.{}.attn_norm.weight", "blk.{}.attn_q.weight", "blk.{}.attn_k.weight",
+                    "blk.{}.attn_v.weight", "blk.{}.attn_q.bias", "blk.{}.attn_k.bias",
+                    "blk.{}.attn_v.bias", "blk.{}.attn_output.weight", "blk.{}.ffn_norm.weight",
+                    "blk.{}.ffn_gate.weight", "blk.{}.ffn_up.weight", "blk.{}.ffn_down.weight"};
+  m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
+    auto it = refs.find(n);
+    return it == refs.end() ? nullptr : &it->second;
+  }, path);
+  m->weights.mappings.push_back(f.mapping());
+  m->tokenizer = Tokenizer::from_gguf(f, c.n_vocab);
+  return m;
+}
+
+}  // namespace fasa

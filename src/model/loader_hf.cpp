@@ -1,0 +1,121 @@
+// Hugging Face directory -> Model: config.json + safetensors (single or sharded) + tokenizer.model.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "util/error.h"
+
+namespace fasa {
+
+namespace {
+
+using nlohmann::json;
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(path, "cannot open");
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    fail(path, std::string("not valid JSON: ") + e.what());
+  }
+}
+
+int int_field(const json& j, const char* key, const std::string& path, std::optional<int> def = std::nullopt) {
+  if (!j.contains(key) || j[key].is_null()) {
+    if (def) return *def;
+    fail(path, std::string("missing field '") + key + "'");
+  }
+  if (!j[key].is_number_integer()) fail(path, std::string("field '") + key + "' is not an integer");
+  int64_t v = j[key].get<int64_t>();
+  if (v < 0 || v > (1LL << 30)) fail(path, std::string("field '") + key + "' = " + std::to_string(v) + " is out of range");
+  return (int)v;
+}
+
+double num_field(const json& j, const char* key, const std::string& path, double def) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  if (!j[key].is_number()) fail(path, std::string("field '") + key + "' is not a number");
+  return j[key].get<double>();
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_hf_model(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string cfg_path = (fs::path(dir) / "config.json").string();
+  json j = read_json(cfg_path);
+  if (!j.is_object()) fail(cfg_path, "not a JSON object");
+  auto m = std::make_unique<Model>();
+  m->path = dir;
+  m->format = "safetensors";
+  ModelConfig& c = m->config;
+  const std::string type = j.value("model_type", std::string());
+  if (type != "llama" && type != "mistral" && type != "qwen2")
+    fail(cfg_path, "model_type '" + type + "' is not supported (supported: llama, mistral, qwen2)");
+  c.arch = type == "qwen2" ? "qwen2" : "llama";
+  c.n_layer = int_field(j, "num_hidden_layers", cfg_path);
+  c.n_embd = int_field(j, "hidden_size", cfg_path);
+  c.n_ff = int_field(j, "intermediate_size", cfg_path);
+  c.n_head = int_field(j, "num_attention_heads", cfg_path);
+  c.n_head_kv = int_field(j, "num_key_value_heads", cfg_path, c.n_head);
+  c.head_dim = int_field(j, "head_dim", cfg_path, c.n_head > 0 ? c.n_embd / c.n_head : 0);
+  c.n_rot = (int)(c.head_dim * num_field(j, "partial_rotary_factor", cfg_path, 1.0));
+  c.n_vocab = int_field(j, "vocab_size", cfg_path);
+  c.n_ctx_train = int_field(j, "max_position_embeddings", cfg_path, 4096);
+  c.rms_eps = (float)num_field(j, "rms_norm_eps", cfg_path, 1e-6);
+  c.rope_base = (float)num_field(j, "rope_theta", cfg_path, 10000.0);
+  c.rope_layout = RopeLayout::Neox;
+  c.qkv_bias = c.arch == "qwen2" || j.value("attention_bias", false);
+  c.tied_output = j.value("tie_word_embeddings", false);
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    const json& rs = j["rope_scaling"];
+    if (!rs.is_object()) fail(cfg_path, "rope_scaling is not an object");
+    const std::string rt = rs.value("rope_type", rs.value("type", std::string()));
+    if (rt != "llama3") fail(cfg_path, "rope_scaling type '" + rt + "' is not supported (supported: llama3)");
+    const float factor = (float)num_field(rs, "factor", cfg_path, 8.0);
+    const float lo = (float)num_field(rs, "low_freq_factor", cfg_path, 1.0);
+    const float hi = (float)num_field(rs, "high_freq_factor", cfg_path, 4.0);
+    const int orig = int_field(rs, "original_max_position_embeddings", cfg_path, 8192);
+    if (!(factor > 0) || !(hi > lo) || orig <= 0) fail(cfg_path, "rope_scaling parameters are inconsistent");
+    c.n_rot = c.n_rot - c.n_rot % 2;
+    c.rope_freq_factors = llama3_rope_factors(c.n_rot, c.rope_base, factor, lo, hi, orig);
+  }
+  c.validate(cfg_path);
+
+  SafetensorsModel st(dir);
+  std::map<std::string, TensorRef> refs;
+  for (auto& [name, t] : st.tensors()) {
+    TensorRef r{name, t.file, t.type, std::vector<int64_t>(t.shape.rbegin(), t.shape.rend()), t.data};
+    refs.emplace(name, std::move(r));
+  }
+  if (!c.tied_output && !refs.count("lm_head.weight")) c.tied_output = true;  // some exports omit it when tied
+  TensorNames names{"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+                    "model.layers.{}.input_layernorm.weight", "model.layers.{}.self_attn.q_proj.weight",
+                    "model.layers.{}.self_attn.k_proj.weight", "model.layers.{}.self_attn.v_proj.weight",
+                    "model.layers.{}.self_attn.q_proj.bias", "model.layers.{}.self_attn.k_proj.bias",
+                    "model.layers.{}.self_attn.v_proj.bias", "model.layers.{}.self_attn.o_proj.weight",
+                    "model.layers.{}.post_attention_layernorm.weight", "model.layers.{}.mlp.gate_proj.weight",
+                    "model.layers.{}.mlp.up_proj.weight", "model.layers.{}.mlp.down_proj.weight"};
+  m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
+    auto it = refs.find(n);
+    return it == refs.end() ? nullptr : &it->second;
+  }, dir);
+  m->weights.mappings = st.mappings();
+
+  bool add_bos = true;
+  const fs::path tok_cfg = fs::path(dir) / "tokenizer_config.json";
+  if (fs::exists(tok_cfg)) {
+    json tc = read_json(tok_cfg.string());
+    if (tc.is_object() && tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean())
+      add_bos = tc["add_bos_token"].get<bool>();
+  }
+  const fs::path spm = fs::path(dir) / "tokenizer.model";
+  if (!fs::exists(spm)) fail(dir, "no tokenizer.model (SentencePiece) in the model directory");
+  m->tokenizer = Tokenizer::from_sentencepiece(spm.string(), add_bos, c.n_vocab);
+  return m;
+}
+
+}  // namespace fasa

@@ -1,0 +1,175 @@
+#include "model/model.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "util/error.h"
+
+namespace fasa {
+
+const char* rope_layout_name(RopeLayout l) { return l == RopeLayout::Normal ? "normal" : "neox"; }
+
+std::vector<float> ModelConfig::rope_inv_freq() const {
+  std::vector<float> f(n_rot / 2);
+  for (int i = 0; i < n_rot / 2; ++i) {
+    // As PyTorch computes it: 1 / base^(2i/n_rot) in float32.
+    f[i] = 1.0f / std::pow(rope_base, (float)(2 * i) / (float)n_rot);
+    if (!rope_freq_factors.empty()) f[i] /= rope_freq_factors[i];
+  }
+  return f;
+}
+
+void ModelConfig::validate(const std::string& source) const {
+  auto check = [&](bool ok, const std::string& what) {
+    if (!ok) fail(source, "inconsistent hyper-parameters: " + what);
+  };
+  check(n_layer >= 1 && n_layer <= 1024, "layer count " + std::to_string(n_layer));
+  check(n_embd >= 1 && n_embd <= (1 << 17), "embedding size " + std::to_string(n_embd));
+  check(n_ff >= 1 && n_ff <= (1 << 20), "feed-forward size " + std::to_string(n_ff));
+  check(n_head >= 1 && n_head <= 1024, "head count " + std::to_string(n_head));
+  check(n_head_kv >= 1 && n_head_kv <= n_head && n_head % n_head_kv == 0,
+        "KV head count " + std::to_string(n_head_kv) + " does not divide head count " + std::to_string(n_head));
+  check(head_dim >= 2 && head_dim <= 1024 && head_dim % 2 == 0, "head dim " + std::to_string(head_dim));
+  check(n_rot >= 2 && n_rot <= head_dim && n_rot % 2 == 0, "rotary dims " + std::to_string(n_rot));
+  check(n_vocab >= 1 && n_vocab <= (1 << 22), "vocabulary size " + std::to_string(n_vocab));
+  check(n_ctx_train >= 1 && n_ctx_train <= (1 << 24), "context length " + std::to_string(n_ctx_train));
+  check(std::isfinite(rms_eps) && rms_eps > 0 && rms_eps < 1, "rms eps " + std::to_string(rms_eps));
+  check(std::isfinite(rope_base) && rope_base > 1, "rope base " + std::to_string(rope_base));
+  check(rope_freq_factors.empty() || (int)rope_freq_factors.size() == n_rot / 2,
+        "rope frequency factors: " + std::to_string(rope_freq_factors.size()) + " values for " +
+            std::to_string(n_rot / 2) + " planes");
+  for (float f : rope_freq_factors) check(std::isfinite(f) && f > 0, "rope frequency factor " + std::to_string(f));
+}
+
+std::vector<float> llama3_rope_factors(int n_rot, float base, float factor, float low_freq_factor,
+                                       float high_freq_factor, int original_ctx) {
+  // Wavelengths longer than original_ctx/low are divided by `factor`, shorter than original_ctx/high
+  // are kept, and the band between is interpolated smoothly.
+  const float low_wavelen = original_ctx / low_freq_factor;
+  const float high_wavelen = original_ctx / high_freq_factor;
+  std::vector<float> out(n_rot / 2);
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const float freq = 1.0f / std::pow(base, (float)(2 * i) / (float)n_rot);
+    const float wavelen = 2.0f * (float)M_PI / freq;
+    float new_freq;
+    if (wavelen < high_wavelen) {
+      new_freq = freq;
+    } else if (wavelen > low_wavelen) {
+      new_freq = freq / factor;
+    } else {
+      const float smooth = (original_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      new_freq = (1 - smooth) * freq / factor + smooth * freq;
+    }
+    out[i] = freq / new_freq;
+  }
+  return out;
+}
+
+namespace {
+
+std::string layer_name(const std::string& pattern, int layer) {
+  std::string s = pattern;
+  auto p = s.find("{}");
+  if (p != std::string::npos) s.replace(p, 2, std::to_string(layer));
+  return s;
+}
+
+std::string shape_str(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+const TensorRef& require(const TensorLookup& lookup, const std::string& name, const std::string& source) {
+  const TensorRef* t = lookup(name);
+  if (!t) fail(source, "missing tensor '" + name + "'");
+  return *t;
+}
+
+// A [rows, cols] matrix (ggml ne = {cols, rows}) of a type we can compute with.
+Matrix bind_matrix(const TensorLookup& lookup, const std::string& name, int64_t rows, int64_t cols,
+                   const std::string& source) {
+  const TensorRef& t = require(lookup, name, source);
+  if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows)
+    fail(t.file, "tensor '" + name + "' has shape " + shape_str(t.ne) + ", expected " +
+                     shape_str({cols, rows}) + " (ggml order)");
+  if (!dtype_computable(t.type))
+    fail(t.file, "tensor '" + name + "' has type " + dtype_name(t.type) +
+                     ", which this build cannot compute with (supported: " + computable_dtype_list() + ")");
+  Matrix m;
+  m.type = t.type;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_bytes = dtype_bytes(t.type, cols);
+  m.data = t.data;
+  return m;
+}
+
+std::vector<float> bind_vector(const TensorLookup& lookup, const std::string& name, int64_t n,
+                               const std::string& source) {
+  const TensorRef& t = require(lookup, name, source);
+  if (t.ne.size() != 1 || t.ne[0] != n)
+    fail(t.file, "tensor '" + name + "' has shape " + shape_str(t.ne) + ", expected [" + std::to_string(n) + "]");
+  if (!dtype_computable(t.type))
+    fail(t.file, "tensor '" + name + "' has unsupported type " + std::string(dtype_name(t.type)));
+  std::vector<float> v(n);
+  dequantize_row(t.type, t.data, v.data(), n);
+  return v;
+}
+
+}  // namespace
+
+ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, const TensorLookup& lookup,
+                          const std::string& src) {
+  const int64_t q_dim = (int64_t)cfg.n_head * cfg.head_dim, kv_dim = (int64_t)cfg.n_head_kv * cfg.head_dim;
+  ModelWeights w;
+  w.tok_embd = bind_matrix(lookup, names.tok_embd, cfg.n_vocab, cfg.n_embd, src);
+  w.output_norm = bind_vector(lookup, names.output_norm, cfg.n_embd, src);
+  w.output = cfg.tied_output ? w.tok_embd : bind_matrix(lookup, names.output, cfg.n_vocab, cfg.n_embd, src);
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    auto n = [&](const std::string& p) { return layer_name(p, l); };
+    LayerWeights L;
+    L.attn_norm = bind_vector(lookup, n(names.attn_norm), cfg.n_embd, src);
+    L.wq = bind_matrix(lookup, n(names.wq), q_dim, cfg.n_embd, src);
+    L.wk = bind_matrix(lookup, n(names.wk), kv_dim, cfg.n_embd, src);
+    L.wv = bind_matrix(lookup, n(names.wv), kv_dim, cfg.n_embd, src);
+    if (cfg.qkv_bias) {
+      L.bq = bind_vector(lookup, n(names.bq), q_dim, src);
+      L.bk = bind_vector(lookup, n(names.bk), kv_dim, src);
+      L.bv = bind_vector(lookup, n(names.bv), kv_dim, src);
+    }
+    L.wo = bind_matrix(lookup, n(names.wo), cfg.n_embd, q_dim, src);
+    L.ffn_norm = bind_vector(lookup, n(names.ffn_norm), cfg.n_embd, src);
+    L.w_gate = bind_matrix(lookup, n(names.w_gate), cfg.n_ff, cfg.n_embd, src);
+    L.w_up = bind_matrix(lookup, n(names.w_up), cfg.n_ff, cfg.n_embd, src);
+    L.w_down = bind_matrix(lookup, n(names.w_down), cfg.n_embd, cfg.n_ff, src);
+    w.layers.push_back(std::move(L));
+  }
+  return w;
+}
+
+std::unique_ptr<Model> load_model(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return load_hf_model(path);
+  if (!fs::exists(path, ec)) fail(path, "no such file or directory");
+  return load_gguf_model(path);
+}
+
+int64_t Model::n_params() const {
+  const ModelConfig& c = config;
+  int64_t per_layer = 2LL * c.n_embd + (int64_t)c.n_embd * c.head_dim * (2LL * c.n_head + 2LL * c.n_head_kv) +
+                      3LL * c.n_embd * c.n_ff;
+  if (c.qkv_bias) per_layer += (int64_t)c.head_dim * (c.n_head + 2LL * c.n_head_kv);
+  return (int64_t)c.n_vocab * c.n_embd * (c.tied_output ? 1 : 2) + c.n_embd + per_layer * c.n_layer;
+}
+
+size_t Model::weight_bytes() const {
+  auto mb = [](const Matrix& m) { return m.row_bytes * (size_t)m.rows; };
+  size_t b = mb(weights.tok_embd) + (config.tied_output ? 0 : mb(weights.output));
+  for (auto& L : weights.layers)
+    b += mb(L.wq) + mb(L.wk) + mb(L.wv) + mb(L.wo) + mb(L.w_gate) + mb(L.w_up) + mb(L.w_down);
+  return b;
+}
+
+}  // namespace fasa

@@ -1,0 +1,57 @@
+#pragma once
+// A loaded model: hyper-parameters, weights and tokenizer, from a .gguf file or an HF directory.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
+
+namespace fasa {
+
+struct Model {
+  std::string path;
+  std::string format;  // "gguf" or "safetensors"
+  ModelConfig config;
+  ModelWeights weights;
+  Tokenizer tokenizer;
+
+  int64_t n_params() const;
+  size_t weight_bytes() const;
+};
+
+// `path` is a .gguf file or a Hugging Face model directory. Throws fasa::Error naming the file.
+std::unique_ptr<Model> load_model(const std::string& path);
+
+// --- shared by the two loaders --------------------------------------------------------------
+
+// One stored tensor as a loader sees it, in ggml dim order (ne[0] = contiguous row length).
+struct TensorRef {
+  std::string name;
+  std::string file;
+  DType type = DType::F32;
+  std::vector<int64_t> ne;
+  const uint8_t* data = nullptr;
+};
+
+// name -> tensor, or nullptr when absent.
+using TensorLookup = std::function<const TensorRef*(const std::string& name)>;
+
+// Tensor names of one architecture/format.
+struct TensorNames {
+  std::string tok_embd, output_norm, output;
+  // Per-layer names hold "{}" where the layer number goes.
+  std::string attn_norm, wq, wk, wv, bq, bk, bv, wo, ffn_norm, w_gate, w_up, w_down;
+};
+
+// Checks every tensor's presence, type and shape against `cfg` and builds the views. Errors about a
+// missing tensor name `source` (the model file or directory); others name the tensor's own file.
+ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, const TensorLookup& lookup,
+                          const std::string& source);
+
+std::unique_ptr<Model> load_gguf_model(const std::string& path);
+std::unique_ptr<Model> load_hf_model(const std::string& dir);
+
+}  // namespace fasa

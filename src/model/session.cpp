@@ -1,0 +1,128 @@
+// The Llama-family forward pass, top to bottom:
+// token -> embed -> per layer: norm -> QKV (+bias) -> RoPE -> append K, V -> select rows per head ->
+// gathered attention -> output proj -> residual -> norm -> SwiGLU MLP -> residual -> norm -> logits.
+#include "model/session.h"
+
+#include <cmath>
+
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "util/error.h"
+
+namespace fasa {
+
+Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenSelector> policy)
+    : model_(model),
+      policy_(policy ? std::move(policy) : std::make_shared<FullAttention>()),
+      cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim,
+             opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train),
+      n_ubatch_(opts.n_ubatch > 0 ? opts.n_ubatch : 256),
+      inv_freq_(model.config.rope_inv_freq()),
+      logits_(model.config.n_vocab) {}
+
+std::span<const float> Session::eval(std::span<const int32_t> tokens, std::vector<float>* all_logits) {
+  const ModelConfig& c = model_.config;
+  if (tokens.empty()) throw Error("eval: no tokens");
+  if (n_past_ + (int64_t)tokens.size() > cache_.n_ctx())
+    throw Error("context is full: " + std::to_string(n_past_) + " + " + std::to_string(tokens.size()) +
+                " tokens exceed the context size " + std::to_string(cache_.n_ctx()));
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.n_vocab) throw Error("token id " + std::to_string(t) + " is outside the vocabulary");
+  if (all_logits) all_logits->assign(tokens.size() * (size_t)c.n_vocab, 0.0f);
+  const bool decode = tokens.size() == 1;
+  for (size_t i = 0; i < tokens.size(); i += n_ubatch_) {
+    const int n = (int)std::min<size_t>(n_ubatch_, tokens.size() - i);
+    const bool last = i + n == tokens.size();
+    if (all_logits) forward(tokens.data() + i, n, decode, all_logits->data() + i * c.n_vocab, true);
+    else forward(tokens.data() + i, n, decode, last ? logits_.data() : nullptr, false);
+  }
+  if (all_logits)
+    std::copy(all_logits->end() - c.n_vocab, all_logits->end(), logits_.begin());
+  return logits_;
+}
+
+void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_out, bool all_logits) {
+  const ModelConfig& c = model_.config;
+  const ModelWeights& w = model_.weights;
+  const int E = c.n_embd, D = c.head_dim, H = c.n_head, HKV = c.n_head_kv, F = c.n_ff;
+  const int q_dim = H * D, kv_dim = HKV * D, group = H / HKV, planes = c.n_rot / 2;
+  const float scale = 1.0f / std::sqrt((float)D);
+  const int64_t p0 = n_past_;
+
+  std::vector<float> x((size_t)n * E);        // [n, E] residual stream
+  std::vector<float> xb((size_t)n * E);       // [n, E] normed input / projection output
+  std::vector<float> q((size_t)n * q_dim);    // [n, H*D]
+  std::vector<float> k((size_t)n * kv_dim);   // [n, HKV*D]
+  std::vector<float> v((size_t)n * kv_dim);   // [n, HKV*D]
+  std::vector<float> att((size_t)n * q_dim);  // [n, H*D] attention output per head
+  std::vector<float> gate((size_t)n * F);     // [n, F]
+  std::vector<float> up((size_t)n * F);       // [n, F]
+  std::vector<float> cs((size_t)n * planes * 2);  // [n, planes, 2] RoPE cos/sin per position
+
+  for (int t = 0; t < n; ++t) {
+    dequantize_row(w.tok_embd.type, w.tok_embd.row(tokens[t]), &x[(size_t)t * E], E);
+    rope_cos_sin(inv_freq_.data(), planes, p0 + t, &cs[(size_t)t * planes * 2]);
+  }
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[l];
+    for (int t = 0; t < n; ++t) rms_norm(&x[(size_t)t * E], L.attn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
+    matmul(L.wq, xb.data(), n, q.data());
+    matmul(L.wk, xb.data(), n, k.data());
+    matmul(L.wv, xb.data(), n, v.data());
+    for (int t = 0; t < n; ++t) {
+      if (c.qkv_bias)
+        for (int i = 0; i < q_dim; ++i) q[(size_t)t * q_dim + i] += L.bq[i];
+      if (c.qkv_bias)
+        for (int i = 0; i < kv_dim; ++i) {
+          k[(size_t)t * kv_dim + i] += L.bk[i];
+          v[(size_t)t * kv_dim + i] += L.bv[i];
+        }
+      rope(&q[(size_t)t * q_dim], H, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
+      rope(&k[(size_t)t * kv_dim], HKV, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
+      for (int h = 0; h < HKV; ++h) {
+        std::copy_n(&k[(size_t)t * kv_dim + h * D], D, cache_.k_row(l, h, p0 + t));
+        std::copy_n(&v[(size_t)t * kv_dim + h * D], D, cache_.v_row(l, h, p0 + t));
+      }
+    }
+
+    // Attention per (token, query head). Prefill is dense and causal; a decode step asks the policy.
+#pragma omp parallel
+    {
+      std::vector<int32_t> rows;
+#pragma omp for collapse(2) schedule(dynamic)
+      for (int t = 0; t < n; ++t) {
+        for (int h = 0; h < H; ++h) {
+          const KvHeadView kv = cache_.view(l, h / group, p0 + t + 1);
+          const float* qh = &q[(size_t)t * q_dim + h * D];
+          float* out = &att[(size_t)t * q_dim + h * D];
+          rows.clear();
+          const bool sparse = decode && policy_->select({l, h, h / group, p0 + t, qh}, kv, rows);
+          if (sparse) gathered_attention(qh, kv, rows.data(), (int64_t)rows.size(), scale, out);
+          else gathered_attention(qh, kv, nullptr, kv.n_tokens, scale, out);
+        }
+      }
+    }
+
+    matmul(L.wo, att.data(), n, xb.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
+
+    for (int t = 0; t < n; ++t) rms_norm(&x[(size_t)t * E], L.ffn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
+    matmul(L.w_gate, xb.data(), n, gate.data());
+    matmul(L.w_up, xb.data(), n, up.data());
+    swiglu(gate.data(), up.data(), (int64_t)n * F);
+    matmul(L.w_down, gate.data(), n, xb.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
+  }
+  n_past_ += n;
+
+  if (!logits_out) return;
+  // Only the rows whose logits are wanted go through the (large) output projection.
+  const int first = all_logits ? 0 : n - 1;
+  for (int t = first; t < n; ++t)
+    rms_norm(&x[(size_t)t * E], w.output_norm.data(), E, c.rms_eps, &xb[(size_t)(t - first) * E]);
+  matmul(w.output, xb.data(), n - first, logits_out);
+}
+
+}  // namespace fasa

@@ -1,0 +1,48 @@
+#pragma once
+// One decoding context over a loaded model: the KV cache, the selection policy and scratch space.
+// eval() runs the forward pass for new tokens; prompts of several tokens go through batched dense
+// prefill, single tokens through the decode path where the policy picks the rows each head reads.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "sparse/policy.h"
+
+namespace fasa {
+
+struct SessionOptions {
+  int64_t n_ctx = 0;      // 0: the model's training context
+  int n_ubatch = 256;     // prefill tokens per forward chunk (bounds scratch memory)
+};
+
+class Session {
+ public:
+  // `policy` defaults to full attention.
+  Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenSelector> policy = nullptr);
+
+  // Appends `tokens` at positions n_past()..; returns the logits of the last one ([n_vocab]).
+  // With `all_logits`, also fills it with every token's logits ([tokens.size(), n_vocab]).
+  std::span<const float> eval(std::span<const int32_t> tokens, std::vector<float>* all_logits = nullptr);
+
+  int64_t n_past() const { return n_past_; }
+  int64_t n_ctx() const { return cache_.n_ctx(); }
+  const KvCache& cache() const { return cache_; }
+  const Model& model() const { return model_; }
+  void reset() { n_past_ = 0; }
+
+ private:
+  void forward(const int32_t* tokens, int n, bool decode, float* logits_out, bool all_logits);
+
+  const Model& model_;
+  std::shared_ptr<TokenSelector> policy_;
+  KvCache cache_;
+  int n_ubatch_;
+  int64_t n_past_ = 0;
+  std::vector<float> inv_freq_;  // [n_rot/2]
+  std::vector<float> logits_;    // [n_vocab] of the last evaluated token
+};
+
+}  // namespace fasa

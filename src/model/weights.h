@@ -1,0 +1,47 @@
+#pragma once
+// Weight views into the mapped model file(s). Matrices stay in their stored type; the small 1-D
+// tensors (norms, biases) are converted to float at load time.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "io/mapped_file.h"
+#include "ops/dtype.h"
+
+namespace fasa {
+
+// Row-major matrix [rows, cols] of any computable type; row r starts at data + r * row_bytes.
+struct Matrix {
+  DType type = DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;
+  const uint8_t* data = nullptr;
+  const void* row(int64_t r) const { return data + (size_t)r * row_bytes; }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [n_embd]
+  Matrix wq;                     // [n_head * head_dim, n_embd]
+  Matrix wk;                     // [n_head_kv * head_dim, n_embd]
+  Matrix wv;                     // [n_head_kv * head_dim, n_embd]
+  std::vector<float> bq;         // [n_head * head_dim] or empty
+  std::vector<float> bk;         // [n_head_kv * head_dim] or empty
+  std::vector<float> bv;         // [n_head_kv * head_dim] or empty
+  Matrix wo;                     // [n_embd, n_head * head_dim]
+  std::vector<float> ffn_norm;   // [n_embd]
+  Matrix w_gate;                 // [n_ff, n_embd]
+  Matrix w_up;                   // [n_ff, n_embd]
+  Matrix w_down;                 // [n_embd, n_ff]
+};
+
+struct ModelWeights {
+  Matrix tok_embd;                  // [n_vocab, n_embd]
+  std::vector<LayerWeights> layers;  // [n_layer]
+  std::vector<float> output_norm;   // [n_embd]
+  Matrix output;                    // [n_vocab, n_embd]; the embedding itself when tied
+  std::vector<std::shared_ptr<const MappedFile>> mappings;  // keep the bytes above alive
+};
+
+}  // namespace fasa

@@ -1,0 +1,60 @@
+#include "ops/attention.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ops/dtype.h"
+
+namespace fasa {
+
+void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,
+                        float* out) {
+  const int d = kv.head_dim;
+  float max_score = -std::numeric_limits<float>::infinity();
+  float denom = 0.0f;
+  for (int i = 0; i < d; ++i) out[i] = 0.0f;
+  for (int64_t j = 0; j < n_rows; ++j) {
+    const int64_t r = rows ? rows[j] : j;
+    const float s = scale * dot_f32(q, kv.k + r * d, d);
+    const float* v = kv.v + r * d;
+    if (s > max_score) {  // new maximum: rescale what has been accumulated so far
+      const float c = std::exp(max_score - s);
+      denom *= c;
+#pragma omp simd
+      for (int i = 0; i < d; ++i) out[i] *= c;
+      max_score = s;
+    }
+    const float w = std::exp(s - max_score);
+    denom += w;
+#pragma omp simd
+    for (int i = 0; i < d; ++i) out[i] += w * v[i];
+  }
+  if (denom > 0) {
+    const float inv = 1.0f / denom;
+    for (int i = 0; i < d; ++i) out[i] *= inv;
+  }
+}
+
+void attention_reference(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,
+                         float* out) {
+  const int d = kv.head_dim;
+  std::vector<double> s(n_rows);
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < n_rows; ++j) {
+    const int64_t r = rows ? rows[j] : j;
+    double dot = 0;
+    for (int i = 0; i < d; ++i) dot += (double)q[i] * kv.k[r * d + i];
+    s[j] = scale * dot;
+    m = std::max(m, s[j]);
+  }
+  double sum = 0;
+  for (auto& x : s) sum += (x = std::exp(x - m));
+  for (int i = 0; i < d; ++i) {
+    double acc = 0;
+    for (int64_t j = 0; j < n_rows; ++j) acc += s[j] * kv.v[(rows ? rows[j] : j) * d + i];
+    out[i] = n_rows ? (float)(acc / sum) : 0.0f;
+  }
+}
+
+}  // namespace fasa

@@ -1,0 +1,19 @@
+#pragma once
+// Exact softmax attention of one query head over chosen rows of one KV head: the "gathered
+// attention" half of the selection seam. Reads only the rows it is given (gather, don't mask).
+#include <cstdint>
+
+#include "kv/kv_cache.h"
+
+namespace fasa {
+
+// out[d] = sum_j softmax_j(scale * q . K[r_j]) * V[r_j][d], r_j = rows[j] (or j when rows is null),
+// j < n_rows. Single pass with an online softmax.   q, out: [head_dim]
+void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,
+                        float* out);
+
+// Plain two-pass reference with double accumulation, for tests.
+void attention_reference(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,
+                         float* out);
+
+}  // namespace fasa

@@ -1,0 +1,150 @@
+#include "ops/dtype.h"
+
+#include <algorithm>
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#include "util/error.h"
+
+namespace fasa {
+
+std::optional<DTypeTraits> dtype_traits(uint32_t raw) {
+  switch (static_cast<DType>(raw)) {
+    case DType::F32: return DTypeTraits{"F32", 1, 4, true};
+    case DType::F16: return DTypeTraits{"F16", 1, 2, true};
+    case DType::BF16: return DTypeTraits{"BF16", 1, 2, true};
+    case DType::Q4_0: return DTypeTraits{"Q4_0", 32, 18, true};
+    case DType::Q8_0: return DTypeTraits{"Q8_0", 32, 34, true};
+    case DType::Q4_1: return DTypeTraits{"Q4_1", 32, 20, false};
+    case DType::Q5_0: return DTypeTraits{"Q5_0", 32, 22, false};
+    case DType::Q5_1: return DTypeTraits{"Q5_1", 32, 24, false};
+    case DType::Q8_1: return DTypeTraits{"Q8_1", 32, 36, false};
+    case DType::Q2_K: return DTypeTraits{"Q2_K", 256, 84, false};
+    case DType::Q3_K: return DTypeTraits{"Q3_K", 256, 110, false};
+    case DType::Q4_K: return DTypeTraits{"Q4_K", 256, 144, false};
+    case DType::Q5_K: return DTypeTraits{"Q5_K", 256, 176, false};
+    case DType::Q6_K: return DTypeTraits{"Q6_K", 256, 210, false};
+    case DType::Q8_K: return DTypeTraits{"Q8_K", 256, 292, false};
+    case DType::I8: return DTypeTraits{"I8", 1, 1, false};
+    case DType::I16: return DTypeTraits{"I16", 1, 2, false};
+    case DType::I32: return DTypeTraits{"I32", 1, 4, false};
+    case DType::I64: return DTypeTraits{"I64", 1, 8, false};
+    case DType::F64: return DTypeTraits{"F64", 1, 8, false};
+  }
+  return std::nullopt;
+}
+
+const char* dtype_name(DType t) {
+  auto tr = dtype_traits(static_cast<uint32_t>(t));
+  return tr ? tr->name : "unknown";
+}
+
+bool dtype_computable(DType t) {
+  auto tr = dtype_traits(static_cast<uint32_t>(t));
+  return tr && tr->computable;
+}
+
+std::string computable_dtype_list() { return "F32, F16, BF16, Q8_0, Q4_0"; }
+
+size_t dtype_bytes(DType t, int64_t n) {
+  auto tr = dtype_traits(static_cast<uint32_t>(t));
+  return static_cast<size_t>(n / tr->block) * static_cast<size_t>(tr->block_bytes);
+}
+
+uint16_t fp32_to_fp16(float f) {
+  uint32_t u = fp32_to_bits(f);
+  uint32_t sign = (u >> 16) & 0x8000;
+  uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return (uint16_t)(sign | 0x7e00);  // NaN
+  if (abs >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);  // rounds to inf
+  if (abs < 0x38800000u) {                                   // subnormal half (or zero)
+    // Scale into the subnormal range; float addition rounds to nearest even for us.
+    float v = fp32_from_bits(abs) + 0.5f;  // 0.5 = 2^-1: puts the half's ulp (2^-24) at bit 0
+    return (uint16_t)(sign | (fp32_to_bits(v) - fp32_to_bits(0.5f)));
+  }
+  uint32_t mant_odd = (abs >> 13) & 1;
+  abs += 0xc8000fffu + mant_odd;  // rebias exponent (-112 << 23) and round to nearest even
+  return (uint16_t)(sign | (abs >> 13));
+}
+
+namespace {
+
+void dequantize_q8_0(const uint8_t* p, float* out, int64_t n) {
+  for (int64_t b = 0; b < n / kQ8_0Block; ++b, p += 34) {
+    uint16_t dh;
+    std::memcpy(&dh, p, 2);
+    const float d = fp16_to_fp32(dh);
+    const int8_t* qs = reinterpret_cast<const int8_t*>(p + 2);
+    for (int j = 0; j < kQ8_0Block; ++j) out[b * kQ8_0Block + j] = qs[j] * d;
+  }
+}
+
+void dequantize_q4_0(const uint8_t* p, float* out, int64_t n) {
+  for (int64_t b = 0; b < n / kQ4_0Block; ++b, p += 18) {
+    uint16_t dh;
+    std::memcpy(&dh, p, 2);
+    const float d = fp16_to_fp32(dh);
+    const uint8_t* qs = p + 2;
+    float* o = out + b * kQ4_0Block;
+    for (int j = 0; j < 16; ++j) {
+      o[j] = ((int)(qs[j] & 0x0f) - 8) * d;
+      o[j + 16] = ((int)(qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+void dequantize_f16(const uint16_t* p, float* out, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) out[i] = fp16_to_fp32(p[i]);
+}
+
+}  // namespace
+
+void dequantize_row(DType t, const void* row, float* out, int64_t n) {
+  const uint8_t* p = static_cast<const uint8_t*>(row);
+  switch (t) {
+    case DType::F32: std::memcpy(out, p, (size_t)n * 4); return;
+    case DType::F16: dequantize_f16(static_cast<const uint16_t*>(row), out, n); return;
+    case DType::BF16: {
+      const uint16_t* h = static_cast<const uint16_t*>(row);
+      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(h[i]);
+      return;
+    }
+    case DType::Q8_0: dequantize_q8_0(p, out, n); return;
+    case DType::Q4_0: dequantize_q4_0(p, out, n); return;
+    default: throw Error(std::string("no kernel for tensor type ") + dtype_name(t));
+  }
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+float dot_row(DType t, const void* row, const float* x, int64_t n) {
+  if (t == DType::F32) return dot_f32(static_cast<const float*>(row), x, n);
+  // Dequantize a chunk into a small stack buffer, then a float dot: one path for every type.
+  constexpr int64_t kChunk = 256;  // a multiple of every block size
+  alignas(64) float buf[kChunk];
+  float sum = 0.0f;
+  const auto tr = dtype_traits(static_cast<uint32_t>(t));
+  const uint8_t* p = static_cast<const uint8_t*>(row);
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t m = std::min(kChunk, n - i);
+    dequantize_row(t, p + (size_t)(i / tr->block) * tr->block_bytes, buf, m);
+    sum += dot_f32(buf, x + i, m);
+  }
+  return sum;
+}
+
+}  // namespace fasa

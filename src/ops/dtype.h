@@ -1,0 +1,73 @@
+#pragma once
+// Element types of weight tensors (numbered as ggml numbers them, so GGUF values map directly),
+// the scalar fp16/bf16 conversions, and the per-row dequantize / dot kernels every matmul uses.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+
+namespace fasa {
+
+enum class DType : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
+  I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30,
+};
+
+struct DTypeTraits {
+  const char* name;
+  int block;          // elements per block
+  int block_bytes;    // bytes per block
+  bool computable;    // has dequantize/dot kernels here
+};
+
+// Traits of a raw ggml type number; nullopt for numbers this build does not know.
+std::optional<DTypeTraits> dtype_traits(uint32_t raw);
+const char* dtype_name(DType t);
+bool dtype_computable(DType t);
+std::string computable_dtype_list();
+
+// Bytes of `n` elements (n must be a multiple of the block size).
+size_t dtype_bytes(DType t, int64_t n);
+
+// Quantized block layouts (ggml's): one fp16 scale, then the quants.
+constexpr int kQ8_0Block = 32;  // struct { uint16 d; int8 qs[32]; }   value = qs[j] * d
+constexpr int kQ4_0Block = 32;  // struct { uint16 d; uint8 qs[16]; }  low nibbles are elements 0..15,
+                                // high nibbles 16..31; value = (nibble - 8) * d
+
+inline float fp32_from_bits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t fp32_to_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+
+// IEEE half -> float (exact, handles subnormals, inf and NaN).
+inline float fp16_to_fp32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (exp == 0x1f) return fp32_from_bits(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    float v = (float)mant * 5.9604644775390625e-8f;  // mant * 2^-24
+    return sign ? -v : v;
+  }
+  return fp32_from_bits(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+// float -> IEEE half, round to nearest even.
+uint16_t fp32_to_fp16(float f);
+
+inline float bf16_to_fp32(uint16_t h) { return fp32_from_bits((uint32_t)h << 16); }
+inline uint16_t fp32_to_bf16(float f) {
+  uint32_t u = fp32_to_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  // quiet NaN
+  return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+// out[0..n) = the n elements of a row of type t starting at `row` (n a multiple of the block).
+void dequantize_row(DType t, const void* row, float* out, int64_t n);
+
+// sum_i row[i] * x[i] over n elements of a row of type t.
+float dot_row(DType t, const void* row, const float* x, int64_t n);
+
+// Plain dot product of two float vectors (vectorised).
+float dot_f32(const float* a, const float* b, int64_t n);
+
+}  // namespace fasa

@@ -1,0 +1,46 @@
+#pragma once
+// The token-selection seam. Each decode step, for every layer and query head, a policy picks the
+// cache rows that head attends to (or "all"); gathered_attention then runs exact attention over just
+// those rows. FASA and every baseline are policies; the model code never changes for them.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv/kv_cache.h"
+
+namespace fasa {
+
+// What a policy sees for one (layer, query head) at one decode step.
+struct AttentionQuery {
+  int layer = 0;
+  int q_head = 0;
+  int kv_head = 0;        // the KV head this query head reads (GQA)
+  int64_t pos = 0;        // position of the token being decoded (its own row is kv.n_tokens - 1)
+  const float* q = nullptr;  // [head_dim] post-RoPE query
+};
+
+class TokenSelector {
+ public:
+  virtual ~TokenSelector() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::string_view description() const = 0;
+  // Return false to attend to every row of `kv`; otherwise fill `rows` with distinct row indices
+  // < kv.n_tokens (any order) and return true. Called concurrently for different heads of one layer.
+  virtual bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) = 0;
+};
+
+// `full`: dense attention over the whole cache.
+class FullAttention final : public TokenSelector {
+ public:
+  std::string_view name() const override { return "full"; }
+  std::string_view description() const override { return "dense attention over every cached token"; }
+  bool select(const AttentionQuery&, const KvHeadView&, std::vector<int32_t>&) override { return false; }
+};
+
+// Policy by name; throws fasa::Error listing the known names.
+std::unique_ptr<TokenSelector> make_selector(const std::string& name);
+std::vector<std::string> selector_names();
+
+}  // namespace fasa

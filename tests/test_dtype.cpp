@@ -1,0 +1,155 @@
+// Element types: fp16/bf16 conversions and each type's dequantize/dot kernel against a scalar
+// reference written here from the block layout.
+#include <cmath>
+
+#include "ops/dtype.h"
+#include "ops/matmul.h"
+#include "test_util.h"
+#include "util/error.h"
+
+namespace fasa {
+namespace {
+
+TEST(Fp16, EveryHalfRoundTripsThroughFloat) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = fp16_to_fp32((uint16_t)h);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(fp32_to_fp16(f), h) << "half 0x" << std::hex << h;
+  }
+}
+
+TEST(Fp16, ConversionMatchesCompilerHalf) {
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 200000; ++i) {
+    float f = fp32_from_bits(bits(rng));
+    if (std::isnan(f)) continue;
+    _Float16 ref = (_Float16)f;
+    uint16_t ref_bits;
+    std::memcpy(&ref_bits, &ref, 2);
+    ASSERT_EQ(fp32_to_fp16(f), ref_bits) << f;
+    ASSERT_EQ(fp16_to_fp32(ref_bits), (float)ref);
+  }
+}
+
+TEST(Bf16, RoundsToNearestEven) {
+  EXPECT_EQ(fp32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(fp32_to_bf16(fp32_from_bits(0x3f808000)), 0x3f80);  // tie, even stays
+  EXPECT_EQ(fp32_to_bf16(fp32_from_bits(0x3f818000)), 0x3f82);  // tie, odd rounds up
+  EXPECT_EQ(fp32_to_bf16(fp32_from_bits(0x3f808001)), 0x3f81);
+  EXPECT_TRUE(std::isnan(bf16_to_fp32(fp32_to_bf16(NAN))));
+  EXPECT_EQ(bf16_to_fp32(0xc040), -3.0f);
+}
+
+// --- scalar references written from ggml's block layouts ---
+
+float ref_q8_0(const uint8_t* row, int64_t i) {
+  const uint8_t* b = row + (i / 32) * 34;
+  uint16_t d;
+  std::memcpy(&d, b, 2);
+  return fp16_to_fp32(d) * (float)(int8_t)b[2 + i % 32];
+}
+
+float ref_q4_0(const uint8_t* row, int64_t i) {
+  const uint8_t* b = row + (i / 32) * 18;
+  uint16_t d;
+  std::memcpy(&d, b, 2);
+  const int j = i % 32;
+  const int nib = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
+  return fp16_to_fp32(d) * (float)(nib - 8);
+}
+
+float ref_element(DType t, const std::string& row, int64_t i) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(row.data());
+  uint16_t h;
+  switch (t) {
+    case DType::F32: { float f; std::memcpy(&f, p + 4 * i, 4); return f; }
+    case DType::F16: std::memcpy(&h, p + 2 * i, 2); return fp16_to_fp32(h);
+    case DType::BF16: std::memcpy(&h, p + 2 * i, 2); return bf16_to_fp32(h);
+    case DType::Q8_0: return ref_q8_0(p, i);
+    case DType::Q4_0: return ref_q4_0(p, i);
+    default: ADD_FAILURE() << "no reference"; return 0;
+  }
+}
+
+// Random bytes of a valid row: scales are sane halves, quants anything.
+std::string random_row(DType t, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string row(dtype_bytes(t, n), '\0');
+  for (auto& c : row) c = (char)(rng() & 0xff);
+  auto put_half = [&](size_t at, float v) {
+    uint16_t h = t == DType::BF16 ? fp32_to_bf16(v) : fp32_to_fp16(v);
+    std::memcpy(&row[at], &h, 2);
+  };
+  std::normal_distribution<float> nd(0, 1);
+  switch (t) {
+    case DType::F32:
+      for (int64_t i = 0; i < n; ++i) { float f = nd(rng); std::memcpy(&row[4 * i], &f, 4); }
+      break;
+    case DType::F16: case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) put_half(2 * i, nd(rng));
+      break;
+    case DType::Q8_0: for (int64_t b = 0; b < n / 32; ++b) put_half(b * 34, 0.01f * nd(rng)); break;
+    case DType::Q4_0: for (int64_t b = 0; b < n / 32; ++b) put_half(b * 18, 0.1f * nd(rng)); break;
+    default: break;
+  }
+  return row;
+}
+
+class KernelTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(KernelTest, DequantizeMatchesReferenceExactly) {
+  const DType t = GetParam();
+  for (int64_t n : {32, 256, 288, 1024}) {
+    std::string row = random_row(t, n, (uint32_t)n);
+    std::vector<float> out(n);
+    dequantize_row(t, row.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], ref_element(t, row, i)) << dtype_name(t) << " i=" << i;
+  }
+}
+
+TEST_P(KernelTest, DotMatchesReference) {
+  const DType t = GetParam();
+  for (int64_t n : {32, 256, 288, 4096}) {
+    std::string row = random_row(t, n, 11 + (uint32_t)n);
+    auto x = test::random_floats(n, 3);
+    double ref = 0, mag = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ref += (double)ref_element(t, row, i) * x[i];
+      mag += std::fabs((double)ref_element(t, row, i) * x[i]);
+    }
+    const float got = dot_row(t, row.data(), x.data(), n);
+    EXPECT_LE(std::fabs(got - ref), 1e-5 * mag + 1e-7) << dtype_name(t) << " n=" << n;
+  }
+}
+
+TEST_P(KernelTest, MatmulMatchesReferenceForOneAndManyTokens) {
+  const DType t = GetParam();
+  const int64_t rows = 37, cols = 320;
+  std::string data;
+  for (int r = 0; r < rows; ++r) data += random_row(t, cols, 100 + r);
+  Matrix W{t, rows, cols, dtype_bytes(t, cols), reinterpret_cast<const uint8_t*>(data.data())};
+  for (int n : {1, 5}) {
+    auto X = test::random_floats((size_t)n * cols, 9);
+    std::vector<float> Y(n * rows), R(n * rows);
+    matmul(W, X.data(), n, Y.data());
+    matmul_reference(W, X.data(), n, R.data());
+    EXPECT_LE(test::normalized_error(Y.data(), R.data(), Y.size()), 1e-5) << dtype_name(t) << " n=" << n;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, KernelTest,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(DType, UnknownAndUncomputableTypes) {
+  EXPECT_FALSE(dtype_traits(4).has_value());  // Q4_2: removed from ggml
+  EXPECT_FALSE(dtype_traits(999).has_value());
+  EXPECT_FALSE(dtype_computable(DType::Q6_K));
+  float out[256];
+  std::string row(210, '\0');
+  EXPECT_THROW(dequantize_row(DType::Q6_K, row.data(), out, 256), Error);
+}
+
+}  // namespace
+}  // namespace fasa

@@ -1,0 +1,42 @@
+#include <map>
+
+#include "model/sampler.h"
+#include "test_util.h"
+#include "util/error.h"
+
+namespace fasa {
+namespace {
+
+TEST(Sampler, GreedyIsArgmax) {
+  Sampler s({0.0f, 40, 0.95f, 1});
+  std::vector<float> l = {0.1f, 2.0f, -1.0f, 2.0f};
+  EXPECT_EQ(s.sample(l), 1);  // lowest index on ties
+}
+
+TEST(Sampler, SeededSamplingIsReproducibleAndFollowsTheDistribution) {
+  std::vector<float> l = {std::log(0.5f), std::log(0.3f), std::log(0.2f), -50.0f};
+  Sampler a({1.0f, 0, 1.0f, 123}), b({1.0f, 0, 1.0f, 123});
+  std::map<int, int> counts;
+  for (int i = 0; i < 20000; ++i) {
+    int x = a.sample(l);
+    ASSERT_EQ(x, b.sample(l));
+    counts[x]++;
+  }
+  EXPECT_NEAR(counts[0] / 20000.0, 0.5, 0.02);
+  EXPECT_NEAR(counts[1] / 20000.0, 0.3, 0.02);
+  EXPECT_EQ(counts[3], 0);
+}
+
+TEST(Sampler, TopKAndTopPRestrictTheChoice) {
+  std::vector<float> l = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
+  Sampler k1({1.0f, 1, 1.0f, 5}), p({1.0f, 0, 0.6f, 5});
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ(k1.sample(l), 0);
+    EXPECT_LE(p.sample(l), 1);  // 0.5 < 0.6: the top two are kept
+  }
+  EXPECT_THROW(Sampler({-1.0f, 0, 1.0f, 0}), Error);
+  EXPECT_THROW(Sampler({1.0f, 0, 0.0f, 0}), Error);
+}
+
+}  // namespace
+}  // namespace fasa

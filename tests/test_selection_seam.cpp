@@ -1,0 +1,86 @@
+// The token-selection seam: policies plug in without touching model code. A policy that selects
+// every row (in any order) must reproduce full attention; one that selects fewer rows must change
+// the result exactly as attention over those rows does.
+#include <algorithm>
+#include <mutex>
+#include <numeric>
+#include <set>
+
+#include "model/session.h"
+#include "ops/attention.h"
+#include "test_util.h"
+#include "util/error.h"
+
+namespace fasa {
+namespace {
+
+class AllRowsShuffled final : public TokenSelector {
+ public:
+  std::string_view name() const override { return "all-shuffled"; }
+  std::string_view description() const override { return "every row, explicitly, in a random order"; }
+  bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
+    rows.resize(kv.n_tokens);
+    std::iota(rows.begin(), rows.end(), 0);
+    std::shuffle(rows.begin(), rows.end(), std::mt19937(q.layer * 131 + q.q_head));
+    std::lock_guard<std::mutex> lock(mu);
+    calls.insert({q.layer, q.q_head, q.kv_head, (int)kv.n_tokens});
+    return true;
+  }
+  std::mutex mu;
+  std::set<std::tuple<int, int, int, int>> calls;
+};
+
+class LastRows final : public TokenSelector {
+ public:
+  explicit LastRows(int n) : n_(n) {}
+  std::string_view name() const override { return "last-n"; }
+  std::string_view description() const override { return "the n most recent rows"; }
+  bool select(const AttentionQuery&, const KvHeadView& kv, std::vector<int32_t>& rows) override {
+    for (int64_t r = std::max<int64_t>(0, kv.n_tokens - n_); r < kv.n_tokens; ++r) rows.push_back((int32_t)r);
+    return true;
+  }
+  int n_;
+};
+
+std::vector<float> decode_logits(const Model& m, std::shared_ptr<TokenSelector> p, const std::vector<int32_t>& prompt,
+                                 int32_t next) {
+  Session s(m, {}, std::move(p));
+  s.eval(prompt);
+  auto l = s.eval(std::span<const int32_t>(&next, 1));
+  return {l.begin(), l.end()};
+}
+
+TEST(SelectionSeam, SelectingEveryRowEqualsFullAttention) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  auto prompt = m->tokenizer.encode("And the earth was without form, and void", true);
+  auto policy = std::make_shared<AllRowsShuffled>();
+  auto full = decode_logits(*m, std::make_shared<FullAttention>(), prompt, 288);
+  auto all = decode_logits(*m, policy, prompt, 288);
+  EXPECT_LE(test::normalized_error(all.data(), full.data(), full.size()), 1e-5);
+  // Asked once per (layer, query head) for the decode step only, with the GQA KV head and all rows.
+  const auto& c = m->config;
+  EXPECT_EQ(policy->calls.size(), (size_t)c.n_layer * c.n_head);
+  for (auto& [layer, qh, kvh, n] : policy->calls) {
+    EXPECT_EQ(kvh, qh / (c.n_head / c.n_head_kv));
+    EXPECT_EQ(n, (int)prompt.size() + 1);
+  }
+}
+
+TEST(SelectionSeam, FewerRowsChangeTheOutput) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  auto prompt = m->tokenizer.encode("And the earth was without form, and void; and darkness was upon", true);
+  auto full = decode_logits(*m, std::make_shared<FullAttention>(), prompt, 288);
+  auto last2 = decode_logits(*m, std::make_shared<LastRows>(2), prompt, 288);
+  auto last_all = decode_logits(*m, std::make_shared<LastRows>(1000), prompt, 288);
+  EXPECT_GT(test::normalized_error(last2.data(), full.data(), full.size()), 1e-3);
+  EXPECT_LE(test::normalized_error(last_all.data(), full.data(), full.size()), 1e-5);  // budget >= context
+}
+
+TEST(SelectionSeam, PolicyRegistry) {
+  EXPECT_EQ(make_selector("full")->name(), "full");
+  EXPECT_FALSE(make_selector("full")->description().empty());
+  EXPECT_THROW(make_selector("nope"), Error);
+}
+
+}  // namespace
+}  // namespace fasa

@@ -1,0 +1,192 @@
+#include "test_util.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace fasa::test {
+
+std::string shared_dir() {
+  const char* env = std::getenv("FASA_SHARED");
+  std::string d = env && *env ? env : FASA_SHARED_DIR;
+  return std::filesystem::exists(std::filesystem::path(d) / "models") ? d : "";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), (std::streamsize)bytes.size());
+}
+
+namespace {
+struct TempRoot {
+  std::filesystem::path path;
+  TempRoot() {
+    path = std::filesystem::temp_directory_path() / ("fasa-tests-" + std::to_string(getpid()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempRoot() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+}  // namespace
+
+std::string temp_dir() {
+  static TempRoot root;
+  static int counter = 0;
+  auto p = root.path / std::to_string(counter++);
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+double normalized_error(const float* a, const float* b, size_t n) {
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < n; ++i) {
+    max_diff = std::max(max_diff, (double)std::fabs(a[i] - b[i]));
+    max_ref = std::max(max_ref, (double)std::fabs(b[i]));
+  }
+  return max_ref > 0 ? max_diff / max_ref : max_diff;
+}
+
+std::string le32(uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
+std::string le64(uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); }
+std::string gguf_str(const std::string& s) { return le64(s.size()) + s; }
+
+void GgufWriter::kv_raw(const std::string& key, uint32_t type, const std::string& value_bytes) {
+  kv_ += gguf_str(key) + le32(type) + value_bytes;
+  ++n_kv_;
+}
+void GgufWriter::kv_string(const std::string& key, const std::string& v) { kv_raw(key, 8, gguf_str(v)); }
+void GgufWriter::kv_u32(const std::string& key, uint32_t v) { kv_raw(key, 4, le32(v)); }
+void GgufWriter::kv_i32(const std::string& key, int32_t v) { kv_raw(key, 5, le32((uint32_t)v)); }
+void GgufWriter::kv_u64(const std::string& key, uint64_t v) { kv_raw(key, 10, le64(v)); }
+void GgufWriter::kv_f32(const std::string& key, float v) {
+  kv_raw(key, 6, std::string(reinterpret_cast<const char*>(&v), 4));
+}
+void GgufWriter::kv_bool(const std::string& key, bool v) { kv_raw(key, 7, std::string(1, v ? 1 : 0)); }
+void GgufWriter::kv_string_array(const std::string& key, const std::vector<std::string>& v) {
+  std::string b = le32(8) + le64(v.size());
+  for (auto& s : v) b += gguf_str(s);
+  kv_raw(key, 9, b);
+}
+void GgufWriter::kv_f32_array(const std::string& key, const std::vector<float>& v) {
+  kv_raw(key, 9, le32(6) + le64(v.size()) + std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+}
+void GgufWriter::kv_i32_array(const std::string& key, const std::vector<int32_t>& v) {
+  kv_raw(key, 9, le32(5) + le64(v.size()) + std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+}
+void GgufWriter::tensor(const std::string& name, std::vector<int64_t> ne, DType type, const std::string& data) {
+  tensors_.push_back({name, std::move(ne), type, data});
+}
+void GgufWriter::tensor_f32(const std::string& name, std::vector<int64_t> ne, const std::vector<float>& v) {
+  tensor(name, std::move(ne), DType::F32, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+}
+
+std::string GgufWriter::bytes(uint32_t version, uint32_t alignment) const {
+  std::string out = "GGUF" + le32(version) + le64(tensors_.size()) + le64(n_kv_) + kv_;
+  std::vector<uint64_t> offsets;
+  uint64_t off = 0;
+  for (auto& t : tensors_) {
+    offsets.push_back(off);
+    off += (t.data.size() + alignment - 1) / alignment * alignment;
+  }
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    auto& t = tensors_[i];
+    out += gguf_str(t.name) + le32((uint32_t)t.ne.size());
+    for (auto d : t.ne) out += le64((uint64_t)d);
+    out += le32((uint32_t)t.type) + le64(offset_override.empty() ? offsets[i] : offset_override[i]);
+  }
+  out.resize((out.size() + alignment - 1) / alignment * alignment, '\0');
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    std::string d = tensors_[i].data;
+    d.resize((d.size() + alignment - 1) / alignment * alignment, '\0');
+    out += d;
+  }
+  return out;
+}
+
+int tiny_vocab_size(const TinyLlamaSpec& s) { return 259 + (int)s.extra_tokens.size(); }
+
+GgufWriter tiny_llama_gguf(const TinyLlamaSpec& s) {
+  GgufWriter w;
+  const std::string a = s.arch + ".";
+  w.kv_string("general.architecture", s.arch);
+  w.kv_u32(a + "block_count", s.n_layer);
+  w.kv_u32(a + "embedding_length", s.n_embd);
+  w.kv_u32(a + "feed_forward_length", s.n_ff);
+  w.kv_u32(a + "attention.head_count", s.n_head);
+  w.kv_u32(a + "attention.head_count_kv", s.n_head_kv);
+  w.kv_u32(a + "context_length", s.n_ctx);
+  w.kv_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.kv_f32(a + "rope.freq_base", 10000.0f);
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    tokens.push_back(buf);
+    types.push_back(6);
+  }
+  for (auto& t : s.extra_tokens) {
+    tokens.push_back(t);
+    types.push_back(1);
+  }
+  std::vector<float> scores(tokens.size());
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -(float)i;
+  w.kv_string("tokenizer.ggml.model", s.tokenizer_model);
+  w.kv_string_array("tokenizer.ggml.tokens", tokens);
+  w.kv_f32_array("tokenizer.ggml.scores", scores);
+  w.kv_i32_array("tokenizer.ggml.token_type", types);
+  w.kv_u32("tokenizer.ggml.bos_token_id", 1);
+  w.kv_u32("tokenizer.ggml.eos_token_id", 2);
+
+  const int64_t V = (int64_t)tokens.size(), E = s.n_embd, D = s.n_embd / s.n_head;
+  const int64_t Q = s.n_head * D, KV = s.n_head_kv * D, F = s.n_ff;
+  uint32_t seed = s.seed;
+  auto add = [&](const std::string& name, std::vector<int64_t> ne) {
+    if (name == s.skip_tensor) return;
+    if (name == s.misshape_tensor) ne[0] += 1;
+    int64_t n = 1;
+    for (auto d : ne) n *= d;
+    auto v = random_floats((size_t)n, seed++, 0.3f);
+    if (ne.size() == 1)
+      for (auto& x : v) x = 1.0f + 0.1f * x;  // norm weights near one
+    w.tensor_f32(name, ne, v);
+  };
+  add("token_embd.weight", {E, V});
+  add("output_norm.weight", {E});
+  add("output.weight", {E, V});
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    add(p + "attn_norm.weight", {E});
+    add(p + "attn_q.weight", {E, Q});
+    add(p + "attn_k.weight", {E, KV});
+    add(p + "attn_v.weight", {E, KV});
+    add(p + "attn_output.weight", {Q, E});
+    add(p + "ffn_norm.weight", {E});
+    add(p + "ffn_gate.weight", {E, F});
+    add(p + "ffn_up.weight", {E, F});
+    add(p + "ffn_down.weight", {F, E});
+  }
+  return w;
+}
+
+}  // namespace fasa::test

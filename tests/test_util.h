@@ -1,0 +1,82 @@
+#pragma once
+// Helpers shared by the tests: where the shared data lives, temp files, a GGUF writer, random data.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/dtype.h"
+
+namespace fasa::test {
+
+// ../shared (FASA_SHARED env var overrides). Empty when absent.
+std::string shared_dir();
+// Skips the current test with a visible message when the shared models are missing.
+#define FASA_REQUIRE_SHARED()                                                                   \
+  do {                                                                                          \
+    if (::fasa::test::shared_dir().empty())                                                     \
+      GTEST_SKIP() << "shared models not found (set FASA_SHARED or place ../shared): skipped"; \
+  } while (0)
+
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& bytes);
+// A fresh directory under the system temp dir, removed when the test binary exits.
+std::string temp_dir();
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f);
+
+// max |a - b| / max |b|
+double normalized_error(const float* a, const float* b, size_t n);
+
+// Builds GGUF bytes in memory.
+class GgufWriter {
+ public:
+  void kv_string(const std::string& key, const std::string& v);
+  void kv_u32(const std::string& key, uint32_t v);
+  void kv_i32(const std::string& key, int32_t v);
+  void kv_f32(const std::string& key, float v);
+  void kv_bool(const std::string& key, bool v);
+  void kv_u64(const std::string& key, uint64_t v);
+  void kv_string_array(const std::string& key, const std::vector<std::string>& v);
+  void kv_f32_array(const std::string& key, const std::vector<float>& v);
+  void kv_i32_array(const std::string& key, const std::vector<int32_t>& v);
+  // Appends a raw metadata entry (key, type, value bytes) for malformed-input tests.
+  void kv_raw(const std::string& key, uint32_t type, const std::string& value_bytes);
+  // Tensor with its data; ne in ggml order.
+  void tensor(const std::string& name, std::vector<int64_t> ne, DType type, const std::string& data);
+  void tensor_f32(const std::string& name, std::vector<int64_t> ne, const std::vector<float>& v);
+  std::string bytes(uint32_t version = 3, uint32_t alignment = 32) const;
+
+  // Set to override what bytes() writes for the tensor table.
+  std::vector<uint64_t> offset_override;  // per tensor, when non-empty
+
+ private:
+  struct T { std::string name; std::vector<int64_t> ne; DType type; std::string data; };
+  std::string kv_;
+  uint64_t n_kv_ = 0;
+  std::vector<T> tensors_;
+};
+
+std::string le32(uint32_t v);
+std::string le64(uint64_t v);
+std::string gguf_str(const std::string& s);
+
+// A small but complete llama-architecture GGUF with random F32 weights and a byte-level
+// SentencePiece vocabulary. Knobs let tests break one thing at a time.
+struct TinyLlamaSpec {
+  std::string arch = "llama";
+  std::string tokenizer_model = "llama";
+  int n_layer = 2, n_embd = 32, n_head = 4, n_head_kv = 2, n_ff = 48, n_ctx = 64;
+  uint32_t seed = 7;
+  std::string skip_tensor;                 // leave this tensor out
+  std::string misshape_tensor;             // give this tensor a wrong shape
+  std::vector<std::string> extra_tokens;   // appended after the 259 base tokens
+};
+int tiny_vocab_size(const TinyLlamaSpec& s);
+GgufWriter tiny_llama_gguf(const TinyLlamaSpec& s);
+
+}  // namespace fasa::test
