@@ -86,9 +86,11 @@ const TensorRef& require(const TensorLookup& lookup, const std::string& name, co
   return *t;
 }
 
-// A [rows, cols] matrix (ggml ne = {cols, rows}) of a type we can compute with.
+// A [rows, cols] matrix (ggml ne = {cols, rows}) of a type we can compute with. Data that is not
+// aligned to its element size (possible in safetensors, whose header length is arbitrary) is copied
+// into `owned`, so kernels may load elements directly.
 Matrix bind_matrix(const TensorLookup& lookup, const std::string& name, int64_t rows, int64_t cols,
-                   const std::string& source) {
+                   const std::string& source, std::vector<std::vector<uint8_t>>& owned) {
   const TensorRef& t = require(lookup, name, source);
   if (t.ne.size() != 2 || t.ne[0] != cols || t.ne[1] != rows)
     fail(t.file, "tensor '" + name + "' has shape " + shape_str(t.ne) + ", expected " +
@@ -102,6 +104,11 @@ Matrix bind_matrix(const TensorLookup& lookup, const std::string& name, int64_t 
   m.cols = cols;
   m.row_bytes = dtype_bytes(t.type, cols);
   m.data = t.data;
+  const size_t align = t.type == DType::F32 ? 4 : 2;
+  if (reinterpret_cast<uintptr_t>(t.data) % align != 0) {
+    owned.emplace_back(t.data, t.data + m.row_bytes * rows);
+    m.data = owned.back().data();
+  }
   return m;
 }
 
@@ -112,8 +119,9 @@ std::vector<float> bind_vector(const TensorLookup& lookup, const std::string& na
     fail(t.file, "tensor '" + name + "' has shape " + shape_str(t.ne) + ", expected [" + std::to_string(n) + "]");
   if (!dtype_computable(t.type))
     fail(t.file, "tensor '" + name + "' has unsupported type " + std::string(dtype_name(t.type)));
+  const std::vector<uint8_t> aligned(t.data, t.data + dtype_bytes(t.type, n));
   std::vector<float> v(n);
-  dequantize_row(t.type, t.data, v.data(), n);
+  dequantize_row(t.type, aligned.data(), v.data(), n);
   return v;
 }
 
@@ -123,26 +131,26 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
                           const std::string& src) {
   const int64_t q_dim = (int64_t)cfg.n_head * cfg.head_dim, kv_dim = (int64_t)cfg.n_head_kv * cfg.head_dim;
   ModelWeights w;
-  w.tok_embd = bind_matrix(lookup, names.tok_embd, cfg.n_vocab, cfg.n_embd, src);
+  w.tok_embd = bind_matrix(lookup, names.tok_embd, cfg.n_vocab, cfg.n_embd, src, w.owned);
   w.output_norm = bind_vector(lookup, names.output_norm, cfg.n_embd, src);
-  w.output = cfg.tied_output ? w.tok_embd : bind_matrix(lookup, names.output, cfg.n_vocab, cfg.n_embd, src);
+  w.output = cfg.tied_output ? w.tok_embd : bind_matrix(lookup, names.output, cfg.n_vocab, cfg.n_embd, src, w.owned);
   for (int l = 0; l < cfg.n_layer; ++l) {
     auto n = [&](const std::string& p) { return layer_name(p, l); };
     LayerWeights L;
     L.attn_norm = bind_vector(lookup, n(names.attn_norm), cfg.n_embd, src);
-    L.wq = bind_matrix(lookup, n(names.wq), q_dim, cfg.n_embd, src);
-    L.wk = bind_matrix(lookup, n(names.wk), kv_dim, cfg.n_embd, src);
-    L.wv = bind_matrix(lookup, n(names.wv), kv_dim, cfg.n_embd, src);
+    L.wq = bind_matrix(lookup, n(names.wq), q_dim, cfg.n_embd, src, w.owned);
+    L.wk = bind_matrix(lookup, n(names.wk), kv_dim, cfg.n_embd, src, w.owned);
+    L.wv = bind_matrix(lookup, n(names.wv), kv_dim, cfg.n_embd, src, w.owned);
     if (cfg.qkv_bias) {
       L.bq = bind_vector(lookup, n(names.bq), q_dim, src);
       L.bk = bind_vector(lookup, n(names.bk), kv_dim, src);
       L.bv = bind_vector(lookup, n(names.bv), kv_dim, src);
     }
-    L.wo = bind_matrix(lookup, n(names.wo), cfg.n_embd, q_dim, src);
+    L.wo = bind_matrix(lookup, n(names.wo), cfg.n_embd, q_dim, src, w.owned);
     L.ffn_norm = bind_vector(lookup, n(names.ffn_norm), cfg.n_embd, src);
-    L.w_gate = bind_matrix(lookup, n(names.w_gate), cfg.n_ff, cfg.n_embd, src);
-    L.w_up = bind_matrix(lookup, n(names.w_up), cfg.n_ff, cfg.n_embd, src);
-    L.w_down = bind_matrix(lookup, n(names.w_down), cfg.n_embd, cfg.n_ff, src);
+    L.w_gate = bind_matrix(lookup, n(names.w_gate), cfg.n_ff, cfg.n_embd, src, w.owned);
+    L.w_up = bind_matrix(lookup, n(names.w_up), cfg.n_ff, cfg.n_embd, src, w.owned);
+    L.w_down = bind_matrix(lookup, n(names.w_down), cfg.n_embd, cfg.n_ff, src, w.owned);
     w.layers.push_back(std::move(L));
   }
   return w;

@@ -42,6 +42,7 @@ struct ModelWeights {
   std::vector<float> output_norm;   // [n_embd]
   Matrix output;                    // [n_vocab, n_embd]; the embedding itself when tied
   std::vector<std::shared_ptr<const MappedFile>> mappings;  // keep the bytes above alive
+  std::vector<std::vector<uint8_t>> owned;  // aligned copies of misaligned tensors
 };
 
 }  // namespace fasa
