@@ -4,6 +4,8 @@
 #include <numeric>
 
 #include "ops/attention.h"
+#include "ops/dtype.h"
+#include "util/error.h"
 #include "test_util.h"
 
 namespace fasa {
@@ -13,7 +15,7 @@ struct RandomKv {
   std::vector<float> k, v;  // [n, d]
   KvHeadView view;
   RandomKv(int64_t n, int d, uint32_t seed) : k(test::random_floats(n * d, seed, 2.0f)), v(test::random_floats(n * d, seed + 1)) {
-    view = {k.data(), v.data(), n, d};
+    view = {nullptr, k.data(), v.data(), n, d, 0};
   }
 };
 
@@ -50,6 +52,32 @@ TEST(Attention, FullSelectionInAnyOrderEqualsDense) {
   std::vector<float> ref(d);
   attention_reference(q.data(), kv.view, nullptr, 300, 0.125f, ref.data());
   EXPECT_LE(test::normalized_error(dense.data(), ref.data(), d), 1e-5);
+}
+
+// Keys split into K_dom | K_rest planes in a permuted dim order, with the query permuted alike,
+// give the same attention as the identity layout.
+TEST(Attention, SplitKeyPlanesEqualIdentityLayout) {
+  const int d = 32, n = 40;
+  auto k = test::random_floats(n * d, 3), v = test::random_floats(n * d, 4), q = test::random_floats(d, 5);
+  KeyLayout layout;
+  layout.perm.resize(d);
+  std::iota(layout.perm.begin(), layout.perm.end(), 0);
+  std::shuffle(layout.perm.begin(), layout.perm.end(), std::mt19937(2));
+  layout.n_dom = 10;
+  KvCache plain(1, 1, d, n), split(1, 1, d, n, {layout});
+  for (int p = 0; p < n; ++p) {
+    plain.store(0, 0, p, &k[p * d], &v[p * d]);
+    split.store(0, 0, p, &k[p * d], &v[p * d]);
+  }
+  std::vector<float> qp(d), a(d), b(d), r(d);
+  split.permute_query(0, 0, q.data(), qp.data());
+  EXPECT_EQ(split.view(0, 0, n).n_dom, 10);
+  gathered_attention(q.data(), plain.view(0, 0, n), nullptr, n, 0.2f, a.data());
+  gathered_attention(qp.data(), split.view(0, 0, n), nullptr, n, 0.2f, b.data());
+  attention_reference(qp.data(), split.view(0, 0, n), nullptr, n, 0.2f, r.data());
+  EXPECT_LE(test::normalized_error(b.data(), a.data(), d), 1e-6);
+  EXPECT_LE(test::normalized_error(r.data(), a.data(), d), 1e-5);
+  EXPECT_NEAR(key_dot(qp.data(), split.view(0, 0, n), 7), dot_f32(q.data(), &k[7 * d], d), 1e-4);
 }
 
 TEST(Attention, SubsetDiffersFromDense) {  // the comparison above can fail

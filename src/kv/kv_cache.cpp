@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "util/error.h"
@@ -13,17 +15,63 @@ size_t physical_memory_bytes() {
   return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
-KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx)
+KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts)
     : n_head_kv_(n_head_kv), head_dim_(head_dim), n_ctx_(n_ctx) {
+  if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
   const double need = 2.0 * n_layer * n_head_kv * (double)n_ctx * head_dim * sizeof(float);
   const size_t have = physical_memory_bytes();
-  if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
   if (have && need > 0.9 * (double)have)
     throw Error("KV cache for " + std::to_string(n_ctx) + " tokens needs " + std::to_string((size_t)need) +
                 " bytes; this machine has " + std::to_string(have) + " (use a smaller -c)");
-  const size_t n = (size_t)n_layer * n_head_kv * n_ctx * head_dim;
-  k_.assign(n, 0.0f);
-  v_.assign(n, 0.0f);
+  const size_t n_heads = (size_t)n_layer * n_head_kv;
+  if (!layouts.empty() && layouts.size() != n_heads)
+    throw Error("KV cache: " + std::to_string(layouts.size()) + " key layouts for " + std::to_string(n_heads) +
+                " heads");
+  heads_.resize(n_heads);
+  for (size_t i = 0; i < n_heads; ++i) {
+    HeadPlanes& h = heads_[i];
+    h.layout = layouts.empty() ? KeyLayout{} : std::move(layouts[i]);
+    if (h.layout.perm.empty()) {
+      h.layout.perm.resize(head_dim);
+      std::iota(h.layout.perm.begin(), h.layout.perm.end(), 0);
+      h.layout.n_dom = 0;
+    }
+    std::vector<int> sorted = h.layout.perm;
+    std::sort(sorted.begin(), sorted.end());
+    for (int d = 0; d < head_dim; ++d)
+      if ((int)sorted.size() != head_dim || sorted[d] != d) throw Error("KV cache: key layout is not a permutation");
+    if (h.layout.n_dom < 0 || h.layout.n_dom > head_dim) throw Error("KV cache: key layout n_dom out of range");
+    h.k_dom.assign((size_t)n_ctx * h.layout.n_dom, 0.0f);
+    h.k_rest.assign((size_t)n_ctx * (head_dim - h.layout.n_dom), 0.0f);
+    h.v.assign((size_t)n_ctx * head_dim, 0.0f);
+  }
+}
+
+void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const float* v) {
+  HeadPlanes& h = heads_[index(layer, kv_head)];
+  const int nd = h.layout.n_dom, nr = head_dim_ - nd;
+  const int* perm = h.layout.perm.data();
+  float* kd = h.k_dom.data() + (size_t)pos * nd;
+  float* kr = h.k_rest.data() + (size_t)pos * nr;
+  for (int i = 0; i < nd; ++i) kd[i] = k[perm[i]];
+  for (int i = 0; i < nr; ++i) kr[i] = k[perm[nd + i]];
+  std::copy_n(v, head_dim_, h.v.data() + (size_t)pos * head_dim_);
+}
+
+void KvCache::permute_query(int layer, int kv_head, const float* q, float* out) const {
+  const int* perm = heads_[index(layer, kv_head)].layout.perm.data();
+  for (int i = 0; i < head_dim_; ++i) out[i] = q[perm[i]];
+}
+
+KvHeadView KvCache::view(int layer, int kv_head, int64_t n_tokens) const {
+  const HeadPlanes& h = heads_[index(layer, kv_head)];
+  return {h.k_dom.data(), h.k_rest.data(), h.v.data(), n_tokens, head_dim_, h.layout.n_dom};
+}
+
+size_t KvCache::bytes() const {
+  size_t b = 0;
+  for (auto& h : heads_) b += (h.k_dom.size() + h.k_rest.size() + h.v.size()) * sizeof(float);
+  return b;
 }
 
 }  // namespace fasa

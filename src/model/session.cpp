@@ -12,11 +12,20 @@
 
 namespace fasa {
 
+namespace {
+std::vector<KeyLayout> key_layouts(const TokenSelector& policy, const ModelConfig& c) {
+  std::vector<KeyLayout> out;
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < c.n_head_kv; ++h) out.push_back(policy.key_layout(l, h));
+  return out;
+}
+}  // namespace
+
 Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenSelector> policy)
     : model_(model),
       policy_(policy ? std::move(policy) : std::make_shared<FullAttention>()),
       cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim,
-             opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train),
+             opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train, key_layouts(*policy_, model.config)),
       n_ubatch_(opts.n_ubatch > 0 ? opts.n_ubatch : 256),
       inv_freq_(model.config.rope_inv_freq()),
       logits_(model.config.n_vocab) {}
@@ -81,26 +90,26 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
         }
       rope(&q[(size_t)t * q_dim], H, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
       rope(&k[(size_t)t * kv_dim], HKV, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
-      for (int h = 0; h < HKV; ++h) {
-        std::copy_n(&k[(size_t)t * kv_dim + h * D], D, cache_.k_row(l, h, p0 + t));
-        std::copy_n(&v[(size_t)t * kv_dim + h * D], D, cache_.v_row(l, h, p0 + t));
-      }
+      for (int h = 0; h < HKV; ++h)
+        cache_.store(l, h, p0 + t, &k[(size_t)t * kv_dim + h * D], &v[(size_t)t * kv_dim + h * D]);
     }
+    if (observer_) observer_->on_queries(l, p0, n, q.data(), cache_);
 
     // Attention per (token, query head). Prefill is dense and causal; a decode step asks the policy.
 #pragma omp parallel
     {
       std::vector<int32_t> rows;
+      std::vector<float> qh(D);  // [D] this head's query in the cache's dim order
 #pragma omp for collapse(2) schedule(dynamic)
       for (int t = 0; t < n; ++t) {
         for (int h = 0; h < H; ++h) {
           const KvHeadView kv = cache_.view(l, h / group, p0 + t + 1);
-          const float* qh = &q[(size_t)t * q_dim + h * D];
+          cache_.permute_query(l, h / group, &q[(size_t)t * q_dim + h * D], qh.data());
           float* out = &att[(size_t)t * q_dim + h * D];
           rows.clear();
-          const bool sparse = decode && policy_->select({l, h, h / group, p0 + t, qh}, kv, rows);
-          if (sparse) gathered_attention(qh, kv, rows.data(), (int64_t)rows.size(), scale, out);
-          else gathered_attention(qh, kv, nullptr, kv.n_tokens, scale, out);
+          const bool sparse = decode && policy_->select({l, h, h / group, p0 + t, qh.data()}, kv, rows);
+          if (sparse) gathered_attention(qh.data(), kv, rows.data(), (int64_t)rows.size(), scale, out);
+          else gathered_attention(qh.data(), kv, nullptr, kv.n_tokens, scale, out);
         }
       }
     }

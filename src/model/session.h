@@ -13,6 +13,15 @@
 
 namespace fasa {
 
+// Sees each layer's post-RoPE queries right after that layer's keys and values were cached (so
+// cache rows 0..p0+n-1 hold the layer's keys). Used by calibration and CA measurement.
+class AttentionObserver {
+ public:
+  virtual ~AttentionObserver() = default;
+  // q: [n, n_head * head_dim] in model dim order, for positions p0..p0+n-1.
+  virtual void on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) = 0;
+};
+
 struct SessionOptions {
   int64_t n_ctx = 0;      // 0: the model's training context
   int n_ubatch = 256;     // prefill tokens per forward chunk (bounds scratch memory)
@@ -32,12 +41,14 @@ class Session {
   const KvCache& cache() const { return cache_; }
   const Model& model() const { return model_; }
   void reset() { n_past_ = 0; }
+  void set_observer(AttentionObserver* obs) { observer_ = obs; }
 
  private:
   void forward(const int32_t* tokens, int n, bool decode, float* logits_out, bool all_logits);
 
   const Model& model_;
   std::shared_ptr<TokenSelector> policy_;
+  AttentionObserver* observer_ = nullptr;
   KvCache cache_;
   int n_ubatch_;
   int64_t n_past_ = 0;

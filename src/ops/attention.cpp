@@ -8,6 +8,13 @@
 
 namespace fasa {
 
+float key_dot(const float* q, const KvHeadView& kv, int64_t row) {
+  const int nd = kv.n_dom, nr = kv.head_dim - nd;
+  float s = dot_f32(q + nd, kv.k_rest + row * nr, nr);
+  if (nd > 0) s += dot_f32(q, kv.k_dom + row * nd, nd);
+  return s;
+}
+
 void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,
                         float* out) {
   const int d = kv.head_dim;
@@ -16,7 +23,7 @@ void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* row
   for (int i = 0; i < d; ++i) out[i] = 0.0f;
   for (int64_t j = 0; j < n_rows; ++j) {
     const int64_t r = rows ? rows[j] : j;
-    const float s = scale * dot_f32(q, kv.k + r * d, d);
+    const float s = scale * key_dot(q, kv, r);
     const float* v = kv.v + r * d;
     if (s > max_score) {  // new maximum: rescale what has been accumulated so far
       const float c = std::exp(max_score - s);
@@ -41,10 +48,12 @@ void attention_reference(const float* q, const KvHeadView& kv, const int32_t* ro
   const int d = kv.head_dim;
   std::vector<double> s(n_rows);
   double m = -std::numeric_limits<double>::infinity();
+  const int nd = kv.n_dom, nr = d - nd;
   for (int64_t j = 0; j < n_rows; ++j) {
     const int64_t r = rows ? rows[j] : j;
     double dot = 0;
-    for (int i = 0; i < d; ++i) dot += (double)q[i] * kv.k[r * d + i];
+    for (int i = 0; i < nd; ++i) dot += (double)q[i] * kv.k_dom[r * nd + i];
+    for (int i = 0; i < nr; ++i) dot += (double)q[nd + i] * kv.k_rest[r * nr + i];
     s[j] = scale * dot;
     m = std::max(m, s[j]);
   }

@@ -18,7 +18,7 @@ struct AttentionQuery {
   int q_head = 0;
   int kv_head = 0;        // the KV head this query head reads (GQA)
   int64_t pos = 0;        // position of the token being decoded (its own row is kv.n_tokens - 1)
-  const float* q = nullptr;  // [head_dim] post-RoPE query
+  const float* q = nullptr;  // [head_dim] post-RoPE query, in the cache's dim order (see KeyLayout)
 };
 
 class TokenSelector {
@@ -29,6 +29,9 @@ class TokenSelector {
   // Return false to attend to every row of `kv`; otherwise fill `rows` with distinct row indices
   // < kv.n_tokens (any order) and return true. Called concurrently for different heads of one layer.
   virtual bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) = 0;
+  // The key layout this policy wants for (layer, KV head): which dims form the K_dom plane it scores
+  // on. Asked once, when a session builds its cache. Default: identity, no K_dom.
+  virtual KeyLayout key_layout(int /*layer*/, int /*kv_head*/) const { return {}; }
 };
 
 // `full`: dense attention over the whole cache.
