@@ -7,14 +7,20 @@
 int main(int argc, char** argv) {
   CLI::App app{"fasa: long-context decoding with Frequency-Aware Sparse Attention"};
   app.require_subcommand(1);
-  auto run = fasa::cli::add_run_command(app);
+  const fasa::cli::Command commands[] = {
+      fasa::cli::add_run_command(app),
+      fasa::cli::add_calibrate_command(app),
+      fasa::cli::add_analyze_command(app),
+      fasa::cli::add_eval_command(app),
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   try {
-    if (app.got_subcommand("run")) return run();
+    for (const auto& c : commands)
+      if (c.app->parsed()) return c.run();
   } catch (const fasa::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

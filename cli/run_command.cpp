@@ -3,8 +3,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "cli/commands.h"
@@ -23,18 +21,10 @@ struct RunOptions {
   int n_predict = 64;
   int64_t n_ctx = 0;
   int threads = 0;
-  std::string attn = "full";
+  PolicyOptions policy;
   bool ignore_eos = false;
   SamplerOptions sampling;
 };
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open prompt file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Length of the longest prefix of `s` that ends on a UTF-8 character boundary.
 size_t complete_utf8_prefix(const std::string& s) {
@@ -65,7 +55,7 @@ int run(const RunOptions& o) {
   if ((int64_t)ids.size() + o.n_predict > so.n_ctx)
     throw Error("prompt (" + std::to_string(ids.size()) + " tokens) + " + std::to_string(o.n_predict) +
                 " to generate exceed the context size " + std::to_string(so.n_ctx) + " (raise -c)");
-  Session session(*model, so, make_selector(o.attn));
+  Session session(*model, so, make_selector(o.policy, *model));
   Sampler sampler(o.sampling);
 
   std::fputs(prompt.c_str(), stdout);
@@ -95,7 +85,7 @@ int run(const RunOptions& o) {
   const double tg_s = std::chrono::duration<double>(t2 - t1).count();
   const int decode_steps = generated > 0 ? generated - (generated == o.n_predict ? 1 : 0) : 0;
   std::fprintf(stderr, "\nmodel: %s (%s, %s, %.2fM params), attn: %s, threads: %d, ctx: %lld\n", o.model.c_str(),
-               model->config.arch.c_str(), model->format.c_str(), model->n_params() / 1e6, o.attn.c_str(),
+               model->config.arch.c_str(), model->format.c_str(), model->n_params() / 1e6, o.policy.attn.c_str(),
                omp_get_max_threads(), (long long)so.n_ctx);
   std::fprintf(stderr, "prompt: %zu tokens in %.3f s = %.1f tokens/s\n", ids.size(), pp_s, ids.size() / pp_s);
   std::fprintf(stderr, "decode: %d tokens in %.3f s = %.1f tokens/s\n", decode_steps, tg_s,
@@ -105,7 +95,7 @@ int run(const RunOptions& o) {
 
 }  // namespace
 
-std::function<int()> add_run_command(CLI::App& app) {
+Command add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt");
   cmd->add_option("-m,--model", o->model, "Model: a .gguf file or a Hugging Face directory")
@@ -116,13 +106,13 @@ std::function<int()> add_run_command(CLI::App& app) {
   cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size (default: prompt + n, at most the model's)")
       ->check(CLI::Range((int64_t)1, (int64_t)1 << 24));
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
-  cmd->add_option("--attn", o->attn, "Decode attention policy")->capture_default_str();
+  add_policy_options(cmd, o->policy);
   cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", o->sampling.top_k, "Top-k sampling; 0 = off")->capture_default_str();
   cmd->add_option("--top-p", o->sampling.top_p, "Top-p (nucleus) sampling; 1 = off")->capture_default_str();
   cmd->add_option("--seed", o->sampling.seed, "Sampling seed")->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");
-  return [o] { return run(*o); };
+  return {cmd, [o] { return run(*o); }};
 }
 
 }  // namespace fasa::cli

@@ -7,4 +7,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends \
   g++ cmake make pkg-config \
-  libgtest-dev nlohmann-json3-dev libcli11-dev libsentencepiece-dev
+  libgtest-dev nlohmann-json3-dev libcli11-dev libsentencepiece-dev libstb-dev

@@ -77,9 +77,14 @@ TEST(SelectionSeam, FewerRowsChangeTheOutput) {
 }
 
 TEST(SelectionSeam, PolicyRegistry) {
-  EXPECT_EQ(make_selector("full")->name(), "full");
-  EXPECT_FALSE(make_selector("full")->description().empty());
-  EXPECT_THROW(make_selector("nope"), Error);
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  PolicyOptions o;
+  EXPECT_EQ(make_selector(o, *m)->name(), "full");
+  EXPECT_FALSE(make_selector(o, *m)->description().empty());
+  o.attn = "nope";
+  EXPECT_THROW(make_selector(o, *m), Error);
+  o.attn = "fasa";  // without a profile
+  EXPECT_THROW(make_selector(o, *m), Error);
 }
 
 }  // namespace

@@ -42,8 +42,23 @@ class FullAttention final : public TokenSelector {
   bool select(const AttentionQuery&, const KvHeadView&, std::vector<int32_t>&) override { return false; }
 };
 
-// Policy by name; throws fasa::Error listing the known names.
-std::unique_ptr<TokenSelector> make_selector(const std::string& name);
+struct Model;
+
+// Every policy's options, as the CLI takes them (each policy reads the ones it needs).
+struct PolicyOptions {
+  std::string attn = "full";       // policy name
+  std::string profile;             // FASA profile path
+  std::string budget = "256";      // token count or fraction of the context
+  int fcs = 0;                     // FASA chunks per head; 0 = the profile's
+  std::string fc_sharing = "group";
+  std::string dense_layers = "0";  // comma-separated layers kept dense; "" = none
+  int sink = 0;
+  int recent = 0;
+};
+
+// Policy by name; throws fasa::Error listing the known names, or on a bad option/profile.
+std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& opts, const Model& model);
 std::vector<std::string> selector_names();
+std::vector<int> parse_layer_list(const std::string& s);
 
 }  // namespace fasa

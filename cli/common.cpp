@@ -1,0 +1,34 @@
+// Options and helpers shared by the subcommands.
+#include <fstream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+namespace fasa::cli {
+
+void add_policy_options(CLI::App* cmd, PolicyOptions& o) {
+  cmd->add_option("--attn", o.attn, "Decode attention policy: full, fasa")->capture_default_str();
+  cmd->add_option("--profile", o.profile, "FASA profile (from `fasa calibrate`)");
+  cmd->add_option("--budget", o.budget, "Tokens each head attends to: a count, or a fraction of the context")
+      ->capture_default_str();
+  cmd->add_option("--fcs", o.fcs, "FASA: frequency chunks scored per head (default: the profile's)")
+      ->check(CLI::Range(1, 512));
+  cmd->add_option("--fc-sharing", o.fc_sharing, "FASA: chunks chosen per query 'head' or per KV 'group'")
+      ->capture_default_str();
+  cmd->add_option("--dense-layers", o.dense_layers, "Layers kept dense, comma-separated; \"\" for none")
+      ->capture_default_str();
+  cmd->add_option("--sink", o.sink, "First tokens always attended (inside the budget)")->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--recent", o.recent, "Most recent tokens always attended (inside the budget)")
+      ->check(CLI::Range(0, 1 << 30));
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace fasa::cli

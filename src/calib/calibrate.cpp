@@ -1,0 +1,72 @@
+#include "calib/calibrate.h"
+
+#include <algorithm>
+
+#include "calib/agreement.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace fasa {
+
+namespace {
+
+// Forwards to another observer and advances a progress bar once per layer pass.
+class ProgressObserver : public AttentionObserver {
+ public:
+  ProgressObserver(AttentionObserver& inner, ProgressBar& bar) : inner_(inner), bar_(bar) {}
+  void on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override {
+    inner_.on_queries(layer, p0, n, q, cache);
+    bar_.advance(n);
+  }
+
+ private:
+  AttentionObserver& inner_;
+  ProgressBar& bar_;
+};
+
+}  // namespace
+
+void run_dense_windows(const Model& m, const std::string& text, int64_t n_ctx, AttentionObserver& observer,
+                       const std::string& progress_label, int64_t* n_tokens) {
+  const std::vector<int32_t> tokens = m.tokenizer.encode(text, m.tokenizer.add_bos());
+  if (tokens.size() < 2) throw Error("the text is too short to measure anything");
+  if (n_ctx <= 0) n_ctx = m.config.n_ctx_train;
+  const auto windows = token_windows(tokens, n_ctx, m.tokenizer.bos());
+  if (n_tokens) *n_tokens = (int64_t)tokens.size();
+  int64_t total = 0;
+  for (auto& w : windows) total += (int64_t)w.size() * m.config.n_layer;
+  ProgressBar bar(progress_label, total);
+  ProgressObserver counting(observer, bar);
+  SessionOptions so;
+  so.n_ctx = n_ctx;
+  for (auto& w : windows) {
+    Session s(m, so);
+    s.set_observer(&counting);
+    s.eval(w);
+  }
+}
+
+Profile calibrate(const Model& m, const std::string& text, const std::string& text_name, const CalibrationOptions& o) {
+  const ModelConfig& c = m.config;
+  const FcLayout fcs(c);
+  const int n_tip = o.n_tip > 0 ? o.n_tip : std::max(1, c.n_rot / 8);
+  if (n_tip > fcs.n_fc())
+    throw Error("--fcs " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
+  AgreementMeter meter = AgreementMeter::per_fc(c, o.top_k, o.min_pos);
+  Profile p;
+  run_dense_windows(m, text, o.n_ctx, meter, "calibrating", &p.calibration_tokens);
+  if (meter.fc_queries() == 0)
+    throw Error("no query was measured: the text needs more than max(--min-pos, --topk) = " +
+                std::to_string(std::max<int64_t>(o.min_pos, o.top_k)) + " tokens per window");
+  p.model = fingerprint(m);
+  p.calibration_text = text_name;
+  p.queries = meter.fc_queries();
+  p.top_k = o.top_k;
+  p.min_pos = o.min_pos;
+  p.n_tip = n_tip;
+  p.n_fc = fcs.n_fc();
+  p.mean_ca = meter.mean_fc_ca();
+  return p;
+}
+
+}  // namespace fasa

@@ -1,0 +1,26 @@
+#pragma once
+// Offline calibration (FASA-SPEC §3): dense runs over a calibration text measure the mean CA of every
+// (layer, query head, chunk); the profile keeps it all and names each head's n_tip best chunks.
+#include <functional>
+#include <string>
+
+#include "calib/profile.h"
+#include "model/session.h"
+
+namespace fasa {
+
+struct CalibrationOptions {
+  int n_tip = 0;          // 0: n_rot / 8 chunks (a quarter of them), at least 1
+  int top_k = 64;
+  int64_t min_pos = 128;  // queries before this position are skipped
+  int64_t n_ctx = 0;      // window length; 0: the model's training context
+};
+
+// Runs `fn(window)` over the token windows of `text` with a dense session, with the `observer`
+// attached; reports progress. Shared by calibration and CA evaluation.
+void run_dense_windows(const Model& m, const std::string& text, int64_t n_ctx, AttentionObserver& observer,
+                       const std::string& progress_label, int64_t* n_tokens = nullptr);
+
+Profile calibrate(const Model& m, const std::string& text, const std::string& text_name, const CalibrationOptions& o);
+
+}  // namespace fasa

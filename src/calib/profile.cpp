@@ -1,0 +1,187 @@
+#include "calib/profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "calib/fc_layout.h"
+#include "util/error.h"
+
+namespace fasa {
+
+using nlohmann::json;
+
+namespace {
+
+// FNV-1a over the shapes and 64 evenly spaced 64-byte samples of every weight matrix: tells two
+// checkpoints of the same shape apart without reading gigabytes.
+uint64_t hash_weights(const Model& m) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, size_t n) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  auto sample = [&](const Matrix& w) {
+    const size_t bytes = w.row_bytes * (size_t)w.rows;
+    mix(&w.rows, sizeof w.rows);
+    mix(&w.cols, sizeof w.cols);
+    for (size_t i = 0; i < 64; ++i) {
+      const size_t at = bytes > 64 ? (bytes - 64) * i / 63 : 0;
+      mix(w.data + at, std::min<size_t>(64, bytes));
+    }
+  };
+  sample(m.weights.tok_embd);
+  for (auto& L : m.weights.layers)
+    for (const Matrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) sample(*w);
+  sample(m.weights.output);
+  return h;
+}
+
+template <typename T>
+T field(const json& j, const char* key, const std::string& path) {
+  if (!j.is_object() || !j.contains(key)) fail(path, std::string("missing field '") + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    fail(path, std::string("field '") + key + "' has the wrong type");
+  }
+}
+
+int bounded(const json& j, const char* key, int lo, int hi, const std::string& path) {
+  const int64_t v = field<int64_t>(j, key, path);
+  if (v < lo || v > hi) fail(path, std::string("field '") + key + "' = " + std::to_string(v) + " is out of range");
+  return (int)v;
+}
+
+}  // namespace
+
+ModelFingerprint fingerprint(const Model& m) {
+  const ModelConfig& c = m.config;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash_weights(m));
+  return {c.arch, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, c.n_vocab, rope_layout_name(c.rope_layout),
+          hex};
+}
+
+FcSharing parse_fc_sharing(const std::string& s) {
+  if (s == "head") return FcSharing::Head;
+  if (s == "group") return FcSharing::Group;
+  throw Error("--fc-sharing must be 'head' or 'group', got '" + s + "'");
+}
+
+const char* fc_sharing_name(FcSharing s) { return s == FcSharing::Head ? "head" : "group"; }
+
+std::vector<int> Profile::dominant_fcs(int layer, int head, int n, FcSharing sharing) const {
+  std::vector<double> row(n_fc, 0.0);
+  const int group = model.n_head / model.n_head_kv;
+  const int first = sharing == FcSharing::Group ? head / group * group : head;
+  const int count = sharing == FcSharing::Group ? group : 1;
+  for (int h = first; h < first + count; ++h)
+    for (int f = 0; f < n_fc; ++f) row[f] += ca(layer, h, f) / count;
+  std::vector<int> order(n_fc);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
+  order.resize(std::min(n, n_fc));
+  return order;
+}
+
+void save_profile(const Profile& p, const std::string& path) {
+  json heads = json::array();
+  for (int l = 0; l < p.model.n_layer; ++l)
+    for (int h = 0; h < p.model.n_head; ++h) {
+      std::vector<float> row(p.mean_ca.begin() + ((size_t)l * p.model.n_head + h) * p.n_fc,
+                             p.mean_ca.begin() + ((size_t)l * p.model.n_head + h + 1) * p.n_fc);
+      for (auto& x : row) x = std::round(x * 1e6f) / 1e6f;
+      heads.push_back({{"layer", l}, {"head", h}, {"fcs", p.dominant_fcs(l, h, p.n_tip, FcSharing::Head)}, {"ca", row}});
+    }
+  const ModelFingerprint& f = p.model;
+  json j = {{"format", "fasa-profile"},
+            {"version", Profile::kVersion},
+            {"model",
+             {{"arch", f.arch}, {"n_layer", f.n_layer}, {"n_head", f.n_head}, {"n_head_kv", f.n_head_kv},
+              {"head_dim", f.head_dim}, {"n_rot", f.n_rot}, {"n_vocab", f.n_vocab}, {"rope_layout", f.rope_layout},
+              {"weights_hash", f.weights_hash}}},
+            {"calibration",
+             {{"text", p.calibration_text}, {"tokens", p.calibration_tokens}, {"queries_per_head", p.queries},
+              {"topk", p.top_k}, {"min_pos", p.min_pos}}},
+            {"n_fc", p.n_fc},
+            {"n_tip", p.n_tip},
+            {"heads", heads}};
+  std::ofstream out(path);
+  if (!out) fail(path, "cannot write profile");
+  out << j.dump(1) << "\n";
+  if (!out) fail(path, "write failed");
+}
+
+Profile load_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(path, "cannot open profile");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    fail(path, std::string("profile is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object() || j.value("format", std::string()) != "fasa-profile") fail(path, "not a fasa profile");
+  const int version = bounded(j, "version", 0, 1 << 20, path);
+  if (version != Profile::kVersion)
+    fail(path, "profile version " + std::to_string(version) + " is not supported (expected " +
+                   std::to_string(Profile::kVersion) + ")");
+  Profile p;
+  const json& m = j.contains("model") ? j["model"] : json();
+  ModelFingerprint& f = p.model;
+  f.arch = field<std::string>(m, "arch", path);
+  f.n_layer = bounded(m, "n_layer", 1, 1024, path);
+  f.n_head = bounded(m, "n_head", 1, 1024, path);
+  f.n_head_kv = bounded(m, "n_head_kv", 1, f.n_head, path);
+  f.head_dim = bounded(m, "head_dim", 2, 1024, path);
+  f.n_rot = bounded(m, "n_rot", 2, f.head_dim, path);
+  f.n_vocab = bounded(m, "n_vocab", 1, 1 << 22, path);
+  f.rope_layout = field<std::string>(m, "rope_layout", path);
+  f.weights_hash = field<std::string>(m, "weights_hash", path);
+  if (f.n_head % f.n_head_kv != 0) fail(path, "n_head_kv does not divide n_head");
+  const json& c = j.contains("calibration") ? j["calibration"] : json();
+  p.calibration_text = field<std::string>(c, "text", path);
+  p.calibration_tokens = field<int64_t>(c, "tokens", path);
+  p.queries = field<int64_t>(c, "queries_per_head", path);
+  p.top_k = bounded(c, "topk", 1, 1 << 24, path);
+  p.min_pos = field<int64_t>(c, "min_pos", path);
+  p.n_fc = bounded(j, "n_fc", 1, 512, path);
+  if (p.n_fc != FcLayout(f.head_dim, f.n_rot, RopeLayout::Normal).n_fc())
+    fail(path, "n_fc " + std::to_string(p.n_fc) + " does not match head_dim " + std::to_string(f.head_dim));
+  p.n_tip = bounded(j, "n_tip", 1, p.n_fc, path);
+  const json& heads = j.contains("heads") ? j["heads"] : json();
+  const size_t n_heads = (size_t)f.n_layer * f.n_head;
+  if (!heads.is_array() || heads.size() != n_heads)
+    fail(path, "'heads' must list " + std::to_string(n_heads) + " (layer, head) entries");
+  p.mean_ca.assign(n_heads * p.n_fc, 0.0f);
+  std::vector<char> seen(n_heads, 0);
+  for (const json& e : heads) {
+    const int l = bounded(e, "layer", 0, f.n_layer - 1, path), h = bounded(e, "head", 0, f.n_head - 1, path);
+    const size_t lh = (size_t)l * f.n_head + h;
+    if (seen[lh]++) fail(path, "duplicate entry for layer " + std::to_string(l) + " head " + std::to_string(h));
+    const auto row = field<std::vector<float>>(e, "ca", path);
+    if ((int)row.size() != p.n_fc) fail(path, "layer " + std::to_string(l) + " head " + std::to_string(h) + ": 'ca' must hold n_fc values");
+    for (float x : row)
+      if (!std::isfinite(x) || x < 0 || x > 1) fail(path, "mean CA values must lie in [0, 1]");
+    std::copy(row.begin(), row.end(), p.mean_ca.begin() + lh * p.n_fc);
+  }
+  return p;
+}
+
+void check_profile_matches(const Profile& p, const Model& m, const std::string& path) {
+  const ModelFingerprint mine = fingerprint(m);
+  if (p.model == mine) return;
+  auto show = [](const ModelFingerprint& f) {
+    return f.arch + " " + std::to_string(f.n_layer) + "L " + std::to_string(f.n_head) + "/" +
+           std::to_string(f.n_head_kv) + " heads x " + std::to_string(f.head_dim) + " (rot " + std::to_string(f.n_rot) +
+           ", " + f.rope_layout + "), vocab " + std::to_string(f.n_vocab) + ", weights " + f.weights_hash;
+  };
+  fail(path, "profile was calibrated for another model: profile has " + show(p.model) + "; model " + m.path +
+                 " has " + show(mine));
+}
+
+}  // namespace fasa

@@ -1,0 +1,55 @@
+#pragma once
+// A FASA profile: the calibration result for one model — mean contextual agreement of every
+// (layer, query head, frequency chunk) and the dominant chunks chosen from it. Stored as JSON and
+// tied to the model by a fingerprint (shapes, RoPE layout and a hash of sampled weight bytes).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace fasa {
+
+struct ModelFingerprint {
+  std::string arch;
+  int n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_rot = 0, n_vocab = 0;
+  std::string rope_layout;
+  std::string weights_hash;  // 16 hex digits
+  bool operator==(const ModelFingerprint&) const = default;
+};
+
+ModelFingerprint fingerprint(const Model& m);
+
+// How query heads of one KV head (GQA group) choose chunks: each its own (`head`, the paper's) or
+// one shared set per KV head from the group's mean CA (`group`: one K_dom plane per KV head).
+enum class FcSharing { Head, Group };
+FcSharing parse_fc_sharing(const std::string& s);
+const char* fc_sharing_name(FcSharing s);
+
+struct Profile {
+  static constexpr int kVersion = 1;
+  ModelFingerprint model;
+  std::string calibration_text;  // file name, for the record
+  int64_t calibration_tokens = 0;
+  int64_t queries = 0;           // queries per (layer, head) behind each mean
+  int top_k = 0;                 // K of CA_K
+  int64_t min_pos = 0;
+  int n_tip = 0;                 // chunks kept per head by default
+  int n_fc = 0;
+  std::vector<float> mean_ca;    // [n_layer, n_head, n_fc]
+
+  float ca(int layer, int head, int fc) const {
+    return mean_ca[((size_t)layer * model.n_head + head) * n_fc + fc];
+  }
+  // The n chunks of highest mean CA for (layer, query head), best first. With Group sharing the CA
+  // row is the mean over the query heads that share the head's KV head.
+  std::vector<int> dominant_fcs(int layer, int head, int n, FcSharing sharing) const;
+};
+
+void save_profile(const Profile& p, const std::string& path);
+// Throws fasa::Error naming the file on malformed content.
+Profile load_profile(const std::string& path);
+// Throws fasa::Error when the profile was made for another model.
+void check_profile_matches(const Profile& p, const Model& m, const std::string& path);
+
+}  // namespace fasa

@@ -1,0 +1,108 @@
+#include "eval/profile_report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "eval/heatmap.h"
+
+namespace fasa {
+
+std::vector<LayerCaShares> ca_shares(const Profile& p) {
+  std::vector<LayerCaShares> out;
+  const int H = p.model.n_head, F = p.n_fc;
+  LayerCaShares all;
+  for (int l = 0; l < p.model.n_layer; ++l) {
+    LayerCaShares s;
+    s.layer = l;
+    for (int h = 0; h < H; ++h)
+      for (int f = 0; f < F; ++f) {
+        const float v = p.ca(l, h, f);
+        s.high += v > 0.4f;
+        s.low += v < 0.15f;
+        s.mean += v;
+      }
+    all.high += s.high;
+    all.low += s.low;
+    all.mean += s.mean;
+    s.high /= H * F;
+    s.low /= H * F;
+    s.mean /= H * F;
+    out.push_back(s);
+  }
+  const double cells = (double)p.model.n_layer * H * F;
+  all.high /= cells;
+  all.low /= cells;
+  all.mean /= cells;
+  out.push_back(all);
+  return out;
+}
+
+namespace {
+std::string pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", 100 * x);
+  return b;
+}
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s;
+}
+}  // namespace
+
+std::string profile_report_markdown(const Profile& p, const std::string& profile_path) {
+  std::ostringstream md;
+  const ModelFingerprint& m = p.model;
+  md << "# FASA profile analysis\n\n"
+     << "Profile `" << profile_path << "`: " << m.arch << ", " << m.n_layer << " layers, " << m.n_head << " query / "
+     << m.n_head_kv << " KV heads of dim " << m.head_dim << " (" << p.n_fc << " frequency chunks, RoPE " << m.rope_layout
+     << "), weights " << m.weights_hash << ".\n"
+     << "Calibrated on `" << p.calibration_text << "` (" << p.calibration_tokens << " tokens, " << p.queries
+     << " queries per head from position " << p.min_pos << "), CA_K with K = " << p.top_k << ", N_tip = " << p.n_tip
+     << ".\n\n## Share of chunks by mean CA (paper Table 9 analogue)\n\n"
+     << "| layer | CA > 0.4 (%) | CA < 0.15 (%) | mean CA |\n|---|---|---|---|\n";
+  for (const auto& s : ca_shares(p))
+    md << "| " << (s.layer < 0 ? std::string("all") : std::to_string(s.layer)) << " | " << pct(s.high) << " | "
+       << pct(s.low) << " | " << pct(s.mean) << "% |\n";
+  md << "\n## Dominant chunks per head (best first)\n\n| layer | head | KV head | chunks (head) | chunks (group) |\n"
+     << "|---|---|---|---|---|\n";
+  const int group = m.n_head / m.n_head_kv;
+  for (int l = 0; l < m.n_layer; ++l)
+    for (int h = 0; h < m.n_head; ++h)
+      md << "| " << l << " | " << h << " | " << h / group << " | " << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Head))
+         << " | " << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Group)) << " |\n";
+  return md.str();
+}
+
+nlohmann::json profile_report_json(const Profile& p) {
+  nlohmann::json shares = nlohmann::json::array(), heads = nlohmann::json::array();
+  for (const auto& s : ca_shares(p))
+    shares.push_back({{"layer", s.layer < 0 ? nlohmann::json("all") : nlohmann::json(s.layer)},
+                      {"share_ca_gt_0_4", s.high}, {"share_ca_lt_0_15", s.low}, {"mean_ca", s.mean}});
+  for (int l = 0; l < p.model.n_layer; ++l)
+    for (int h = 0; h < p.model.n_head; ++h)
+      heads.push_back({{"layer", l}, {"head", h}, {"kv_head", h / (p.model.n_head / p.model.n_head_kv)},
+                       {"fcs_head", p.dominant_fcs(l, h, p.n_tip, FcSharing::Head)},
+                       {"fcs_group", p.dominant_fcs(l, h, p.n_tip, FcSharing::Group)}});
+  return {{"n_tip", p.n_tip}, {"top_k", p.top_k}, {"ca_shares", shares}, {"dominant_fcs", heads}};
+}
+
+std::vector<std::string> write_profile_heatmaps(const Profile& p, const std::string& dir) {
+  std::vector<std::string> paths;
+  for (int l = 0; l < p.model.n_layer; ++l) {
+    Heatmap hm;
+    hm.title = "mean CA, layer " + std::to_string(l) + " (K=" + std::to_string(p.top_k) + ")";
+    hm.row_axis = "query head";
+    hm.col_axis = "frequency chunk";
+    hm.cols = p.n_fc;
+    for (int h = 0; h < p.model.n_head; ++h) {
+      hm.row_labels.push_back("head " + std::to_string(h));
+      for (int f = 0; f < p.n_fc; ++f) hm.values.push_back(p.ca(l, h, f));
+    }
+    paths.push_back(dir + "/ca_layer_" + std::to_string(l) + ".png");
+    write_heatmap_png(hm, paths.back());
+  }
+  return paths;
+}
+
+}  // namespace fasa

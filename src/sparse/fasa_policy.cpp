@@ -1,0 +1,103 @@
+#include "sparse/fasa_policy.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "calib/fc_layout.h"
+#include "ops/dtype.h"
+#include "util/error.h"
+
+namespace fasa {
+
+FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOptions opts)
+    : opts_(std::move(opts)), n_head_(c.n_head), n_head_kv_(c.n_head_kv), dense_(c.n_layer, 0) {
+  const FcLayout fcs(c);
+  const int n_tip = opts_.n_tip > 0 ? opts_.n_tip : profile.n_tip;
+  if (n_tip > fcs.n_fc())
+    throw Error("--fcs " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
+  if (opts_.sink < 0 || opts_.recent < 0) throw Error("--sink and --recent must be >= 0");
+  for (int l : opts_.dense_layers) {
+    if (l < 0 || l >= c.n_layer) throw Error("--dense-layers: layer " + std::to_string(l) + " does not exist");
+    dense_[l] = 1;
+  }
+  const int group = c.n_head / c.n_head_kv;
+  dims_.resize((size_t)c.n_layer * c.n_head);
+  contiguous_.assign(dims_.size(), 0);
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
+      KeyLayout layout;
+      if (dense_[l]) {
+        layouts_.push_back(layout);
+        continue;
+      }
+      // K_dom = the union of the chunks the group's query heads score on (one set with group sharing).
+      std::vector<std::vector<int>> head_fcs;
+      std::set<int> union_fcs;
+      for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+        head_fcs.push_back(profile.dominant_fcs(l, h, n_tip, opts_.sharing));
+        union_fcs.insert(head_fcs.back().begin(), head_fcs.back().end());
+      }
+      std::vector<int> pos_of_fc(fcs.n_fc(), -1);  // chunk -> its first slot in K_dom
+      for (int f : union_fcs) {
+        pos_of_fc[f] = (int)layout.perm.size();
+        for (int d : fcs.dims(f)) layout.perm.push_back(d);
+      }
+      layout.n_dom = (int)layout.perm.size();
+      std::vector<char> used(c.head_dim, 0);
+      for (int d : layout.perm) used[d] = 1;
+      for (int d = 0; d < c.head_dim; ++d)
+        if (!used[d]) layout.perm.push_back(d);
+      for (int g = 0; g < group; ++g) {
+        const size_t idx = (size_t)l * c.n_head + kvh * group + g;
+        for (int f : head_fcs[g]) {
+          dims_[idx].push_back(pos_of_fc[f]);
+          dims_[idx].push_back(pos_of_fc[f] + 1);
+        }
+        std::sort(dims_[idx].begin(), dims_[idx].end());
+        contiguous_[idx] = (int)dims_[idx].size() == layout.n_dom;
+      }
+      layouts_.push_back(std::move(layout));
+    }
+}
+
+bool FasaSelector::select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) {
+  if (dense_[query.layer]) return false;
+  const int64_t n = kv.n_tokens;
+  const int64_t budget = opts_.budget.tokens(n);
+  if (budget >= n) return false;  // everything fits: exactly dense attention
+
+  // Forced rows count inside the budget: sink first, then recent; TIP fills the rest from between.
+  const int64_t sink = std::min<int64_t>(opts_.sink, budget);
+  const int64_t recent = std::min<int64_t>(opts_.recent, budget - sink);
+  for (int64_t r = 0; r < sink; ++r) rows.push_back((int32_t)r);
+  for (int64_t r = n - recent; r < n; ++r) rows.push_back((int32_t)r);
+  const int64_t lo = sink, hi = n - recent, want = budget - sink - recent;
+  if (want <= 0) return true;
+
+  // TIP over the K_dom plane.
+  thread_local std::vector<float> score;   // [hi - lo]
+  thread_local std::vector<int32_t> cand;  // [hi - lo]
+  score.resize(hi - lo);
+  const size_t idx = (size_t)query.layer * n_head_ + query.q_head;
+  const int nd = kv.n_dom;
+  if (contiguous_[idx]) {
+    for (int64_t j = lo; j < hi; ++j) score[j - lo] = dot_f32(query.q, kv.k_dom + j * nd, nd);
+  } else {
+    const std::vector<int>& dims = dims_[idx];
+    for (int64_t j = lo; j < hi; ++j) {
+      const float* k = kv.k_dom + j * nd;
+      float s = 0;
+      for (int d : dims) s += query.q[d] * k[d];
+      score[j - lo] = s;
+    }
+  }
+  cand.resize(hi - lo);
+  std::iota(cand.begin(), cand.end(), 0);
+  std::nth_element(cand.begin(), cand.begin() + (want - 1), cand.end(),
+                   [&](int32_t a, int32_t b) { return score[a] > score[b] || (score[a] == score[b] && a < b); });
+  for (int64_t i = 0; i < want; ++i) rows.push_back((int32_t)(lo + cand[i]));
+  return true;
+}
+
+}  // namespace fasa

@@ -1,0 +1,46 @@
+#pragma once
+// FASA (FASA-SPEC §4): per decode step, layer and query head,
+//   TIP: score every cached token on only the head's dominant chunks, S_j = q_dom . k_dom_j;
+//   keep the top N_fac (the budget), optionally with forced sink and recent tokens inside it;
+//   FAC: exact attention over the gathered full rows (done by the session's gathered attention).
+// The dominant dims are stored as the K_dom plane of the cache, so TIP streams only those bytes.
+#include <vector>
+
+#include "calib/profile.h"
+#include "sparse/budget.h"
+#include "sparse/policy.h"
+
+namespace fasa {
+
+struct FasaOptions {
+  Budget budget{256, false};
+  int n_tip = 0;                        // chunks per head; 0 = the profile's
+  FcSharing sharing = FcSharing::Group;
+  std::vector<int> dense_layers = {0};  // layers that keep full attention
+  int sink = 0;                         // first tokens always kept (inside the budget)
+  int recent = 0;                       // last tokens always kept (inside the budget)
+};
+
+class FasaSelector final : public TokenSelector {
+ public:
+  FasaSelector(const Profile& profile, const ModelConfig& config, FasaOptions opts);
+  std::string_view name() const override { return "fasa"; }
+  std::string_view description() const override {
+    return "score tokens on each head's dominant RoPE frequency chunks, attend exactly to the top ones";
+  }
+  bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) override;
+  KeyLayout key_layout(int layer, int kv_head) const override { return layouts_[(size_t)layer * n_head_kv_ + kv_head]; }
+
+  // K_dom dims this query head scores on, as positions within its KV head's K_dom plane.
+  const std::vector<int>& scored_dims(int layer, int head) const { return dims_[(size_t)layer * n_head_ + head]; }
+
+ private:
+  FasaOptions opts_;
+  int n_head_, n_head_kv_;
+  std::vector<char> dense_;               // [n_layer]
+  std::vector<KeyLayout> layouts_;        // [n_layer * n_head_kv]
+  std::vector<std::vector<int>> dims_;    // [n_layer * n_head]
+  std::vector<char> contiguous_;          // [n_layer * n_head] scores the whole K_dom plane
+};
+
+}  // namespace fasa
