@@ -1,0 +1,342 @@
+// FASA core: chunk layout against the RoPE kernel, calibration finding planted dominant chunks,
+// profiles (round trip, corruption, mismatch), and FASA decoding (budget >= context equals dense;
+// the selection equals a brute-force TIP reference).
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <set>
+
+#include "calib/agreement.h"
+#include "calib/calibrate.h"
+#include "calib/fc_layout.h"
+#include "model/sampler.h"
+#include "model/session.h"
+#include "ops/elementwise.h"
+#include "sparse/fasa_policy.h"
+#include "test_util.h"
+#include "util/error.h"
+#include <nlohmann/json.hpp>
+
+namespace fasa {
+namespace {
+
+// Partial score of chunk `fc` between a query at position pq and a key at pk, both rotated by RoPE.
+double chunk_score(const FcLayout& fcs, int fc, RopeLayout layout, int D, int64_t pq, int64_t pk,
+                   const std::vector<float>& q0, const std::vector<float>& k0, std::array<int, 2> dims) {
+  ModelConfig c;
+  c.n_rot = D;
+  c.rope_base = 10000;
+  auto inv = c.rope_inv_freq();
+  std::vector<float> q = q0, k = k0, cq(D), ck(D);
+  rope_cos_sin(inv.data(), D / 2, pq, cq.data());
+  rope_cos_sin(inv.data(), D / 2, pk, ck.data());
+  rope(q.data(), 1, D, D, layout, cq.data());
+  rope(k.data(), 1, D, D, layout, ck.data());
+  (void)fcs;
+  (void)fc;
+  return (double)q[dims[0]] * k[dims[0]] + (double)q[dims[1]] * k[dims[1]];
+}
+
+TEST(FcLayout, ChunkScoreDependsOnlyOnTheOffset) {
+  const int D = 32;
+  auto q0 = test::random_floats(D, 1), k0 = test::random_floats(D, 2);
+  for (RopeLayout layout : {RopeLayout::Normal, RopeLayout::Neox}) {
+    const FcLayout fcs(D, D, layout);
+    ASSERT_EQ(fcs.n_fc(), D / 2);
+    for (int fc = 0; fc < fcs.n_fc(); ++fc) {
+      const auto d = fcs.dims(fc);
+      EXPECT_NEAR(chunk_score(fcs, fc, layout, D, 20, 5, q0, k0, d), chunk_score(fcs, fc, layout, D, 915, 900, q0, k0, d),
+                  1e-3)
+          << rope_layout_name(layout) << " chunk " << fc;
+    }
+  }
+  // Pairing (2i, 2i+1) on a half-split (NEOX) model mixes two frequencies: position leaks in.
+  const FcLayout wrong(D, D, RopeLayout::Normal);
+  double worst = 0;
+  for (int fc = 1; fc < D / 2; ++fc) {
+    const auto d = wrong.dims(fc);
+    worst = std::max(worst, std::fabs(chunk_score(wrong, fc, RopeLayout::Neox, D, 20, 5, q0, k0, d) -
+                                      chunk_score(wrong, fc, RopeLayout::Neox, D, 915, 900, q0, k0, d)));
+  }
+  EXPECT_GT(worst, 1e-2);
+}
+
+TEST(FcLayout, PartialRotaryDimsFormExtraChunks) {
+  const FcLayout fcs(16, 8, RopeLayout::Neox);
+  EXPECT_EQ(fcs.n_fc(), 8);
+  EXPECT_EQ(fcs.dims(1), (std::array<int, 2>{1, 5}));
+  EXPECT_EQ(fcs.dims(4), (std::array<int, 2>{8, 9}));
+  EXPECT_EQ(fcs.dims(7), (std::array<int, 2>{14, 15}));
+  EXPECT_EQ(FcLayout(16, 16, RopeLayout::Normal).dims(3), (std::array<int, 2>{6, 7}));
+}
+
+// A synthetic head whose keys match the query only in planted chunks; the other chunks are noise.
+TEST(Calibration, FindsPlantedDominantChunks) {
+  ModelConfig c;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_head_kv = 1;
+  c.head_dim = 16;
+  c.n_rot = 16;
+  c.rope_layout = RopeLayout::Neox;
+  const FcLayout fcs(c);
+  const std::set<int> planted = {2, 5};
+  const int T = 200;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0, 1);
+  KvCache cache(1, 1, 16, T);
+  std::vector<float> content(T);  // how well each key matches
+  for (auto& x : content) x = nd(rng);
+  std::vector<float> q(2 * 16);   // [2 heads, 16]
+  for (int h = 0; h < 2; ++h)
+    for (int f = 0; f < fcs.n_fc(); ++f)
+      for (int d : fcs.dims(f)) q[h * 16 + d] = planted.count(f) ? 1.0f : 0.3f;
+  for (int j = 0; j < T; ++j) {
+    std::vector<float> k(16), v(16, 0.0f);
+    for (int f = 0; f < fcs.n_fc(); ++f)
+      for (int d : fcs.dims(f)) k[d] = planted.count(f) ? 3.0f * content[j] + 0.2f * nd(rng) : nd(rng);
+    cache.store(0, 0, j, k.data(), v.data());
+  }
+  AgreementMeter m = AgreementMeter::per_fc(c, 10, 0);
+  // Queries at the last 20 positions (the meter reads keys 0..p from the cache).
+  std::vector<float> qs;
+  for (int t = 0; t < 20; ++t) qs.insert(qs.end(), q.begin(), q.end());
+  m.on_queries(0, T - 20, 20, qs.data(), cache);
+  EXPECT_EQ(m.fc_queries(), 20);
+  Profile p;
+  p.model.n_layer = 1;
+  p.model.n_head = 2;
+  p.model.n_head_kv = 1;
+  p.n_fc = fcs.n_fc();
+  p.mean_ca = m.mean_fc_ca();
+  for (int h = 0; h < 2; ++h) {
+    auto top = p.dominant_fcs(0, h, 2, FcSharing::Head);
+    EXPECT_EQ(std::set<int>(top.begin(), top.end()), planted) << "head " << h;
+    for (int f = 0; f < p.n_fc; ++f) {
+      if (!planted.count(f)) {
+        EXPECT_LT(p.ca(0, h, f), p.ca(0, h, 2));
+      }
+    }
+  }
+}
+
+TEST(Calibration, TokenWindowsRepeatBos) {
+  std::vector<int32_t> t = {1, 10, 11, 12, 13, 14};
+  auto w = token_windows(t, 4, 1);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0], (std::vector<int32_t>{1, 10, 11, 12}));
+  EXPECT_EQ(w[1], (std::vector<int32_t>{1, 13, 14}));
+}
+
+// A quick profile of the bundled model from a short text.
+const std::string& bundled_profile() {
+  static const std::string path = [] {
+    auto m = load_model(FASA_BUNDLED_MODEL);
+    CalibrationOptions o;
+    o.top_k = 16;
+    o.min_pos = 32;
+    o.n_ctx = 160;
+    std::string text = "In the beginning God created the heaven and the earth. And the earth was without form, and "
+                       "void; and darkness was upon the face of the deep. And the Spirit of God moved upon the face "
+                       "of the waters. And God said, Let there be light: and there was light. And God saw the light, "
+                       "that it was good: and God divided the light from the darkness.";
+    Profile p = calibrate(*m, text + "\n" + text, "genesis", o);
+    std::string out = test::temp_dir() + "/bundled.profile.json";
+    save_profile(p, out);
+    return out;
+  }();
+  return path;
+}
+
+TEST(Profile, RoundTripAndMatch) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const Profile p = load_profile(bundled_profile());
+  EXPECT_EQ(p.model, fingerprint(*m));
+  EXPECT_EQ(p.n_fc, 32);
+  EXPECT_EQ(p.n_tip, 8);
+  EXPECT_GT(p.queries, 0);
+  const std::string again = test::temp_dir() + "/again.json";
+  save_profile(p, again);
+  const Profile q = load_profile(again);
+  EXPECT_EQ(q.mean_ca, p.mean_ca);
+  EXPECT_EQ(q.model, p.model);
+  EXPECT_NO_THROW(check_profile_matches(p, *m, bundled_profile()));
+  for (int l = 0; l < 6; ++l)
+    for (int h = 0; h < 4; ++h) {
+      auto f = p.dominant_fcs(l, h, 8, FcSharing::Head);
+      EXPECT_EQ(std::set<int>(f.begin(), f.end()).size(), 8u);
+      for (size_t i = 1; i < f.size(); ++i) EXPECT_GE(p.ca(l, h, f[i - 1]), p.ca(l, h, f[i]));
+    }
+}
+
+TEST(Profile, AnotherModelIsAClearError) {
+  FASA_REQUIRE_SHARED();
+  const Profile p = load_profile(bundled_profile());
+  auto same_shape = load_model(test::shared_dir() + "/models/kjv-tiny/kjv-tiny-f32.gguf");  // other weights bytes
+  auto other = load_model(test::shared_dir() + "/models/qwen2-rand/qwen2-rand-f32.gguf");
+  for (const Model* m : {same_shape.get(), other.get()}) {
+    try {
+      check_profile_matches(p, *m, "P.json");
+      ADD_FAILURE() << "accepted a profile of another model: " << m->path;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("P.json: profile was calibrated for another model"), std::string::npos);
+    }
+  }
+}
+
+TEST(Profile, CorruptProfilesAreClearErrors) {
+  const std::string good = test::read_file(bundled_profile());
+  auto edit = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? s : s.replace(at, from.size(), to);
+  };
+  auto first_ca_value = [&](const std::string& to) {
+    std::string s = good;
+    const size_t open = s.find("[", s.find("\"ca\"")) + 1, comma = s.find(",", open);
+    return s.replace(open, comma - open, to);
+  };
+  struct C { std::string name, text, expect; };
+  const std::vector<C> cases = {
+      {"empty", "", "not valid JSON"},
+      {"truncated", good.substr(0, good.size() / 2), "not valid JSON"},
+      {"not_profile", "{\"format\": \"other\"}", "not a fasa profile"},
+      {"version", edit("\"version\": 1", "\"version\": 7"), "version 7 is not supported"},
+      {"missing_heads", edit("\"heads\"", "\"sdaeh\""), "'heads' must list 24"},
+      {"bad_n_fc", edit("\"n_fc\": 32", "\"n_fc\": 31"), "n_fc 31 does not match"},
+      {"huge_layers", edit("\"n_layer\": 6", "\"n_layer\": 99999999"), "out of range"},
+      {"string_for_number", edit("\"n_tip\": 8", "\"n_tip\": \"8\""), "wrong type"},
+      {"ca_row_too_long", edit("\"ca\": [", "\"ca\": [0.5, "), "'ca' must hold n_fc values"},
+      {"ca_out_of_range", first_ca_value("7.5"), "must lie in [0, 1]"},
+      {"ca_negative", first_ca_value("-0.5"), "must lie in [0, 1]"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = test::temp_dir() + "/" + c.name + ".json";
+    test::write_file(path, c.text);
+    try {
+      load_profile(path);
+      ADD_FAILURE() << c.name << " loaded";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(path), std::string::npos) << msg;
+      EXPECT_NE(msg.find(c.expect), std::string::npos) << c.name << ": " << msg;
+    }
+  }
+}
+
+std::shared_ptr<FasaSelector> fasa_policy(const Model& m, Budget b, FcSharing sh, std::vector<int> dense = {0}) {
+  FasaOptions o;
+  o.budget = b;
+  o.sharing = sh;
+  o.dense_layers = std::move(dense);
+  return std::make_shared<FasaSelector>(load_profile(bundled_profile()), m.config, o);
+}
+
+std::vector<int32_t> greedy(const Model& m, std::shared_ptr<TokenSelector> p, const std::vector<int32_t>& prompt, int n,
+                            std::vector<float>* first_logits = nullptr) {
+  Session s(m, {}, std::move(p));
+  auto logits = s.eval(prompt);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(argmax(logits));
+    logits = s.eval(std::span<const int32_t>(&out.back(), 1));
+    if (i == 0 && first_logits) first_logits->assign(logits.begin(), logits.end());
+  }
+  return out;
+}
+
+TEST(FasaDecoding, BudgetAtLeastContextEqualsDenseInEveryLayer) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  auto prompt = m->tokenizer.encode("And God called the light Day, and the darkness he called Night.", true);
+  std::vector<float> full_logits, fasa_logits;
+  const auto full = greedy(*m, std::make_shared<FullAttention>(), prompt, 16, &full_logits);
+  for (FcSharing sh : {FcSharing::Group, FcSharing::Head}) {
+    const auto got = greedy(*m, fasa_policy(*m, {100000, false}, sh, {}), prompt, 16, &fasa_logits);
+    EXPECT_EQ(got, full);
+    EXPECT_LE(test::normalized_error(fasa_logits.data(), full_logits.data(), full_logits.size()), 1e-5);
+  }
+  // A budget of 1.0 (the whole context) too; and a small budget does change the result.
+  const auto whole = greedy(*m, fasa_policy(*m, {1.0, true}, FcSharing::Group, {}), prompt, 16, &fasa_logits);
+  EXPECT_EQ(whole, full);
+  greedy(*m, fasa_policy(*m, {4, false}, FcSharing::Group, {}), prompt, 1, &fasa_logits);
+  EXPECT_GT(test::normalized_error(fasa_logits.data(), full_logits.data(), full_logits.size()), 1e-3);
+}
+
+TEST(FasaDecoding, GoldenPromptsWithHugeBudgetMatchFullAttention) {
+  FASA_REQUIRE_SHARED();
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  auto j = nlohmann::json::parse(test::read_file(test::shared_dir() + "/models/kjv-tiny/golden/golden.json"));
+  for (auto& c : j["cases"]) {
+    if (c["variant"] != "f16") continue;
+    const auto prompt = c["tokens"].get<std::vector<int32_t>>();
+    EXPECT_EQ(greedy(*m, fasa_policy(*m, {100000, false}, FcSharing::Group), prompt, 24),
+              c["greedy_next_24"].get<std::vector<int32_t>>());
+  }
+}
+
+// The policy's choice equals top-N of S_j = sum over the head's chunks of q.k on those dims,
+// computed here from model-order keys.
+TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const Profile prof = load_profile(bundled_profile());
+  const FcLayout fcs(m->config);
+  const int D = m->config.head_dim, T = 300;
+  for (FcSharing sh : {FcSharing::Group, FcSharing::Head}) {
+    FasaOptions o;
+    o.budget = {20, false};
+    o.sharing = sh;
+    o.sink = 2;
+    o.recent = 3;
+    FasaSelector policy(prof, m->config, o);
+    const int layer = 3, head = 1, kvh = head / 2;
+    const KeyLayout layout = policy.key_layout(layer, kvh);
+    EXPECT_EQ(layout.n_dom, sh == FcSharing::Group ? 16 : (int)layout.n_dom);
+    EXPECT_GE(layout.n_dom, 16);
+    KvCache cache(1, 1, D, T, {layout});
+    auto keys = test::random_floats((size_t)T * D, 5), vals = test::random_floats((size_t)T * D, 6);
+    for (int j = 0; j < T; ++j) cache.store(0, 0, j, &keys[j * D], &vals[j * D]);
+    auto q = test::random_floats(D, 7);
+    std::vector<float> qp(D);
+    cache.permute_query(0, 0, q.data(), qp.data());
+    std::vector<int32_t> rows;
+    ASSERT_TRUE(policy.select({layer, head, kvh, T - 1, qp.data()}, cache.view(0, 0, T), rows));
+    // Reference.
+    const auto chunks = prof.dominant_fcs(layer, head, prof.n_tip, sh);
+    std::vector<std::pair<float, int>> s;
+    for (int j = 2; j < T - 3; ++j) {
+      float v = 0;
+      for (int f : chunks)
+        for (int d : fcs.dims(f)) v += q[d] * keys[j * D + d];
+      s.push_back({-v, j});
+    }
+    std::sort(s.begin(), s.end());
+    std::set<int32_t> want = {0, 1, T - 3, T - 2, T - 1};
+    for (int i = 0; i < 15; ++i) want.insert(s[i].second);
+    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << fc_sharing_name(sh);
+    EXPECT_EQ(rows.size(), 20u);
+  }
+}
+
+TEST(FasaDecoding, OptionErrors) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const Profile p = load_profile(bundled_profile());
+  FasaOptions o;
+  o.n_tip = 33;
+  EXPECT_THROW(FasaSelector(p, m->config, o), Error);
+  o.n_tip = 0;
+  o.dense_layers = {6};
+  EXPECT_THROW(FasaSelector(p, m->config, o), Error);
+  EXPECT_THROW(Budget::parse("0"), Error);
+  EXPECT_THROW(Budget::parse("abc"), Error);
+  EXPECT_THROW(Budget::parse("2.5"), Error);
+  EXPECT_EQ(Budget::parse("0.25").tokens(100), 25);
+  EXPECT_EQ(Budget::parse("256").tokens(100), 256);
+  EXPECT_THROW(parse_fc_sharing("both"), Error);
+  EXPECT_EQ(parse_layer_list("0,2"), (std::vector<int>{0, 2}));
+  EXPECT_TRUE(parse_layer_list("").empty());
+  EXPECT_THROW(parse_layer_list("x"), Error);
+}
+
+}  // namespace
+}  // namespace fasa
