@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "calib/agreement.h"
@@ -33,14 +34,25 @@ int eval_ca_main(const EvalCaOptions& o) {
   check_profile_matches(p, *model, o.profile);
   const ModelConfig& c = model->config;
   std::vector<std::string> names;
+  std::vector<double> dom_share;  // per set: mean share of K dims in the K_dom plane TIP reads
   std::vector<std::vector<std::vector<int>>> sets;
+  const int group = c.n_head / c.n_head_kv;
   for (const std::string& mode : o.sharing)
     for (int n : o.fcs) {
       if (n > p.n_fc) throw Error("--fcs " + std::to_string(n) + " exceeds the " + std::to_string(p.n_fc) + " chunks");
       const FcSharing sh = parse_fc_sharing(mode);
       std::vector<std::vector<int>> per_head;
+      double share = 0;
       for (int l = 0; l < c.n_layer; ++l)
-        for (int h = 0; h < c.n_head; ++h) per_head.push_back(p.dominant_fcs(l, h, n, sh));
+        for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
+          std::set<int> plane;  // chunks in this KV head's K_dom: the union over its query heads
+          for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+            per_head.push_back(p.dominant_fcs(l, h, n, sh));
+            plane.insert(per_head.back().begin(), per_head.back().end());
+          }
+          share += (double)plane.size() / p.n_fc / (c.n_layer * c.n_head_kv);
+        }
+      dom_share.push_back(share);
       sets.push_back(std::move(per_head));
       names.push_back("FASA F=" + std::to_string(n) + " (" + mode + ")");
     }
@@ -50,13 +62,16 @@ int eval_ca_main(const EvalCaOptions& o) {
 
   std::ostringstream md;
   md << "Compound CA (%) with the exact top-K, " << o.text_file << " (" << n_tokens << " tokens), queries from position "
-     << o.min_pos << ", all layers and query heads\n\n| rule \\ K |";
+     << o.min_pos << ", all layers and query heads. K_dom: share of key dims TIP reads (per KV head).\n\n"
+     << "| rule \\ K | K_dom (%) |";
   for (int k : o.top_k) md << " " << k << " |";
-  md << "\n|---|";
+  md << "\n|---|---|";
   for (size_t i = 0; i < o.top_k.size(); ++i) md << "---|";
   md << "\n";
   for (size_t s = 0; s < sets.size(); ++s) {
-    md << "| " << names[s] << " |";
+    char share[32];
+    std::snprintf(share, sizeof share, " %.1f |", 100 * dom_share[s]);
+    md << "| " << names[s] << " |" << share;
     for (size_t k = 0; k < o.top_k.size(); ++k) {
       char b[32];
       std::snprintf(b, sizeof b, " %.1f |", 100 * meter.compound_ca(s, k));
@@ -64,7 +79,7 @@ int eval_ca_main(const EvalCaOptions& o) {
     }
     md << "\n";
   }
-  md << "| queries (x heads x layers) |";
+  md << "| queries (x heads x layers) | |";
   for (size_t k = 0; k < o.top_k.size(); ++k) md << " " << meter.compound_queries(k) << " |";
   md << "\n";
   std::fputs(md.str().c_str(), stdout);
