@@ -3,31 +3,23 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ops/topk.h"
 #include "util/error.h"
 
 namespace fasa {
 
 namespace {
 
-// idx[0..k) = indices of the k largest of scores[0..n), ties to the lower index. O(n).
-void top_k(const float* scores, int64_t n, int k, std::vector<int32_t>& idx) {
-  idx.resize(n);
-  std::iota(idx.begin(), idx.end(), 0);
-  std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), [&](int32_t a, int32_t b) {
-    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
-  });
-}
-
 // Marks the k largest of scores[0..n) in `mask`.
 void top_k_mask(const float* scores, int64_t n, int k, std::vector<int32_t>& idx, std::vector<char>& mask) {
-  top_k(scores, n, k, idx);
+  top_k_indices(scores, n, k, idx);
   mask.assign(n, 0);
   for (int i = 0; i < k; ++i) mask[idx[i]] = 1;
 }
 
 // |TopK(scores) ∩ mask|
 int overlap(const float* scores, int64_t n, int k, const std::vector<char>& mask, std::vector<int32_t>& idx) {
-  top_k(scores, n, k, idx);
+  top_k_indices(scores, n, k, idx);
   int hits = 0;
   for (int i = 0; i < k; ++i) hits += mask[idx[i]];
   return hits;

@@ -45,6 +45,7 @@ class KvCache {
 
   int64_t n_ctx() const { return n_ctx_; }
   int head_dim() const { return head_dim_; }
+  int n_head_kv() const { return n_head_kv_; }
   size_t bytes() const;
 
  private:

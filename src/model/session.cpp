@@ -94,6 +94,7 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
         cache_.store(l, h, p0 + t, &k[(size_t)t * kv_dim + h * D], &v[(size_t)t * kv_dim + h * D]);
     }
     if (observer_) observer_->on_queries(l, p0, n, q.data(), cache_);
+    if (!decode) policy_->observe_prefill(l, p0, n, q.data(), cache_);
 
     // Attention per (token, query head). Prefill is dense and causal; a decode step asks the policy.
 #pragma omp parallel

@@ -6,28 +6,26 @@
 
 #include "calib/fc_layout.h"
 #include "ops/dtype.h"
+#include "ops/topk.h"
 #include "util/error.h"
 
 namespace fasa {
 
 FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOptions opts)
-    : opts_(std::move(opts)), n_head_(c.n_head), n_head_kv_(c.n_head_kv), dense_(c.n_layer, 0) {
+    : SparseSelector(opts.budget, opts.dense_layers, c.n_layer), opts_(std::move(opts)), n_head_(c.n_head),
+      n_head_kv_(c.n_head_kv) {
   const FcLayout fcs(c);
   const int n_tip = opts_.n_tip > 0 ? opts_.n_tip : profile.n_tip;
   if (n_tip > fcs.n_fc())
     throw Error("--fcs " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
   if (opts_.sink < 0 || opts_.recent < 0) throw Error("--sink and --recent must be >= 0");
-  for (int l : opts_.dense_layers) {
-    if (l < 0 || l >= c.n_layer) throw Error("--dense-layers: layer " + std::to_string(l) + " does not exist");
-    dense_[l] = 1;
-  }
   const int group = c.n_head / c.n_head_kv;
   dims_.resize((size_t)c.n_layer * c.n_head);
   contiguous_.assign(dims_.size(), 0);
   for (int l = 0; l < c.n_layer; ++l)
     for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
       KeyLayout layout;
-      if (dense_[l]) {
+      if (is_dense_layer(l)) {
         layouts_.push_back(layout);
         continue;
       }
@@ -61,23 +59,18 @@ FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOpt
     }
 }
 
-bool FasaSelector::select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) {
-  if (dense_[query.layer]) return false;
+void FasaSelector::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   const int64_t n = kv.n_tokens;
-  const int64_t budget = opts_.budget.tokens(n);
-  if (budget >= n) return false;  // everything fits: exactly dense attention
-
   // Forced rows count inside the budget: sink first, then recent; TIP fills the rest from between.
   const int64_t sink = std::min<int64_t>(opts_.sink, budget);
   const int64_t recent = std::min<int64_t>(opts_.recent, budget - sink);
   for (int64_t r = 0; r < sink; ++r) rows.push_back((int32_t)r);
   for (int64_t r = n - recent; r < n; ++r) rows.push_back((int32_t)r);
   const int64_t lo = sink, hi = n - recent, want = budget - sink - recent;
-  if (want <= 0) return true;
+  if (want <= 0) return;
 
   // TIP over the K_dom plane.
   thread_local std::vector<float> score;   // [hi - lo]
-  thread_local std::vector<int32_t> cand;  // [hi - lo]
   score.resize(hi - lo);
   const size_t idx = (size_t)query.layer * n_head_ + query.q_head;
   const int nd = kv.n_dom;
@@ -92,12 +85,7 @@ bool FasaSelector::select(const AttentionQuery& query, const KvHeadView& kv, std
       score[j - lo] = s;
     }
   }
-  cand.resize(hi - lo);
-  std::iota(cand.begin(), cand.end(), 0);
-  std::nth_element(cand.begin(), cand.begin() + (want - 1), cand.end(),
-                   [&](int32_t a, int32_t b) { return score[a] > score[b] || (score[a] == score[b] && a < b); });
-  for (int64_t i = 0; i < want; ++i) rows.push_back((int32_t)(lo + cand[i]));
-  return true;
+  append_top_k(score.data(), hi - lo, want, (int32_t)lo, rows);
 }
 
 }  // namespace fasa

@@ -21,23 +21,26 @@ struct FasaOptions {
   int recent = 0;                       // last tokens always kept (inside the budget)
 };
 
-class FasaSelector final : public TokenSelector {
+class FasaSelector final : public SparseSelector {
  public:
   FasaSelector(const Profile& profile, const ModelConfig& config, FasaOptions opts);
   std::string_view name() const override { return "fasa"; }
   std::string_view description() const override {
     return "score tokens on each head's dominant RoPE frequency chunks, attend exactly to the top ones";
   }
-  bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) override;
-  KeyLayout key_layout(int layer, int kv_head) const override { return layouts_[(size_t)layer * n_head_kv_ + kv_head]; }
 
   // K_dom dims this query head scores on, as positions within its KV head's K_dom plane.
   const std::vector<int>& scored_dims(int layer, int head) const { return dims_[(size_t)layer * n_head_ + head]; }
 
+ protected:
+  void pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+  KeyLayout sparse_key_layout(int layer, int kv_head) const override {
+    return layouts_[(size_t)layer * n_head_kv_ + kv_head];
+  }
+
  private:
   FasaOptions opts_;
   int n_head_, n_head_kv_;
-  std::vector<char> dense_;               // [n_layer]
   std::vector<KeyLayout> layouts_;        // [n_layer * n_head_kv]
   std::vector<std::vector<int>> dims_;    // [n_layer * n_head]
   std::vector<char> contiguous_;          // [n_layer * n_head] scores the whole K_dom plane

@@ -4,12 +4,38 @@
 
 #include "calib/profile.h"
 #include "model/model.h"
+#include "sparse/baselines.h"
 #include "sparse/fasa_policy.h"
 #include "util/error.h"
 
 namespace fasa {
 
-std::vector<std::string> selector_names() { return {"full", "fasa"}; }
+SparseSelector::SparseSelector(Budget budget, const std::vector<int>& dense_layers, int n_layer)
+    : budget_(budget), dense_(n_layer, 0) {
+  for (int l : dense_layers) {
+    if (l < 0 || l >= n_layer) throw Error("--dense-layers: layer " + std::to_string(l) + " does not exist");
+    dense_[l] = 1;
+  }
+}
+
+bool SparseSelector::select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) {
+  if (dense_[query.layer]) return false;
+  const int64_t budget = budget_.tokens(kv.n_tokens);
+  if (budget >= kv.n_tokens) {
+    on_dense_step(query, kv);
+    return false;
+  }
+  pick(query, kv, budget, rows);
+  return true;
+}
+
+KeyLayout SparseSelector::key_layout(int layer, int kv_head) const {
+  return dense_[layer] ? KeyLayout{} : sparse_key_layout(layer, kv_head);
+}
+
+std::vector<std::string> selector_names() {
+  return {"full", "oracle", "fasa", "stream", "snapkv", "quest", "h2o", "sparq", "random"};
+}
 
 std::vector<int> parse_layer_list(const std::string& s) {
   std::vector<int> out;
@@ -30,16 +56,27 @@ std::vector<int> parse_layer_list(const std::string& s) {
 }
 
 std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& o, const Model& model) {
+  const ModelConfig& c = model.config;
   if (o.attn == "full") return std::make_unique<FullAttention>();
+  const Budget b = Budget::parse(o.budget);
+  const std::vector<int> dense = parse_layer_list(o.dense_layers);
+  if (o.attn == "oracle") return std::make_unique<OracleSelector>(b, dense, c.n_layer);
+  if (o.attn == "stream") return std::make_unique<StreamSelector>(b, dense, c.n_layer, o.sink > 0 ? o.sink : 8);
+  if (o.attn == "random") return std::make_unique<RandomSelector>(b, dense, c.n_layer, o.seed);
+  if (o.attn == "quest") return std::make_unique<QuestSelector>(b, dense, c.n_layer, c.n_head_kv);
+  if (o.attn == "sparq") return std::make_unique<SparqSelector>(b, dense, c.n_layer, o.sparq_r);
+  if (o.attn == "h2o") return std::make_unique<H2oSelector>(b, dense, c.n_layer, c.n_head);
+  if (o.attn == "snapkv")
+    return std::make_unique<SnapKvSelector>(b, dense, c.n_layer, c.n_head, c.head_dim, o.snapkv_window, o.snapkv_every);
   if (o.attn == "fasa") {
     if (o.profile.empty()) throw Error("--attn fasa needs --profile PROFILE (make one with `fasa calibrate`)");
     const Profile p = load_profile(o.profile);
     check_profile_matches(p, model, o.profile);
     FasaOptions f;
-    f.budget = Budget::parse(o.budget);
+    f.budget = b;
     f.n_tip = o.fcs;
     f.sharing = parse_fc_sharing(o.fc_sharing);
-    f.dense_layers = parse_layer_list(o.dense_layers);
+    f.dense_layers = dense;
     f.sink = o.sink;
     f.recent = o.recent;
     return std::make_unique<FasaSelector>(p, model.config, f);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
+#include "sparse/budget.h"
 
 namespace fasa {
 
@@ -32,6 +33,30 @@ class TokenSelector {
   // The key layout this policy wants for (layer, KV head): which dims form the K_dom plane it scores
   // on. Asked once, when a session builds its cache. Default: identity, no K_dom.
   virtual KeyLayout key_layout(int /*layer*/, int /*kv_head*/) const { return {}; }
+  // Prefill queries of a layer (model dim order, [n, n_head * head_dim]) after its keys were cached,
+  // for policies that select from what the prompt attended to (SnapKV). Default: ignored.
+  virtual void observe_prefill(int /*layer*/, int64_t /*p0*/, int /*n*/, const float* /*q*/, const KvCache&) {}
+};
+
+// Base of every sparse policy: layers listed as dense, and steps where the budget covers the whole
+// cache, attend to everything; otherwise pick() chooses exactly `budget` rows.
+class SparseSelector : public TokenSelector {
+ public:
+  SparseSelector(Budget budget, const std::vector<int>& dense_layers, int n_layer);
+  bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) final;
+  KeyLayout key_layout(int layer, int kv_head) const final;
+
+ protected:
+  // Fill `rows` with at most `budget` (< kv.n_tokens) distinct rows.
+  virtual void pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) = 0;
+  // A sparse layer's step that attends to everything (budget >= context); for stateful policies.
+  virtual void on_dense_step(const AttentionQuery& /*query*/, const KvHeadView& /*kv*/) {}
+  virtual KeyLayout sparse_key_layout(int /*layer*/, int /*kv_head*/) const { return {}; }
+  bool is_dense_layer(int layer) const { return dense_[layer] != 0; }
+  Budget budget_;
+
+ private:
+  std::vector<char> dense_;  // [n_layer]
 };
 
 // `full`: dense attention over the whole cache.
@@ -54,6 +79,10 @@ struct PolicyOptions {
   std::string dense_layers = "0";  // comma-separated layers kept dense; "" = none
   int sink = 0;
   int recent = 0;
+  uint64_t seed = 1;               // random policy
+  int sparq_r = 0;                 // SparQ query dims; 0 = head_dim / 4
+  int snapkv_window = 32;          // SnapKV observation window
+  int snapkv_every = 32;           // SnapKV re-selection period during decode (0: never)
 };
 
 // Policy by name; throws fasa::Error listing the known names, or on a bad option/profile.

@@ -1,0 +1,140 @@
+#pragma once
+// The baselines FASA is compared with (FASA-SPEC §6), each a small SparseSelector: they share the
+// budget and dense-layer handling and differ only in which rows they pick.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "sparse/policy.h"
+
+namespace fasa {
+
+// Exact top-N by full q.k, per head and step: the upper bound for any selection rule.
+class OracleSelector final : public SparseSelector {
+ public:
+  using SparseSelector::SparseSelector;
+  std::string_view name() const override { return "oracle"; }
+  std::string_view description() const override { return "exact top tokens by full attention logits (upper bound)"; }
+
+ protected:
+  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+};
+
+// StreamingLLM: the first `sink` tokens plus the most recent ones.
+class StreamSelector final : public SparseSelector {
+ public:
+  StreamSelector(Budget b, const std::vector<int>& dense, int n_layer, int sink)
+      : SparseSelector(b, dense, n_layer), sink_(sink) {}
+  std::string_view name() const override { return "stream"; }
+  std::string_view description() const override { return "attention sinks plus a window of recent tokens"; }
+
+ protected:
+  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+
+ private:
+  int sink_;
+};
+
+// Uniformly random tokens, seeded by (seed, layer, head, position): reproducible.
+class RandomSelector final : public SparseSelector {
+ public:
+  RandomSelector(Budget b, const std::vector<int>& dense, int n_layer, uint64_t seed)
+      : SparseSelector(b, dense, n_layer), seed_(seed) {}
+  std::string_view name() const override { return "random"; }
+  std::string_view description() const override { return "uniformly random tokens (seeded)"; }
+
+ protected:
+  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+
+ private:
+  uint64_t seed_;
+};
+
+// Quest: 16-token pages; a page's score bounds q.k from above with per-dim key min/max; the best
+// pages are read whole, up to the budget.
+class QuestSelector final : public SparseSelector {
+ public:
+  static constexpr int kPage = 16;
+  QuestSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head_kv);
+  std::string_view name() const override { return "quest"; }
+  std::string_view description() const override { return "16-token pages ranked by a min/max upper bound of q.k"; }
+
+ protected:
+  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+
+ private:
+  struct PageStats {
+    std::mutex mu;
+    int64_t pages = 0;        // complete pages summarised
+    std::vector<float> lo;    // [pages, head_dim] per-dim key minimum
+    std::vector<float> hi;    // [pages, head_dim] per-dim key maximum
+  };
+  int n_head_kv_;
+  std::vector<std::unique_ptr<PageStats>> stats_;  // [n_layer * n_head_kv]
+};
+
+// SparQ: approximate scores on the r largest-|q| dims, top-N, then exact attention.
+class SparqSelector final : public SparseSelector {
+ public:
+  SparqSelector(Budget b, const std::vector<int>& dense, int n_layer, int r)
+      : SparseSelector(b, dense, n_layer), r_(r) {}
+  std::string_view name() const override { return "sparq"; }
+  std::string_view description() const override { return "approximate scores on the query's largest dims, then top tokens"; }
+
+ protected:
+  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+
+ private:
+  int r_;
+};
+
+// H2O: heavy hitters by accumulated attention plus recent tokens; evicted tokens never return.
+class H2oSelector final : public SparseSelector {
+ public:
+  H2oSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head);
+  std::string_view name() const override { return "h2o"; }
+  std::string_view description() const override { return "heavy hitters by accumulated attention plus recent tokens"; }
+  void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
+
+ protected:
+  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+  void on_dense_step(const AttentionQuery& q, const KvHeadView& kv) override;
+
+ private:
+  struct HeadState {
+    std::vector<double> acc;   // [n_tokens] accumulated attention
+    std::vector<char> kept;    // [n_tokens] still in the cache
+  };
+  void accumulate(HeadState& s, const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n);
+  int n_head_;
+  std::vector<HeadState> heads_;  // [n_layer * n_head]
+};
+
+// SnapKV: the attention of an observation window of recent queries (max-pooled, kernel 7) picks the
+// prompt tokens to keep; tokens after the selection are kept too; re-selects every `every` steps.
+class SnapKvSelector final : public SparseSelector {
+ public:
+  SnapKvSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head, int head_dim, int window, int every);
+  std::string_view name() const override { return "snapkv"; }
+  std::string_view description() const override { return "keep tokens the last queries attended to (pooled), re-select periodically"; }
+  void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
+
+ protected:
+  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+  void on_dense_step(const AttentionQuery& q, const KvHeadView& kv) override;
+
+ private:
+  struct HeadState {
+    std::deque<std::pair<int64_t, std::vector<float>>> window;  // (position, query [head_dim])
+    std::vector<int32_t> ranked;  // rows chosen at the last selection, best first
+    int64_t selected_at = -1;     // n_tokens at the last selection
+  };
+  void remember(HeadState& s, int64_t pos, const float* q);
+  void reselect(HeadState& s, const KvHeadView& kv);
+  int n_head_, head_dim_, window_, every_;
+  std::vector<HeadState> heads_;  // [n_layer * n_head]
+};
+
+}  // namespace fasa

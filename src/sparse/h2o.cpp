@@ -1,0 +1,65 @@
+#include <algorithm>
+#include <cmath>
+
+#include "ops/attention.h"
+#include "sparse/baselines.h"
+
+namespace fasa {
+
+H2oSelector::H2oSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head)
+    : SparseSelector(b, dense, n_layer), n_head_(n_head), heads_((size_t)n_layer * n_head) {}
+
+// Adds this query's attention probabilities over the rows it reads to their accumulated scores.
+void H2oSelector::accumulate(HeadState& s, const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n) {
+  if ((int64_t)s.acc.size() > kv.n_tokens) s = HeadState{};  // a new sequence: start over
+  s.acc.resize(kv.n_tokens, 0.0);
+  s.kept.resize(kv.n_tokens, 1);
+  thread_local std::vector<double> p;
+  p.resize(n);
+  const double scale = 1.0 / std::sqrt((double)kv.head_dim);
+  double m = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, p[j] = scale * key_dot(q, kv, rows ? rows[j] : j));
+  for (int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - m));
+  for (int64_t j = 0; j < n; ++j) s.acc[rows ? rows[j] : j] += p[j] / sum;
+}
+
+void H2oSelector::observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
+  if (is_dense_layer(layer)) return;
+  const int D = cache.head_dim(), per_kv = n_head_ / cache.n_head_kv();
+#pragma omp parallel for schedule(dynamic)
+  for (int h = 0; h < n_head_; ++h) {
+    HeadState& s = heads_[(size_t)layer * n_head_ + h];
+    for (int t = 0; t < n; ++t) {
+      const KvHeadView kv = cache.view(layer, h / per_kv, p0 + t + 1);
+      accumulate(s, q + ((size_t)t * n_head_ + h) * D, kv, nullptr, kv.n_tokens);
+    }
+  }
+}
+
+void H2oSelector::on_dense_step(const AttentionQuery& q, const KvHeadView& kv) {
+  accumulate(heads_[(size_t)q.layer * n_head_ + q.q_head], q.q, kv, nullptr, kv.n_tokens);
+}
+
+void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+  HeadState& s = heads_[(size_t)q.layer * n_head_ + q.q_head];
+  if ((int64_t)s.acc.size() > kv.n_tokens) s = HeadState{};
+  s.acc.resize(kv.n_tokens, 0.0);
+  s.kept.resize(kv.n_tokens, 1);
+  // Half the budget is the recent window; evict the weakest older tokens until the rest fits.
+  const int64_t recent = std::max<int64_t>(1, budget / 2), first_recent = kv.n_tokens - recent;
+  int64_t kept = 0;
+  for (char k : s.kept) kept += k;
+  while (kept > budget) {
+    int64_t worst = -1;
+    for (int64_t j = 0; j < first_recent; ++j)
+      if (s.kept[j] && (worst < 0 || s.acc[j] < s.acc[worst])) worst = j;
+    if (worst < 0) break;
+    s.kept[worst] = 0;
+    --kept;
+  }
+  for (int64_t j = 0; j < kv.n_tokens; ++j)
+    if (s.kept[j]) rows.push_back((int32_t)j);
+  accumulate(s, q.q, kv, rows.data(), (int64_t)rows.size());
+}
+
+}  // namespace fasa

@@ -1,0 +1,14 @@
+#include "ops/attention.h"
+#include "ops/topk.h"
+#include "sparse/baselines.h"
+
+namespace fasa {
+
+void OracleSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+  thread_local std::vector<float> score;  // [n_tokens]
+  score.resize(kv.n_tokens);
+  for (int64_t j = 0; j < kv.n_tokens; ++j) score[j] = key_dot(q.q, kv, j);
+  append_top_k(score.data(), kv.n_tokens, budget, 0, rows);
+}
+
+}  // namespace fasa

@@ -1,0 +1,64 @@
+#include <algorithm>
+#include <cmath>
+
+#include "ops/topk.h"
+#include "sparse/baselines.h"
+
+namespace fasa {
+
+QuestSelector::QuestSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head_kv)
+    : SparseSelector(b, dense, n_layer), n_head_kv_(n_head_kv) {
+  for (int i = 0; i < n_layer * n_head_kv; ++i) stats_.push_back(std::make_unique<PageStats>());
+}
+
+namespace {
+// Per-dim min and max of keys rows [r0, r1) into lo, hi ([head_dim]); keys in cache order.
+void page_bounds(const KvHeadView& kv, int64_t r0, int64_t r1, float* lo, float* hi) {
+  const int D = kv.head_dim, nd = kv.n_dom, nr = D - nd;
+  std::fill(lo, lo + D, INFINITY);
+  std::fill(hi, hi + D, -INFINITY);
+  for (int64_t r = r0; r < r1; ++r)
+    for (int d = 0; d < D; ++d) {
+      const float k = d < nd ? kv.k_dom[r * nd + d] : kv.k_rest[r * nr + d - nd];
+      lo[d] = std::min(lo[d], k);
+      hi[d] = std::max(hi[d], k);
+    }
+}
+}  // namespace
+
+void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+  const int D = kv.head_dim;
+  const int64_t n = kv.n_tokens, full_pages = n / kPage, pages = (n + kPage - 1) / kPage;
+  PageStats& st = *stats_[(size_t)q.layer * n_head_kv_ + q.kv_head];
+  thread_local std::vector<float> lo, hi, score;
+  lo.resize(D);
+  hi.resize(D);
+  score.resize(pages);
+  {
+    std::lock_guard<std::mutex> lock(st.mu);  // the query heads of one KV head share its page summaries
+    if (st.pages > full_pages) st.pages = 0;  // a new sequence reuses the policy: start over
+    st.lo.resize(full_pages * D);
+    st.hi.resize(full_pages * D);
+    for (; st.pages < full_pages; ++st.pages)
+      page_bounds(kv, st.pages * kPage, (st.pages + 1) * kPage, &st.lo[st.pages * D], &st.hi[st.pages * D]);
+    for (int64_t p = 0; p < pages; ++p) {
+      const float *l = &st.lo[p * D], *h = &st.hi[p * D];
+      if (p == full_pages) {  // the last, partial page
+        page_bounds(kv, p * kPage, n, lo.data(), hi.data());
+        l = lo.data();
+        h = hi.data();
+      }
+      float s = 0;
+      for (int d = 0; d < D; ++d) s += std::max(q.q[d] * l[d], q.q[d] * h[d]);
+      score[p] = s;
+    }
+  }
+  thread_local std::vector<int32_t> chosen;
+  chosen.clear();
+  append_top_k(score.data(), pages, std::max<int64_t>(1, budget / kPage), 0, chosen);
+  for (int32_t p : chosen)  // a budget below one page reads the start of the best page
+    for (int64_t r = (int64_t)p * kPage; r < std::min(n, (int64_t)(p + 1) * kPage) && (int64_t)rows.size() < budget; ++r)
+      rows.push_back((int32_t)r);
+}
+
+}  // namespace fasa

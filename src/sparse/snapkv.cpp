@@ -1,0 +1,74 @@
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "ops/attention.h"
+#include "sparse/baselines.h"
+
+namespace fasa {
+
+SnapKvSelector::SnapKvSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head, int head_dim,
+                               int window, int every)
+    : SparseSelector(b, dense, n_layer), n_head_(n_head), head_dim_(head_dim), window_(std::max(1, window)),
+      every_(every), heads_((size_t)n_layer * n_head) {}
+
+void SnapKvSelector::remember(HeadState& s, int64_t pos, const float* q) {
+  if (!s.window.empty() && s.window.back().first >= pos) s = HeadState{};  // a new sequence
+  s.window.emplace_back(pos, std::vector<float>(q, q + head_dim_));
+  while ((int)s.window.size() > window_) s.window.pop_front();
+}
+
+void SnapKvSelector::observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
+  if (is_dense_layer(layer)) return;
+  // The prompt's last queries form the first observation window (identity key layout: model order).
+  for (int h = 0; h < n_head_; ++h)
+    for (int t = std::max(0, n - window_); t < n; ++t)
+      remember(heads_[(size_t)layer * n_head_ + h], p0 + t, q + ((size_t)t * n_head_ + h) * cache.head_dim());
+}
+
+void SnapKvSelector::on_dense_step(const AttentionQuery& q, const KvHeadView&) {
+  remember(heads_[(size_t)q.layer * n_head_ + q.q_head], q.pos, q.q);
+}
+
+// Ranks the rows before the window by the window's summed attention, max-pooled over 7 neighbours;
+// the window's own rows rank first.
+void SnapKvSelector::reselect(HeadState& s, const KvHeadView& kv) {
+  const int64_t n = kv.n_tokens, w0 = std::max<int64_t>(0, s.window.front().first);
+  const double scale = 1.0 / std::sqrt((double)kv.head_dim);
+  std::vector<double> vote(w0, 0.0), p(n);
+  for (const auto& [pos, qv] : s.window) {
+    const int64_t keys = std::min<int64_t>(pos + 1, n);
+    double m = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < keys; ++j) m = std::max(m, p[j] = scale * key_dot(qv.data(), kv, j));
+    for (int64_t j = 0; j < keys; ++j) sum += (p[j] = std::exp(p[j] - m));
+    for (int64_t j = 0; j < w0; ++j) vote[j] += p[j] / sum;
+  }
+  std::vector<float> pooled(w0);
+  for (int64_t j = 0; j < w0; ++j) {
+    double v = 0;
+    for (int64_t k = std::max<int64_t>(0, j - 3); k <= std::min<int64_t>(w0 - 1, j + 3); ++k) v = std::max(v, vote[k]);
+    pooled[j] = (float)v;
+  }
+  s.ranked.clear();
+  for (int64_t j = n - 1; j >= w0; --j) s.ranked.push_back((int32_t)j);
+  std::vector<int32_t> order(w0);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return pooled[a] > pooled[b] || (pooled[a] == pooled[b] && a < b); });
+  s.ranked.insert(s.ranked.end(), order.begin(), order.end());
+  s.selected_at = n;
+}
+
+void SnapKvSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+  HeadState& s = heads_[(size_t)q.layer * n_head_ + q.q_head];
+  remember(s, q.pos, q.q);
+  const int64_t n = kv.n_tokens;
+  // Tokens after the selection are all kept; the ranked list fills what remains of the budget.
+  // Re-select when the period is up or the ranked share would fall below half the budget.
+  const int64_t since = n - s.selected_at;
+  if (s.selected_at < 0 || since < 0 || (every_ > 0 && since >= every_) || budget - since < budget / 2) reselect(s, kv);
+  const int64_t fresh = n - s.selected_at;
+  for (int64_t r = s.selected_at; r < n; ++r) rows.push_back((int32_t)r);
+  for (int64_t i = 0; i < budget - fresh && i < (int64_t)s.ranked.size(); ++i) rows.push_back(s.ranked[i]);
+}
+
+}  // namespace fasa

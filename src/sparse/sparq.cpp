@@ -1,0 +1,29 @@
+#include <cmath>
+
+#include "ops/attention.h"
+#include "ops/topk.h"
+#include "sparse/baselines.h"
+
+namespace fasa {
+
+void SparqSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+  const int D = kv.head_dim, r = r_ > 0 ? std::min(r_, D) : std::max(1, D / 4);
+  thread_local std::vector<float> mag, score;
+  thread_local std::vector<int32_t> dims;
+  mag.resize(D);
+  for (int d = 0; d < D; ++d) mag[d] = std::fabs(q.q[d]);
+  top_k_indices(mag.data(), D, r, dims);
+  score.resize(kv.n_tokens);
+  const int nd = kv.n_dom, nr = D - nd;
+  for (int64_t j = 0; j < kv.n_tokens; ++j) {
+    float s = 0;
+    for (int i = 0; i < r; ++i) {
+      const int d = dims[i];
+      s += q.q[d] * (d < nd ? kv.k_dom[j * nd + d] : kv.k_rest[j * nr + d - nd]);
+    }
+    score[j] = s;
+  }
+  append_top_k(score.data(), kv.n_tokens, budget, 0, rows);
+}
+
+}  // namespace fasa
