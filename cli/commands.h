@@ -19,7 +19,7 @@ Command add_analyze_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 
 // The policy options every command that decodes takes (--attn, --profile, --budget, ...).
-void add_policy_options(CLI::App* cmd, PolicyOptions& o);
+void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budget = true);
 
 // Whole file as a string; throws fasa::Error naming the file.
 std::string read_text_file(const std::string& path);

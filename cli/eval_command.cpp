@@ -1,108 +1,112 @@
-// `fasa eval ca`: compound contextual agreement of FASA's token selection with the exact top-K
-// (paper Table 1 layout), on a text, for several chunk counts, sharing modes and K.
+// `fasa eval ppl|ca|retrieval`: quality of every policy against full attention, on the same windows
+// and tasks, with the same options for every policy. Markdown on stdout; --json / --csv for scripts.
 #include <omp.h>
 
 #include <cstdio>
-#include <set>
-#include <sstream>
 
-#include "calib/agreement.h"
-#include "calib/calibrate.h"
 #include "cli/commands.h"
+#include "eval/decode_eval.h"
+#include "eval/retrieval.h"
 #include "util/error.h"
 
 namespace fasa::cli {
 
 namespace {
 
-struct EvalCaOptions {
+struct EvalOptions {
   std::string model = FASA_DEFAULT_MODEL;
   std::string text_file;
-  std::string profile;
-  std::vector<int> fcs = {4, 8, 16};
+  std::string tasks_file;
+  std::vector<std::string> attn = {"full", "fasa"};
+  std::vector<std::string> budgets = {"64"};
   std::vector<int> top_k = {16, 64, 256};
-  std::vector<std::string> sharing = {"head", "group"};
-  int64_t min_pos = 300;
-  int64_t n_ctx = 0;
+  TextEvalOptions text;
+  int per_type = 0;
+  std::string json, csv;
   int threads = 0;
+  PolicyOptions policy;
 };
 
-int eval_ca_main(const EvalCaOptions& o) {
-  if (o.threads > 0) omp_set_num_threads(o.threads);
-  auto model = load_model(o.model);
-  const Profile p = load_profile(o.profile);
-  check_profile_matches(p, *model, o.profile);
-  const ModelConfig& c = model->config;
-  std::vector<std::string> names;
-  std::vector<double> dom_share;  // per set: mean share of K dims in the K_dom plane TIP reads
-  std::vector<std::vector<std::vector<int>>> sets;
-  const int group = c.n_head / c.n_head_kv;
-  for (const std::string& mode : o.sharing)
-    for (int n : o.fcs) {
-      if (n > p.n_fc) throw Error("--fcs " + std::to_string(n) + " exceeds the " + std::to_string(p.n_fc) + " chunks");
-      const FcSharing sh = parse_fc_sharing(mode);
-      std::vector<std::vector<int>> per_head;
-      double share = 0;
-      for (int l = 0; l < c.n_layer; ++l)
-        for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
-          std::set<int> plane;  // chunks in this KV head's K_dom: the union over its query heads
-          for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-            per_head.push_back(p.dominant_fcs(l, h, n, sh));
-            plane.insert(per_head.back().begin(), per_head.back().end());
-          }
-          share += (double)plane.size() / p.n_fc / (c.n_layer * c.n_head_kv);
-        }
-      dom_share.push_back(share);
-      sets.push_back(std::move(per_head));
-      names.push_back("FASA F=" + std::to_string(n) + " (" + mode + ")");
-    }
-  AgreementMeter meter = AgreementMeter::compound(c, sets, o.top_k, o.min_pos);
-  int64_t n_tokens = 0;
-  run_dense_windows(*model, read_text_file(o.text_file), o.n_ctx, meter, "measuring CA", &n_tokens);
-
-  std::ostringstream md;
-  md << "Compound CA (%) with the exact top-K, " << o.text_file << " (" << n_tokens << " tokens), queries from position "
-     << o.min_pos << ", all layers and query heads. K_dom: share of key dims TIP reads (per KV head).\n\n"
-     << "| rule \\ K | K_dom (%) |";
-  for (int k : o.top_k) md << " " << k << " |";
-  md << "\n|---|---|";
-  for (size_t i = 0; i < o.top_k.size(); ++i) md << "---|";
-  md << "\n";
-  for (size_t s = 0; s < sets.size(); ++s) {
-    char share[32];
-    std::snprintf(share, sizeof share, " %.1f |", 100 * dom_share[s]);
-    md << "| " << names[s] << " |" << share;
-    for (size_t k = 0; k < o.top_k.size(); ++k) {
-      char b[32];
-      std::snprintf(b, sizeof b, " %.1f |", 100 * meter.compound_ca(s, k));
-      md << b;
-    }
-    md << "\n";
-  }
-  md << "| queries (x heads x layers) | |";
-  for (size_t k = 0; k < o.top_k.size(); ++k) md << " " << meter.compound_queries(k) << " |";
-  md << "\n";
-  std::fputs(md.str().c_str(), stdout);
+int report(const EvalOptions& o, const std::string& title, const std::vector<EvalRecord>& records) {
+  std::printf("## %s\n%s", title.c_str(), records_markdown(records).c_str());
+  if (!o.json.empty()) write_records_json(records, o.json);
+  if (!o.csv.empty()) write_records_csv(records, o.csv);
   return 0;
+}
+
+std::string text_title(const EvalOptions& o, const ReferenceRun& ref) {
+  int64_t tokens = 0;
+  for (auto& w : ref.windows) tokens += (int64_t)w.size();
+  return o.text_file + ": " + std::to_string(ref.windows.size()) + " windows, " + std::to_string(tokens) +
+         " tokens, every position decoded token by token with the policy (no dense prefix), scored from position " +
+         std::to_string(o.text.score_from);
+}
+
+void add_common(CLI::App* cmd, EvalOptions& o) {
+  cmd->add_option("-m,--model", o.model, "Model")->capture_default_str();
+  cmd->add_option("--attn", o.attn, "Policies, comma-separated")->delimiter(',')->capture_default_str();
+  cmd->add_option("--json", o.json, "Also write the records as JSON");
+  cmd->add_option("--csv", o.csv, "Also write the records as CSV");
+  cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
+  add_policy_options(cmd, o.policy, false);
+}
+
+void add_text(CLI::App* cmd, EvalOptions& o) {
+  cmd->add_option("-f,--file", o.text_file, "Text")->required();
+  cmd->add_option("-c,--ctx-size", o.text.n_ctx, "Window length (default: the model's training context)")
+      ->check(CLI::Range((int64_t)2, (int64_t)1 << 24));
+  cmd->add_option("--windows", o.text.windows, "Windows from the start of the text")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--score-from", o.text.score_from, "First position scored")->capture_default_str();
 }
 
 }  // namespace
 
 Command add_eval_command(CLI::App& app) {
-  auto o = std::make_shared<EvalCaOptions>();
-  CLI::App* eval = app.add_subcommand("eval", "Quality measurements");
+  auto o = std::make_shared<EvalOptions>();
+  CLI::App* eval = app.add_subcommand("eval", "Quality of every policy against full attention");
   eval->require_subcommand(1);
-  CLI::App* ca = eval->add_subcommand("ca", "Compound CA of FASA's selection with the exact top-K (Table 1 layout)");
-  ca->add_option("-m,--model", o->model, "Model")->capture_default_str();
-  ca->add_option("-f,--file", o->text_file, "Text to measure on")->required();
-  ca->add_option("--profile", o->profile, "FASA profile")->required();
-  ca->add_option("--fcs", o->fcs, "Chunk counts per head")->delimiter(',')->capture_default_str();
-  ca->add_option("--topk", o->top_k, "Values of K")->delimiter(',')->capture_default_str();
-  ca->add_option("--fc-sharing", o->sharing, "Sharing modes: head, group")->delimiter(',')->capture_default_str();
-  ca->add_option("--min-pos", o->min_pos, "Skip queries before this position")->capture_default_str();
-  ca->add_option("-c,--ctx-size", o->n_ctx, "Window length (default: the model's training context)");
-  ca->add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
-  return {ca, [o] { return eval_ca_main(*o); }};
+
+  CLI::App* ppl = eval->add_subcommand("ppl", "Perplexity, KL divergence and top-1 agreement vs full attention");
+  add_common(ppl, *o);
+  add_text(ppl, *o);
+  ppl->add_option("--budget", o->budgets, "Budgets, comma-separated")->delimiter(',')->capture_default_str();
+
+  CLI::App* ca = eval->add_subcommand("ca", "Share of the exact top-K each policy selects (paper Table 1 layout)");
+  add_common(ca, *o);
+  add_text(ca, *o);
+  ca->add_option("--topk", o->top_k, "Values of K (each policy selects K tokens)")->delimiter(',')->capture_default_str();
+
+  CLI::App* ret = eval->add_subcommand("retrieval", "Greedy answers to retrieval tasks: accuracy per type");
+  add_common(ret, *o);
+  ret->add_option("--tasks", o->tasks_file, "Tasks (JSON lines)")->required();
+  ret->add_option("--budget", o->budgets, "Budgets, comma-separated")->delimiter(',')->capture_default_str();
+  ret->add_option("--limit", o->per_type, "At most this many tasks per type (0: all)")->capture_default_str();
+
+  auto run = [o, ppl, ca, ret]() -> int {
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+    auto model = load_model(o->model);
+    for (auto& name : o->attn) {  // fail on a bad policy or option before hours of work
+      PolicyOptions po = o->policy;
+      po.attn = name;
+      for (auto& b : o->budgets) {
+        po.budget = b;
+        make_selector(po, *model);
+      }
+    }
+    if (ret->parsed()) {
+      auto tasks = load_retrieval_tasks(o->tasks_file, o->per_type);
+      return report(*o, o->tasks_file + ": " + std::to_string(tasks.size()) + " tasks, greedy",
+                    eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy));
+    }
+    const ReferenceRun ref = reference_run(*model, read_text_file(o->text_file), o->text);
+    if (ppl->parsed())
+      return report(*o, text_title(*o, ref), eval_perplexity(*model, ref, o->attn, o->budgets, o->policy, o->text));
+    return report(*o, text_title(*o, ref) + "; dense trajectory, policies choose in shadow",
+                  eval_selection_agreement(*model, ref, o->attn, o->top_k, o->policy, o->text));
+  };
+  (void)ca;
+  return {eval, run};
 }
 
 }  // namespace fasa::cli

@@ -97,7 +97,7 @@ TEST(Calibration, FindsPlantedDominantChunks) {
       for (int d : fcs.dims(f)) k[d] = planted.count(f) ? 3.0f * content[j] + 0.2f * nd(rng) : nd(rng);
     cache.store(0, 0, j, k.data(), v.data());
   }
-  AgreementMeter m = AgreementMeter::per_fc(c, 10, 0);
+  AgreementMeter m(c, 10, 0);
   // Queries at the last 20 positions (the meter reads keys 0..p from the cache).
   std::vector<float> qs;
   for (int t = 0; t < 20; ++t) qs.insert(qs.end(), q.begin(), q.end());

@@ -27,50 +27,27 @@ int overlap(const float* scores, int64_t n, int k, const std::vector<char>& mask
 
 }  // namespace
 
-AgreementMeter::AgreementMeter(const ModelConfig& c, int64_t min_pos)
-    : n_layer_(c.n_layer), n_head_(c.n_head), n_head_kv_(c.n_head_kv), head_dim_(c.head_dim), fcs_(c),
-      min_pos_(min_pos) {}
-
-AgreementMeter AgreementMeter::per_fc(const ModelConfig& c, int top_k, int64_t min_pos) {
+AgreementMeter::AgreementMeter(const ModelConfig& c, int top_k, int64_t min_pos)
+    : n_head_(c.n_head), n_head_kv_(c.n_head_kv), head_dim_(c.head_dim), fcs_(c), top_k_(top_k), min_pos_(min_pos),
+      fc_sum_((size_t)c.n_layer * c.n_head * fcs_.n_fc(), 0.0), fc_count_((size_t)c.n_layer * c.n_head, 0) {
   if (top_k < 1) throw Error("--topk must be at least 1");
-  AgreementMeter m(c, min_pos);
-  m.per_fc_ = true;
-  m.top_ks_ = {top_k};
-  m.fc_sum_.assign((size_t)c.n_layer * c.n_head * m.fcs_.n_fc(), 0.0);
-  m.fc_count_.assign((size_t)c.n_layer * c.n_head, 0);
-  return m;
-}
-
-AgreementMeter AgreementMeter::compound(const ModelConfig& c, std::vector<std::vector<std::vector<int>>> sets,
-                                        std::vector<int> top_ks, int64_t min_pos) {
-  for (int k : top_ks)
-    if (k < 1) throw Error("--topk values must be at least 1");
-  AgreementMeter m(c, min_pos);
-  m.sets_ = std::move(sets);
-  m.top_ks_ = std::move(top_ks);
-  m.set_sum_.assign(m.sets_.size() * m.top_ks_.size(), 0.0);
-  m.set_count_.assign(m.top_ks_.size(), 0);
-  return m;
 }
 
 void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
-  const int D = head_dim_, H = n_head_, F = fcs_.n_fc(), group = n_head_ / n_head_kv_;
-  const int min_k = *std::min_element(top_ks_.begin(), top_ks_.end());
+  const int D = head_dim_, H = n_head_, F = fcs_.n_fc(), K = top_k_, group = n_head_ / n_head_kv_;
   if (cache.layout(layer, 0).n_dom != 0) throw Error("agreement: needs a dense run (identity key layout)");
 #pragma omp parallel
   {
-    std::vector<float> full, partial, sum;  // [T], [F, T], [T]
+    std::vector<float> full, partial;  // [T], [F, T]
     std::vector<int32_t> idx;
     std::vector<char> mask;
-    std::vector<double> fc_sum(per_fc_ ? (size_t)H * F : 0, 0.0);
-    std::vector<int64_t> fc_count(per_fc_ ? H : 0, 0);
-    std::vector<double> set_sum(set_sum_.size(), 0.0);
-    std::vector<int64_t> set_count(set_count_.size(), 0);
+    std::vector<double> fc_sum((size_t)H * F, 0.0);
+    std::vector<int64_t> fc_count(H, 0);
 #pragma omp for collapse(2) schedule(dynamic)
     for (int t = 0; t < n; ++t) {
       for (int h = 0; h < H; ++h) {
         const int64_t pos = p0 + t, T = pos + 1;
-        if (pos < min_pos_ || T <= min_k) continue;  // with T <= K every key is in the top K
+        if (pos < min_pos_ || T <= K) continue;  // with T <= K every key is in the top K
         const KvHeadView kv = cache.view(layer, h / group, T);
         const float* qh = q + ((size_t)t * H + h) * D;
         full.resize(T);
@@ -86,32 +63,15 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
           }
           full[j] = a;
         }
-        for (size_t ki = 0; ki < top_ks_.size(); ++ki) {
-          const int K = top_ks_[ki];
-          if (T <= K) continue;
-          top_k_mask(full.data(), T, K, idx, mask);
-          if (per_fc_) {
-            for (int f = 0; f < F; ++f)
-              fc_sum[(size_t)h * F + f] += (double)overlap(&partial[(size_t)f * T], T, K, mask, idx) / K;
-            fc_count[h]++;
-            continue;
-          }
-          for (size_t s = 0; s < sets_.size(); ++s) {
-            const std::vector<int>& set = sets_[s][(size_t)layer * H + h];
-            sum.assign(T, 0.0f);
-            for (int f : set)
-              for (int64_t j = 0; j < T; ++j) sum[j] += partial[(size_t)f * T + j];
-            set_sum[s * top_ks_.size() + ki] += (double)overlap(sum.data(), T, K, mask, idx) / K;
-          }
-          set_count[ki]++;
-        }
+        top_k_mask(full.data(), T, K, idx, mask);
+        for (int f = 0; f < F; ++f)
+          fc_sum[(size_t)h * F + f] += (double)overlap(&partial[(size_t)f * T], T, K, mask, idx) / K;
+        fc_count[h]++;
       }
     }
-    std::lock_guard<std::mutex> lock(*mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < fc_sum.size(); ++i) fc_sum_[(size_t)layer * H * F + i] += fc_sum[i];
     for (size_t i = 0; i < fc_count.size(); ++i) fc_count_[(size_t)layer * H + i] += fc_count[i];
-    for (size_t i = 0; i < set_sum.size(); ++i) set_sum_[i] += set_sum[i];
-    for (size_t i = 0; i < set_count.size(); ++i) set_count_[i] += set_count[i];
   }
 }
 
@@ -125,12 +85,6 @@ std::vector<float> AgreementMeter::mean_fc_ca() const {
 }
 
 int64_t AgreementMeter::fc_queries() const { return fc_count_.empty() ? 0 : fc_count_[0]; }
-
-double AgreementMeter::compound_ca(size_t s, size_t k) const {
-  return set_count_[k] ? set_sum_[s * top_ks_.size() + k] / set_count_[k] : 0.0;
-}
-
-int64_t AgreementMeter::compound_queries(size_t k) const { return set_count_[k]; }
 
 std::vector<std::vector<int32_t>> token_windows(const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos) {
   std::vector<std::vector<int32_t>> out;

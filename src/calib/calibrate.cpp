@@ -52,7 +52,7 @@ Profile calibrate(const Model& m, const std::string& text, const std::string& te
   const int n_tip = o.n_tip > 0 ? o.n_tip : std::max(1, c.n_rot / 8);
   if (n_tip > fcs.n_fc())
     throw Error("--fcs " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
-  AgreementMeter meter = AgreementMeter::per_fc(c, o.top_k, o.min_pos);
+  AgreementMeter meter(c, o.top_k, o.min_pos);
   Profile p;
   run_dense_windows(m, text, o.n_ctx, meter, "calibrating", &p.calibration_tokens);
   if (meter.fc_queries() == 0)

@@ -1,0 +1,196 @@
+#include "eval/decode_eval.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "calib/agreement.h"
+#include "model/sampler.h"
+#include "model/session.h"
+#include "ops/attention.h"
+#include "ops/topk.h"
+#include "util/error.h"
+#include "util/progress.h"
+
+namespace fasa {
+
+namespace {
+
+// Wraps a policy: lets it choose, counts how many of the exact top-K it chose, then attends densely.
+class ShadowProbe final : public TokenSelector {
+ public:
+  ShadowProbe(std::unique_ptr<TokenSelector> inner, int k) : inner_(std::move(inner)), k_(k) {}
+  std::string_view name() const override { return inner_->name(); }
+  std::string_view description() const override { return inner_->description(); }
+  KeyLayout key_layout(int layer, int kv_head) const override { return inner_->key_layout(layer, kv_head); }
+  void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& c) override {
+    inner_->observe_prefill(layer, p0, n, q, c);
+  }
+  bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) override {
+    if (!inner_->select(query, kv, rows) || kv.n_tokens <= k_) {
+      rows.clear();
+      return false;
+    }
+    thread_local std::vector<float> score;
+    thread_local std::vector<int32_t> idx;
+    thread_local std::vector<char> top;
+    score.resize(kv.n_tokens);
+    for (int64_t j = 0; j < kv.n_tokens; ++j) score[j] = key_dot(query.q, kv, j);
+    top_k_indices(score.data(), kv.n_tokens, k_, idx);
+    top.assign(kv.n_tokens, 0);
+    for (int i = 0; i < k_; ++i) top[idx[i]] = 1;
+    int64_t h = 0;
+    for (int32_t r : rows) h += top[r];
+    hits_ += h;
+    queries_ += 1;
+    rows.clear();
+    return false;
+  }
+  double agreement() const { return queries_ ? (double)hits_ / ((double)queries_ * k_) : 0.0; }
+  int64_t queries() const { return queries_; }
+
+ private:
+  std::unique_ptr<TokenSelector> inner_;
+  int k_;
+  std::atomic<int64_t> hits_{0}, queries_{0};
+};
+
+struct Scores {
+  double nll = 0, kld = 0;
+  int64_t top1 = 0, n = 0;
+};
+
+// Feeds a window token by token; scores each prediction against the reference logits.
+void decode_window(const Model& m, std::shared_ptr<TokenSelector> policy, const std::vector<int32_t>& w,
+                   const std::vector<float>& ref, int64_t score_from, Scores& s, ProgressBar& bar) {
+  SessionOptions so;
+  so.n_ctx = (int64_t)w.size();
+  Session session(m, so, std::move(policy));
+  const int V = m.config.n_vocab;
+  for (size_t i = 0; i + 1 < w.size(); ++i) {
+    auto logits = session.eval(std::span<const int32_t>(&w[i], 1));
+    bar.advance();
+    if ((int64_t)i < score_from) continue;
+    const float* r = &ref[i * V];
+    // log-softmax of both in double
+    double mp = -INFINITY, mr = -INFINITY;
+    for (int v = 0; v < V; ++v) {
+      mp = std::max(mp, (double)logits[v]);
+      mr = std::max(mr, (double)r[v]);
+    }
+    double zp = 0, zr = 0;
+    for (int v = 0; v < V; ++v) {
+      zp += std::exp(logits[v] - mp);
+      zr += std::exp(r[v] - mr);
+    }
+    const double lzp = mp + std::log(zp), lzr = mr + std::log(zr);
+    double kl = 0;
+    for (int v = 0; v < V; ++v) {
+      const double lr = r[v] - lzr, lp = logits[v] - lzp;
+      kl += std::exp(lr) * (lr - lp);
+    }
+    s.kld += std::max(0.0, kl);
+    s.nll += lzp - logits[w[i + 1]];
+    s.top1 += argmax(logits) == argmax(std::span<const float>(r, V));
+    s.n++;
+  }
+}
+
+int64_t total_steps(const ReferenceRun& ref) {
+  int64_t t = 0;
+  for (auto& w : ref.windows) t += (int64_t)w.size() - 1;
+  return t;
+}
+
+}  // namespace
+
+ReferenceRun reference_run(const Model& m, const std::string& text, const TextEvalOptions& o) {
+  const std::vector<int32_t> tokens = m.tokenizer.encode(text, m.tokenizer.add_bos());
+  const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : m.config.n_ctx_train;
+  ReferenceRun ref;
+  for (auto& w : token_windows(tokens, n_ctx, m.tokenizer.bos())) {
+    if ((int)ref.windows.size() >= o.windows) break;
+    if (w.size() < 2) continue;
+    SessionOptions so;
+    so.n_ctx = (int64_t)w.size();
+    Session s(m, so);
+    ref.logits.emplace_back();
+    s.eval(w, &ref.logits.back());
+    ref.windows.push_back(std::move(w));
+  }
+  if (ref.windows.empty()) throw Error("the text gives no window of at least 2 tokens");
+  return ref;
+}
+
+std::string policy_variant(const std::string& policy, const PolicyOptions& o) {
+  std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : o.dense_layers);
+  if (policy == "fasa") {
+    v = "fcs=" + (o.fcs ? std::to_string(o.fcs) : std::string("profile")) + " sharing=" + o.fc_sharing + " " + v;
+    if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
+  }
+  if (policy == "stream") v = "sink=" + std::to_string(o.sink > 0 ? o.sink : 8) + " " + v;
+  if (policy == "full") v = "";
+  return v;
+}
+
+std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref, const std::vector<std::string>& policies,
+                                        const std::vector<std::string>& budgets, const PolicyOptions& base,
+                                        const TextEvalOptions& o) {
+  std::vector<EvalRecord> out;
+  for (const auto& name : policies) {
+    Scores full_scores;  // `full` does not depend on the budget: run it once
+    bool full_done = false;
+    for (const auto& budget : budgets) {
+      PolicyOptions po = base;
+      po.attn = name;
+      po.budget = budget;
+      Scores s;
+      if (name == "full" && full_done) {
+        s = full_scores;
+      } else {
+        ProgressBar bar("ppl " + name + " @ " + budget, total_steps(ref));
+        for (size_t w = 0; w < ref.windows.size(); ++w)
+          decode_window(m, make_selector(po, m), ref.windows[w], ref.logits[w], o.score_from, s, bar);
+        full_scores = s;
+        full_done = name == "full";
+      }
+      if (s.n == 0) throw Error("no position was scored (is --score-from past the window length?)");
+      const std::string variant = policy_variant(name, po);
+      const double nll = s.nll / s.n;
+      for (auto [metric, value] : {std::pair<const char*, double>{"nll", nll}, {"ppl", std::exp(nll)},
+                                   {"kld", s.kld / s.n}, {"top1", (double)s.top1 / s.n}})
+        out.push_back({"ppl", name, variant, budget, metric, "", 0, value, s.n});
+    }
+  }
+  return out;
+}
+
+std::vector<EvalRecord> eval_selection_agreement(const Model& m, const ReferenceRun& ref,
+                                                 const std::vector<std::string>& policies,
+                                                 const std::vector<int>& top_ks, const PolicyOptions& base,
+                                                 const TextEvalOptions& o) {
+  std::vector<EvalRecord> out;
+  for (const auto& name : policies) {
+    if (name == "full") continue;  // selects everything: nothing to measure
+    for (int k : top_ks) {
+      PolicyOptions po = base;
+      po.attn = name;
+      po.budget = std::to_string(k);
+      ProgressBar bar("ca " + name + " @ K=" + std::to_string(k), total_steps(ref));
+      double hits = 0;
+      int64_t queries = 0;
+      Scores ignored;
+      for (size_t w = 0; w < ref.windows.size(); ++w) {
+        auto probe = std::make_shared<ShadowProbe>(make_selector(po, m), k);
+        decode_window(m, probe, ref.windows[w], ref.logits[w], o.score_from, ignored, bar);
+        hits += probe->agreement() * (double)probe->queries();
+        queries += probe->queries();
+      }
+      out.push_back({"ca", name, policy_variant(name, po), std::to_string(k), "ca", "", k,
+                     queries ? hits / (double)queries : 0.0, queries});
+    }
+  }
+  return out;
+}
+
+}  // namespace fasa

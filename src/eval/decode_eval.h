@@ -1,0 +1,44 @@
+#pragma once
+// Token-by-token evaluation of a policy on text windows (FASA-SPEC §7: selection applied before every
+// prediction; no dense prefix — early positions whose context fits the budget are dense by nature).
+// Against full attention at the same positions: mean NLL, KL divergence and top-1 agreement; and,
+// in shadow mode, the policy's contextual agreement with the exact top-K on the dense trajectory.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "eval/records.h"
+#include "model/model.h"
+#include "sparse/policy.h"
+
+namespace fasa {
+
+struct TextEvalOptions {
+  int64_t n_ctx = 0;       // window length; 0: the model's training context
+  int windows = 8;         // at most this many windows from the start of the text
+  int64_t score_from = 0;  // positions before this are fed but not scored
+};
+
+// Windows of a text and full attention's logits for every position of each.
+struct ReferenceRun {
+  std::vector<std::vector<int32_t>> windows;  // [W][n]
+  std::vector<std::vector<float>> logits;     // [W][n * n_vocab]
+};
+ReferenceRun reference_run(const Model& m, const std::string& text, const TextEvalOptions& o);
+
+// `eval ppl`: one record per metric (nll, ppl, kld, top1) for every policy x budget.
+std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref, const std::vector<std::string>& policies,
+                                        const std::vector<std::string>& budgets, const PolicyOptions& base,
+                                        const TextEvalOptions& o);
+
+// `eval ca`: each policy chooses K rows every step (budget = K) while decoding densely; the record is
+// the mean share of the exact top-K it chose, over every sparse (layer, head, step).
+std::vector<EvalRecord> eval_selection_agreement(const Model& m, const ReferenceRun& ref,
+                                                 const std::vector<std::string>& policies,
+                                                 const std::vector<int>& top_ks, const PolicyOptions& base,
+                                                 const TextEvalOptions& o);
+
+// The options that shape a policy's choices, for the record ("fcs=8 sharing=group ...").
+std::string policy_variant(const std::string& policy, const PolicyOptions& o);
+
+}  // namespace fasa

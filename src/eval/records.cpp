@@ -1,0 +1,84 @@
+#include "eval/records.h"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace fasa {
+
+namespace {
+std::string fmt(const EvalRecord& r) {
+  char b[64];
+  const bool percent = r.metric == "top1" || r.metric == "accuracy" || r.metric == "ca";
+  std::snprintf(b, sizeof b, percent ? "%.1f" : "%.4f", percent ? 100 * r.value : r.value);
+  return b;
+}
+}  // namespace
+
+std::string records_markdown(const std::vector<EvalRecord>& records) {
+  // Group by table, keeping first-seen order of tables, rows and columns.
+  std::vector<std::string> tables, budgets;
+  std::map<std::string, std::vector<std::string>> rows;                       // table -> row labels
+  std::map<std::string, std::map<std::string, std::map<std::string, std::string>>> cell;  // table, row, budget
+  auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
+    for (auto& x : v)
+      if (x == s) return;
+    v.push_back(s);
+  };
+  for (const auto& r : records) {
+    std::string table = r.eval + " " + r.metric;
+    if (r.topk) table += " @ K=" + std::to_string(r.topk);
+    if (!r.task_type.empty()) table += " (" + r.task_type + ")";
+    const std::string row = r.policy + (r.variant.empty() ? "" : " [" + r.variant + "]");
+    add_unique(tables, table);
+    add_unique(rows[table], row);
+    add_unique(budgets, r.budget);
+    cell[table][row][r.budget] = fmt(r);
+  }
+  std::ostringstream md;
+  for (const auto& t : tables) {
+    md << "\n### " << t << "\n\n| policy \\ budget |";
+    for (auto& b : budgets) md << " " << b << " |";
+    md << "\n|---|";
+    for (size_t i = 0; i < budgets.size(); ++i) md << "---|";
+    md << "\n";
+    for (const auto& row : rows[t]) {
+      md << "| " << row << " |";
+      for (auto& b : budgets) {
+        auto it = cell[t][row].find(b);
+        md << " " << (it == cell[t][row].end() ? "" : it->second) << " |";
+      }
+      md << "\n";
+    }
+  }
+  return md.str();
+}
+
+void write_records_json(const std::vector<EvalRecord>& records, const std::string& path) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : records) {
+    nlohmann::json e = {{"eval", r.eval}, {"policy", r.policy}, {"variant", r.variant}, {"budget", r.budget},
+                        {"metric", r.metric}, {"value", r.value}, {"n", r.n}};
+    if (r.eval == "retrieval") e["task_type"] = r.task_type;
+    if (r.eval == "ca") e["topk"] = r.topk;
+    j.push_back(e);
+  }
+  std::ofstream out(path);
+  out << j.dump(1) << "\n";
+  if (!out) fail(path, "cannot write");
+}
+
+void write_records_csv(const std::vector<EvalRecord>& records, const std::string& path) {
+  std::ofstream out(path);
+  out << "eval,policy,variant,budget,metric,task_type,topk,value,n\n";
+  for (const auto& r : records)
+    out << r.eval << "," << r.policy << ",\"" << r.variant << "\"," << r.budget << "," << r.metric << ","
+        << r.task_type << "," << r.topk << "," << r.value << "," << r.n << "\n";
+  if (!out) fail(path, "cannot write");
+}
+
+}  // namespace fasa

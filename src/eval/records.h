@@ -1,0 +1,26 @@
+#pragma once
+// Evaluation results as flat records, and their markdown / JSON / CSV renderings.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fasa {
+
+struct EvalRecord {
+  std::string eval;       // "ppl", "retrieval", "ca"
+  std::string policy;     // e.g. "fasa"
+  std::string variant;    // the policy options that shaped it, e.g. "fcs=8 sharing=group dense=0"
+  std::string budget;     // as given ("64", "0.1")
+  std::string metric;     // "nll", "ppl", "kld", "top1", "accuracy", "ca"
+  std::string task_type;  // retrieval: the task type or "all"; empty otherwise
+  int topk = 0;           // ca: K
+  double value = 0;
+  int64_t n = 0;          // predictions, tasks or (query, head) pairs behind the value
+};
+
+// One markdown table per (metric, task type): a row per policy/variant, a column per budget.
+std::string records_markdown(const std::vector<EvalRecord>& records);
+void write_records_json(const std::vector<EvalRecord>& records, const std::string& path);
+void write_records_csv(const std::vector<EvalRecord>& records, const std::string& path);
+
+}  // namespace fasa

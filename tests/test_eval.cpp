@@ -1,0 +1,104 @@
+// The evaluation harness: sanity relations that must hold whatever the model (full vs itself, the
+// oracle's agreement with the exact top-K), task-file validation, and the report formats.
+#include <nlohmann/json.hpp>
+
+#include "eval/decode_eval.h"
+#include "eval/retrieval.h"
+#include "test_util.h"
+#include "util/error.h"
+
+namespace fasa {
+namespace {
+
+const std::string kText =
+    "And God said, Let the waters under the heaven be gathered together unto one place, and let the dry land "
+    "appear: and it was so. And God called the dry land Earth; and the gathering together of the waters called "
+    "he Seas: and God saw that it was good.";
+
+double value(const std::vector<EvalRecord>& r, const std::string& policy, const std::string& metric,
+             const std::string& budget) {
+  for (auto& x : r)
+    if (x.policy == policy && x.metric == metric && x.budget == budget) return x.value;
+  ADD_FAILURE() << "no record " << policy << " " << metric << " " << budget;
+  return NAN;
+}
+
+TEST(EvalPpl, FullMatchesItselfAndRandomIsWorseThanOracle) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  TextEvalOptions o;
+  o.windows = 1;
+  const ReferenceRun ref = reference_run(*m, kText, o);
+  PolicyOptions base;
+  base.dense_layers = "";
+  auto r = eval_perplexity(*m, ref, {"full", "oracle", "random"}, {"8", "16"}, base, o);
+  EXPECT_NEAR(value(r, "full", "kld", "8"), 0.0, 1e-6);
+  EXPECT_NEAR(value(r, "full", "top1", "16"), 1.0, 1e-12);
+  EXPECT_NEAR(value(r, "full", "ppl", "8"), std::exp(value(r, "full", "nll", "8")), 1e-9);
+  EXPECT_LT(value(r, "oracle", "kld", "8"), value(r, "random", "kld", "8"));
+  EXPECT_GT(value(r, "random", "kld", "8"), 0.01);
+  EXPECT_LE(value(r, "oracle", "kld", "16"), value(r, "oracle", "kld", "8") + 1e-3);
+  for (auto& x : r) EXPECT_EQ(x.n, (int64_t)ref.windows[0].size() - 1);
+}
+
+TEST(EvalCa, OracleAgreesFullyRandomDoesNot) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  TextEvalOptions o;
+  o.windows = 1;
+  const ReferenceRun ref = reference_run(*m, kText, o);
+  PolicyOptions base;
+  auto r = eval_selection_agreement(*m, ref, {"full", "oracle", "random", "stream"}, {8}, base, o);
+  ASSERT_EQ(r.size(), 3u);  // full selects everything and is not listed
+  EXPECT_NEAR(r[0].value, 1.0, 1e-12);
+  EXPECT_GT(r[0].n, 0);
+  EXPECT_LT(r[1].value, 0.6);
+  EXPECT_EQ(r[1].topk, 8);
+}
+
+TEST(EvalRetrieval, TaskFileValidationAndLimits) {
+  const std::string dir = test::temp_dir();
+  test::write_file(dir + "/bad.jsonl", "{\"type\":\"a\",\"prompt\":\"x\",\"answer\":\"y\"}\n{not json\n");
+  test::write_file(dir + "/missing.jsonl", "{\"type\":\"a\",\"prompt\":\"x\"}\n");
+  test::write_file(dir + "/ok.jsonl", "{\"type\":\"a\",\"prompt\":\"Ge1:1 In the\",\"answer\":\"beginning\"}\n"
+                                      "{\"type\":\"a\",\"prompt\":\"x\",\"answer\":\"y\"}\n"
+                                      "{\"type\":\"b\",\"prompt\":\"And God said, Let there be\",\"answer\":\"light\"}\n");
+  for (auto [file, expect] : {std::pair<std::string, std::string>{"bad.jsonl", "line 2: not valid JSON"},
+                              {"missing.jsonl", "line 1: missing string field 'answer'"}}) {
+    try {
+      load_retrieval_tasks(dir + "/" + file);
+      ADD_FAILURE() << file;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  }
+  auto tasks = load_retrieval_tasks(dir + "/ok.jsonl", 1);
+  ASSERT_EQ(tasks.size(), 2u);
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  auto r = eval_retrieval(*m, tasks, {"full"}, {"64"}, PolicyOptions{});
+  ASSERT_EQ(r.size(), 3u);  // a, b, all
+  EXPECT_EQ(r[2].task_type, "all");
+  EXPECT_EQ(r[2].n, 2);
+  EXPECT_NEAR(r[2].value, (r[0].value + r[1].value) / 2, 1e-12);
+}
+
+TEST(EvalReports, MarkdownJsonCsv) {
+  std::vector<EvalRecord> r = {{"ppl", "fasa", "fcs=8", "64", "kld", "", 0, 0.5, 10},
+                               {"ppl", "fasa", "fcs=8", "128", "kld", "", 0, 0.25, 10},
+                               {"retrieval", "full", "", "64", "accuracy", "all", 0, 0.75, 4}};
+  const std::string md = records_markdown(r);
+  EXPECT_NE(md.find("| fasa [fcs=8] | 0.5000 | 0.2500 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("### retrieval accuracy (all)"), std::string::npos) << md;
+  EXPECT_NE(md.find("75.0"), std::string::npos);
+  const std::string dir = test::temp_dir();
+  write_records_json(r, dir + "/r.json");
+  auto j = nlohmann::json::parse(test::read_file(dir + "/r.json"));
+  ASSERT_EQ(j.size(), 3u);
+  EXPECT_EQ(j[0]["eval"], "ppl");
+  EXPECT_EQ(j[0]["metric"], "kld");
+  EXPECT_EQ(j[0]["value"], 0.5);
+  EXPECT_EQ(j[2]["task_type"], "all");
+  write_records_csv(r, dir + "/r.csv");
+  EXPECT_EQ(test::read_file(dir + "/r.csv").rfind("eval,policy,variant,budget,metric,task_type,topk,value,n\n", 0), 0u);
+}
+
+}  // namespace
+}  // namespace fasa
