@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "eval/decode_eval.h"
+#include "eval/plot.h"
 #include "eval/retrieval.h"
 #include "util/error.h"
 
@@ -22,15 +23,17 @@ struct EvalOptions {
   std::vector<int> top_k = {16, 64, 256};
   TextEvalOptions text;
   int per_type = 0;
-  std::string json, csv;
+  std::string json, csv, plot, plot_metric;
   int threads = 0;
   PolicyOptions policy;
 };
 
-int report(const EvalOptions& o, const std::string& title, const std::vector<EvalRecord>& records) {
+int report(const EvalOptions& o, const std::string& title, const std::vector<EvalRecord>& records,
+           const std::string& default_metric) {
   std::printf("## %s\n%s", title.c_str(), records_markdown(records).c_str());
   if (!o.json.empty()) write_records_json(records, o.json);
   if (!o.csv.empty()) write_records_csv(records, o.csv);
+  if (!o.plot.empty()) write_records_plot(records, o.plot_metric.empty() ? default_metric : o.plot_metric, o.plot);
   return 0;
 }
 
@@ -47,6 +50,8 @@ void add_common(CLI::App* cmd, EvalOptions& o) {
   cmd->add_option("--attn", o.attn, "Policies, comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--json", o.json, "Also write the records as JSON");
   cmd->add_option("--csv", o.csv, "Also write the records as CSV");
+  cmd->add_option("--plot", o.plot, "Also plot a metric against the budget (PNG)");
+  cmd->add_option("--plot-metric", o.plot_metric, "Metric to plot (default: kld, ca or accuracy)");
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
   add_policy_options(cmd, o.policy, false);
 }
@@ -97,13 +102,14 @@ Command add_eval_command(CLI::App& app) {
     if (ret->parsed()) {
       auto tasks = load_retrieval_tasks(o->tasks_file, o->per_type);
       return report(*o, o->tasks_file + ": " + std::to_string(tasks.size()) + " tasks, greedy",
-                    eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy));
+                    eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy), "accuracy");
     }
     const ReferenceRun ref = reference_run(*model, read_text_file(o->text_file), o->text);
     if (ppl->parsed())
-      return report(*o, text_title(*o, ref), eval_perplexity(*model, ref, o->attn, o->budgets, o->policy, o->text));
+      return report(*o, text_title(*o, ref), eval_perplexity(*model, ref, o->attn, o->budgets, o->policy, o->text),
+                    "kld");
     return report(*o, text_title(*o, ref) + "; dense trajectory, policies choose in shadow",
-                  eval_selection_agreement(*model, ref, o->attn, o->top_k, o->policy, o->text));
+                  eval_selection_agreement(*model, ref, o->attn, o->top_k, o->policy, o->text), "ca");
   };
   (void)ca;
   return {eval, run};

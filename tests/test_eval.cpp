@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/decode_eval.h"
+#include "eval/plot.h"
 #include "eval/retrieval.h"
 #include "test_util.h"
 #include "util/error.h"
@@ -96,6 +97,9 @@ TEST(EvalReports, MarkdownJsonCsv) {
   EXPECT_EQ(j[0]["metric"], "kld");
   EXPECT_EQ(j[0]["value"], 0.5);
   EXPECT_EQ(j[2]["task_type"], "all");
+  write_records_plot(r, "kld", dir + "/kld.png");
+  EXPECT_EQ(test::read_file(dir + "/kld.png").substr(1, 3), "PNG");
+  EXPECT_THROW(write_records_plot(r, "nll", dir + "/none.png"), Error);
   write_records_csv(r, dir + "/r.csv");
   EXPECT_EQ(test::read_file(dir + "/r.csv").rfind("eval,policy,variant,budget,metric,task_type,topk,value,n\n", 0), 0u);
 }

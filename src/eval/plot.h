@@ -1,0 +1,14 @@
+#pragma once
+#include <string>
+#include <vector>
+
+#include "eval/records.h"
+
+namespace fasa {
+
+// Line plot of one metric against the budget, one line per policy (and variant), with labelled axes
+// and a legend. `metric` picks the records ("kld", "accuracy", "ca", ...); for retrieval only the
+// overall ("all") rows are drawn. Throws fasa::Error when no record matches or the file cannot be written.
+void write_records_plot(const std::vector<EvalRecord>& records, const std::string& metric, const std::string& path);
+
+}  // namespace fasa
