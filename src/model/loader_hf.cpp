@@ -63,6 +63,7 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
   c.n_head_kv = int_field(j, "num_key_value_heads", cfg_path, c.n_head);
   c.head_dim = int_field(j, "head_dim", cfg_path, c.n_head > 0 ? c.n_embd / c.n_head : 0);
   c.n_rot = (int)(c.head_dim * num_field(j, "partial_rotary_factor", cfg_path, 1.0));
+  c.n_rot -= c.n_rot % 2;  // rotary dims come in pairs
   c.n_vocab = int_field(j, "vocab_size", cfg_path);
   c.n_ctx_train = int_field(j, "max_position_embeddings", cfg_path, 4096);
   c.rms_eps = (float)num_field(j, "rms_norm_eps", cfg_path, 1e-6);
@@ -80,7 +81,6 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
     const float hi = (float)num_field(rs, "high_freq_factor", cfg_path, 4.0);
     const int orig = int_field(rs, "original_max_position_embeddings", cfg_path, 8192);
     if (!(factor > 0) || !(hi > lo) || orig <= 0) fail(cfg_path, "rope_scaling parameters are inconsistent");
-    c.n_rot = c.n_rot - c.n_rot % 2;
     c.rope_freq_factors = llama3_rope_factors(c.n_rot, c.rope_base, factor, lo, hi, orig);
   }
   c.validate(cfg_path);
