@@ -6,6 +6,7 @@
 #include <immintrin.h>
 #endif
 
+#include "ops/kquants.h"
 #include "util/error.h"
 
 namespace fasa {
@@ -17,15 +18,15 @@ std::optional<DTypeTraits> dtype_traits(uint32_t raw) {
     case DType::BF16: return DTypeTraits{"BF16", 1, 2, true};
     case DType::Q4_0: return DTypeTraits{"Q4_0", 32, 18, true};
     case DType::Q8_0: return DTypeTraits{"Q8_0", 32, 34, true};
-    case DType::Q4_1: return DTypeTraits{"Q4_1", 32, 20, false};
-    case DType::Q5_0: return DTypeTraits{"Q5_0", 32, 22, false};
-    case DType::Q5_1: return DTypeTraits{"Q5_1", 32, 24, false};
+    case DType::Q4_1: return DTypeTraits{"Q4_1", 32, 20, true};
+    case DType::Q5_0: return DTypeTraits{"Q5_0", 32, 22, true};
+    case DType::Q5_1: return DTypeTraits{"Q5_1", 32, 24, true};
     case DType::Q8_1: return DTypeTraits{"Q8_1", 32, 36, false};
     case DType::Q2_K: return DTypeTraits{"Q2_K", 256, 84, false};
     case DType::Q3_K: return DTypeTraits{"Q3_K", 256, 110, false};
-    case DType::Q4_K: return DTypeTraits{"Q4_K", 256, 144, false};
-    case DType::Q5_K: return DTypeTraits{"Q5_K", 256, 176, false};
-    case DType::Q6_K: return DTypeTraits{"Q6_K", 256, 210, false};
+    case DType::Q4_K: return DTypeTraits{"Q4_K", 256, 144, true};
+    case DType::Q5_K: return DTypeTraits{"Q5_K", 256, 176, true};
+    case DType::Q6_K: return DTypeTraits{"Q6_K", 256, 210, true};
     case DType::Q8_K: return DTypeTraits{"Q8_K", 256, 292, false};
     case DType::I8: return DTypeTraits{"I8", 1, 1, false};
     case DType::I16: return DTypeTraits{"I16", 1, 2, false};
@@ -46,7 +47,7 @@ bool dtype_computable(DType t) {
   return tr && tr->computable;
 }
 
-std::string computable_dtype_list() { return "F32, F16, BF16, Q8_0, Q4_0"; }
+std::string computable_dtype_list() { return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"; }
 
 size_t dtype_bytes(DType t, int64_t n) {
   auto tr = dtype_traits(static_cast<uint32_t>(t));
@@ -120,6 +121,12 @@ void dequantize_row(DType t, const void* row, float* out, int64_t n) {
     }
     case DType::Q8_0: dequantize_q8_0(p, out, n); return;
     case DType::Q4_0: dequantize_q4_0(p, out, n); return;
+    case DType::Q4_1: dequantize_q4_1(p, out, n); return;
+    case DType::Q5_0: dequantize_q5_0(p, out, n); return;
+    case DType::Q5_1: dequantize_q5_1(p, out, n); return;
+    case DType::Q4_K: dequantize_q4_k(p, out, n); return;
+    case DType::Q5_K: dequantize_q5_k(p, out, n); return;
+    case DType::Q6_K: dequantize_q6_k(p, out, n); return;
     default: throw Error(std::string("no kernel for tensor type ") + dtype_name(t));
   }
 }
