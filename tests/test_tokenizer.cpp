@@ -55,9 +55,11 @@ TEST(Tokenizer, AgreesWithLibSentencepieceOnRandomText) {
 }
 
 // llama.cpp's tokenizer test vectors: inputs split by __ggml_vocab_test__, one line of ids each.
-TEST(Tokenizer, LlamaSpmVocabularyTestVectors) {
+class SpmVocabulary : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SpmVocabulary, TestVectors) {
   FASA_REQUIRE_SHARED();
-  const std::string base = test::shared_dir() + "/tokenizers/ggml-vocab-llama-spm.gguf";
+  const std::string base = test::shared_dir() + "/tokenizers/" + GetParam();
   GgufFile f(base);
   Tokenizer tok = Tokenizer::from_gguf(f, (int)f.get_string_array("tokenizer.ggml.tokens").size());
   const std::string inp = test::read_file(base + ".inp"), out = test::read_file(base + ".out");
@@ -81,6 +83,14 @@ TEST(Tokenizer, LlamaSpmVocabularyTestVectors) {
   ASSERT_EQ(inputs.size(), expected.size());
   for (size_t i = 0; i < inputs.size(); ++i) EXPECT_EQ(tok.encode(inputs[i], false), expected[i]) << "input: '" << inputs[i] << "'";
 }
+
+INSTANTIATE_TEST_SUITE_P(Files, SpmVocabulary, ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"),
+                         [](const auto& info) {
+                           std::string n = info.param.substr(11, info.param.size() - 16);  // ggml-vocab-X.gguf
+                           for (auto& c : n)
+                             if (!isalnum((unsigned char)c)) c = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace fasa

@@ -69,6 +69,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   }, path);
   m->weights.mappings.push_back(f.mapping());
   m->tokenizer = Tokenizer::from_gguf(f, c.n_vocab);
+  m->tokenizer_kind = "SentencePiece BPE (GGUF tokenizer.ggml.*)";
+  m->has_chat_template = f.find("tokenizer.chat_template") != nullptr;
   return m;
 }
 

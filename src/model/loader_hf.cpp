@@ -111,10 +111,12 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
     json tc = read_json(tok_cfg.string());
     if (tc.is_object() && tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean())
       add_bos = tc["add_bos_token"].get<bool>();
+    m->has_chat_template = tc.is_object() && tc.contains("chat_template");
   }
   const fs::path spm = fs::path(dir) / "tokenizer.model";
   if (!fs::exists(spm)) fail(dir, "no tokenizer.model (SentencePiece) in the model directory");
   m->tokenizer = Tokenizer::from_sentencepiece(spm.string(), add_bos, c.n_vocab);
+  m->tokenizer_kind = "SentencePiece BPE (tokenizer.model)";
   return m;
 }
 

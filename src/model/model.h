@@ -17,6 +17,8 @@ struct Model {
   ModelConfig config;
   ModelWeights weights;
   Tokenizer tokenizer;
+  std::string tokenizer_kind;   // e.g. "SentencePiece BPE (GGUF metadata)"
+  bool has_chat_template = false;
 
   int64_t n_params() const;
   size_t weight_bytes() const;

@@ -1,0 +1,50 @@
+// `fasa info MODEL`: what a user checks first about a model file.
+#include <cstdio>
+#include <map>
+
+#include "calib/fc_layout.h"
+#include "cli/commands.h"
+#include "model/model.h"
+
+namespace fasa::cli {
+
+namespace {
+
+int info_main(const std::string& path) {
+  auto m = load_model(path);
+  const ModelConfig& c = m->config;
+  std::map<std::string, int> types;
+  auto count = [&](const Matrix& w) { types[dtype_name(w.type)]++; };
+  count(m->weights.tok_embd);
+  if (!c.tied_output) count(m->weights.output);
+  for (auto& L : m->weights.layers)
+    for (const Matrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) count(*w);
+  std::string type_list;
+  for (auto& [t, n] : types) type_list += (type_list.empty() ? "" : ", ") + t + " x" + std::to_string(n);
+  std::printf("model:          %s (%s)\n", path.c_str(), m->format.c_str());
+  std::printf("architecture:   %s, %d layers, hidden %d, FFN %d (SwiGLU)\n", c.arch.c_str(), c.n_layer, c.n_embd, c.n_ff);
+  std::printf("attention:      %d query / %d KV heads (GQA %d:1), head dim %d%s\n", c.n_head, c.n_head_kv,
+              c.n_head / c.n_head_kv, c.head_dim, c.qkv_bias ? ", Q/K/V bias" : "");
+  std::printf("parameters:     %.2fM, weights %.1f MiB\n", m->n_params() / 1e6, m->weight_bytes() / 1048576.0);
+  std::printf("matrix types:   %s\n", type_list.c_str());
+  std::printf("context:        %d tokens (trained)\n", c.n_ctx_train);
+  std::printf("RoPE:           %s layout, %d of %d dims rotary (%d frequency chunks per head), base %g, %s\n",
+              rope_layout_name(c.rope_layout), c.n_rot, c.head_dim, FcLayout(c).n_fc(), c.rope_base,
+              c.rope_freq_factors.empty() ? "no scaling" : "Llama-3 frequency scaling");
+  std::printf("output:         %s\n", c.tied_output ? "tied to the embedding" : "own matrix");
+  std::printf("tokenizer:      %s, %d tokens, BOS %d, EOS %d, add BOS %s\n", m->tokenizer_kind.c_str(),
+              m->tokenizer.n_vocab(), m->tokenizer.bos(), m->tokenizer.eos(), m->tokenizer.add_bos() ? "yes" : "no");
+  std::printf("chat template:  %s\n", m->has_chat_template ? "present" : "none");
+  return 0;
+}
+
+}  // namespace
+
+Command add_info_command(CLI::App& app) {
+  auto path = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("info", "Architecture, size, tensor types, RoPE and tokenizer of a model");
+  cmd->add_option("model", *path, "A .gguf file or a Hugging Face directory")->required();
+  return {cmd, [path] { return info_main(*path); }};
+}
+
+}  // namespace fasa::cli
