@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "model/sampler.h"
 #include "model/session.h"
+#include "sparse/fasa_policy.h"
 #include "util/error.h"
 
 namespace fasa::cli {
@@ -55,7 +56,8 @@ int run(const RunOptions& o) {
   if ((int64_t)ids.size() + o.n_predict > so.n_ctx)
     throw Error("prompt (" + std::to_string(ids.size()) + " tokens) + " + std::to_string(o.n_predict) +
                 " to generate exceed the context size " + std::to_string(so.n_ctx) + " (raise -c)");
-  Session session(*model, so, make_selector(o.policy, *model));
+  std::shared_ptr<TokenSelector> policy = make_selector(o.policy, *model);
+  Session session(*model, so, policy);
   Sampler sampler(o.sampling);
 
   std::fputs(prompt.c_str(), stdout);
@@ -87,6 +89,9 @@ int run(const RunOptions& o) {
   std::fprintf(stderr, "\nmodel: %s (%s, %s, %.2fM params), attn: %s, threads: %d, ctx: %lld\n", o.model.c_str(),
                model->config.arch.c_str(), model->format.c_str(), model->n_params() / 1e6, o.policy.attn.c_str(),
                omp_get_max_threads(), (long long)so.n_ctx);
+  if (auto* f = dynamic_cast<const FasaSelector*>(policy.get()))
+    std::fprintf(stderr, "fasa: budget %s per head, TIP reads K_dom = %.1f%% of key dims in sparse layers\n",
+                 o.policy.budget.c_str(), 100 * f->kdom_share());
   std::fprintf(stderr, "prompt: %zu tokens in %.3f s = %.1f tokens/s\n", ids.size(), pp_s, ids.size() / pp_s);
   std::fprintf(stderr, "decode: %d tokens in %.3f s = %.1f tokens/s\n", decode_steps, tg_s,
                decode_steps > 0 ? decode_steps / tg_s : 0.0);

@@ -125,11 +125,11 @@ TEST_P(KernelTest, DotMatchesReference) {
 
 TEST_P(KernelTest, MatmulMatchesReferenceForOneAndManyTokens) {
   const DType t = GetParam();
-  const int64_t rows = 37, cols = 320;
+  const int64_t rows = 37, cols = 320;  // rows: 9 tiles of 4 and a partial one
   std::string data;
   for (int r = 0; r < rows; ++r) data += random_row(t, cols, 100 + r);
   Matrix W{t, rows, cols, dtype_bytes(t, cols), reinterpret_cast<const uint8_t*>(data.data())};
-  for (int n : {1, 5}) {
+  for (int n : {1, 5, 8, 11}) {  // tokens: single, and tiles of 4 with and without a remainder
     auto X = test::random_floats((size_t)n * cols, 9);
     std::vector<float> Y(n * rows), R(n * rows);
     matmul(W, X.data(), n, Y.data());

@@ -293,6 +293,11 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     const KeyLayout layout = policy.key_layout(layer, kvh);
     EXPECT_EQ(layout.n_dom, sh == FcSharing::Group ? 16 : (int)layout.n_dom);
     EXPECT_GE(layout.n_dom, 16);
+    if (sh == FcSharing::Group) {
+      EXPECT_DOUBLE_EQ(policy.kdom_share(), 0.25);  // 8 of 32 chunks
+    } else {
+      EXPECT_GE(policy.kdom_share(), 0.25);  // the union of the group's per-head sets
+    }
     KvCache cache(1, 1, D, T, {layout});
     auto keys = test::random_floats((size_t)T * D, 5), vals = test::random_floats((size_t)T * D, 6);
     for (int j = 0; j < T; ++j) cache.store(0, 0, j, &keys[j * D], &vals[j * D]);

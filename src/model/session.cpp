@@ -81,13 +81,13 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
     matmul(L.wk, xb.data(), n, k.data());
     matmul(L.wv, xb.data(), n, v.data());
     for (int t = 0; t < n; ++t) {
-      if (c.qkv_bias)
+      if (c.qkv_bias) {
         for (int i = 0; i < q_dim; ++i) q[(size_t)t * q_dim + i] += L.bq[i];
-      if (c.qkv_bias)
         for (int i = 0; i < kv_dim; ++i) {
           k[(size_t)t * kv_dim + i] += L.bk[i];
           v[(size_t)t * kv_dim + i] += L.bv[i];
         }
+      }
       rope(&q[(size_t)t * q_dim], H, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
       rope(&k[(size_t)t * kv_dim], HKV, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
       for (int h = 0; h < HKV; ++h)

@@ -1,8 +1,52 @@
 #include "ops/matmul.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace fasa {
+
+namespace {
+
+typedef float v8 __attribute__((vector_size(32)));  // GCC vector extension: 8 floats, any ISA
+
+v8 load8(const float* p) {
+  v8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+float hsum(v8 v) {
+  float s = 0;
+  for (int i = 0; i < 8; ++i) s += v[i];
+  return s;
+}
+
+constexpr int kTileRows = 4, kTileTokens = 4;
+
+// Y[t, r] for 4 weight rows x 4 tokens at once: each loaded vector is used four times.
+//   w: [4, cols] dequantized rows; x: token rows with stride cols; y: token rows with stride ld.
+void tile_4x4(const float* w, const float* x, int64_t cols, float* y, int64_t ld) {
+  v8 acc[kTileRows][kTileTokens] = {};
+  int64_t c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    const v8 x0 = load8(x + c), x1 = load8(x + cols + c), x2 = load8(x + 2 * cols + c), x3 = load8(x + 3 * cols + c);
+    for (int i = 0; i < kTileRows; ++i) {
+      const v8 wi = load8(w + i * cols + c);
+      acc[i][0] += wi * x0;
+      acc[i][1] += wi * x1;
+      acc[i][2] += wi * x2;
+      acc[i][3] += wi * x3;
+    }
+  }
+  for (int i = 0; i < kTileRows; ++i)
+    for (int j = 0; j < kTileTokens; ++j) {
+      float s = hsum(acc[i][j]);
+      for (int64_t k = c; k < cols; ++k) s += w[i * cols + k] * x[j * cols + k];
+      y[j * ld + i] = s;
+    }
+}
+
+}  // namespace
 
 void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
   const int64_t rows = W.rows, cols = W.cols;
@@ -11,17 +55,21 @@ void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
     for (int64_t r = 0; r < rows; ++r) Y[r] = dot_row(W.type, W.row(r), X, cols);
     return;
   }
+  // Several tokens: each thread dequantizes a tile of rows once and multiplies it with every token.
+  const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
 #pragma omp parallel
   {
-    std::vector<float> row(cols);  // [cols] this thread's dequantized row
+    std::vector<float> w((size_t)kTileRows * cols);  // [kTileRows, cols] this thread's dequantized rows
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* w = static_cast<const float*>(W.row(r));
-      if (W.type != DType::F32) {
-        dequantize_row(W.type, W.row(r), row.data(), cols);
-        w = row.data();
-      }
-      for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_f32(w, X + (int64_t)t * cols, cols);
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const int64_t r0 = tile * kTileRows, nr = std::min<int64_t>(kTileRows, rows - r0);
+      for (int64_t i = 0; i < nr; ++i) dequantize_row(W.type, W.row(r0 + i), &w[i * cols], cols);
+      int t = 0;
+      if (nr == kTileRows)
+        for (; t + kTileTokens <= n_tokens; t += kTileTokens)
+          tile_4x4(w.data(), X + (int64_t)t * cols, cols, Y + (int64_t)t * rows + r0, rows);
+      for (; t < n_tokens; ++t)
+        for (int64_t i = 0; i < nr; ++i) Y[(int64_t)t * rows + r0 + i] = dot_f32(&w[i * cols], X + (int64_t)t * cols, cols);
     }
   }
 }

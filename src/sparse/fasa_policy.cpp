@@ -59,6 +59,17 @@ FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOpt
     }
 }
 
+double FasaSelector::kdom_share() const {
+  double sum = 0;
+  int planes = 0;
+  for (const KeyLayout& l : layouts_)
+    if (l.n_dom > 0) {
+      sum += (double)l.n_dom / (double)l.perm.size();
+      ++planes;
+    }
+  return planes ? sum / planes : 0.0;
+}
+
 void FasaSelector::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   const int64_t n = kv.n_tokens;
   // Forced rows count inside the budget: sink first, then recent; TIP fills the rest from between.

@@ -29,6 +29,8 @@ class FasaSelector final : public SparseSelector {
     return "score tokens on each head's dominant RoPE frequency chunks, attend exactly to the top ones";
   }
 
+  // Mean share of key dims in the K_dom planes of the sparse layers: what TIP reads per token.
+  double kdom_share() const;
   // K_dom dims this query head scores on, as positions within its KV head's K_dom plane.
   const std::vector<int>& scored_dims(int layer, int head) const { return dims_[(size_t)layer * n_head_ + head]; }
 
