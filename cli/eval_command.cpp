@@ -111,7 +111,6 @@ Command add_eval_command(CLI::App& app) {
     return report(*o, text_title(*o, ref) + "; dense trajectory, policies choose in shadow",
                   eval_selection_agreement(*model, ref, o->attn, o->top_k, o->policy, o->text), "ca");
   };
-  (void)ca;
   return {eval, run};
 }
 
