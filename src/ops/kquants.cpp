@@ -70,42 +70,35 @@ void dequantize_q5_1(const uint8_t* p, float* out, int64_t n) {
   }
 }
 
-void dequantize_q4_k(const uint8_t* p, float* out, int64_t n) {
-  for (int64_t b = 0; b < n / 256; ++b, p += 144) {
+namespace {
+
+// Q4_K and Q5_K share the layout but for Q5_K's 32 bytes of 5th bits (qh) before the quants.
+void dequantize_k4(const uint8_t* p, float* out, int64_t n, bool fifth_bit) {
+  const int block_bytes = fifth_bit ? 176 : 144;
+  for (int64_t b = 0; b < n / 256; ++b, p += block_bytes) {
     const float d = half_at(p), dmin = half_at(p + 2);
     const uint8_t* scales = p + 4;
-    const uint8_t* q = p + 16;
-    // Four 64-element groups; each byte holds element l of sub-block 2g (low) and 2g+1 (high nibble).
+    const uint8_t* qh = p + 16;
+    const uint8_t* q = p + (fifth_bit ? 48 : 16);
+    // Four 64-element groups; byte l holds element l of sub-block 2g (low nibble) and 2g+1 (high).
     for (int g = 0; g < 4; ++g, q += 32, out += 64) {
       int sc0, m0, sc1, m1;
       scale_min_k4(2 * g, scales, sc0, m0);
       scale_min_k4(2 * g + 1, scales, sc1, m1);
       for (int l = 0; l < 32; ++l) {
-        out[l] = d * sc0 * (q[l] & 0x0F) - dmin * m0;
-        out[l + 32] = d * sc1 * (q[l] >> 4) - dmin * m1;
+        const int hi0 = fifth_bit && (qh[l] >> (2 * g)) & 1 ? 16 : 0;
+        const int hi1 = fifth_bit && (qh[l] >> (2 * g + 1)) & 1 ? 16 : 0;
+        out[l] = d * sc0 * ((q[l] & 0x0F) + hi0) - dmin * m0;
+        out[l + 32] = d * sc1 * ((q[l] >> 4) + hi1) - dmin * m1;
       }
     }
   }
 }
 
-void dequantize_q5_k(const uint8_t* p, float* out, int64_t n) {
-  for (int64_t b = 0; b < n / 256; ++b, p += 176) {
-    const float d = half_at(p), dmin = half_at(p + 2);
-    const uint8_t* scales = p + 4;
-    const uint8_t* qh = p + 16;
-    const uint8_t* q = p + 48;
-    for (int g = 0; g < 4; ++g, q += 32, out += 64) {
-      int sc0, m0, sc1, m1;
-      scale_min_k4(2 * g, scales, sc0, m0);
-      scale_min_k4(2 * g + 1, scales, sc1, m1);
-      const uint8_t bit0 = (uint8_t)(1u << (2 * g)), bit1 = (uint8_t)(2u << (2 * g));
-      for (int l = 0; l < 32; ++l) {
-        out[l] = d * sc0 * ((q[l] & 0x0F) + (qh[l] & bit0 ? 16 : 0)) - dmin * m0;
-        out[l + 32] = d * sc1 * ((q[l] >> 4) + (qh[l] & bit1 ? 16 : 0)) - dmin * m1;
-      }
-    }
-  }
-}
+}  // namespace
+
+void dequantize_q4_k(const uint8_t* p, float* out, int64_t n) { dequantize_k4(p, out, n, false); }
+void dequantize_q5_k(const uint8_t* p, float* out, int64_t n) { dequantize_k4(p, out, n, true); }
 
 void dequantize_q6_k(const uint8_t* p, float* out, int64_t n) {
   for (int64_t b = 0; b < n / 256; ++b, p += 210) {
