@@ -30,8 +30,7 @@ std::string records_markdown(const std::vector<EvalRecord>& records) {
     v.push_back(s);
   };
   for (const auto& r : records) {
-    std::string table = r.eval + " " + r.metric;
-    if (r.topk) table += " @ K=" + std::to_string(r.topk);
+    std::string table = r.eval + " " + r.metric;  // (for ca the budget column is K)
     if (!r.task_type.empty()) table += " (" + r.task_type + ")";
     const std::string row = r.policy + (r.variant.empty() ? "" : " [" + r.variant + "]");
     add_unique(tables, table);
