@@ -42,11 +42,12 @@ void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
     for (; st.pages < full_pages; ++st.pages)
       page_bounds(kv, st.pages * kPage, (st.pages + 1) * kPage, &st.lo[st.pages * D], &st.hi[st.pages * D]);
     for (int64_t p = 0; p < pages; ++p) {
-      const float *l = &st.lo[p * D], *h = &st.hi[p * D];
-      if (p == full_pages) {  // the last, partial page
+      const float *l = lo.data(), *h = hi.data();
+      if (p < full_pages) {
+        l = st.lo.data() + p * D;
+        h = st.hi.data() + p * D;
+      } else {  // the last, partial page
         page_bounds(kv, p * kPage, n, lo.data(), hi.data());
-        l = lo.data();
-        h = hi.data();
       }
       float s = 0;
       for (int d = 0; d < D; ++d) s += std::max(q.q[d] * l[d], q.q[d] * h[d]);
