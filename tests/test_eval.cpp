@@ -5,6 +5,7 @@
 #include "eval/decode_eval.h"
 #include "eval/plot.h"
 #include "eval/retrieval.h"
+#include "model/session.h"
 #include "test_util.h"
 #include "util/error.h"
 
@@ -79,6 +80,40 @@ TEST(EvalRetrieval, TaskFileValidationAndLimits) {
   EXPECT_EQ(r[2].task_type, "all");
   EXPECT_EQ(r[2].n, 2);
   EXPECT_NEAR(r[2].value, (r[0].value + r[1].value) / 2, 1e-12);
+}
+
+// Retrieval shares one dense prefill among policies: starting from it must equal prefilling oneself.
+TEST(EvalRetrieval, SharedPrefillEqualsOwnPrefill) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const auto prompt = m->tokenizer.encode(kText, true);
+  struct Rec : AttentionObserver {
+    std::vector<std::vector<float>> q = std::vector<std::vector<float>>(6);
+    void on_queries(int l, int64_t, int n, const float* x, const KvCache&) override {
+      q[l].insert(q[l].end(), x, x + (size_t)n * 256);
+    }
+  } rec;
+  SessionOptions so;
+  so.n_ctx = (int64_t)prompt.size() + 4;
+  so.n_ubatch = 16;  // several prefill chunks, as long prompts have
+  Session dense(*m, so);
+  dense.set_observer(&rec);
+  dense.eval(prompt);
+  const std::string budget = "8";
+  for (const std::string name : {"stream", "snapkv", "h2o", "quest", "oracle"}) {
+    PolicyOptions o;
+    o.attn = name;
+    o.budget = budget;
+    Session own(*m, so, make_selector(o, *m)), shared(*m, so, make_selector(o, *m));
+    own.eval(prompt);
+    shared.start_from_prefill(dense, rec.q);
+    EXPECT_EQ(shared.n_past(), own.n_past());
+    for (int32_t t : {288, 267, 1355}) {
+      auto a = own.eval(std::span<const int32_t>(&t, 1));
+      const std::vector<float> want(a.begin(), a.end());
+      auto b = shared.eval(std::span<const int32_t>(&t, 1));
+      EXPECT_LE(test::normalized_error(b.data(), want.data(), want.size()), 1e-6) << name;
+    }
+  }
 }
 
 TEST(EvalReports, MarkdownJsonCsv) {

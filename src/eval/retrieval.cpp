@@ -44,25 +44,62 @@ std::vector<RetrievalTask> load_retrieval_tasks(const std::string& path, int per
 
 namespace {
 
-bool answered(const Model& m, std::shared_ptr<TokenSelector> policy, const RetrievalTask& t) {
+// Records every layer's prefill queries of a dense run.   queries[l]: [n_tokens, n_head * head_dim]
+class QueryRecorder : public AttentionObserver {
+ public:
+  QueryRecorder(int n_layer, size_t row) : queries(n_layer), row_(row) {}
+  void on_queries(int layer, int64_t, int n, const float* q, const KvCache&) override {
+    queries[layer].insert(queries[layer].end(), q, q + (size_t)n * row_);
+  }
+  std::vector<std::vector<float>> queries;
+
+ private:
+  size_t row_;  // n_head * head_dim
+};
+
+// One task's prompt, prefilled once with full attention; every policy starts from it.
+struct Prefilled {
+  std::vector<int32_t> prompt;
+  int max_new = 0;
+  std::unique_ptr<Session> dense;
+  std::vector<std::vector<float>> queries;
+};
+
+Prefilled prefill(const Model& m, const RetrievalTask& t) {
   const Tokenizer& tok = m.tokenizer;
-  const std::vector<int32_t> prompt = tok.encode(t.prompt, tok.add_bos());
-  const int max_new = std::min<int>(32, (int)tok.encode(t.answer, false).size() + 2);
+  Prefilled p;
+  p.prompt = tok.encode(t.prompt, tok.add_bos());
+  p.max_new = std::min<int>(32, (int)tok.encode(t.answer, false).size() + 2);
   SessionOptions so;
-  so.n_ctx = (int64_t)prompt.size() + max_new;
+  so.n_ctx = (int64_t)p.prompt.size() + p.max_new;
+  p.dense = std::make_unique<Session>(m, so);
+  QueryRecorder rec(m.config.n_layer, (size_t)m.config.n_head * m.config.head_dim);
+  p.dense->set_observer(&rec);
+  p.dense->eval(p.prompt);
+  p.dense->set_observer(nullptr);
+  p.queries = std::move(rec.queries);
+  return p;
+}
+
+// Greedy answer with `policy` from the shared prefill; judged against the task's answer.
+bool answered(const Model& m, std::shared_ptr<TokenSelector> policy, const Prefilled& pre, const std::string& answer) {
+  const Tokenizer& tok = m.tokenizer;
+  SessionOptions so;
+  so.n_ctx = pre.dense->n_ctx();
   Session s(m, so, std::move(policy));
-  auto logits = s.eval(prompt);
+  s.start_from_prefill(*pre.dense, pre.queries);
+  std::span<const float> logits = s.logits();
   std::string text;
-  for (int i = 0; i < max_new; ++i) {
+  for (int i = 0; i < pre.max_new; ++i) {
     const int32_t next = argmax(logits);
     if (next == tok.eos()) break;
     text += tok.token_text(next);
     const size_t start = text.find_first_not_of(" \t\n\r");
-    if (start != std::string::npos && text.size() - start >= t.answer.size()) break;  // long enough to judge
-    if (i + 1 < max_new) logits = s.eval(std::span<const int32_t>(&next, 1));
+    if (start != std::string::npos && text.size() - start >= answer.size()) break;  // long enough to judge
+    if (i + 1 < pre.max_new) logits = s.eval(std::span<const int32_t>(&next, 1));
   }
   const size_t start = text.find_first_not_of(" \t\n\r");
-  return start != std::string::npos && text.compare(start, t.answer.size(), t.answer) == 0;
+  return start != std::string::npos && text.compare(start, answer.size(), answer) == 0;
 }
 
 }  // namespace
@@ -70,30 +107,39 @@ bool answered(const Model& m, std::shared_ptr<TokenSelector> policy, const Retri
 std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<RetrievalTask>& tasks,
                                        const std::vector<std::string>& policies, const std::vector<std::string>& budgets,
                                        const PolicyOptions& base) {
-  std::vector<EvalRecord> out;
   std::vector<std::string> types;
   for (auto& t : tasks)
     if (std::find(types.begin(), types.end(), t.type) == types.end()) types.push_back(t.type);
+  types.push_back("all");
+  // score[policy][budget][type] = (correct, total). Each prompt is prefilled once for all policies.
+  std::map<std::string, std::map<std::string, std::map<std::string, std::pair<int, int>>>> score;
+  ProgressBar bar("retrieval", (int64_t)tasks.size());
+  for (const auto& t : tasks) {
+    const Prefilled pre = prefill(m, t);
+    for (const auto& name : policies)
+      for (const auto& budget : budgets) {
+        PolicyOptions po = base;
+        po.attn = name;
+        po.budget = budget;
+        const bool ok = answered(m, make_selector(po, m), pre, t.answer);
+        for (const std::string& type : {t.type, std::string("all")}) {
+          score[name][budget][type].first += ok;
+          score[name][budget][type].second += 1;
+        }
+      }
+    bar.advance();
+  }
+  std::vector<EvalRecord> out;
   for (const auto& name : policies)
     for (const auto& budget : budgets) {
       PolicyOptions po = base;
       po.attn = name;
       po.budget = budget;
-      std::map<std::string, std::pair<int, int>> score;  // type -> (correct, total)
-      ProgressBar bar("retrieval " + name + " @ " + budget, (int64_t)tasks.size());
-      for (const auto& t : tasks) {
-        const bool ok = answered(m, make_selector(po, m), t);
-        score[t.type].first += ok;
-        score[t.type].second += 1;
-        score["all"].first += ok;
-        score["all"].second += 1;
-        bar.advance();
-      }
-      types.push_back("all");
-      for (const auto& type : types)
+      for (const auto& type : types) {
+        const auto [correct, total] = score[name][budget][type];
         out.push_back({"retrieval", name, policy_variant(name, po), budget, "accuracy", type, 0,
-                       (double)score[type].first / score[type].second, score[type].second});
-      types.pop_back();
+                       (double)correct / total, total});
+      }
     }
   return out;
 }

@@ -51,6 +51,24 @@ std::span<const float> Session::eval(std::span<const int32_t> tokens, std::vecto
   return logits_;
 }
 
+void Session::start_from_prefill(const Session& dense, const std::vector<std::vector<float>>& queries) {
+  const ModelConfig& c = model_.config;
+  const int64_t n = dense.n_past_;
+  if (n_past_ != 0 || &dense.model_ != &model_ || n > cache_.n_ctx() || (int)queries.size() != c.n_layer)
+    throw Error("start_from_prefill: sessions do not match");
+  for (int l = 0; l < c.n_layer; ++l) {
+    if (dense.cache_.layout(l, 0).n_dom != 0) throw Error("start_from_prefill: the source is not dense");
+    for (int h = 0; h < c.n_head_kv; ++h) {
+      const KvHeadView kv = dense.cache_.view(l, h, n);
+      for (int64_t p = 0; p < n; ++p)
+        cache_.store(l, h, p, kv.k_rest + p * c.head_dim, kv.v + p * c.head_dim);
+    }
+  }
+  n_past_ = n;
+  logits_ = dense.logits_;
+  for (int l = 0; l < c.n_layer; ++l) policy_->observe_prefill(l, 0, (int)n, queries[l].data(), cache_);
+}
+
 void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_out, bool all_logits) {
   const ModelConfig& c = model_.config;
   const ModelWeights& w = model_.weights;

@@ -37,11 +37,18 @@ class Session {
   std::span<const float> eval(std::span<const int32_t> tokens, std::vector<float>* all_logits = nullptr);
 
   int64_t n_past() const { return n_past_; }
+  std::span<const float> logits() const { return logits_; }  // [n_vocab] of the last evaluated token
   int64_t n_ctx() const { return cache_.n_ctx(); }
   const KvCache& cache() const { return cache_; }
   const Model& model() const { return model_; }
   void reset() { n_past_ = 0; }
   void set_observer(AttentionObserver* obs) { observer_ = obs; }
+
+  // Starts this (empty) session from a dense prefill done by `dense` (identity key layout, same
+  // model): copies its cache rows and logits, and shows this session's policy the prefill queries
+  // (`queries[l]`: [n_past, n_head * head_dim] per layer) as its own prefill would have. Lets many
+  // policies share one prefill of a long prompt.
+  void start_from_prefill(const Session& dense, const std::vector<std::vector<float>>& queries);
 
  private:
   void forward(const int32_t* tokens, int n, bool decode, float* logits_out, bool all_logits);
