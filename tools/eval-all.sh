@@ -2,7 +2,6 @@
 # The full quality tables on kjv-tiny (issue: baselines and the quality harness). Long: about an hour
 # on 2 cores. Usage: tools/eval-all.sh [OUT_DIR] — writes OUT_DIR/*.md and *.json (default eval-results/).
 # Every policy gets the same windows, tasks, seeds and dense layers (layer 0, the default).
-# Retrieval runs 8 tasks per type at budgets 64,256 unless RETRIEVAL_PER_TYPE=0 RETRIEVAL_BUDGETS=32,64,128,256.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-eval-results}
@@ -45,6 +44,6 @@ done
 $FASA eval ca -m $MODEL -f "$SHARED/eval/heldout_kjv.txt" --windows 4 --attn fasa --topk 16,64,256 $P \
   --fc-sharing head --json "$OUT/ca-fasa-fcs8-head.json" > "$OUT/ca-fasa-fcs8-head.md"
 
-$FASA eval retrieval -m $MODEL --tasks "$SHARED/eval/retrieval.jsonl" --limit ${RETRIEVAL_PER_TYPE:-8} \
-  --attn $POLICIES --budget ${RETRIEVAL_BUDGETS:-64,256} $P --json "$OUT/retrieval.json" > "$OUT/retrieval.md"
+$FASA eval retrieval -m $MODEL --tasks "$SHARED/eval/retrieval.jsonl" --attn $POLICIES --budget $BUDGETS $P \
+  --json "$OUT/retrieval.json" > "$OUT/retrieval.md"
 echo "tables in $OUT/"
