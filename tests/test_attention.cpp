@@ -91,6 +91,24 @@ TEST(Attention, SubsetDiffersFromDense) {  // the comparison above can fail
   EXPECT_GT(test::normalized_error(part.data(), dense.data(), d), 1e-3);
 }
 
+TEST(Attention, WeightsAreTheSoftmaxGatheredAttentionUses) {
+  const int d = 16;
+  RandomKv kv(60, d, 11);
+  auto q = test::random_floats(d, 12);
+  std::vector<int32_t> rows = {3, 59, 0, 17, 40};
+  std::vector<double> p(rows.size());
+  attention_weights(q.data(), kv.view, rows.data(), (int64_t)rows.size(), p.data());
+  std::vector<float> mixed(d, 0.0f), out(d);
+  double total = 0;
+  for (size_t j = 0; j < rows.size(); ++j) {
+    total += p[j];
+    for (int i = 0; i < d; ++i) mixed[i] += (float)p[j] * kv.v[rows[j] * d + i];
+  }
+  EXPECT_NEAR(total, 1.0, 1e-12);
+  gathered_attention(q.data(), kv.view, rows.data(), (int64_t)rows.size(), 1.0f / std::sqrt((float)d), out.data());
+  EXPECT_LE(test::normalized_error(mixed.data(), out.data(), d), 1e-5);
+}
+
 TEST(Attention, SingleRowReturnsItsValue) {
   RandomKv kv(4, 8, 1);
   auto q = test::random_floats(8, 2);

@@ -10,13 +10,6 @@ namespace fasa {
 
 namespace {
 
-// Marks the k largest of scores[0..n) in `mask`.
-void top_k_mask(const float* scores, int64_t n, int k, std::vector<int32_t>& idx, std::vector<char>& mask) {
-  top_k_indices(scores, n, k, idx);
-  mask.assign(n, 0);
-  for (int i = 0; i < k; ++i) mask[idx[i]] = 1;
-}
-
 // |TopK(scores) ∩ mask|
 int overlap(const float* scores, int64_t n, int k, const std::vector<char>& mask, std::vector<int32_t>& idx) {
   top_k_indices(scores, n, k, idx);

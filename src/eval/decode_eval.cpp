@@ -36,9 +36,7 @@ class ShadowProbe final : public TokenSelector {
     thread_local std::vector<char> top;
     score.resize(kv.n_tokens);
     for (int64_t j = 0; j < kv.n_tokens; ++j) score[j] = key_dot(query.q, kv, j);
-    top_k_indices(score.data(), kv.n_tokens, k_, idx);
-    top.assign(kv.n_tokens, 0);
-    for (int i = 0; i < k_; ++i) top[idx[i]] = 1;
+    top_k_mask(score.data(), kv.n_tokens, k_, idx, top);
     int64_t h = 0;
     for (int32_t r : rows) h += top[r];
     hits_ += h;

@@ -1,5 +1,6 @@
 #include "ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -13,6 +14,14 @@ float key_dot(const float* q, const KvHeadView& kv, int64_t row) {
   float s = dot_f32(q + nd, kv.k_rest + row * nr, nr);
   if (nd > 0) s += dot_f32(q, kv.k_dom + row * nd, nd);
   return s;
+}
+
+void attention_weights(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, double* p) {
+  const double scale = 1.0 / std::sqrt((double)kv.head_dim);
+  double m = -std::numeric_limits<double>::infinity(), sum = 0;
+  for (int64_t j = 0; j < n_rows; ++j) m = std::max(m, p[j] = scale * key_dot(q, kv, rows ? rows[j] : j));
+  for (int64_t j = 0; j < n_rows; ++j) sum += (p[j] = std::exp(p[j] - m));
+  for (int64_t j = 0; j < n_rows; ++j) p[j] /= sum;
 }
 
 void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,

@@ -10,6 +10,10 @@ namespace fasa {
 // q . key(row) over both key planes; q is in the cache's dim order.   q: [head_dim]
 float key_dot(const float* q, const KvHeadView& kv, int64_t row);
 
+// p[j] = softmax_j(q . K[r_j] / sqrt(head_dim)), r_j = rows[j] (or j when rows is null), j < n_rows:
+// the attention probabilities themselves, for policies that accumulate or vote with them.
+void attention_weights(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, double* p);
+
 // out[d] = sum_j softmax_j(scale * q . K[r_j]) * V[r_j][d], r_j = rows[j] (or j when rows is null),
 // j < n_rows. Single pass with an online softmax. q is in the cache's dim order (see KvCache),
 // out in model order (values are not permuted).   q, out: [head_dim]

@@ -20,4 +20,10 @@ void append_top_k(const float* scores, int64_t n, int64_t k, int32_t offset, std
   for (int64_t i = 0; i < std::min(k, n); ++i) out.push_back(offset + idx[i]);
 }
 
+void top_k_mask(const float* scores, int64_t n, int64_t k, std::vector<int32_t>& idx, std::vector<char>& mask) {
+  top_k_indices(scores, n, k, idx);
+  mask.assign(n, 0);
+  for (int64_t i = 0; i < std::min(k, n); ++i) mask[idx[i]] = 1;
+}
+
 }  // namespace fasa

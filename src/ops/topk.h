@@ -12,4 +12,7 @@ void top_k_indices(const float* scores, int64_t n, int64_t k, std::vector<int32_
 // Appends offset + i for the k largest scores[i] to `out`.
 void append_top_k(const float* scores, int64_t n, int64_t k, int32_t offset, std::vector<int32_t>& out);
 
+// mask[i] = 1 for the k largest of scores[0..n), 0 otherwise (mask resized to n; idx is scratch).
+void top_k_mask(const float* scores, int64_t n, int64_t k, std::vector<int32_t>& idx, std::vector<char>& mask);
+
 }  // namespace fasa

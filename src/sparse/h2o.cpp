@@ -16,11 +16,8 @@ void H2oSelector::accumulate(HeadState& s, const float* q, const KvHeadView& kv,
   s.kept.resize(kv.n_tokens, 1);
   thread_local std::vector<double> p;
   p.resize(n);
-  const double scale = 1.0 / std::sqrt((double)kv.head_dim);
-  double m = -INFINITY, sum = 0;
-  for (int64_t j = 0; j < n; ++j) m = std::max(m, p[j] = scale * key_dot(q, kv, rows ? rows[j] : j));
-  for (int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - m));
-  for (int64_t j = 0; j < n; ++j) s.acc[rows ? rows[j] : j] += p[j] / sum;
+  attention_weights(q, kv, rows, n, p.data());
+  for (int64_t j = 0; j < n; ++j) s.acc[rows ? rows[j] : j] += p[j];
 }
 
 void H2oSelector::observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {

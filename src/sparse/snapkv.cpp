@@ -34,14 +34,10 @@ void SnapKvSelector::on_dense_step(const AttentionQuery& q, const KvHeadView&) {
 // the window's own rows rank first.
 void SnapKvSelector::reselect(HeadState& s, const KvHeadView& kv) {
   const int64_t n = kv.n_tokens, w0 = std::max<int64_t>(0, s.window.front().first);
-  const double scale = 1.0 / std::sqrt((double)kv.head_dim);
   std::vector<double> vote(w0, 0.0), p(n);
   for (const auto& [pos, qv] : s.window) {
-    const int64_t keys = std::min<int64_t>(pos + 1, n);
-    double m = -INFINITY, sum = 0;
-    for (int64_t j = 0; j < keys; ++j) m = std::max(m, p[j] = scale * key_dot(qv.data(), kv, j));
-    for (int64_t j = 0; j < keys; ++j) sum += (p[j] = std::exp(p[j] - m));
-    for (int64_t j = 0; j < w0; ++j) vote[j] += p[j] / sum;
+    attention_weights(qv.data(), kv, nullptr, std::min<int64_t>(pos + 1, n), p.data());
+    for (int64_t j = 0; j < w0; ++j) vote[j] += p[j];
   }
   std::vector<float> pooled(w0);
   for (int64_t j = 0; j < w0; ++j) {
