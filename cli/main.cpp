@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
       fasa::cli::add_analyze_command(app),
       fasa::cli::add_eval_command(app),
       fasa::cli::add_info_command(app),
+      fasa::cli::add_tokenize_command(app),
   };
   try {
     app.parse(argc, argv);

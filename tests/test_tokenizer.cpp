@@ -1,10 +1,15 @@
-// SentencePiece tokenizer: the golden ids of kjv-tiny, byte fallback, round-trip decode, agreement
-// with libsentencepiece on the HF tokenizer.model, and llama.cpp's Llama-2 SPM test vectors.
+// Tokenizers: the golden ids of kjv-tiny, byte fallback, agreement with libsentencepiece on the HF
+// tokenizer.model, llama.cpp's test vectors for every vocabulary in ../shared/tokenizers (SentencePiece and
+// byte-level BPE, from GGUF and from tokenizer.json), and the Llama-3/Qwen2 pre-tokenizer splits.
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <sentencepiece_processor.h>
 
 #include "io/gguf.h"
 #include "model/model.h"
+#include "model/pretokenizer.h"
+#include "util/error.h"
 #include "test_util.h"
 
 namespace fasa {
@@ -55,42 +60,130 @@ TEST(Tokenizer, AgreesWithLibSentencepieceOnRandomText) {
 }
 
 // llama.cpp's tokenizer test vectors: inputs split by __ggml_vocab_test__, one line of ids each.
-class SpmVocabulary : public ::testing::TestWithParam<std::string> {};
+struct VectorCase {
+  std::string text;
+  std::vector<int32_t> ids;
+};
 
-TEST_P(SpmVocabulary, TestVectors) {
-  FASA_REQUIRE_SHARED();
-  const std::string base = test::shared_dir() + "/tokenizers/" + GetParam();
-  GgufFile f(base);
-  Tokenizer tok = Tokenizer::from_gguf(f, (int)f.get_string_array("tokenizer.ggml.tokens").size());
+std::vector<VectorCase> read_vectors(const std::string& base) {
   const std::string inp = test::read_file(base + ".inp"), out = test::read_file(base + ".out");
   const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> inputs;
-  size_t pos = 0;
-  while (true) {
-    size_t next = inp.find(sep, pos);
-    if (next == std::string::npos) break;
-    inputs.push_back(inp.substr(pos, next - pos));
-    pos = next + sep.size();
-  }
-  std::vector<std::vector<int32_t>> expected;
+  std::vector<VectorCase> cases;
+  for (size_t pos = 0, next; (next = inp.find(sep, pos)) != std::string::npos; pos = next + sep.size())
+    cases.push_back({inp.substr(pos, next - pos), {}});
   std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
+  size_t i = 0;
+  for (std::string line; std::getline(lines, line); ++i) {
+    if (i >= cases.size()) break;
     std::istringstream ids(line);
-    std::vector<int32_t> v;
-    for (int32_t id; ids >> id;) v.push_back(id);
-    expected.push_back(v);
+    for (int32_t id; ids >> id;) cases[i].ids.push_back(id);
   }
-  ASSERT_EQ(inputs.size(), expected.size());
-  for (size_t i = 0; i < inputs.size(); ++i) EXPECT_EQ(tok.encode(inputs[i], false), expected[i]) << "input: '" << inputs[i] << "'";
+  EXPECT_EQ(i, cases.size()) << base << ": inputs and outputs differ in count";
+  return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, SpmVocabulary, ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf"),
+Tokenizer vocabulary_tokenizer(const std::string& path) {
+  GgufFile f(path);
+  return Tokenizer::from_gguf(f, (int)f.get_string_array("tokenizer.ggml.tokens").size());
+}
+
+void expect_vectors(const Tokenizer& tok, const std::string& base, bool lossless) {
+  const auto cases = read_vectors(base);
+  ASSERT_GT(cases.size(), 10u);
+  for (const auto& c : cases) {
+    EXPECT_EQ(tok.encode(c.text, false), c.ids) << base << " input: '" << c.text << "'";
+    if (lossless) {
+      EXPECT_EQ(tok.decode(c.ids), c.text) << base;
+    }
+  }
+}
+
+class Vocabulary : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Vocabulary, TestVectors) {
+  FASA_REQUIRE_SHARED();
+  const std::string base = test::shared_dir() + "/tokenizers/" + GetParam();
+  Tokenizer tok = vocabulary_tokenizer(base);
+  // Byte-level BPE spells every byte, so decoding gives the text back exactly.
+  expect_vectors(tok, base, tok.describe().rfind("byte-level", 0) == 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, Vocabulary,
+                         ::testing::Values("ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf", "ggml-vocab-gpt-2.gguf",
+                                           "ggml-vocab-deepseek-llm.gguf", "ggml-vocab-falcon.gguf",
+                                           "ggml-vocab-starcoder.gguf"),
                          [](const auto& info) {
                            std::string n = info.param.substr(11, info.param.size() - 16);  // ggml-vocab-X.gguf
                            for (auto& c : n)
                              if (!isalnum((unsigned char)c)) c = '_';
                            return n;
                          });
+
+// The same vocabularies written as Hugging Face tokenizer.json files go through the same engine.
+TEST(Tokenizer, TokenizerJsonMatchesTheGgufVocabulary) {
+  FASA_REQUIRE_SHARED();
+  for (const std::string name : {"gpt-2", "starcoder"}) {
+    const std::string base = test::shared_dir() + "/tokenizers/ggml-vocab-" + name + ".gguf";
+    GgufFile f(base);
+    const auto pieces = f.get_string_array("tokenizer.ggml.tokens");
+    const auto types = f.get_int_array("tokenizer.ggml.token_type");
+    nlohmann::json j, vocab = nlohmann::json::object(), added = nlohmann::json::array();
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      if (types[i] == (int)TokenType::Control) added.push_back({{"id", i}, {"content", pieces[i]}, {"special", true}});
+      else vocab[pieces[i]] = i;
+    }
+    auto merges = f.get_string_array("tokenizer.ggml.merges");
+    nlohmann::json steps = nlohmann::json::array();
+    if (name == "starcoder")
+      steps.push_back({{"type", "Split"}, {"pattern", {{"Regex", "\\p{N}"}}}, {"behavior", "Isolated"}, {"invert", false}});
+    steps.push_back({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}});
+    j["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}};
+    j["added_tokens"] = added;
+    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", steps}};
+    const std::string dir = test::temp_dir();
+    std::ofstream(dir + "/tokenizer.json") << j.dump();
+    Tokenizer tok = Tokenizer::from_tokenizer_json(dir + "/tokenizer.json", dir + "/none.json", (int)pieces.size() + 7);
+    expect_vectors(tok, base, true);
+  }
+}
+
+TEST(Tokenizer, ByteLevelBpeRoundTripsArbitraryBytes) {
+  FASA_REQUIRE_SHARED();
+  Tokenizer tok = vocabulary_tokenizer(test::shared_dir() + "/tokenizers/ggml-vocab-gpt-2.gguf");
+  std::mt19937 rng(11);
+  for (int i = 0; i < 200; ++i) {
+    std::string text(rng() % 40, '\0');
+    for (auto& c : text) c = (char)(rng() % 256);  // invalid UTF-8 included
+    EXPECT_EQ(tok.decode(tok.encode(text, false)), text);
+  }
+  // Control tokens are never produced from plain text.
+  for (int32_t id : tok.encode("<|endoftext|> hello", false)) EXPECT_NE(tok.type(id), TokenType::Control);
+}
+
+TEST(Tokenizer, UnknownPreTokenizerIsAClearError) {
+  try {
+    PreTokenizer::for_name("no-such-pre", "model.gguf");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.gguf"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("qwen2"), std::string::npos);  // lists what is supported
+  }
+}
+
+// Llama-3 and Qwen2 vocabularies are not in ../shared; their pre-tokenizers split as the HF regexes do.
+TEST(PreTokenizer, Llama3AndQwen2Splits) {
+  auto words = [](const char* pre, std::string_view text) {
+    std::vector<std::string> out;
+    for (auto w : PreTokenizer::for_name(pre, "test").split(text)) out.emplace_back(w);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(words("llama-bpe", "I'LL pay 12345 now!!\n\n  ok"),
+            (V{"I", "'LL", " pay", " ", "123", "45", " now", "!!\n\n", " ", " ok"}));
+  EXPECT_EQ(words("qwen2", "x 2024 y"), (V{"x", " ", "2", "0", "2", "4", " y"}));
+  EXPECT_EQ(words("gpt-2", "Hello   world"), (V{"Hello", "  ", " world"}));
+  EXPECT_EQ(words("gpt-2", ""), V{});
+}
 
 }  // namespace
 }  // namespace fasa

@@ -169,6 +169,8 @@ GgufWriter tiny_llama_gguf(const TinyLlamaSpec& s) {
     auto v = random_floats((size_t)n, seed++, 0.3f);
     if (ne.size() == 1)
       for (auto& x : v) x = 1.0f + 0.1f * x;  // norm weights near one
+    if (name == s.scale_tensor)
+      for (auto& x : v) x *= s.scale;
     w.tensor_f32(name, ne, v);
   };
   add("token_embd.weight", {E, V});
@@ -180,6 +182,12 @@ GgufWriter tiny_llama_gguf(const TinyLlamaSpec& s) {
     add(p + "attn_q.weight", {E, Q});
     add(p + "attn_k.weight", {E, KV});
     add(p + "attn_v.weight", {E, KV});
+    if (s.arch == "qwen2")
+      for (auto [t, n] : {std::pair{"q", Q}, {"k", KV}, {"v", KV}}) add(p + "attn_" + t + ".bias", {n});
+    if (s.arch == "qwen3") {
+      add(p + "attn_q_norm.weight", {D});
+      add(p + "attn_k_norm.weight", {D});
+    }
     add(p + "attn_output.weight", {Q, E});
     add(p + "ffn_norm.weight", {E});
     add(p + "ffn_gate.weight", {E, F});

@@ -65,7 +65,7 @@ std::string le32(uint32_t v);
 std::string le64(uint64_t v);
 std::string gguf_str(const std::string& s);
 
-// A small but complete llama-architecture GGUF with random F32 weights and a byte-level
+// A small but complete llama-architecture (or qwen2/qwen3 with arch) GGUF with random F32 weights and a byte-level
 // SentencePiece vocabulary. Knobs let tests break one thing at a time.
 struct TinyLlamaSpec {
   std::string arch = "llama";
@@ -74,6 +74,8 @@ struct TinyLlamaSpec {
   uint32_t seed = 7;
   std::string skip_tensor;                 // leave this tensor out
   std::string misshape_tensor;             // give this tensor a wrong shape
+  std::string scale_tensor;                // multiply this tensor's values by `scale`
+  float scale = 1.0f;
   std::vector<std::string> extra_tokens;   // appended after the 259 base tokens
 };
 int tiny_vocab_size(const TinyLlamaSpec& s);

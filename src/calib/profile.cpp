@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "calib/fc_layout.h"
+#include "io/json_file.h"
 #include "util/error.h"
 
 namespace fasa {
@@ -117,14 +118,7 @@ void save_profile(const Profile& p, const std::string& path) {
 }
 
 Profile load_profile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(path, "cannot open profile");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(path, std::string("profile is not valid JSON: ") + e.what());
-  }
+  const json j = read_json_file(path, "profile");
   if (!j.is_object() || j.value("format", std::string()) != "fasa-profile") fail(path, "not a fasa profile");
   const int version = bounded(j, "version", 0, 1 << 20, path);
   if (version != Profile::kVersion)

@@ -1,5 +1,7 @@
 #include "io/safetensors.h"
 
+#include "io/json_file.h"
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -7,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/json_file.h"
 #include "util/error.h"
 
 namespace fasa {
@@ -92,13 +95,7 @@ SafetensorsModel::SafetensorsModel(const std::string& dir) {
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   const fs::path single = fs::path(dir) / "model.safetensors";
   if (fs::exists(index)) {
-    std::ifstream in(index);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      fail(index.string(), std::string("not valid JSON: ") + e.what());
-    }
+    const nlohmann::json j = read_json_file(index.string(), "safetensors index");
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
       fail(index.string(), "no 'weight_map' object");
     std::set<std::string> shards;

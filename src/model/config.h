@@ -1,5 +1,5 @@
 #pragma once
-// Hyper-parameters of a Llama-family model (llama, mistral-style llama, qwen2), format independent.
+// Hyper-parameters of a Llama-family model (llama, mistral-style llama, qwen2, qwen3), format independent.
 #include <string>
 #include <vector>
 
@@ -12,7 +12,7 @@ enum class RopeLayout {
 };
 
 struct ModelConfig {
-  std::string arch;        // "llama" or "qwen2"
+  std::string arch;        // "llama", "qwen2" or "qwen3"
   int n_layer = 0;
   int n_embd = 0;
   int n_ff = 0;
@@ -27,6 +27,7 @@ struct ModelConfig {
   RopeLayout rope_layout = RopeLayout::Normal;
   std::vector<float> rope_freq_factors;  // [n_rot/2] divisors of each plane's frequency; empty = none
   bool qkv_bias = false;
+  bool qk_norm = false;    // qwen3: per-head RMSNorm of q and k before RoPE
   bool tied_output = false;
 
   // Angular frequency of each RoPE plane: base^(-2i/n_rot) / factor_i.   [n_rot/2]

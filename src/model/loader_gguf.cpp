@@ -28,8 +28,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   m->format = "gguf";
   ModelConfig& c = m->config;
   c.arch = f.get_string("general.architecture");
-  if (c.arch != "llama" && c.arch != "qwen2")
-    fail(path, "architecture '" + c.arch + "' is not supported (supported: llama, qwen2)");
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3")
+    fail(path, "architecture '" + c.arch + "' is not supported (supported: llama (incl. Mistral-style), qwen2, qwen3)");
   const std::string a = c.arch + ".";
   c.n_layer = int_param(f, a + "block_count");
   c.n_embd = int_param(f, a + "embedding_length");
@@ -41,8 +41,9 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   c.n_ctx_train = int_param(f, a + "context_length");
   c.rms_eps = (float)f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_base = (float)f.get_float(a + "rope.freq_base", 10000.0);
-  c.rope_layout = c.arch == "qwen2" ? RopeLayout::Neox : RopeLayout::Normal;
+  c.rope_layout = c.arch == "llama" ? RopeLayout::Normal : RopeLayout::Neox;
   c.qkv_bias = c.arch == "qwen2";
+  c.qk_norm = c.arch == "qwen3";
 
   std::map<std::string, TensorRef> refs;
   for (auto& t : f.tensors()) refs[t.name] = TensorRef{t.name, path, t.type, t.ne, t.data};
@@ -61,7 +62,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   TensorNames names{"token_embd.weight", "output_norm.weight", "output.weight",
                     "blk.{}.attn_norm.weight", "blk.{}.attn_q.weight", "blk.{}.attn_k.weight",
                     "blk.{}.attn_v.weight", "blk.{}.attn_q.bias", "blk.{}.attn_k.bias",
-                    "blk.{}.attn_v.bias", "blk.{}.attn_output.weight", "blk.{}.ffn_norm.weight",
+                    "blk.{}.attn_v.bias", "blk.{}.attn_q_norm.weight", "blk.{}.attn_k_norm.weight",
+                    "blk.{}.attn_output.weight", "blk.{}.ffn_norm.weight",
                     "blk.{}.ffn_gate.weight", "blk.{}.ffn_up.weight", "blk.{}.ffn_down.weight"};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
@@ -69,7 +71,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   }, path);
   m->weights.mappings.push_back(f.mapping());
   m->tokenizer = Tokenizer::from_gguf(f, c.n_vocab);
-  m->tokenizer_kind = "SentencePiece BPE (GGUF tokenizer.ggml.*)";
+  m->tokenizer_kind = m->tokenizer.describe() + " from GGUF metadata";
   m->has_chat_template = f.find("tokenizer.chat_template") != nullptr;
   return m;
 }

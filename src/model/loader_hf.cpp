@@ -1,9 +1,10 @@
-// Hugging Face directory -> Model: config.json + safetensors (single or sharded) + tokenizer.model.
+// Hugging Face directory -> Model: config.json + safetensors (single or sharded) + tokenizer.model or .json.
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "io/json_file.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "util/error.h"
@@ -13,16 +14,6 @@ namespace fasa {
 namespace {
 
 using nlohmann::json;
-
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(path, "cannot open");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    fail(path, std::string("not valid JSON: ") + e.what());
-  }
-}
 
 int int_field(const json& j, const char* key, const std::string& path, std::optional<int> def = std::nullopt) {
   if (!j.contains(key) || j[key].is_null()) {
@@ -46,16 +37,17 @@ double num_field(const json& j, const char* key, const std::string& path, double
 std::unique_ptr<Model> load_hf_model(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
-  json j = read_json(cfg_path);
+  json j = read_json_file(cfg_path);
   if (!j.is_object()) fail(cfg_path, "not a JSON object");
   auto m = std::make_unique<Model>();
   m->path = dir;
   m->format = "safetensors";
   ModelConfig& c = m->config;
   const std::string type = j.value("model_type", std::string());
-  if (type != "llama" && type != "mistral" && type != "qwen2")
-    fail(cfg_path, "model_type '" + type + "' is not supported (supported: llama, mistral, qwen2)");
-  c.arch = type == "qwen2" ? "qwen2" : "llama";
+  if (type != "llama" && type != "mistral" && type != "qwen2" && type != "qwen3")
+    fail(cfg_path, "model_type '" + type + "' is not supported (supported: llama, mistral, qwen2, qwen3)");
+  c.arch = type == "mistral" ? "llama" : type;
+  c.qk_norm = type == "qwen3";
   c.n_layer = int_field(j, "num_hidden_layers", cfg_path);
   c.n_embd = int_field(j, "hidden_size", cfg_path);
   c.n_ff = int_field(j, "intermediate_size", cfg_path);
@@ -96,7 +88,8 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
                     "model.layers.{}.input_layernorm.weight", "model.layers.{}.self_attn.q_proj.weight",
                     "model.layers.{}.self_attn.k_proj.weight", "model.layers.{}.self_attn.v_proj.weight",
                     "model.layers.{}.self_attn.q_proj.bias", "model.layers.{}.self_attn.k_proj.bias",
-                    "model.layers.{}.self_attn.v_proj.bias", "model.layers.{}.self_attn.o_proj.weight",
+                    "model.layers.{}.self_attn.v_proj.bias", "model.layers.{}.self_attn.q_norm.weight",
+                    "model.layers.{}.self_attn.k_norm.weight", "model.layers.{}.self_attn.o_proj.weight",
                     "model.layers.{}.post_attention_layernorm.weight", "model.layers.{}.mlp.gate_proj.weight",
                     "model.layers.{}.mlp.up_proj.weight", "model.layers.{}.mlp.down_proj.weight"};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
@@ -108,15 +101,21 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
   bool add_bos = true;
   const fs::path tok_cfg = fs::path(dir) / "tokenizer_config.json";
   if (fs::exists(tok_cfg)) {
-    json tc = read_json(tok_cfg.string());
+    json tc = read_json_file(tok_cfg.string());
     if (tc.is_object() && tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean())
       add_bos = tc["add_bos_token"].get<bool>();
     m->has_chat_template = tc.is_object() && tc.contains("chat_template");
   }
-  const fs::path spm = fs::path(dir) / "tokenizer.model";
-  if (!fs::exists(spm)) fail(dir, "no tokenizer.model (SentencePiece) in the model directory");
-  m->tokenizer = Tokenizer::from_sentencepiece(spm.string(), add_bos, c.n_vocab);
-  m->tokenizer_kind = "SentencePiece BPE (tokenizer.model)";
+  const fs::path spm = fs::path(dir) / "tokenizer.model", tok_json = fs::path(dir) / "tokenizer.json";
+  if (fs::exists(spm)) {
+    m->tokenizer = Tokenizer::from_sentencepiece(spm.string(), add_bos, c.n_vocab);
+    m->tokenizer_kind = m->tokenizer.describe() + " from tokenizer.model";
+  } else if (fs::exists(tok_json)) {
+    m->tokenizer = Tokenizer::from_tokenizer_json(tok_json.string(), tok_cfg.string(), c.n_vocab);
+    m->tokenizer_kind = m->tokenizer.describe() + " from tokenizer.json";
+  } else {
+    fail(dir, "no tokenizer.model (SentencePiece) or tokenizer.json in the model directory");
+  }
   return m;
 }
 

@@ -146,6 +146,10 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
       L.bk = bind_vector(lookup, n(names.bk), kv_dim, src);
       L.bv = bind_vector(lookup, n(names.bv), kv_dim, src);
     }
+    if (cfg.qk_norm) {
+      L.q_norm = bind_vector(lookup, n(names.q_norm), cfg.head_dim, src);
+      L.k_norm = bind_vector(lookup, n(names.k_norm), cfg.head_dim, src);
+    }
     L.wo = bind_matrix(lookup, n(names.wo), cfg.n_embd, q_dim, src, w.owned);
     L.ffn_norm = bind_vector(lookup, n(names.ffn_norm), cfg.n_embd, src);
     L.w_gate = bind_matrix(lookup, n(names.w_gate), cfg.n_ff, cfg.n_embd, src, w.owned);
@@ -169,6 +173,7 @@ int64_t Model::n_params() const {
   int64_t per_layer = 2LL * c.n_embd + (int64_t)c.n_embd * c.head_dim * (2LL * c.n_head + 2LL * c.n_head_kv) +
                       3LL * c.n_embd * c.n_ff;
   if (c.qkv_bias) per_layer += (int64_t)c.head_dim * (c.n_head + 2LL * c.n_head_kv);
+  if (c.qk_norm) per_layer += 2LL * c.head_dim;
   return (int64_t)c.n_vocab * c.n_embd * (c.tied_output ? 1 : 2) + c.n_embd + per_layer * c.n_layer;
 }
 

@@ -45,7 +45,7 @@ using TensorLookup = std::function<const TensorRef*(const std::string& name)>;
 struct TensorNames {
   std::string tok_embd, output_norm, output;
   // Per-layer names hold "{}" where the layer number goes.
-  std::string attn_norm, wq, wk, wv, bq, bk, bv, wo, ffn_norm, w_gate, w_up, w_down;
+  std::string attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, ffn_norm, w_gate, w_up, w_down;
 };
 
 // Checks every tensor's presence, type and shape against `cfg` and builds the views. Errors about a

@@ -106,6 +106,16 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
           v[(size_t)t * kv_dim + i] += L.bv[i];
         }
       }
+      if (c.qk_norm) {
+        for (int h = 0; h < H; ++h) {
+          float* qh = &q[(size_t)t * q_dim + h * D];
+          rms_norm(qh, L.q_norm.data(), D, c.rms_eps, qh);
+        }
+        for (int h = 0; h < HKV; ++h) {
+          float* kh = &k[(size_t)t * kv_dim + h * D];
+          rms_norm(kh, L.k_norm.data(), D, c.rms_eps, kh);
+        }
+      }
       rope(&q[(size_t)t * q_dim], H, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
       rope(&k[(size_t)t * kv_dim], HKV, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
       for (int h = 0; h < HKV; ++h)

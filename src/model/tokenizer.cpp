@@ -1,11 +1,11 @@
 #include "model/tokenizer.h"
 
-#include <sentencepiece_processor.h>
-
+#include <algorithm>
+#include <array>
 #include <cstdio>
+#include <optional>
 #include <queue>
 
-#include "io/gguf.h"
 #include "util/error.h"
 
 namespace fasa {
@@ -22,6 +22,21 @@ size_t utf8_len(uint8_t c) {
   return 1;  // stray continuation or invalid byte: its own symbol (it will fall back to a byte token)
 }
 
+std::string utf8_encode(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += (char)cp;
+  } else if (cp < 0x800) {
+    s += (char)(0xC0 | (cp >> 6));
+    s += (char)(0x80 | (cp & 0x3F));
+  } else {
+    s += (char)(0xE0 | (cp >> 12));
+    s += (char)(0x80 | ((cp >> 6) & 0x3F));
+    s += (char)(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
 bool parse_byte_piece(const std::string& p, int& value) {
   if (p.size() != 6 || p.compare(0, 3, "<0x") != 0 || p[5] != '>') return false;
   unsigned v;
@@ -30,124 +45,73 @@ bool parse_byte_piece(const std::string& p, int& value) {
   return true;
 }
 
-}  // namespace
-
-Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores, std::vector<TokenType> types,
-                     int bos, int eos, int unk, bool add_bos, bool add_space_prefix, const std::string& source)
-    : pieces_(std::move(pieces)), scores_(std::move(scores)), types_(std::move(types)), bos_(bos), eos_(eos),
-      unk_(unk), add_bos_(add_bos), add_space_prefix_(add_space_prefix) {
-  const int n = (int)pieces_.size();
-  if (n == 0) fail(source, "tokenizer has an empty vocabulary");
-  if ((int)scores_.size() != n || (int)types_.size() != n)
-    fail(source, "tokenizer arrays differ in length (" + std::to_string(n) + " tokens, " +
-                     std::to_string(scores_.size()) + " scores, " + std::to_string(types_.size()) + " types)");
-  for (int id : {bos_, eos_, unk_})
-    if (id < -1 || id >= n) fail(source, "special token id " + std::to_string(id) + " is outside the vocabulary");
-  for (auto& b : byte_to_id_) b = -1;
-  for (int i = 0; i < n; ++i) {
-    int t = (int)types_[i];
-    if (t < 1 || t > 6) types_[i] = TokenType::Normal;  // unknown type codes: treat as plain text
-    int byte;
-    if (types_[i] == TokenType::Byte) {
-      if (!parse_byte_piece(pieces_[i], byte)) fail(source, "byte token " + std::to_string(i) + " is not <0xXX>");
-      byte_to_id_[byte] = i;
-    } else if (types_[i] == TokenType::Normal || types_[i] == TokenType::UserDefined) {
-      piece_to_id_.emplace(pieces_[i], i);
+// GPT-2's byte <-> character table: printable Latin-1 bytes stand for themselves, the other 68 bytes for
+// U+0100.. in order, so every byte is one visible character (' ' -> 'Ġ', '\n' -> 'Ċ').
+struct ByteLevelTable {
+  std::array<std::string, 256> byte_char;
+  std::array<int, 512> char_byte;  // code point -> byte, -1 for code points no byte maps to
+  ByteLevelTable() {
+    char_byte.fill(-1);
+    int extra = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+      const uint32_t cp = printable ? (uint32_t)b : 256u + (uint32_t)extra++;
+      byte_char[b] = utf8_encode(cp);
+      char_byte[cp] = b;
     }
   }
+};
+const ByteLevelTable& byte_level() {
+  static const ByteLevelTable t;
+  return t;
 }
 
-Tokenizer Tokenizer::from_gguf(const GgufFile& f, int n_vocab) {
-  const std::string model = f.get_string("tokenizer.ggml.model");
-  if (model != "llama")
-    fail(f.path(), "tokenizer model '" + model + "' is not supported yet (supported: llama/SentencePiece)");
-  auto tokens = f.get_string_array("tokenizer.ggml.tokens");
-  if ((int)tokens.size() != n_vocab)
-    fail(f.path(), "tokenizer has " + std::to_string(tokens.size()) + " tokens but the model's vocabulary is " +
-                       std::to_string(n_vocab));
-  std::vector<float> scores = f.find("tokenizer.ggml.scores") ? f.get_float_array("tokenizer.ggml.scores")
-                                                               : std::vector<float>(tokens.size(), 0.0f);
-  std::vector<TokenType> types(tokens.size(), TokenType::Normal);
-  if (f.find("tokenizer.ggml.token_type")) {
-    auto raw = f.get_int_array("tokenizer.ggml.token_type");
-    if (raw.size() != tokens.size()) fail(f.path(), "tokenizer.ggml.token_type length differs from tokens");
-    for (size_t i = 0; i < raw.size(); ++i) types[i] = (TokenType)raw[i];
+// Bytes a byte-level piece spells; characters outside the table are kept as they are.
+std::string byte_level_decode(const std::string& piece) {
+  std::string s;
+  for (size_t i = 0; i < piece.size();) {
+    const size_t len = std::min(utf8_len((uint8_t)piece[i]), piece.size() - i);
+    uint32_t cp = (uint8_t)piece[i];
+    if (len == 2) cp = ((cp & 0x1F) << 6) | ((uint8_t)piece[i + 1] & 0x3F);
+    if ((len == 1 || len == 2) && cp < 512 && byte_level().char_byte[cp] >= 0) s += (char)byte_level().char_byte[cp];
+    else s.append(piece, i, len);
+    i += len;
   }
-  return Tokenizer(std::move(tokens), std::move(scores), std::move(types),
-                   (int)f.get_int("tokenizer.ggml.bos_token_id", 1), (int)f.get_int("tokenizer.ggml.eos_token_id", 2),
-                   (int)f.get_int("tokenizer.ggml.unknown_token_id", 0), f.get_bool("tokenizer.ggml.add_bos_token", true),
-                   f.get_bool("tokenizer.ggml.add_space_prefix", true), f.path());
+  return s;
 }
 
-Tokenizer Tokenizer::from_sentencepiece(const std::string& model_path, bool add_bos, int n_vocab) {
-  sentencepiece::SentencePieceProcessor sp;
-  auto status = sp.Load(model_path);
-  if (!status.ok()) fail(model_path, "cannot load SentencePiece model: " + status.ToString());
-  const int n = sp.GetPieceSize();
-  if (n != n_vocab)
-    fail(model_path, "tokenizer has " + std::to_string(n) + " pieces but the model's vocabulary is " +
-                         std::to_string(n_vocab));
-  std::vector<std::string> pieces(n);
-  std::vector<float> scores(n);
-  std::vector<TokenType> types(n);
-  for (int i = 0; i < n; ++i) {
-    pieces[i] = sp.IdToPiece(i);
-    scores[i] = sp.GetScore(i);
-    types[i] = sp.IsByte(i) ? TokenType::Byte
-               : sp.IsControl(i) ? TokenType::Control
-               : sp.IsUnknown(i) ? TokenType::Unknown
-               : sp.IsUnused(i) ? TokenType::Unused
-                                : TokenType::Normal;
-  }
-  // The normalizer's add_dummy_prefix is not exposed: observe it on a one-letter text.
-  std::vector<std::string> probe;
-  sp.Encode("a", &probe).IgnoreError();
-  const bool space_prefix = !probe.empty() && probe[0].rfind(kSpace, 0) == 0;
-  return Tokenizer(std::move(pieces), std::move(scores), std::move(types), sp.bos_id(), sp.eos_id(), sp.unk_id(),
-                   add_bos, space_prefix, model_path);
-}
-
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
-  std::vector<int32_t> out;
-  if (add_bos && bos_ >= 0) out.push_back(bos_);
-  if (text.empty()) return out;
-
-  // Normalise: spaces become '▁', plus one leading '▁' when the model was trained that way.
-  std::string norm = add_space_prefix_ ? kSpace : "";
-  for (char c : text) {
-    if (c == ' ') norm += kSpace;
-    else norm += c;
-  }
-
-  // Symbols start as single UTF-8 characters in a doubly linked list.
+// Greedy pair merging shared by both BPE kinds. Symbols start as the UTF-8 characters of `s`; the adjacent
+// pair with the highest `priority(left, right)` merges first (leftmost on ties; nullopt: never merges).
+template <class Priority>
+std::vector<std::string_view> merge_pairs(std::string_view s, Priority priority) {
   struct Symbol {
     int prev, next;
     size_t start, len;
   };
   std::vector<Symbol> sym;
-  for (size_t i = 0; i < norm.size();) {
-    size_t len = std::min(utf8_len((uint8_t)norm[i]), norm.size() - i);
+  for (size_t i = 0; i < s.size();) {
+    size_t len = std::min(utf8_len((uint8_t)s[i]), s.size() - i);
     sym.push_back({(int)sym.size() - 1, (int)sym.size() + 1, i, len});
     i += len;
   }
+  if (sym.empty()) return {};
   sym.back().next = -1;
 
-  // Greedily merge the adjacent pair whose merged piece has the highest score (leftmost on ties).
-  struct Bigram {
-    float score;
+  struct Pair {
+    float priority;
     int left;
     size_t len;  // merged length when queued; stale entries are skipped
-    bool operator<(const Bigram& o) const { return score < o.score || (score == o.score && left > o.left); }
+    bool operator<(const Pair& o) const { return priority < o.priority || (priority == o.priority && left > o.left); }
   };
-  std::priority_queue<Bigram> queue;
+  std::priority_queue<Pair> queue;
   auto try_add = [&](int left, int right) {
     if (left < 0 || right < 0) return;
-    auto it = piece_to_id_.find(norm.substr(sym[left].start, sym[left].len + sym[right].len));
-    if (it != piece_to_id_.end()) queue.push({scores_[it->second], left, sym[left].len + sym[right].len});
+    std::optional<float> p = priority(s.substr(sym[left].start, sym[left].len), s.substr(sym[right].start, sym[right].len));
+    if (p) queue.push({*p, left, sym[left].len + sym[right].len});
   };
   for (int i = 0; i + 1 < (int)sym.size(); ++i) try_add(i, i + 1);
   while (!queue.empty()) {
-    Bigram b = queue.top();
+    Pair b = queue.top();
     queue.pop();
     Symbol& l = sym[b.left];
     if (l.len == 0 || l.next < 0) continue;
@@ -160,36 +124,170 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) cons
     try_add(l.prev, b.left);
     try_add(b.left, l.next);
   }
+  std::vector<std::string_view> out;
+  for (int i = 0; i >= 0; i = sym[i].next) out.push_back(s.substr(sym[i].start, sym[i].len));
+  return out;
+}
 
-  for (int i = 0; i >= 0 && i < (int)sym.size(); i = sym[i].next) {
-    std::string piece = norm.substr(sym[i].start, sym[i].len);
-    auto it = piece_to_id_.find(piece);
+}  // namespace
+
+Tokenizer::Tokenizer(Vocabulary v, const std::string& source) : v_(std::move(v)) {
+  const int n = (int)v_.pieces.size();
+  if (n == 0) fail(source, "tokenizer has an empty vocabulary");
+  if (v_.scores.empty()) v_.scores.assign(n, 0.0f);
+  if (v_.types.empty()) v_.types.assign(n, TokenType::Normal);
+  if ((int)v_.scores.size() != n || (int)v_.types.size() != n)
+    fail(source, "tokenizer arrays differ in length (" + std::to_string(n) + " tokens, " +
+                     std::to_string(v_.scores.size()) + " scores, " + std::to_string(v_.types.size()) + " types)");
+  for (int id : {v_.bos, v_.eos, v_.unk})
+    if (id < -1 || id >= n) fail(source, "special token id " + std::to_string(id) + " is outside the vocabulary");
+  const bool bpe = v_.kind == TokenizerKind::ByteLevelBpe;
+  if (bpe && v_.pre.empty()) fail(source, "byte-level BPE tokenizer has no pre-tokenizer");
+
+  std::fill(std::begin(byte_to_id_), std::end(byte_to_id_), -1);
+  for (int i = 0; i < n; ++i) {
+    int t = (int)v_.types[i];
+    if (t < 1 || t > 6) v_.types[i] = TokenType::Normal;  // unknown type codes: treat as plain text
+    int byte;
+    if (v_.types[i] == TokenType::Byte && !bpe) {
+      if (!parse_byte_piece(v_.pieces[i], byte)) fail(source, "byte token " + std::to_string(i) + " is not <0xXX>");
+      byte_to_id_[byte] = i;
+    } else if (v_.types[i] == TokenType::Normal || v_.types[i] == TokenType::UserDefined) {
+      piece_to_id_.emplace(v_.pieces[i], i);
+    }
+    if (v_.types[i] == TokenType::UserDefined && !v_.pieces[i].empty()) {
+      user_tokens_.push_back(i);
+      user_first_byte_[(uint8_t)v_.pieces[i][0]] = true;
+    }
+  }
+  std::stable_sort(user_tokens_.begin(), user_tokens_.end(),
+                   [&](int32_t a, int32_t b) { return v_.pieces[a].size() > v_.pieces[b].size(); });
+  if (!bpe) return;
+
+  for (int b = 0; b < 256; ++b) {
+    auto it = piece_to_id_.find(byte_level().byte_char[b]);
+    if (it != piece_to_id_.end()) byte_to_id_[b] = it->second;
+  }
+  merge_rank_.reserve(v_.merges.size());
+  for (size_t r = 0; r < v_.merges.size(); ++r) {
+    const std::string& m = v_.merges[r];
+    const size_t sp = m.find(' ');
+    if (sp == std::string::npos || sp == 0 || sp + 1 == m.size() || m.find(' ', sp + 1) != std::string::npos)
+      fail(source, "merge " + std::to_string(r) + " ('" + m.substr(0, 64) + "') is not two pieces separated by a space");
+    merge_rank_.emplace(m, (int32_t)r);  // a repeated merge keeps its best rank
+  }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+  std::vector<int32_t> out;
+  if (add_special && v_.add_bos && v_.bos >= 0) out.push_back(v_.bos);
+  // Cut out user-defined tokens (longest match first); the text between them is tokenized normally.
+  size_t plain = 0;
+  bool after_special = true;  // SentencePiece prefixes a space at the start and after a special token
+  auto flush = [&](size_t end) {
+    if (end > plain) {
+      std::string_view frag = text.substr(plain, end - plain);
+      if (v_.kind == TokenizerKind::SentencePiece) encode_spm(frag, after_special, out);
+      else for (std::string_view w : v_.pre.split(frag)) encode_bpe_word(w, out);
+      after_special = false;
+    }
+  };
+  for (size_t i = 0; i < text.size() && !user_tokens_.empty();) {
+    int32_t hit = -1;
+    if (user_first_byte_[(uint8_t)text[i]])
+      for (int32_t id : user_tokens_)
+        if (text.compare(i, v_.pieces[id].size(), v_.pieces[id]) == 0) {
+          hit = id;
+          break;
+        }
+    if (hit < 0) {
+      ++i;
+      continue;
+    }
+    flush(i);
+    out.push_back(hit);
+    after_special = true;
+    i += v_.pieces[hit].size();
+    plain = i;
+  }
+  flush(text.size());
+  if (add_special && v_.add_eos && v_.eos >= 0) out.push_back(v_.eos);
+  return out;
+}
+
+void Tokenizer::encode_spm(std::string_view text, bool at_start, std::vector<int32_t>& out) const {
+  // Normalise: spaces become '▁', plus one leading '▁' when the model was trained that way.
+  std::string norm = v_.add_space_prefix && at_start ? kSpace : "";
+  for (char c : text) {
+    if (c == ' ') norm += kSpace;
+    else norm += c;
+  }
+  auto score = [&](std::string_view l, std::string_view r) -> std::optional<float> {
+    auto it = piece_to_id_.find(std::string(l) + std::string(r));
+    if (it == piece_to_id_.end()) return std::nullopt;
+    return v_.scores[it->second];
+  };
+  for (std::string_view piece : merge_pairs(norm, score)) {
+    auto it = piece_to_id_.find(std::string(piece));
     if (it != piece_to_id_.end()) {
       out.push_back(it->second);
       continue;
     }
     for (unsigned char c : piece) {  // byte fallback, or <unk> where the vocabulary has no byte tokens
       int id = byte_to_id_[c];
-      out.push_back(id >= 0 ? id : unk_);
+      out.push_back(id >= 0 ? id : v_.unk);
     }
   }
-  return out;
+}
+
+void Tokenizer::encode_bpe_word(std::string_view word, std::vector<int32_t>& out) const {
+  std::string mapped;
+  for (unsigned char c : word) mapped += byte_level().byte_char[c];
+  if (v_.ignore_merges) {
+    auto it = piece_to_id_.find(mapped);
+    if (it != piece_to_id_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  auto rank = [&](std::string_view l, std::string_view r) -> std::optional<float> {
+    std::string key;
+    key.reserve(l.size() + r.size() + 1);
+    key.append(l).append(1, ' ').append(r);
+    auto it = merge_rank_.find(key);
+    if (it == merge_rank_.end()) return std::nullopt;
+    return -(float)it->second;  // lower rank merges first
+  };
+  for (std::string_view piece : merge_pairs(mapped, rank)) {
+    auto it = piece_to_id_.find(std::string(piece));
+    if (it != piece_to_id_.end()) {
+      out.push_back(it->second);
+      continue;
+    }
+    // A merge result missing from the vocabulary: spell it byte by byte.
+    for (unsigned char c : byte_level_decode(std::string(piece))) {
+      int id = byte_to_id_[c];
+      if (id >= 0 || v_.unk >= 0) out.push_back(id >= 0 ? id : v_.unk);
+    }
+  }
 }
 
 std::string Tokenizer::token_text(int32_t id) const {
   if (id < 0 || id >= n_vocab()) return "";
-  switch (types_[id]) {
+  const std::string& p = v_.pieces[id];
+  switch (v_.types[id]) {
     case TokenType::Control:
     case TokenType::Unused: return "";
+    case TokenType::UserDefined: return p;
     case TokenType::Byte: {
       int b = 0;
-      parse_byte_piece(pieces_[id], b);
-      return std::string(1, (char)b);
+      if (parse_byte_piece(p, b)) return std::string(1, (char)b);
+      break;
     }
     default: break;
   }
+  if (v_.kind == TokenizerKind::ByteLevelBpe) return byte_level_decode(p);
   std::string s;
-  const std::string& p = pieces_[id];
   for (size_t i = 0; i < p.size();) {
     if (p.compare(i, kSpace.size(), kSpace) == 0) {
       s += ' ';
@@ -204,14 +302,20 @@ std::string Tokenizer::token_text(int32_t id) const {
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   std::string s;
   bool first = true;
+  const bool strip_prefix = v_.kind == TokenizerKind::SentencePiece && v_.add_space_prefix;
   for (int32_t id : ids) {
-    if (id < 0 || id >= n_vocab() || types_[id] == TokenType::Control) continue;
+    if (id < 0 || id >= n_vocab() || v_.types[id] == TokenType::Control) continue;
     std::string t = token_text(id);
-    if (first && add_space_prefix_ && !t.empty() && t[0] == ' ') t.erase(0, 1);
+    if (first && strip_prefix && !t.empty() && t[0] == ' ') t.erase(0, 1);
     first = false;
     s += t;
   }
   return s;
+}
+
+std::string Tokenizer::describe() const {
+  if (v_.kind == TokenizerKind::SentencePiece) return "SentencePiece BPE";
+  return "byte-level BPE (pre-tokenizer " + v_.pre_name + ", " + std::to_string(v_.merges.size()) + " merges)";
 }
 
 }  // namespace fasa

@@ -29,6 +29,8 @@ struct LayerWeights {
   std::vector<float> bq;         // [n_head * head_dim] or empty
   std::vector<float> bk;         // [n_head_kv * head_dim] or empty
   std::vector<float> bv;         // [n_head_kv * head_dim] or empty
+  std::vector<float> q_norm;     // [head_dim] or empty (qwen3)
+  std::vector<float> k_norm;     // [head_dim] or empty (qwen3)
   Matrix wo;                     // [n_embd, n_head * head_dim]
   std::vector<float> ffn_norm;   // [n_embd]
   Matrix w_gate;                 // [n_ff, n_embd]
