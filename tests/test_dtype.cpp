@@ -4,6 +4,7 @@
 
 #include "ops/dtype.h"
 #include "ops/matmul.h"
+#include "ops/quant_dot.h"
 #include "test_util.h"
 #include "util/error.h"
 
@@ -141,6 +142,47 @@ TEST_P(KernelTest, MatmulMatchesReferenceForOneAndManyTokens) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, KernelTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Activations rounded as llama.cpp rounds them: Q8_0 (32 per fp16 scale) and Q8_K (256 per float scale).
+// Error: half a step, plus up to 127 x the fp16 rounding of a Q8_0 scale (2^-11 relative).
+TEST(QuantizedActs, RoundToInt8WithinHalfAStep) {
+  for (DType w : {DType::Q4_0, DType::Q6_K}) {
+    const int group = w == DType::Q6_K ? 256 : 32;
+    auto x = test::random_floats(1024, 21, 3.0f);
+    for (int j = 512; j < 512 + group; ++j) x[j] = 0;  // an all-zero group
+    QuantizedActs q;
+    quantize_acts(w, x.data(), 1024, q);
+    ASSERT_EQ(q.group, group);
+    for (int g = 0; g < 1024 / group; ++g) {
+      int qmax = 0;
+      for (int j = g * group; j < (g + 1) * group; ++j) {
+        qmax = std::max(qmax, std::abs((int)q.q[j]));
+        EXPECT_LE(std::fabs(q.q[j] * q.d[g] - x[j]), 0.57f * std::fabs(q.d[g]) + 1e-7f) << j;
+      }
+      EXPECT_EQ(qmax, g == 512 / group ? 0 : 127) << "group " << g;
+    }
+    for (int s = 0; s < 1024 / 16; ++s) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) sum += q.q[s * 16 + j];
+      EXPECT_EQ(q.sum16[s], sum);
+    }
+  }
+}
+
+// The int8 activations cost little accuracy: the integer dot stays within 2% of the float one.
+TEST_P(KernelTest, QuantizedDotCloseToFloatDot) {
+  const DType t = GetParam();
+  if (!uses_quantized_acts(t)) GTEST_SKIP() << dtype_name(t) << " keeps float activations";
+  const int64_t rows = 64, cols = 1024;
+  std::string data;
+  for (int r = 0; r < rows; ++r) data += random_row(t, cols, 300 + r);
+  Matrix W{t, rows, cols, dtype_bytes(t, cols), reinterpret_cast<const uint8_t*>(data.data())};
+  auto X = test::random_floats(cols, 17);
+  std::vector<float> Y(rows), F(rows);
+  matmul(W, X.data(), 1, Y.data());
+  for (int r = 0; r < rows; ++r) F[r] = dot_row(t, W.row(r), X.data(), cols);
+  EXPECT_LE(test::normalized_error(Y.data(), F.data(), rows), 0.02);
+}
 
 TEST(DType, UnknownAndUncomputableTypes) {
   EXPECT_FALSE(dtype_traits(4).has_value());  // Q4_2: removed from ggml

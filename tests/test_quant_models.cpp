@@ -2,14 +2,16 @@
 // tensor): greedy continuations follow llama.cpp's (quant/reference.json), and the K-quant kernels equal
 // a scalar reference written here from the block layouts.
 //
-// llama.cpp rounds activations to 8 bits for quantized weights; fasa keeps them in float. So where two
-// next tokens are nearly tied the two engines may part; everywhere else they must agree.
+// Both engines round activations to int8 for quantized weights (ops/quant_dot.h), but sum in other orders
+// and llama.cpp keeps K/V in fp16: where two next tokens are nearly tied the engines may part; everywhere
+// else they must agree.
 #include <functional>
 #include <nlohmann/json.hpp>
 
 #include "model/sampler.h"
 #include "model/session.h"
 #include "ops/dtype.h"
+#include "ops/matmul.h"
 #include "test_util.h"
 
 namespace fasa {
@@ -170,6 +172,13 @@ TEST(QuantKernels, EveryFormatMatchesItsScalarReference) {
     double want = 0;
     for (int i = 0; i < n; ++i) want += (double)out[i] * x[i];
     EXPECT_NEAR(dot_row(f.t, row.data(), x.data(), n), want, 1e-4 * (1 + std::fabs(want))) << dtype_name(f.t);
+    // The integer kernel (unpacked weights, int8 activations) against the dequantized reference.
+    const Matrix W{f.t, 1, n, row.size(), reinterpret_cast<const uint8_t*>(row.data())};
+    auto X = test::random_floats(3 * n, 6);
+    float Y[3], R[3];
+    matmul(W, X.data(), 3, Y);
+    matmul_reference(W, X.data(), 3, R);
+    EXPECT_LE(test::normalized_error(Y, R, 3), 1e-5) << dtype_name(f.t);
   }
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/quant_dot.h"
+
 namespace fasa {
 
 namespace {
@@ -46,10 +48,28 @@ void tile_4x4(const float* w, const float* x, int64_t cols, float* y, int64_t ld
     }
 }
 
+// Quantized weights: activations rounded to int8 once per token, each row unpacked once per call.
+void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
+  const int64_t rows = W.rows, cols = W.cols;
+  std::vector<QuantizedActs> xq(n_tokens);
+#pragma omp parallel for schedule(static) if (n_tokens > 1)
+  for (int t = 0; t < n_tokens; ++t) quantize_acts(W.type, X + (int64_t)t * cols, cols, xq[t]);
+#pragma omp parallel
+  {
+    UnpackedRow w;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      unpack_row(W.type, W.row(r), cols, w);
+      for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_unpacked(w, xq[t]);
+    }
+  }
+}
+
 }  // namespace
 
 void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
   const int64_t rows = W.rows, cols = W.cols;
+  if (uses_quantized_acts(W.type)) return matmul_quantized(W, X, n_tokens, Y);
   if (n_tokens == 1) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) Y[r] = dot_row(W.type, W.row(r), X, cols);
@@ -75,12 +95,19 @@ void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
 }
 
 void matmul_reference(const Matrix& W, const float* X, int n_tokens, float* Y) {
-  std::vector<float> row(W.cols);
+  std::vector<float> row(W.cols), x(X, X + (size_t)n_tokens * W.cols);  // x: [n_tokens, cols]
+  if (uses_quantized_acts(W.type)) {  // the activations as the integer kernels see them
+    QuantizedActs q;
+    for (int t = 0; t < n_tokens; ++t) {
+      quantize_acts(W.type, X + (int64_t)t * W.cols, W.cols, q);
+      for (int64_t c = 0; c < W.cols; ++c) x[(size_t)t * W.cols + c] = (float)q.q[c] * q.d[c / q.group];
+    }
+  }
   for (int64_t r = 0; r < W.rows; ++r) {
     dequantize_row(W.type, W.row(r), row.data(), W.cols);
     for (int t = 0; t < n_tokens; ++t) {
       double s = 0;
-      for (int64_t c = 0; c < W.cols; ++c) s += (double)row[c] * X[(int64_t)t * W.cols + c];
+      for (int64_t c = 0; c < W.cols; ++c) s += (double)row[c] * x[(size_t)t * W.cols + c];
       Y[(int64_t)t * W.rows + r] = (float)s;
     }
   }

@@ -1,0 +1,190 @@
+#include "ops/quant_dot.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/error.h"
+
+namespace fasa {
+
+namespace {
+
+float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_fp32(h);
+}
+
+void resize(UnpackedRow& out, int sub, bool has_offset, int64_t n) {
+  out.sub = sub;
+  out.has_offset = has_offset;
+  out.q.resize(n);
+  out.scale.resize(n / sub);
+  out.offset.assign(n / sub, 0.0f);
+}
+
+// The 32-element formats: nibble j of a block (with a 5th bit from qh where given) minus `bias`.
+void unpack_32(const uint8_t* p, int64_t n, int block_bytes, bool has_min, bool has_qh, int bias, UnpackedRow& out) {
+  resize(out, 32, has_min, n);
+  for (int64_t b = 0; b < n / 32; ++b, p += block_bytes) {
+    out.scale[b] = half_at(p);
+    if (has_min) out.offset[b] = half_at(p + 2);
+    const uint8_t* qh = p + (has_min ? 4 : 2);
+    const uint8_t* qs = qh + (has_qh ? 4 : 0);
+    uint32_t hb = 0;
+    if (has_qh) std::memcpy(&hb, qh, 4);
+    int8_t* q = &out.q[b * 32];
+    for (int j = 0; j < 16; ++j) {
+      q[j] = (int8_t)((qs[j] & 0x0F) + (int)(((hb >> j) & 1) << 4) - bias);
+      q[j + 16] = (int8_t)((qs[j] >> 4) + (int)(((hb >> (j + 16)) & 1) << 4) - bias);
+    }
+  }
+}
+
+void unpack_q8_0(const uint8_t* p, int64_t n, UnpackedRow& out) {
+  resize(out, 32, false, n);
+  for (int64_t b = 0; b < n / 32; ++b, p += 34) {
+    out.scale[b] = half_at(p);
+    std::memcpy(&out.q[b * 32], p + 2, 32);
+  }
+}
+
+// Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scale and min; w = d*sc*q - dmin*m.
+void unpack_k4(const uint8_t* p, int64_t n, bool fifth_bit, UnpackedRow& out) {
+  resize(out, 32, true, n);
+  const int block_bytes = fifth_bit ? 176 : 144;
+  for (int64_t b = 0; b < n / 256; ++b, p += block_bytes) {
+    const float d = half_at(p), dmin = half_at(p + 2);
+    const uint8_t* sc = p + 4;
+    const uint8_t* qh = p + 16;
+    const uint8_t* qs = p + (fifth_bit ? 48 : 16);
+    for (int s = 0; s < 8; ++s) {
+      const int sv = s < 4 ? sc[s] & 63 : (sc[s + 4] & 0x0F) | ((sc[s - 4] >> 6) << 4);
+      const int mv = s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+      out.scale[b * 8 + s] = d * (float)sv;
+      out.offset[b * 8 + s] = -dmin * (float)mv;
+    }
+    // Byte l of group g holds element l of sub-block 2g (low nibble) and 2g+1 (high nibble).
+    for (int g = 0; g < 4; ++g) {
+      int8_t* q = &out.q[b * 256 + g * 64];
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t v = qs[g * 32 + l];
+        q[l] = (int8_t)((v & 0x0F) + (fifth_bit && ((qh[l] >> (2 * g)) & 1) ? 16 : 0));
+        q[l + 32] = (int8_t)((v >> 4) + (fifth_bit && ((qh[l] >> (2 * g + 1)) & 1) ? 16 : 0));
+      }
+    }
+  }
+}
+
+// Q6_K: 16 sub-blocks of 16 with int8 scales; w = d*sc*(q - 32).
+void unpack_q6_k(const uint8_t* p, int64_t n, UnpackedRow& out) {
+  resize(out, 16, false, n);
+  for (int64_t b = 0; b < n / 256; ++b, p += 210) {
+    const uint8_t* ql = p;
+    const uint8_t* qh = p + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
+    const float d = half_at(p + 208);
+    for (int s = 0; s < 16; ++s) out.scale[b * 16 + s] = d * (float)sc[s];
+    for (int half = 0; half < 2; ++half) {
+      int8_t* q = &out.q[b * 256 + half * 128];
+      const uint8_t* l0 = ql + half * 64;
+      const uint8_t* h0 = qh + half * 32;
+      for (int l = 0; l < 32; ++l) {
+        q[l] = (int8_t)(((l0[l] & 0x0F) | ((h0[l] & 3) << 4)) - 32);
+        q[l + 32] = (int8_t)(((l0[l + 32] & 0x0F) | (((h0[l] >> 2) & 3) << 4)) - 32);
+        q[l + 64] = (int8_t)(((l0[l] >> 4) | (((h0[l] >> 4) & 3) << 4)) - 32);
+        q[l + 96] = (int8_t)(((l0[l + 32] >> 4) | (((h0[l] >> 6) & 3) << 4)) - 32);
+      }
+    }
+  }
+}
+
+bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+
+// Exact int32 sums of q_w * q_x per sub-block of SUB elements, then the float combination.
+template <int SUB>
+float dot_subblocks(const UnpackedRow& w, const QuantizedActs& x) {
+  const int64_t n_sub = (int64_t)w.q.size() / SUB;
+  const int subs_per_group = x.group / SUB;
+  float sum = 0.0f;
+  for (int64_t s = 0; s < n_sub; ++s) {
+    const int8_t* a = &w.q[s * SUB];
+    const int8_t* b = &x.q[s * SUB];
+    int32_t isum = 0;
+#pragma omp simd reduction(+ : isum)
+    for (int i = 0; i < SUB; ++i) isum += (int16_t)a[i] * (int16_t)b[i];
+    float acc = w.scale[s] * (float)isum;
+    if (w.has_offset) {
+      int32_t xs = 0;
+      for (int k = 0; k < SUB / 16; ++k) xs += x.sum16[s * (SUB / 16) + k];
+      acc += w.offset[s] * (float)xs;
+    }
+    sum += x.d[s / subs_per_group] * acc;
+  }
+  return sum;
+}
+
+}  // namespace
+
+bool uses_quantized_acts(DType t) {
+  switch (t) {
+    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
+    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return true;
+    default: return false;
+  }
+}
+
+void quantize_acts(DType weight_type, const float* x, int64_t n, QuantizedActs& out) {
+  const bool k = is_k_quant(weight_type);
+  out.group = k ? 256 : 32;
+  out.q.resize(n);
+  out.d.resize(n / out.group);
+  out.sum16.resize(n / 16);
+  for (int64_t g = 0; g < n / out.group; ++g) {
+    const float* xg = x + g * out.group;
+    int8_t* q = &out.q[g * out.group];
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < out.group; ++j)
+      if (std::fabs(xg[j]) > amax) {
+        amax = std::fabs(xg[j]);
+        max = xg[j];
+      }
+    if (k) {
+      // Q8_K: the element of largest magnitude maps to -127 (its sign kept); the scale stays float.
+      const float iscale = amax > 0 ? -127.0f / max : 0.0f;
+      for (int j = 0; j < 256; ++j) q[j] = (int8_t)std::min(127.0f, std::nearbyint(iscale * xg[j]));
+      out.d[g] = amax > 0 ? 1.0f / iscale : 0.0f;
+    } else {
+      // Q8_0: symmetric; the scale is stored as fp16.
+      const float id = amax > 0 ? 127.0f / amax : 0.0f;
+      for (int j = 0; j < 32; ++j) q[j] = (int8_t)std::nearbyint(xg[j] * id);
+      out.d[g] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
+    }
+  }
+  for (int64_t s = 0; s < n / 16; ++s) {
+    int32_t sum = 0;
+    for (int j = 0; j < 16; ++j) sum += out.q[s * 16 + j];
+    out.sum16[s] = sum;
+  }
+}
+
+void unpack_row(DType t, const void* row, int64_t n, UnpackedRow& out) {
+  const uint8_t* p = static_cast<const uint8_t*>(row);
+  switch (t) {
+    case DType::Q8_0: return unpack_q8_0(p, n, out);
+    case DType::Q4_0: return unpack_32(p, n, 18, false, false, 8, out);
+    case DType::Q4_1: return unpack_32(p, n, 20, true, false, 0, out);
+    case DType::Q5_0: return unpack_32(p, n, 22, false, true, 16, out);
+    case DType::Q5_1: return unpack_32(p, n, 24, true, true, 0, out);
+    case DType::Q4_K: return unpack_k4(p, n, false, out);
+    case DType::Q5_K: return unpack_k4(p, n, true, out);
+    case DType::Q6_K: return unpack_q6_k(p, n, out);
+    default: throw Error(std::string("no integer kernel for tensor type ") + dtype_name(t));
+  }
+}
+
+float dot_unpacked(const UnpackedRow& w, const QuantizedActs& x) {
+  return w.sub == 16 ? dot_subblocks<16>(w, x) : dot_subblocks<32>(w, x);
+}
+
+}  // namespace fasa

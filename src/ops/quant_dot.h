@@ -1,0 +1,41 @@
+#pragma once
+// Integer dot products for quantized weights, as llama.cpp computes them: the activation row is first
+// rounded to int8 with one scale per group (32 elements = Q8_0, fp16 scale, for the 32-element weight
+// formats; 256 = Q8_K, float scale, for the K-quants), each weight row is unpacked to int8 with a float
+// scale and offset per sub-block, and every sub-block contributes
+//   d_x * (scale * sum(q_w * q_x) + offset * sum(q_x)).
+// The exact integer sums and the same activation rounding keep greedy decoding of a quantized model on
+// the path llama.cpp takes (rounded activations with float sums part from it more often at near ties).
+#include <cstdint>
+#include <vector>
+
+#include "ops/dtype.h"
+
+namespace fasa {
+
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; float types keep float activations.
+bool uses_quantized_acts(DType weight_type);
+
+struct QuantizedActs {
+  int group = 32;              // elements per scale: 32 or 256
+  std::vector<int8_t> q;       // [n]
+  std::vector<float> d;        // [n / group]
+  std::vector<int32_t> sum16;  // [n / 16] sum of q over each 16 elements (for the offsets)
+};
+
+// x: [n], n a multiple of the weight type's block.
+void quantize_acts(DType weight_type, const float* x, int64_t n, QuantizedActs& out);
+
+// w[j] = scale[s] * q[j] + offset[s] for j in sub-block s (16 or 32 elements).
+struct UnpackedRow {
+  int sub = 32;
+  bool has_offset = false;
+  std::vector<int8_t> q;       // [n]
+  std::vector<float> scale;    // [n / sub]
+  std::vector<float> offset;   // [n / sub]
+};
+
+void unpack_row(DType weight_type, const void* row, int64_t n, UnpackedRow& out);
+float dot_unpacked(const UnpackedRow& w, const QuantizedActs& x);
+
+}  // namespace fasa
