@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
       fasa::cli::add_eval_command(app),
       fasa::cli::add_info_command(app),
       fasa::cli::add_tokenize_command(app),
+      fasa::cli::add_make_model_command(app),
+      fasa::cli::add_bench_command(app),
   };
   try {
     app.parse(argc, argv);

@@ -45,15 +45,15 @@ std::string bundled() { return test::read_file(FASA_BUNDLED_MODEL); }
 
 // Byte position of the first tensor-info entry's fields in a tiny model (for targeted patches).
 size_t tensor_info_pos(const std::string& b, const std::string& name) {
-  return b.find(test::gguf_str(name)) + 8 + name.size();  // -> n_dims
+  return b.find(gguf_string(name)) + 8 + name.size();  // -> n_dims
 }
 
 std::vector<Case> gguf_cases() {
   return {
       {"empty", [] { return std::string(); }, "bad magic"},
       {"bad_magic", [] { return patch(tiny(), 0, "GGML"); }, "bad magic"},
-      {"version_1", [] { return patch(tiny(), 4, test::le32(1)); }, "unsupported GGUF version 1"},
-      {"version_99", [] { return patch(tiny(), 4, test::le32(99)); }, "unsupported GGUF version 99"},
+      {"version_1", [] { return patch(tiny(), 4, gguf_le32(1)); }, "unsupported GGUF version 1"},
+      {"version_99", [] { return patch(tiny(), 4, gguf_le32(99)); }, "unsupported GGUF version 99"},
       {"truncated_header", [] { return tiny().substr(0, 10); }, "truncated"},
       {"bundled_truncated_in_metadata", [] { return bundled().substr(0, 5000); }, "truncated"},
       {"bundled_truncated_in_tensor_info", [] {
@@ -62,17 +62,17 @@ std::vector<Case> gguf_cases() {
        }, "truncated"},
       {"bundled_truncated_in_data", [] { std::string b = bundled(); return b.substr(0, b.size() - 4096); },
        "past the end of the file"},
-      {"absurd_tensor_count", [] { return patch(tiny(), 8, test::le64(1ull << 40)); }, "tensor count"},
-      {"absurd_metadata_count", [] { return patch(tiny(), 16, test::le64(1ull << 40)); }, "metadata count"},
-      {"tensor_count_past_file", [] { return patch(tiny(), 8, test::le64(1000000)); }, "does not fit"},
-      {"absurd_string_length", [] { return with_raw_kv(8, test::le64(1ull << 50)); }, "string length"},
-      {"string_past_end", [] { return with_raw_kv(8, test::le64(1ull << 20) + "abc"); }, "truncated"},
+      {"absurd_tensor_count", [] { return patch(tiny(), 8, gguf_le64(1ull << 40)); }, "tensor count"},
+      {"absurd_metadata_count", [] { return patch(tiny(), 16, gguf_le64(1ull << 40)); }, "metadata count"},
+      {"tensor_count_past_file", [] { return patch(tiny(), 8, gguf_le64(1000000)); }, "does not fit"},
+      {"absurd_string_length", [] { return with_raw_kv(8, gguf_le64(1ull << 50)); }, "string length"},
+      {"string_past_end", [] { return with_raw_kv(8, gguf_le64(1ull << 20) + "abc"); }, "truncated"},
       {"unknown_value_type", [] { return with_raw_kv(99, ""); }, "unknown value type 99"},
-      {"array_count_past_end", [] { return with_raw_kv(9, test::le32(6) + test::le64(1ull << 60)); },
+      {"array_count_past_end", [] { return with_raw_kv(9, gguf_le32(6) + gguf_le64(1ull << 60)); },
        "does not fit"},
-      {"string_array_count_past_end", [] { return with_raw_kv(9, test::le32(8) + test::le64(1ull << 60)); },
+      {"string_array_count_past_end", [] { return with_raw_kv(9, gguf_le32(8) + gguf_le64(1ull << 60)); },
        "does not fit"},
-      {"nested_array", [] { return with_raw_kv(9, test::le32(9) + test::le64(1)); }, "nested arrays"},
+      {"nested_array", [] { return with_raw_kv(9, gguf_le32(9) + gguf_le64(1)); }, "nested arrays"},
       {"bool_not_0_or_1", [] { return with_raw_kv(7, std::string(1, 2)); }, "not 0 or 1"},
       {"duplicate_key", [] {
          GgufWriter w = test::tiny_llama_gguf({});
@@ -86,35 +86,35 @@ std::vector<Case> gguf_cases() {
        }, "not a power of two"},
       {"zero_dims", [] {
          std::string b = tiny();
-         return patch(b, tensor_info_pos(b, "output_norm.weight"), test::le32(0));
+         return patch(b, tensor_info_pos(b, "output_norm.weight"), gguf_le32(0));
        }, "dimensions"},
       {"seven_dims", [] {
          std::string b = tiny();
-         return patch(b, tensor_info_pos(b, "output_norm.weight"), test::le32(7));
+         return patch(b, tensor_info_pos(b, "output_norm.weight"), gguf_le32(7));
        }, "dimensions"},
       {"absurd_dimension", [] {
          std::string b = tiny();
-         return patch(b, tensor_info_pos(b, "output_norm.weight") + 4, test::le64(1ull << 62));
+         return patch(b, tensor_info_pos(b, "output_norm.weight") + 4, gguf_le64(1ull << 62));
        }, "impossible"},
       {"unknown_tensor_type", [] {
          std::string b = tiny();
-         return patch(b, tensor_info_pos(b, "output_norm.weight") + 12, test::le32(77));
+         return patch(b, tensor_info_pos(b, "output_norm.weight") + 12, gguf_le32(77));
        }, "unknown tensor type 77"},
       {"row_not_multiple_of_block", [] {
          std::string b = tiny();  // output_norm is [32]: as Q8_0 fine, as K-quant (256) not
-         return patch(b, tensor_info_pos(b, "output_norm.weight") + 12, test::le32(12));
+         return patch(b, tensor_info_pos(b, "output_norm.weight") + 12, gguf_le32(12));
        }, "block size"},
       {"misaligned_offset", [] {
          std::string b = tiny();
-         return patch(b, tensor_info_pos(b, "output_norm.weight") + 16, test::le64(4));
+         return patch(b, tensor_info_pos(b, "output_norm.weight") + 16, gguf_le64(4));
        }, "not aligned"},
       {"offset_past_end", [] {
          std::string b = tiny();
-         return patch(b, tensor_info_pos(b, "output_norm.weight") + 16, test::le64(1ull << 40));
+         return patch(b, tensor_info_pos(b, "output_norm.weight") + 16, gguf_le64(1ull << 40));
        }, "past the end of the file"},
       {"overlapping_tensors", [] {
          std::string b = tiny();
-         return patch(b, tensor_info_pos(b, "output_norm.weight") + 16, test::le64(0));
+         return patch(b, tensor_info_pos(b, "output_norm.weight") + 16, gguf_le64(0));
        }, "overlap"},
       {"missing_tensor", [] { return tiny([](auto& s) { s.skip_tensor = "blk.1.ffn_up.weight"; }); },
        "missing tensor 'blk.1.ffn_up.weight'"},
@@ -124,13 +124,13 @@ std::vector<Case> gguf_cases() {
       {"zero_heads", [] {
          GgufWriter w = test::tiny_llama_gguf({});
          std::string b = w.bytes();
-         const std::string key = test::gguf_str("llama.attention.head_count");
-         return patch(b, b.find(key) + key.size() + 4, test::le32(0));
+         const std::string key = gguf_string("llama.attention.head_count");
+         return patch(b, b.find(key) + key.size() + 4, gguf_le32(0));
        }, "head count 0"},
       {"absurd_layer_count", [] {
          std::string b = tiny();
-         const std::string key = test::gguf_str("llama.block_count");
-         return patch(b, b.find(key) + key.size() + 4, test::le32(1u << 31));
+         const std::string key = gguf_string("llama.block_count");
+         return patch(b, b.find(key) + key.size() + 4, gguf_le32(1u << 31));
        }, "out of range"},
       {"unsupported_architecture", [] { return tiny([](auto& s) { s.arch = "mamba"; }); },
        "architecture 'mamba' is not supported"},
@@ -173,7 +173,7 @@ TEST(CorruptGguf, EveryTruncationOfATinyModelFailsCleanly) {
 
 std::string safetensors_bytes(const nlohmann::json& header, const std::string& data) {
   std::string h = header.dump();
-  return test::le64(h.size()) + h + data;
+  return gguf_le64(h.size()) + h + data;
 }
 
 std::string expect_error(const std::function<void()>& f) {
@@ -192,8 +192,8 @@ TEST(CorruptSafetensors, EachProblemIsNamed) {
   struct S { std::string name, bytes, expect; };
   std::vector<S> cases = {
       {"short", "abc", "no safetensors header length"},
-      {"header_too_long", test::le64(1ull << 40) + "{}", "exceeds the file"},
-      {"not_json", test::le64(5) + "{nope", "not valid JSON"},
+      {"header_too_long", gguf_le64(1ull << 40) + "{}", "exceeds the file"},
+      {"not_json", gguf_le64(5) + "{nope", "not valid JSON"},
       {"not_object", safetensors_bytes(nlohmann::json::array({1, 2}), ""), "not a JSON object"},
       {"past_end", safetensors_bytes(good, std::string(8, '\0')), "runs past the end"},
       {"size_mismatch", safetensors_bytes({{"w", {{"dtype", "F32"}, {"shape", {3, 2}}, {"data_offsets", {0, 16}}}}},

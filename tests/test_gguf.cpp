@@ -23,7 +23,7 @@ TEST(Gguf, ReadsEveryMetadataTypeAndTensorInfo) {
   w.kv_bool("bool", true);
   w.kv_string("str", "héllo");
   w.kv_u64("u64", 1ull << 40);
-  w.kv_raw("i64", 11, test::le64((uint64_t)-99));
+  w.kv_raw("i64", 11, gguf_le64((uint64_t)-99));
   double f64 = 3.5;
   w.kv_raw("f64", 12, std::string(reinterpret_cast<char*>(&f64), 8));
   w.kv_string_array("strs", {"a", "", "ccc"});

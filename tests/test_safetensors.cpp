@@ -25,7 +25,7 @@ void write_shard(const SafetensorsModel& src, const std::vector<std::string>& na
     data.append(reinterpret_cast<const char*>(t->data), t->bytes);
   }
   const std::string h = header.dump();
-  test::write_file(path, test::le64(h.size()) + h + data);
+  test::write_file(path, gguf_le64(h.size()) + h + data);
 }
 
 TEST(Safetensors, ShardedCopyOfRealModelGivesIdenticalLogits) {

@@ -66,63 +66,6 @@ double normalized_error(const float* a, const float* b, size_t n) {
   return max_ref > 0 ? max_diff / max_ref : max_diff;
 }
 
-std::string le32(uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
-std::string le64(uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); }
-std::string gguf_str(const std::string& s) { return le64(s.size()) + s; }
-
-void GgufWriter::kv_raw(const std::string& key, uint32_t type, const std::string& value_bytes) {
-  kv_ += gguf_str(key) + le32(type) + value_bytes;
-  ++n_kv_;
-}
-void GgufWriter::kv_string(const std::string& key, const std::string& v) { kv_raw(key, 8, gguf_str(v)); }
-void GgufWriter::kv_u32(const std::string& key, uint32_t v) { kv_raw(key, 4, le32(v)); }
-void GgufWriter::kv_i32(const std::string& key, int32_t v) { kv_raw(key, 5, le32((uint32_t)v)); }
-void GgufWriter::kv_u64(const std::string& key, uint64_t v) { kv_raw(key, 10, le64(v)); }
-void GgufWriter::kv_f32(const std::string& key, float v) {
-  kv_raw(key, 6, std::string(reinterpret_cast<const char*>(&v), 4));
-}
-void GgufWriter::kv_bool(const std::string& key, bool v) { kv_raw(key, 7, std::string(1, v ? 1 : 0)); }
-void GgufWriter::kv_string_array(const std::string& key, const std::vector<std::string>& v) {
-  std::string b = le32(8) + le64(v.size());
-  for (auto& s : v) b += gguf_str(s);
-  kv_raw(key, 9, b);
-}
-void GgufWriter::kv_f32_array(const std::string& key, const std::vector<float>& v) {
-  kv_raw(key, 9, le32(6) + le64(v.size()) + std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
-}
-void GgufWriter::kv_i32_array(const std::string& key, const std::vector<int32_t>& v) {
-  kv_raw(key, 9, le32(5) + le64(v.size()) + std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
-}
-void GgufWriter::tensor(const std::string& name, std::vector<int64_t> ne, DType type, const std::string& data) {
-  tensors_.push_back({name, std::move(ne), type, data});
-}
-void GgufWriter::tensor_f32(const std::string& name, std::vector<int64_t> ne, const std::vector<float>& v) {
-  tensor(name, std::move(ne), DType::F32, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
-}
-
-std::string GgufWriter::bytes(uint32_t version, uint32_t alignment) const {
-  std::string out = "GGUF" + le32(version) + le64(tensors_.size()) + le64(n_kv_) + kv_;
-  std::vector<uint64_t> offsets;
-  uint64_t off = 0;
-  for (auto& t : tensors_) {
-    offsets.push_back(off);
-    off += (t.data.size() + alignment - 1) / alignment * alignment;
-  }
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    auto& t = tensors_[i];
-    out += gguf_str(t.name) + le32((uint32_t)t.ne.size());
-    for (auto d : t.ne) out += le64((uint64_t)d);
-    out += le32((uint32_t)t.type) + le64(offset_override.empty() ? offsets[i] : offset_override[i]);
-  }
-  out.resize((out.size() + alignment - 1) / alignment * alignment, '\0');
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    std::string d = tensors_[i].data;
-    d.resize((d.size() + alignment - 1) / alignment * alignment, '\0');
-    out += d;
-  }
-  return out;
-}
-
 int tiny_vocab_size(const TinyLlamaSpec& s) { return 259 + (int)s.extra_tokens.size(); }
 
 GgufWriter tiny_llama_gguf(const TinyLlamaSpec& s) {

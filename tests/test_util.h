@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf_writer.h"
 #include "ops/dtype.h"
 
 namespace fasa::test {
@@ -32,38 +33,8 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f);
 // max |a - b| / max |b|
 double normalized_error(const float* a, const float* b, size_t n);
 
-// Builds GGUF bytes in memory.
-class GgufWriter {
- public:
-  void kv_string(const std::string& key, const std::string& v);
-  void kv_u32(const std::string& key, uint32_t v);
-  void kv_i32(const std::string& key, int32_t v);
-  void kv_f32(const std::string& key, float v);
-  void kv_bool(const std::string& key, bool v);
-  void kv_u64(const std::string& key, uint64_t v);
-  void kv_string_array(const std::string& key, const std::vector<std::string>& v);
-  void kv_f32_array(const std::string& key, const std::vector<float>& v);
-  void kv_i32_array(const std::string& key, const std::vector<int32_t>& v);
-  // Appends a raw metadata entry (key, type, value bytes) for malformed-input tests.
-  void kv_raw(const std::string& key, uint32_t type, const std::string& value_bytes);
-  // Tensor with its data; ne in ggml order.
-  void tensor(const std::string& name, std::vector<int64_t> ne, DType type, const std::string& data);
-  void tensor_f32(const std::string& name, std::vector<int64_t> ne, const std::vector<float>& v);
-  std::string bytes(uint32_t version = 3, uint32_t alignment = 32) const;
+using ::fasa::GgufWriter;
 
-  // Set to override what bytes() writes for the tensor table.
-  std::vector<uint64_t> offset_override;  // per tensor, when non-empty
-
- private:
-  struct T { std::string name; std::vector<int64_t> ne; DType type; std::string data; };
-  std::string kv_;
-  uint64_t n_kv_ = 0;
-  std::vector<T> tensors_;
-};
-
-std::string le32(uint32_t v);
-std::string le64(uint64_t v);
-std::string gguf_str(const std::string& s);
 
 // A small but complete llama-architecture (or qwen2/qwen3 with arch) GGUF with random F32 weights and a byte-level
 // SentencePiece vocabulary. Knobs let tests break one thing at a time.

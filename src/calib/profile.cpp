@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <random>
 
 #include "calib/fc_layout.h"
 #include "io/json_file.h"
@@ -115,6 +116,20 @@ void save_profile(const Profile& p, const std::string& path) {
   if (!out) fail(path, "cannot write profile");
   out << j.dump(1) << "\n";
   if (!out) fail(path, "write failed");
+}
+
+Profile synthetic_profile(const Model& m, int n_tip, uint64_t seed) {
+  const ModelConfig& c = m.config;
+  Profile p;
+  p.model = fingerprint(m);
+  p.calibration_text = "(synthetic: seeded random chunks, for speed measurements)";
+  p.n_fc = FcLayout(c).n_fc();
+  p.n_tip = std::clamp(n_tip, 1, p.n_fc);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  p.mean_ca.resize((size_t)c.n_layer * c.n_head * p.n_fc);
+  for (auto& v : p.mean_ca) v = u(rng);
+  return p;
 }
 
 Profile load_profile(const std::string& path) {

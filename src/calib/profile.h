@@ -49,6 +49,9 @@ struct Profile {
 void save_profile(const Profile& p, const std::string& path);
 // Throws fasa::Error naming the file on malformed content.
 Profile load_profile(const std::string& path);
+// Seeded random mean CA for every (layer, head, chunk): dominant chunks without calibration, for speed
+// measurements only (the selection is meaningless for quality).
+Profile synthetic_profile(const Model& m, int n_tip, uint64_t seed);
 // Throws fasa::Error when the profile was made for another model.
 void check_profile_matches(const Profile& p, const Model& m, const std::string& path);
 

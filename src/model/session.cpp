@@ -51,6 +51,32 @@ std::span<const float> Session::eval(std::span<const int32_t> tokens, std::vecto
   return logits_;
 }
 
+void Session::truncate(int64_t n) {
+  if (n < 0 || n > n_past_) throw Error("truncate: " + std::to_string(n) + " is not within 0.." + std::to_string(n_past_));
+  n_past_ = n;
+}
+
+void Session::fill_random(int64_t n, uint64_t seed) {
+  const ModelConfig& c = model_.config;
+  if (n_past_ + n > cache_.n_ctx())
+    throw Error("fill: " + std::to_string(n_past_ + n) + " tokens exceed the context size " + std::to_string(cache_.n_ctx()));
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < c.n_head_kv; ++h) {
+      uint64_t s = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (((uint64_t)l << 32) + (uint64_t)h + 1);
+      std::vector<float> k(c.head_dim), v(c.head_dim);
+      auto uniform = [&] {  // xorshift64*, scaled to unit variance
+        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+        return ((float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
+      };
+      for (int64_t p = n_past_; p < n_past_ + n; ++p) {
+        for (int d = 0; d < c.head_dim; ++d) k[d] = uniform(), v[d] = uniform();
+        cache_.store(l, h, p, k.data(), v.data());
+      }
+    }
+  n_past_ += n;
+}
+
 void Session::start_from_prefill(const Session& dense, const std::vector<std::vector<float>>& queries) {
   const ModelConfig& c = model_.config;
   const int64_t n = dense.n_past_;

@@ -42,6 +42,12 @@ class Session {
   const KvCache& cache() const { return cache_; }
   const Model& model() const { return model_; }
   void reset() { n_past_ = 0; }
+  // Forgets positions >= n (n <= n_past()), so a benchmark can decode again from the same depth.
+  void truncate(int64_t n);
+  // Appends n positions of random keys and values (unit variance, like normed activations) to every
+  // layer instead of a prefill: decode speed at a depth without the prefill's cost. The policy sees
+  // no prefill queries.
+  void fill_random(int64_t n, uint64_t seed);
   void set_observer(AttentionObserver* obs) { observer_ = obs; }
 
   // Starts this (empty) session from a dense prefill done by `dense` (identity key layout, same

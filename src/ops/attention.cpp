@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/dtype.h"
+#include "ops/kv_traffic.h"
 
 namespace fasa {
 
@@ -50,6 +51,7 @@ void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* row
     const float inv = 1.0f / denom;
     for (int i = 0; i < d; ++i) out[i] *= inv;
   }
+  count_kv_bytes_read((uint64_t)n_rows * 2 * d * sizeof(float));  // whole key row + value row
 }
 
 void attention_reference(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,

@@ -6,6 +6,7 @@
 
 #include "calib/fc_layout.h"
 #include "ops/dtype.h"
+#include "ops/kv_traffic.h"
 #include "ops/topk.h"
 #include "util/error.h"
 
@@ -96,6 +97,7 @@ void FasaSelector::pick(const AttentionQuery& query, const KvHeadView& kv, int64
       score[j - lo] = s;
     }
   }
+  count_kv_bytes_read((uint64_t)(hi - lo) * nd * sizeof(float));
   append_top_k(score.data(), hi - lo, want, (int32_t)lo, rows);
 }
 

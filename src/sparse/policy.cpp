@@ -69,9 +69,10 @@ std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& o, const Model
   if (o.attn == "snapkv")
     return std::make_unique<SnapKvSelector>(b, dense, c.n_layer, c.n_head, c.head_dim, o.snapkv_window, o.snapkv_every);
   if (o.attn == "fasa") {
-    if (o.profile.empty()) throw Error("--attn fasa needs --profile PROFILE (make one with `fasa calibrate`)");
-    const Profile p = load_profile(o.profile);
-    check_profile_matches(p, model, o.profile);
+    if (o.profile.empty() && !o.synthetic_profile)
+      throw Error("--attn fasa needs --profile PROFILE (make one with `fasa calibrate`)");
+    const Profile p = o.profile.empty() ? synthetic_profile(model, o.fcs > 0 ? o.fcs : 8, o.seed) : load_profile(o.profile);
+    if (!o.profile.empty()) check_profile_matches(p, model, o.profile);
     FasaOptions f;
     f.budget = b;
     f.n_tip = o.fcs;

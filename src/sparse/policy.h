@@ -73,6 +73,7 @@ struct Model;
 struct PolicyOptions {
   std::string attn = "full";       // policy name
   std::string profile;             // FASA profile path
+  bool synthetic_profile = false;  // FASA without a profile: seeded random chunks (speed runs only)
   std::string budget = "256";      // token count or fraction of the context
   int fcs = 0;                     // FASA chunks per head; 0 = the profile's
   std::string fc_sharing = "group";

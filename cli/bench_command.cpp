@@ -1,0 +1,147 @@
+// `fasa bench`: llama-bench-style speed rows for each attention policy and depth, with the KV bytes
+// the attention kernels read per decoded token and the bandwidth that implies.
+#include <omp.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "eval/bench.h"
+#include "model/model.h"
+#include "util/error.h"
+
+namespace fasa::cli {
+
+namespace {
+
+struct BenchOptions {
+  std::string model = FASA_DEFAULT_MODEL;
+  int n_prompt = 512, n_gen = 128, repetitions = 5, threads = 0;
+  std::vector<int64_t> depths = {0};
+  std::vector<std::string> attns = {"full", "fasa"};
+  std::string fill = "prefill", output = "md";
+  bool membw = false;
+  PolicyOptions policy;
+};
+
+struct Row {
+  std::string attn, test;
+  BenchTest spec;
+  BenchResult result;
+};
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+int membw(int repetitions) {
+  const size_t bytes = (size_t)1 << 30;
+  BenchResult r;
+  r.samples_ts = measure_read_bandwidth(bytes, repetitions);
+  std::printf("| test | threads | GB/s (mean ± std) | median |\n|---|---|---|---|\n");
+  std::printf("| read 1 GiB | %d | %.2f ± %.2f | %.2f |\n", omp_get_max_threads(), r.mean() / 1e9, r.stddev() / 1e9,
+              r.median() / 1e9);
+  return 0;
+}
+
+int bench(BenchOptions o) {
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  if (o.membw) return membw(o.repetitions);
+  if (o.fill != "prefill" && o.fill != "random") throw Error("--fill must be 'prefill' or 'random'");
+  if (o.output != "md" && o.output != "csv" && o.output != "json") throw Error("-o must be md, csv or json");
+  auto model = load_model(o.model);
+  const std::string name = std::filesystem::path(o.model).filename().string();
+  const double size_gib = model->weight_bytes() / 1073741824.0, params_b = model->n_params() / 1e9;
+  const bool synthetic = o.policy.profile.empty();
+  o.policy.synthetic_profile = synthetic;
+
+  std::vector<Row> rows;
+  for (const std::string& attn : o.attns)
+    for (int64_t depth : o.depths)
+      for (int kind = 0; kind < 2; ++kind) {
+        Row row;
+        row.attn = attn;
+        row.spec.depth = depth;
+        row.spec.random_fill = o.fill == "random";
+        row.spec.repetitions = o.repetitions;
+        (kind == 0 ? row.spec.n_prompt : row.spec.n_gen) = kind == 0 ? o.n_prompt : o.n_gen;
+        if ((kind == 0 ? o.n_prompt : o.n_gen) <= 0) continue;
+        row.test = (kind == 0 ? "pp" : "tg") + std::to_string(kind == 0 ? o.n_prompt : o.n_gen) +
+                   (depth > 0 ? " @ d" + std::to_string(depth) : "");
+        PolicyOptions p = o.policy;
+        p.attn = attn;
+        row.result = run_bench_test(*model, p, row.spec, 1);
+        std::fprintf(stderr, "%s %s: %.2f t/s\n", attn.c_str(), row.test.c_str(), row.result.mean());
+        rows.push_back(std::move(row));
+      }
+
+  const int threads = omp_get_max_threads();
+  const double weight_bytes = (double)model->weight_bytes();
+  auto notes = [&](const Row& r) {
+    std::string n = r.spec.depth > 0 ? (r.spec.random_fill ? "random fill" : "prefill") : "";
+    if (r.attn == "fasa" && synthetic) n += std::string(n.empty() ? "" : ", ") + "synthetic profile";
+    return n;
+  };
+  auto gbps = [&](const Row& r) {  // bytes a decode step reads (weights + counted KV) times steps/s
+    return r.spec.n_gen > 0 ? (weight_bytes + r.result.kv_bytes_per_token) * r.result.mean() / 1e9 : 0.0;
+  };
+  if (o.output == "json") {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Row& r : rows)
+      out.push_back({{"model_filename", o.model}, {"model_size", model->weight_bytes()},
+                     {"model_n_params", model->n_params()}, {"n_threads", threads}, {"n_prompt", r.spec.n_prompt},
+                     {"n_gen", r.spec.n_gen}, {"n_depth", r.spec.depth}, {"avg_ts", r.result.mean()},
+                     {"stddev_ts", r.result.stddev()}, {"median_ts", r.result.median()},
+                     {"samples_ts", r.result.samples_ts}, {"attn", r.attn}, {"budget", r.attn == "full" ? "" : o.policy.budget},
+                     {"fcs", r.attn == "fasa" ? o.policy.fcs : 0}, {"fc_sharing", o.policy.fc_sharing},
+                     {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
+                     {"synthetic_profile", r.attn == "fasa" && synthetic},
+                     {"kv_bytes_read_per_token", r.result.kv_bytes_per_token}, {"achieved_gbps", gbps(r)}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  const bool md = o.output == "md";
+  const char* sep = md ? " | " : ",";
+  if (md) std::printf("| model | size | params | attn | threads | test | t/s | KV MiB/token | GB/s | notes |\n"
+                      "|---|---|---|---|---|---|---|---|---|---|\n");
+  else std::printf("model,size_gib,params_b,attn,threads,test,avg_ts,stddev_ts,kv_mib_per_token,gbps,notes\n");
+  for (const Row& r : rows) {
+    const std::string ts = md ? fmt("%.2f", r.result.mean()) + " ± " + fmt("%.2f", r.result.stddev())
+                              : fmt("%.3f", r.result.mean()) + "," + fmt("%.3f", r.result.stddev());
+    const std::string attn = r.attn == "full" ? "full" : r.attn + " b" + o.policy.budget +
+                                                             (r.attn == "fasa" && o.policy.fcs ? " fcs" + std::to_string(o.policy.fcs) : "");
+    std::printf("%s%s%s%s GiB%s%s B%s%s%s%d%s%s%s%s%s%s%s%s%s%s%s\n", md ? "| " : "", name.c_str(), sep,
+                fmt("%.2f", size_gib).c_str(), sep, fmt("%.2f", params_b).c_str(), sep, attn.c_str(), sep, threads, sep,
+                r.test.c_str(), sep, ts.c_str(), sep,
+                r.spec.n_gen > 0 ? fmt("%.2f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "", sep,
+                r.spec.n_gen > 0 ? fmt("%.1f", gbps(r)).c_str() : "", sep, notes(r).c_str(), md ? " |" : "");
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "Prompt and decode speed per attention policy and depth (llama-bench rows)");
+  cmd->add_option("-m,--model", o->model, "Model: a .gguf file or a Hugging Face directory")->capture_default_str();
+  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp test (0: none)")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-n,--n-gen", o->n_gen, "Decoded tokens per tg test (0: none)")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-d,--n-depth", o->depths, "Depths (tokens already cached), comma-separated")
+      ->delimiter(',')->capture_default_str()->check(CLI::Range((int64_t)0, (int64_t)1 << 26));
+  cmd->add_option("--attn", o->attns, "Policies, comma-separated")->delimiter(',')->capture_default_str();
+  cmd->add_option("-r,--repetitions", o->repetitions, "Repetitions of each test")->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("-o,--output", o->output, "md, csv or json")->capture_default_str();
+  cmd->add_option("--fill", o->fill, "How the depth is filled: 'prefill' (random tokens) or 'random' K/V")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
+  cmd->add_flag("--membw", o->membw, "Only measure memory read bandwidth (STREAM-like sum over 1 GiB)");
+  o->policy.budget = "256";
+  add_policy_options(cmd, o->policy, false);
+  cmd->add_option("--budget", o->policy.budget, "Sparse policies: tokens each head attends to")->capture_default_str();
+  return {cmd, [o] { return bench(*o); }};
+}
+
+}  // namespace fasa::cli

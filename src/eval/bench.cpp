@@ -1,0 +1,98 @@
+#include "eval/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "model/session.h"
+#include "ops/kv_traffic.h"
+#include "util/error.h"
+
+namespace fasa {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+double BenchResult::mean() const {
+  return samples_ts.empty() ? 0 : std::accumulate(samples_ts.begin(), samples_ts.end(), 0.0) / samples_ts.size();
+}
+
+double BenchResult::stddev() const {
+  if (samples_ts.size() < 2) return 0;
+  const double m = mean();
+  double s = 0;
+  for (double x : samples_ts) s += (x - m) * (x - m);
+  return std::sqrt(s / (samples_ts.size() - 1));
+}
+
+double BenchResult::median() const {
+  if (samples_ts.empty()) return 0;
+  std::vector<double> v = samples_ts;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, const BenchTest& t, uint64_t seed) {
+  if ((t.n_prompt > 0) == (t.n_gen > 0)) throw Error("bench: a test is either prompt processing or decoding");
+  SessionOptions so;
+  so.n_ctx = t.depth + std::max(t.n_prompt, t.n_gen) + 1;
+  Session s(model, so, make_selector(policy, model));
+  std::mt19937 rng((uint32_t)seed);
+  std::uniform_int_distribution<int32_t> token(3, model.config.n_vocab - 1);
+  auto random_tokens = [&](int64_t n) {
+    std::vector<int32_t> v(n);
+    for (auto& x : v) x = token(rng);
+    return v;
+  };
+  if (t.depth > 0) {
+    if (t.random_fill) s.fill_random(t.depth, seed);
+    else s.eval(random_tokens(t.depth));
+  }
+  BenchResult r;
+  const int32_t warm = token(rng);
+  s.eval(std::span<const int32_t>(&warm, 1));  // warm-up: pages in the weights, spins up the threads
+  for (int rep = 0; rep < t.repetitions; ++rep) {
+    s.truncate(t.depth);
+    if (t.n_prompt > 0) {
+      const auto prompt = random_tokens(t.n_prompt);
+      const auto t0 = std::chrono::steady_clock::now();
+      s.eval(prompt);
+      r.samples_ts.push_back(t.n_prompt / seconds_since(t0));
+      continue;
+    }
+    const auto ids = random_tokens(t.n_gen);
+    const uint64_t bytes0 = kv_bytes_read();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int32_t id : ids) s.eval(std::span<const int32_t>(&id, 1));
+    r.samples_ts.push_back(t.n_gen / seconds_since(t0));
+    r.kv_bytes_per_token = (double)(kv_bytes_read() - bytes0) / t.n_gen;
+  }
+  return r;
+}
+
+std::vector<double> measure_read_bandwidth(size_t bytes, int repetitions) {
+  const size_t n = bytes / sizeof(float);
+  std::vector<float> a(n);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) a[i] = (float)(i & 7);  // touch every page from its reading thread
+  std::vector<double> out;
+  volatile float sink = 0;
+  for (int rep = 0; rep < repetitions; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    float total = 0;
+#pragma omp parallel for simd schedule(static) reduction(+ : total)
+    for (size_t i = 0; i < n; ++i) total += a[i];
+    out.push_back((double)n * sizeof(float) / seconds_since(t0));
+    sink = sink + total;
+  }
+  return out;
+}
+
+}  // namespace fasa

@@ -1,0 +1,37 @@
+#pragma once
+// Speed measurements behind `fasa bench`: prompt processing and decoding at a depth, as llama-bench
+// runs them, plus the KV bytes the attention kernels read per decoded token and a STREAM-like read
+// bandwidth measurement (the floor decode speed is judged against).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "sparse/policy.h"
+
+namespace fasa {
+
+struct BenchTest {
+  int n_prompt = 0;       // > 0: a prompt-processing test of this many tokens
+  int n_gen = 0;          // > 0: a decode test of this many tokens
+  int64_t depth = 0;      // tokens already in the cache
+  bool random_fill = false;  // fill the depth with random K/V instead of a prefill
+  int repetitions = 5;
+};
+
+struct BenchResult {
+  std::vector<double> samples_ts;        // tokens/s of each repetition
+  double kv_bytes_per_token = 0;         // decode tests: KV bytes read per decoded token
+  double mean() const;
+  double stddev() const;
+  double median() const;
+};
+
+// One test with a fresh session of `policy` (the depth is filled once, each repetition starts from it).
+BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, const BenchTest& test, uint64_t seed);
+
+// Read bandwidth of `bytes` of memory summed by all threads, bytes/s per repetition.
+std::vector<double> measure_read_bandwidth(size_t bytes, int repetitions);
+
+}  // namespace fasa

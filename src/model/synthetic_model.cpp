@@ -1,0 +1,155 @@
+#include "model/synthetic_model.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "io/gguf_writer.h"
+#include "model/config.h"
+#include "util/error.h"
+
+namespace fasa {
+
+const std::vector<ModelShape>& model_shapes() {
+  static const std::vector<ModelShape> shapes = {
+      {"llama3.2-1b", "llama", 16, 2048, 32, 8, 8192, 128256, 131072, 500000.0f, 32.0f, true},
+      {"llama3.1-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 131072, 500000.0f, 8.0f, false},
+      {"qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 4864, 151936, 32768, 1000000.0f, 0.0f, true},
+  };
+  return shapes;
+}
+
+const ModelShape& find_model_shape(const std::string& name) {
+  std::string known;
+  for (const auto& s : model_shapes()) {
+    if (s.name == name) return s;
+    known += (known.empty() ? "" : ", ") + s.name;
+  }
+  throw Error("unknown model shape '" + name + "' (known: " + known + ")");
+}
+
+namespace {
+
+// splitmix64: a fast seeded stream; each tensor and each chunk of it gets its own seed.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return (float)(next() >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }  // [-1, 1)
+};
+
+// Random weights of magnitude ~`scale`: quant bytes anything, block scales sane halves.
+GgufWriter::Fill random_fill(DType type, int64_t row_len, float scale, uint64_t seed) {
+  return [=](uint8_t* out, size_t n_bytes) {
+    const size_t row_bytes = dtype_bytes(type, row_len), rows = n_bytes / row_bytes;
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < rows; ++r) {
+      Rng rng{seed * 0x100000001b3ull + r};
+      uint8_t* p = out + r * row_bytes;
+      auto put_half = [&](uint8_t* at, float v) {
+        const uint16_t h = fp32_to_fp16(v);
+        std::memcpy(at, &h, 2);
+      };
+      switch (type) {
+        case DType::F32:
+          for (int64_t i = 0; i < row_len; ++i) {
+            const float v = scale * rng.uniform();
+            std::memcpy(p + 4 * i, &v, 4);
+          }
+          break;
+        case DType::F16:
+          for (int64_t i = 0; i < row_len; ++i) put_half(p + 2 * i, scale * rng.uniform());
+          break;
+        case DType::Q8_0: case DType::Q4_0: {
+          const int bb = type == DType::Q8_0 ? 34 : 18;
+          const float d = type == DType::Q8_0 ? scale / 127.0f : scale / 8.0f;
+          for (int64_t b = 0; b < row_len / 32; ++b) {
+            uint8_t* blk = p + b * bb;
+            put_half(blk, d);
+            for (int j = 2; j < bb; j += 8) {
+              const uint64_t v = rng.next();
+              std::memcpy(blk + j, &v, std::min(8, bb - j));
+            }
+          }
+          break;
+        }
+        default: throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported");
+      }
+    }
+  };
+}
+
+}  // namespace
+
+void write_synthetic_model(const ModelShape& s, DType type, const std::string& path, uint64_t seed) {
+  if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0)
+    throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported (f32, f16, q8_0, q4_0)");
+  const int D = s.n_embd / s.n_head;
+  GgufWriter w;
+  const std::string a = s.arch + ".";
+  w.kv_string("general.architecture", s.arch);
+  w.kv_string("general.name", "fasa synthetic " + s.name + " (random weights)");
+  w.kv_u32(a + "block_count", s.n_layer);
+  w.kv_u32(a + "embedding_length", s.n_embd);
+  w.kv_u32(a + "feed_forward_length", s.n_ff);
+  w.kv_u32(a + "attention.head_count", s.n_head);
+  w.kv_u32(a + "attention.head_count_kv", s.n_head_kv);
+  w.kv_u32(a + "context_length", s.n_ctx);
+  w.kv_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.kv_f32(a + "rope.freq_base", s.rope_base);
+
+  // Filler SentencePiece vocabulary: <unk> <s> </s>, 256 byte tokens, then numbered pieces.
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    tokens.push_back(buf);
+    types.push_back(6);
+  }
+  while ((int)tokens.size() < s.n_vocab) {
+    tokens.push_back("\xE2\x96\x81t" + std::to_string(tokens.size()));
+    types.push_back(1);
+  }
+  std::vector<float> scores(tokens.size());
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -(float)i;
+  w.kv_string("tokenizer.ggml.model", "llama");
+  w.kv_string_array("tokenizer.ggml.tokens", tokens);
+  w.kv_f32_array("tokenizer.ggml.scores", scores);
+  w.kv_i32_array("tokenizer.ggml.token_type", types);
+  w.kv_u32("tokenizer.ggml.bos_token_id", 1);
+  w.kv_u32("tokenizer.ggml.eos_token_id", 2);
+
+  uint64_t tseed = seed * 1000;
+  const int64_t E = s.n_embd, Q = (int64_t)s.n_head * D, KV = (int64_t)s.n_head_kv * D, F = s.n_ff;
+  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows) {
+    w.tensor_generated(name, {cols, rows}, type, random_fill(type, cols, 0.05f, ++tseed));
+  };
+  auto ones = [&](const std::string& name, int64_t n) { w.tensor_f32(name, {n}, std::vector<float>(n, 1.0f)); };
+  matrix("token_embd.weight", E, s.n_vocab);
+  ones("output_norm.weight", E);
+  if (!s.tied_output) matrix("output.weight", E, s.n_vocab);
+  if (s.llama3_rope_factor > 0)
+    w.tensor_f32("rope_freqs.weight", {D / 2}, llama3_rope_factors(D, s.rope_base, s.llama3_rope_factor, 1.0f, 4.0f, 8192));
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    ones(p + "attn_norm.weight", E);
+    matrix(p + "attn_q.weight", E, Q);
+    matrix(p + "attn_k.weight", E, KV);
+    matrix(p + "attn_v.weight", E, KV);
+    if (s.arch == "qwen2")
+      for (auto [t, n] : {std::pair{"q", Q}, {"k", KV}, {"v", KV}})
+        w.tensor_f32(p + "attn_" + t + ".bias", {n}, std::vector<float>(n, 0.0f));
+    matrix(p + "attn_output.weight", Q, E);
+    ones(p + "ffn_norm.weight", E);
+    matrix(p + "ffn_gate.weight", E, F);
+    matrix(p + "ffn_up.weight", E, F);
+    matrix(p + "ffn_down.weight", F, E);
+  }
+  w.write_file(path);
+}
+
+}  // namespace fasa

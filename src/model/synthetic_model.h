@@ -1,0 +1,27 @@
+#pragma once
+// Synthetic models of real shapes for speed measurements: valid GGUF files with seeded random weights
+// (decode speed depends on shapes and types, not on weight values) and a filler SentencePiece vocabulary.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/dtype.h"
+
+namespace fasa {
+
+struct ModelShape {
+  std::string name, arch;  // arch: llama or qwen2
+  int n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+  float rope_base;
+  float llama3_rope_factor;  // 0: no Llama-3 rope scaling
+  bool tied_output;
+};
+
+const std::vector<ModelShape>& model_shapes();
+// Throws fasa::Error listing the known shapes when `name` is not one.
+const ModelShape& find_model_shape(const std::string& name);
+
+// Matrices in `type` (F32, F16, Q8_0 or Q4_0), norms in F32.
+void write_synthetic_model(const ModelShape& shape, DType type, const std::string& path, uint64_t seed = 1);
+
+}  // namespace fasa
