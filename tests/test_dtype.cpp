@@ -184,6 +184,23 @@ TEST_P(KernelTest, QuantizedDotCloseToFloatDot) {
   EXPECT_LE(test::normalized_error(Y.data(), F.data(), rows), 0.02);
 }
 
+// The decode kernels that read Q8_0/Q4_0 blocks directly give the sums of the unpacked reference path.
+TEST_P(KernelTest, DirectDotEqualsUnpackedDot) {
+  const DType t = GetParam();
+  if (!has_direct_dot(t)) GTEST_SKIP() << dtype_name(t) << " has no direct kernel";
+  for (int64_t n : {32, 256, 4096}) {
+    const std::string row = random_row(t, n, 40 + (uint32_t)n);
+    QuantizedActs x;
+    quantize_acts(t, test::random_floats(n, 41).data(), n, x);
+    UnpackedRow w;
+    unpack_row(t, row.data(), n, w);
+    const float want = dot_unpacked(w, x), got = dot_direct(t, row.data(), x, n);
+    double mag = 0;
+    for (int64_t i = 0; i < n; ++i) mag += std::fabs(w.scale[i / w.sub] * w.q[i] * x.d[i / x.group] * x.q[i]);
+    EXPECT_LE(std::fabs(got - want), 1e-6 * mag + 1e-9) << dtype_name(t) << " n=" << n;
+  }
+}
+
 TEST(DType, UnknownAndUncomputableTypes) {
   EXPECT_FALSE(dtype_traits(4).has_value());  // Q4_2: removed from ggml
   EXPECT_FALSE(dtype_traits(999).has_value());

@@ -54,6 +54,12 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
   std::vector<QuantizedActs> xq(n_tokens);
 #pragma omp parallel for schedule(static) if (n_tokens > 1)
   for (int t = 0; t < n_tokens; ++t) quantize_acts(W.type, X + (int64_t)t * cols, cols, xq[t]);
+  if (has_direct_dot(W.type)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_direct(W.type, W.row(r), xq[t], cols);
+    return;
+  }
 #pragma omp parallel
   {
     UnpackedRow w;

@@ -1,0 +1,92 @@
+// Benchmark plumbing: synthetic models of a given shape load and run, random fill and truncation keep
+// the session consistent, and the KV bytes the kernels count equal the formula for each policy.
+#include <cmath>
+
+#include "eval/bench.h"
+#include "model/session.h"
+#include "model/synthetic_model.h"
+#include "test_util.h"
+#include "util/error.h"
+
+namespace fasa {
+namespace {
+
+const ModelShape kTiny{"tiny", "llama", 2, 64, 4, 2, 96, 300, 256, 10000.0f, 8.0f, false};
+
+TEST(SyntheticModel, EveryTypeAndArchLoadsAndDecodes) {
+  for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0})
+    for (const char* arch : {"llama", "qwen2"}) {
+      ModelShape s = kTiny;
+      s.arch = arch;
+      const std::string path = test::temp_dir() + "/m.gguf";
+      write_synthetic_model(s, t, path, 3);
+      auto m = load_model(path);
+      EXPECT_EQ(m->config.n_layer, 2);
+      EXPECT_EQ(m->config.rope_freq_factors.size(), 8u);  // Llama-3 scaling written as rope_freqs
+      EXPECT_EQ(m->n_params(), 2LL * 300 * 64 + 64 + 2 * (2 * 64 + 64 * 16 * (8 + 4) + 3 * 64 * 96) +
+                                   (s.arch == "qwen2" ? 2 * 16 * (4 + 4) : 0));
+      Session ses(*m, {});
+      auto logits = ses.eval(m->tokenizer.encode("abc", true));
+      for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << dtype_name(t) << " " << arch;
+    }
+  EXPECT_THROW(find_model_shape("llama9-huge"), Error);
+  EXPECT_EQ(find_model_shape("llama3.2-1b").n_layer, 16);
+}
+
+TEST(BenchSession, RandomFillAndTruncate) {
+  const std::string path = test::temp_dir() + "/m.gguf";
+  write_synthetic_model(kTiny, DType::F32, path, 3);
+  auto m = load_model(path);
+  SessionOptions o;
+  o.n_ctx = 40;
+  Session s(*m, o);
+  s.fill_random(30, 1);
+  EXPECT_EQ(s.n_past(), 30);
+  const int32_t tok = 5;
+  const auto once = s.eval(std::span<const int32_t>(&tok, 1));
+  const std::vector<float> first(once.begin(), once.end());
+  s.truncate(30);
+  auto again = s.eval(std::span<const int32_t>(&tok, 1));
+  EXPECT_EQ(std::vector<float>(again.begin(), again.end()), first);  // same depth, same step
+  EXPECT_THROW(s.truncate(32), Error);
+  EXPECT_THROW(s.fill_random(20, 1), Error);  // past the context
+}
+
+// Bytes per decoded token the attention kernels report vs the formula: every query head reads whole
+// key and value rows (4-byte floats) of the rows it attends; FASA also scans its K_dom plane.
+TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
+  const std::string path = test::temp_dir() + "/m.gguf";
+  write_synthetic_model(kTiny, DType::F32, path, 3);
+  auto m = load_model(path);
+  const int L = 2, H = 4, D = 16, depth = 100, n_gen = 4, budget = 16, fcs = 2;
+  BenchTest t;
+  t.n_gen = n_gen;
+  t.depth = depth;
+  t.random_fill = true;
+  t.repetitions = 1;
+  auto counted = [&](const std::string& attn, const std::string& sharing) {
+    PolicyOptions p;
+    p.attn = attn;
+    p.budget = std::to_string(budget);
+    p.fcs = fcs;
+    p.fc_sharing = sharing;
+    p.synthetic_profile = true;
+    return run_bench_test(*m, p, t, 1).kv_bytes_per_token;
+  };
+  double full = 0, fasa_rows = 0, tip_rows = 0;
+  for (int i = 0; i < n_gen; ++i) {
+    const int rows = depth + i + 1;
+    full += (double)L * H * rows * 2 * D * 4;
+    fasa_rows += (double)H * rows * 2 * D * 4 + (double)H * budget * 2 * D * 4;  // layer 0 stays dense
+    tip_rows += (double)H * rows * 4;                                            // per K_dom dim scanned
+  }
+  EXPECT_DOUBLE_EQ(counted("full", "group"), full / n_gen);
+  EXPECT_DOUBLE_EQ(counted("fasa", "group"), (fasa_rows + tip_rows * 2 * fcs) / n_gen);
+  // Per-head chunk sets: each head scans the union plane of its group, 2*fcs to 4*fcs dims wide.
+  const double head = counted("fasa", "head");
+  EXPECT_GE(head, (fasa_rows + tip_rows * 2 * fcs) / n_gen);
+  EXPECT_LE(head, (fasa_rows + tip_rows * 4 * fcs) / n_gen);
+}
+
+}  // namespace
+}  // namespace fasa
