@@ -170,9 +170,10 @@ TEST(QuantizedActs, RoundToInt8WithinHalfAStep) {
 }
 
 // The int8 activations cost little accuracy: the integer dot stays within 2% of the float one.
-TEST_P(KernelTest, QuantizedDotCloseToFloatDot) {
+class QuantKernelTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(QuantKernelTest, QuantizedDotCloseToFloatDot) {
   const DType t = GetParam();
-  if (!uses_quantized_acts(t)) GTEST_SKIP() << dtype_name(t) << " keeps float activations";
   const int64_t rows = 64, cols = 1024;
   std::string data;
   for (int r = 0; r < rows; ++r) data += random_row(t, cols, 300 + r);
@@ -185,9 +186,9 @@ TEST_P(KernelTest, QuantizedDotCloseToFloatDot) {
 }
 
 // The decode kernels that read Q8_0/Q4_0 blocks directly give the sums of the unpacked reference path.
-TEST_P(KernelTest, DirectDotEqualsUnpackedDot) {
+TEST_P(QuantKernelTest, DirectDotEqualsUnpackedDot) {
   const DType t = GetParam();
-  if (!has_direct_dot(t)) GTEST_SKIP() << dtype_name(t) << " has no direct kernel";
+  ASSERT_TRUE(has_direct_dot(t));
   for (int64_t n : {32, 256, 4096}) {
     const std::string row = random_row(t, n, 40 + (uint32_t)n);
     QuantizedActs x;
@@ -200,6 +201,9 @@ TEST_P(KernelTest, DirectDotEqualsUnpackedDot) {
     EXPECT_LE(std::fabs(got - want), 1e-6 * mag + 1e-9) << dtype_name(t) << " n=" << n;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Q8_0AndQ4_0, QuantKernelTest, ::testing::Values(DType::Q8_0, DType::Q4_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(DType, UnknownAndUncomputableTypes) {
   EXPECT_FALSE(dtype_traits(4).has_value());  // Q4_2: removed from ggml

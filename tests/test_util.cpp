@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include "model/synthetic_model.h"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -80,28 +82,9 @@ GgufWriter tiny_llama_gguf(const TinyLlamaSpec& s) {
   w.kv_u32(a + "context_length", s.n_ctx);
   w.kv_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   w.kv_f32(a + "rope.freq_base", 10000.0f);
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-  std::vector<int32_t> types = {2, 3, 3};
-  for (int b = 0; b < 256; ++b) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    tokens.push_back(buf);
-    types.push_back(6);
-  }
-  for (auto& t : s.extra_tokens) {
-    tokens.push_back(t);
-    types.push_back(1);
-  }
-  std::vector<float> scores(tokens.size());
-  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -(float)i;
-  w.kv_string("tokenizer.ggml.model", s.tokenizer_model);
-  w.kv_string_array("tokenizer.ggml.tokens", tokens);
-  w.kv_f32_array("tokenizer.ggml.scores", scores);
-  w.kv_i32_array("tokenizer.ggml.token_type", types);
-  w.kv_u32("tokenizer.ggml.bos_token_id", 1);
-  w.kv_u32("tokenizer.ggml.eos_token_id", 2);
+  write_byte_vocabulary(w, s.extra_tokens, s.tokenizer_model);
 
-  const int64_t V = (int64_t)tokens.size(), E = s.n_embd, D = s.n_embd / s.n_head;
+  const int64_t V = tiny_vocab_size(s), E = s.n_embd, D = s.n_embd / s.n_head;
   const int64_t Q = s.n_head * D, KV = s.n_head_kv * D, F = s.n_ff;
   uint32_t seed = s.seed;
   auto add = [&](const std::string& name, std::vector<int64_t> ne) {

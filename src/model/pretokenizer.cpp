@@ -116,7 +116,12 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
       size_t gap = 0, pos = 0;  // each piece is its own subject, so lookarounds and $ stop at its ends
       while (pos < piece.size()) {
         int rc = pcre2_match(re->code, (PCRE2_SPTR)piece.data(), piece.size(), pos, 0, md.get(), nullptr);
-        if (rc < 0) break;  // no further match (or a matching error): the rest is one gap
+        if (rc == PCRE2_ERROR_NOMATCH) break;  // the rest is one gap
+        if (rc < 0) {
+          PCRE2_UCHAR msg[256];
+          pcre2_get_error_message(rc, msg, sizeof msg);
+          throw Error(std::string("pre-tokenizer: regex matching failed: ") + (const char*)msg);
+        }
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
         size_t b = ov[0], e = ov[1];
         if (e == b) {  // an empty match splits nothing; step past one character

@@ -84,6 +84,29 @@ GgufWriter::Fill random_fill(DType type, int64_t row_len, float scale, uint64_t 
 
 }  // namespace
 
+void write_byte_vocabulary(GgufWriter& w, const std::vector<std::string>& pieces, const std::string& model) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    tokens.push_back(buf);
+    types.push_back(6);
+  }
+  for (const auto& p : pieces) {
+    tokens.push_back(p);
+    types.push_back(1);
+  }
+  std::vector<float> scores(tokens.size());
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -(float)i;
+  w.kv_string("tokenizer.ggml.model", model);
+  w.kv_string_array("tokenizer.ggml.tokens", tokens);
+  w.kv_f32_array("tokenizer.ggml.scores", scores);
+  w.kv_i32_array("tokenizer.ggml.token_type", types);
+  w.kv_u32("tokenizer.ggml.bos_token_id", 1);
+  w.kv_u32("tokenizer.ggml.eos_token_id", 2);
+}
+
 void write_synthetic_model(const ModelShape& s, DType type, const std::string& path, uint64_t seed) {
   if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0)
     throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported (f32, f16, q8_0, q4_0)");
@@ -101,27 +124,9 @@ void write_synthetic_model(const ModelShape& s, DType type, const std::string& p
   w.kv_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   w.kv_f32(a + "rope.freq_base", s.rope_base);
 
-  // Filler SentencePiece vocabulary: <unk> <s> </s>, 256 byte tokens, then numbered pieces.
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-  std::vector<int32_t> types = {2, 3, 3};
-  for (int b = 0; b < 256; ++b) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    tokens.push_back(buf);
-    types.push_back(6);
-  }
-  while ((int)tokens.size() < s.n_vocab) {
-    tokens.push_back("\xE2\x96\x81t" + std::to_string(tokens.size()));
-    types.push_back(1);
-  }
-  std::vector<float> scores(tokens.size());
-  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -(float)i;
-  w.kv_string("tokenizer.ggml.model", "llama");
-  w.kv_string_array("tokenizer.ggml.tokens", tokens);
-  w.kv_f32_array("tokenizer.ggml.scores", scores);
-  w.kv_i32_array("tokenizer.ggml.token_type", types);
-  w.kv_u32("tokenizer.ggml.bos_token_id", 1);
-  w.kv_u32("tokenizer.ggml.eos_token_id", 2);
+  std::vector<std::string> fillers;  // numbered pieces up to the vocabulary size
+  for (int i = 259; i < s.n_vocab; ++i) fillers.push_back("\xE2\x96\x81t" + std::to_string(i));
+  write_byte_vocabulary(w, fillers);
 
   uint64_t tseed = seed * 1000;
   const int64_t E = s.n_embd, Q = (int64_t)s.n_head * D, KV = (int64_t)s.n_head_kv * D, F = s.n_ff;

@@ -21,6 +21,13 @@ const std::vector<ModelShape>& model_shapes();
 // Throws fasa::Error listing the known shapes when `name` is not one.
 const ModelShape& find_model_shape(const std::string& name);
 
+class GgufWriter;
+
+// A SentencePiece vocabulary as tokenizer.ggml.* metadata: <unk> <s> </s>, the 256 byte tokens
+// <0x00>..<0xFF>, then `pieces` as normal tokens (scores falling with the id). `model` is written as
+// tokenizer.ggml.model (tests write others to see them refused).
+void write_byte_vocabulary(GgufWriter& w, const std::vector<std::string>& pieces, const std::string& model = "llama");
+
 // Matrices in `type` (F32, F16, Q8_0 or Q4_0), norms in F32.
 void write_synthetic_model(const ModelShape& shape, DType type, const std::string& path, uint64_t seed = 1);
 

@@ -51,6 +51,13 @@ inline float fp16_to_fp32(uint16_t h) {
   return fp32_from_bits(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
+// The little-endian half stored at p (block scales), as float.
+inline float fp16_at(const void* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_fp32(h);
+}
+
 // float -> IEEE half, round to nearest even.
 uint16_t fp32_to_fp16(float f);
 

@@ -8,12 +8,6 @@ namespace fasa {
 
 namespace {
 
-float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return fp16_to_fp32(h);
-}
-
 // The 5th bit of the 32 elements of a Q5_0/Q5_1 block: bit j of qh is element j's.
 uint32_t high_bits(const uint8_t* qh) {
   uint32_t v;
@@ -36,7 +30,7 @@ void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
 
 void dequantize_q4_1(const uint8_t* p, float* out, int64_t n) {
   for (int64_t b = 0; b < n / 32; ++b, p += 20, out += 32) {
-    const float d = half_at(p), m = half_at(p + 2);
+    const float d = fp16_at(p), m = fp16_at(p + 2);
     for (int j = 0; j < 16; ++j) {
       out[j] = (float)(p[4 + j] & 0x0F) * d + m;
       out[j + 16] = (float)(p[4 + j] >> 4) * d + m;
@@ -46,7 +40,7 @@ void dequantize_q4_1(const uint8_t* p, float* out, int64_t n) {
 
 void dequantize_q5_0(const uint8_t* p, float* out, int64_t n) {
   for (int64_t b = 0; b < n / 32; ++b, p += 22, out += 32) {
-    const float d = half_at(p);
+    const float d = fp16_at(p);
     const uint32_t qh = high_bits(p + 2);
     for (int j = 0; j < 16; ++j) {
       const int lo = (p[6 + j] & 0x0F) | (int)(((qh >> j) & 1) << 4);
@@ -59,7 +53,7 @@ void dequantize_q5_0(const uint8_t* p, float* out, int64_t n) {
 
 void dequantize_q5_1(const uint8_t* p, float* out, int64_t n) {
   for (int64_t b = 0; b < n / 32; ++b, p += 24, out += 32) {
-    const float d = half_at(p), m = half_at(p + 2);
+    const float d = fp16_at(p), m = fp16_at(p + 2);
     const uint32_t qh = high_bits(p + 4);
     for (int j = 0; j < 16; ++j) {
       const int lo = (p[8 + j] & 0x0F) | (int)(((qh >> j) & 1) << 4);
@@ -76,7 +70,7 @@ namespace {
 void dequantize_k4(const uint8_t* p, float* out, int64_t n, bool fifth_bit) {
   const int block_bytes = fifth_bit ? 176 : 144;
   for (int64_t b = 0; b < n / 256; ++b, p += block_bytes) {
-    const float d = half_at(p), dmin = half_at(p + 2);
+    const float d = fp16_at(p), dmin = fp16_at(p + 2);
     const uint8_t* scales = p + 4;
     const uint8_t* qh = p + 16;
     const uint8_t* q = p + (fifth_bit ? 48 : 16);
@@ -105,7 +99,7 @@ void dequantize_q6_k(const uint8_t* p, float* out, int64_t n) {
     const uint8_t* ql = p;
     const uint8_t* qh = p + 128;
     const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
-    const float d = half_at(p + 208);
+    const float d = fp16_at(p + 208);
     // Two halves of 128; in each, 32 lanes l give elements l, l+32, l+64, l+96.
     for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, out += 128) {
       for (int l = 0; l < 32; ++l) {

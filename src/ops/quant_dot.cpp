@@ -13,12 +13,6 @@ namespace fasa {
 
 namespace {
 
-float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return fp16_to_fp32(h);
-}
-
 void resize(UnpackedRow& out, int sub, bool has_offset, int64_t n) {
   out.sub = sub;
   out.has_offset = has_offset;
@@ -31,8 +25,8 @@ void resize(UnpackedRow& out, int sub, bool has_offset, int64_t n) {
 void unpack_32(const uint8_t* p, int64_t n, int block_bytes, bool has_min, bool has_qh, int bias, UnpackedRow& out) {
   resize(out, 32, has_min, n);
   for (int64_t b = 0; b < n / 32; ++b, p += block_bytes) {
-    out.scale[b] = half_at(p);
-    if (has_min) out.offset[b] = half_at(p + 2);
+    out.scale[b] = fp16_at(p);
+    if (has_min) out.offset[b] = fp16_at(p + 2);
     const uint8_t* qh = p + (has_min ? 4 : 2);
     const uint8_t* qs = qh + (has_qh ? 4 : 0);
     uint32_t hb = 0;
@@ -48,7 +42,7 @@ void unpack_32(const uint8_t* p, int64_t n, int block_bytes, bool has_min, bool 
 void unpack_q8_0(const uint8_t* p, int64_t n, UnpackedRow& out) {
   resize(out, 32, false, n);
   for (int64_t b = 0; b < n / 32; ++b, p += 34) {
-    out.scale[b] = half_at(p);
+    out.scale[b] = fp16_at(p);
     std::memcpy(&out.q[b * 32], p + 2, 32);
   }
 }
@@ -58,7 +52,7 @@ void unpack_k4(const uint8_t* p, int64_t n, bool fifth_bit, UnpackedRow& out) {
   resize(out, 32, true, n);
   const int block_bytes = fifth_bit ? 176 : 144;
   for (int64_t b = 0; b < n / 256; ++b, p += block_bytes) {
-    const float d = half_at(p), dmin = half_at(p + 2);
+    const float d = fp16_at(p), dmin = fp16_at(p + 2);
     const uint8_t* sc = p + 4;
     const uint8_t* qh = p + 16;
     const uint8_t* qs = p + (fifth_bit ? 48 : 16);
@@ -87,7 +81,7 @@ void unpack_q6_k(const uint8_t* p, int64_t n, UnpackedRow& out) {
     const uint8_t* ql = p;
     const uint8_t* qh = p + 128;
     const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
-    const float d = half_at(p + 208);
+    const float d = fp16_at(p + 208);
     for (int s = 0; s < 16; ++s) out.scale[b * 16 + s] = d * (float)sc[s];
     for (int half = 0; half < 2; ++half) {
       int8_t* q = &out.q[b * 256 + half * 128];
@@ -215,7 +209,7 @@ float dot_blocks(const uint8_t* p, const QuantizedActs& x, int64_t n) {
       w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
     }
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
-    const __m256 d = _mm256_set1_ps(half_at(p) * x.d[b]);
+    const __m256 d = _mm256_set1_ps(fp16_at(p) * x.d[b]);
     acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(products_32(w, xv)), acc);
   }
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
@@ -230,7 +224,7 @@ float dot_blocks(const uint8_t* p, const QuantizedActs& x, int64_t n) {
       const int w = Q4 ? (j < 16 ? (p[2 + j] & 0x0F) : (p[2 + j - 16] >> 4)) - 8 : (int8_t)p[2 + j];
       isum += w * xq[b * 32 + j];
     }
-    sum += half_at(p) * x.d[b] * (float)isum;
+    sum += fp16_at(p) * x.d[b] * (float)isum;
   }
   return sum;
 #endif
