@@ -5,7 +5,7 @@
 
 #include "cli/commands.h"
 #include "eval/profile_report.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa::cli {
 

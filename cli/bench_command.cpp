@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "eval/bench.h"
 #include "model/model.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa::cli {
 

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa::cli {
 

@@ -8,7 +8,7 @@
 #include "eval/decode_eval.h"
 #include "eval/plot.h"
 #include "eval/retrieval.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa::cli {
 

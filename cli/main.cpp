@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"fasa: long-context decoding with Frequency-Aware Sparse Attention"};

@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "model/synthetic_model.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa::cli {
 

@@ -6,10 +6,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/sampler.h"
-#include "model/session.h"
-#include "sparse/fasa_policy.h"
-#include "util/error.h"
+#include "fasa/fasa.h"
 
 namespace fasa::cli {
 
@@ -27,74 +24,47 @@ struct RunOptions {
   SamplerOptions sampling;
 };
 
-// Length of the longest prefix of `s` that ends on a UTF-8 character boundary.
-size_t complete_utf8_prefix(const std::string& s) {
-  size_t i = s.size();
-  for (int back = 0; back < 4 && i > 0; ++back) {
-    const unsigned char c = s[i - 1];
-    if ((c & 0xC0) != 0x80) {  // a lead or ASCII byte: is its sequence complete?
-      const size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-      return (s.size() - (i - 1) >= need) ? s.size() : i - 1;
-    }
-    --i;
-  }
-  return s.size();
-}
-
 int run(const RunOptions& o) {
   if (o.prompt.empty() == o.prompt_file.empty()) throw Error("give exactly one of -p PROMPT or -f FILE");
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const std::string prompt = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
 
-  auto model = load_model(o.model);
-  const Tokenizer& tok = model->tokenizer;
-  std::vector<int32_t> ids = tok.encode(prompt, tok.add_bos());
+  Engine engine(o.model);
+  const std::vector<int32_t> ids = engine.tokenize(prompt, true);
   if (ids.empty()) throw Error("the prompt is empty and the model adds no BOS token");
-
-  SessionOptions so;
-  so.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(model->config.n_ctx_train, (int64_t)ids.size() + o.n_predict);
-  if ((int64_t)ids.size() + o.n_predict > so.n_ctx)
+  const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(engine.info().n_ctx_train, (int64_t)ids.size() + o.n_predict);
+  if ((int64_t)ids.size() + o.n_predict > n_ctx)
     throw Error("prompt (" + std::to_string(ids.size()) + " tokens) + " + std::to_string(o.n_predict) +
-                " to generate exceed the context size " + std::to_string(so.n_ctx) + " (raise -c)");
-  std::shared_ptr<TokenSelector> policy = make_selector(o.policy, *model);
-  Session session(*model, so, policy);
-  Sampler sampler(o.sampling);
+                " to generate exceed the context size " + std::to_string(n_ctx) + " (raise -c)");
+  ContextOptions co;
+  co.policy = o.policy;
+  co.n_ctx = n_ctx;
+  Context ctx(engine, co);
 
   std::fputs(prompt.c_str(), stdout);
   std::fflush(stdout);
-  using clock = std::chrono::steady_clock;
-  auto t0 = clock::now();
-  std::span<const float> logits = session.eval(ids);
-  auto t1 = clock::now();
-
-  std::string pending;  // bytes not yet printed (an unfinished UTF-8 character)
-  int generated = 0;
-  for (; generated < o.n_predict; ++generated) {
-    const int32_t next = sampler.sample(logits);
-    if (next == tok.eos() && !o.ignore_eos) break;
-    pending += tok.token_text(next);
-    const size_t ready = complete_utf8_prefix(pending);
-    std::fwrite(pending.data(), 1, ready, stdout);
+  ctx.feed_tokens(ids);
+  GenerationOptions gen;
+  gen.max_tokens = o.n_predict;
+  gen.sampling = o.sampling;
+  gen.ignore_eos = o.ignore_eos;
+  const GenerationResult r = ctx.generate(gen, [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
-    pending.erase(0, ready);
-    if (generated + 1 < o.n_predict) logits = session.eval(std::span<const int32_t>(&next, 1));
-  }
-  std::fwrite(pending.data(), 1, pending.size(), stdout);
+    return true;
+  });
   std::fputc('\n', stdout);
-  auto t2 = clock::now();
 
-  const double pp_s = std::chrono::duration<double>(t1 - t0).count();
-  const double tg_s = std::chrono::duration<double>(t2 - t1).count();
-  const int decode_steps = generated > 0 ? generated - (generated == o.n_predict ? 1 : 0) : 0;
+  const ContextStats& st = ctx.stats();
+  // Tokens evaluated after the prompt: the last one sampled is not, unless an end token came after it.
+  const int64_t decode_steps = r.finish_reason == "length" ? std::max(0, r.n_tokens - 1) : r.n_tokens;
   std::fprintf(stderr, "\nmodel: %s (%s, %s, %.2fM params), attn: %s, threads: %d, ctx: %lld\n", o.model.c_str(),
-               model->config.arch.c_str(), model->format.c_str(), model->n_params() / 1e6, o.policy.attn.c_str(),
-               omp_get_max_threads(), (long long)so.n_ctx);
-  if (auto* f = dynamic_cast<const FasaSelector*>(policy.get()))
-    std::fprintf(stderr, "fasa: budget %s per head, TIP reads K_dom = %.1f%% of key dims in sparse layers\n",
-                 o.policy.budget.c_str(), 100 * f->kdom_share());
-  std::fprintf(stderr, "prompt: %zu tokens in %.3f s = %.1f tokens/s\n", ids.size(), pp_s, ids.size() / pp_s);
-  std::fprintf(stderr, "decode: %d tokens in %.3f s = %.1f tokens/s\n", decode_steps, tg_s,
-               decode_steps > 0 ? decode_steps / tg_s : 0.0);
+               engine.info().arch.c_str(), engine.info().format.c_str(), engine.info().n_params / 1e6,
+               ctx.policy_summary().c_str(), omp_get_max_threads(), (long long)n_ctx);
+  std::fprintf(stderr, "prompt: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)st.prompt_tokens,
+               st.prompt_seconds, st.prompt_tokens / st.prompt_seconds);
+  std::fprintf(stderr, "decode: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)decode_steps, st.decode_seconds,
+               decode_steps > 0 ? decode_steps / st.decode_seconds : 0.0);
   return 0;
 }
 

@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "io/gguf.h"
 #include "model/model.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa::cli {
 

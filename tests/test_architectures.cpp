@@ -3,7 +3,7 @@
 #include "model/model.h"
 #include "model/session.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "ops/attention.h"
 #include "ops/dtype.h"
-#include "util/error.h"
+#include "fasa/error.h"
 #include "test_util.h"
 
 namespace fasa {

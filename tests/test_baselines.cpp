@@ -8,7 +8,7 @@
 #include "ops/attention.h"
 #include "sparse/baselines.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 namespace {

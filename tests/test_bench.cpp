@@ -6,7 +6,7 @@
 #include "model/session.h"
 #include "model/synthetic_model.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 namespace {

@@ -8,7 +8,7 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 namespace {

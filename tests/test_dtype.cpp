@@ -6,7 +6,7 @@
 #include "ops/matmul.h"
 #include "ops/quant_dot.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 namespace {

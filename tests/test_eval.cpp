@@ -7,7 +7,7 @@
 #include "eval/retrieval.h"
 #include "model/session.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 namespace {

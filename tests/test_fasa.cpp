@@ -14,7 +14,7 @@
 #include "ops/elementwise.h"
 #include "sparse/fasa_policy.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "fasa/error.h"
 #include <nlohmann/json.hpp>
 
 namespace fasa {

@@ -2,7 +2,7 @@
 #include "io/gguf.h"
 #include "model/model.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 namespace {

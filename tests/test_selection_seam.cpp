@@ -9,7 +9,7 @@
 #include "model/session.h"
 #include "ops/attention.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 namespace {

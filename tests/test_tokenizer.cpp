@@ -9,7 +9,7 @@
 #include "io/gguf.h"
 #include "model/model.h"
 #include "model/pretokenizer.h"
-#include "util/error.h"
+#include "fasa/error.h"
 #include "test_util.h"
 
 namespace fasa {

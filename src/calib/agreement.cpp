@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "ops/topk.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

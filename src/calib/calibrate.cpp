@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "calib/agreement.h"
-#include "util/error.h"
+#include "fasa/error.h"
 #include "util/progress.h"
 
 namespace fasa {

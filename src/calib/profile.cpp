@@ -10,7 +10,7 @@
 
 #include "calib/fc_layout.h"
 #include "io/json_file.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

@@ -8,7 +8,7 @@
 
 #include "model/session.h"
 #include "ops/kv_traffic.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

@@ -13,7 +13,7 @@
 #include <stb_easy_font.h>
 #pragma GCC diagnostic pop
 
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

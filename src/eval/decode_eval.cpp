@@ -9,7 +9,7 @@
 #include "model/session.h"
 #include "ops/attention.h"
 #include "ops/topk.h"
-#include "util/error.h"
+#include "fasa/error.h"
 #include "util/progress.h"
 
 namespace fasa {

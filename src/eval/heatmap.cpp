@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "eval/canvas.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

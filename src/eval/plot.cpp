@@ -6,7 +6,7 @@
 #include <map>
 
 #include "eval/canvas.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

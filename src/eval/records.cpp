@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

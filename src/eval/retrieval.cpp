@@ -7,7 +7,7 @@
 #include "eval/decode_eval.h"
 #include "model/sampler.h"
 #include "model/session.h"
-#include "util/error.h"
+#include "fasa/error.h"
 #include "util/progress.h"
 
 namespace fasa {

@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

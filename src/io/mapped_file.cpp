@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <string>
 
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

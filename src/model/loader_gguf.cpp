@@ -3,7 +3,7 @@
 
 #include "io/gguf.h"
 #include "model/model.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 
@@ -72,7 +72,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   m->weights.mappings.push_back(f.mapping());
   m->tokenizer = Tokenizer::from_gguf(f, c.n_vocab);
   m->tokenizer_kind = m->tokenizer.describe() + " from GGUF metadata";
-  m->has_chat_template = f.find("tokenizer.chat_template") != nullptr;
+  m->chat_template = f.get_string_opt("tokenizer.chat_template").value_or("");
   return m;
 }
 

@@ -7,7 +7,7 @@
 #include "io/json_file.h"
 #include "io/safetensors.h"
 #include "model/model.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 
@@ -104,7 +104,13 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
     json tc = read_json_file(tok_cfg.string());
     if (tc.is_object() && tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean())
       add_bos = tc["add_bos_token"].get<bool>();
-    m->has_chat_template = tc.is_object() && tc.contains("chat_template");
+    // A string, or a list of named templates ({name, template}) of which "default" is used.
+    const json tpl = tc.is_object() ? tc.value("chat_template", json()) : json();
+    if (tpl.is_string()) m->chat_template = tpl.get<std::string>();
+    else if (tpl.is_array())
+      for (const json& t : tpl)
+        if (t.is_object() && t.value("name", json()) == "default" && t.value("template", json()).is_string())
+          m->chat_template = t["template"].get<std::string>();
   }
   const fs::path spm = fs::path(dir) / "tokenizer.model", tok_json = fs::path(dir) / "tokenizer.json";
   if (fs::exists(spm)) {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

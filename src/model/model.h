@@ -18,7 +18,7 @@ struct Model {
   ModelWeights weights;
   Tokenizer tokenizer;
   std::string tokenizer_kind;   // e.g. "SentencePiece BPE (GGUF metadata)"
-  bool has_chat_template = false;
+  std::string chat_template;    // the model's Jinja chat template text; empty when it has none
 
   int64_t n_params() const;
   size_t weight_bytes() const;

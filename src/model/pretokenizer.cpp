@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <map>
 
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

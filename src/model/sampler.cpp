@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

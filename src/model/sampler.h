@@ -4,14 +4,9 @@
 #include <random>
 #include <span>
 
-namespace fasa {
+#include "fasa/options.h"
 
-struct SamplerOptions {
-  float temperature = 0.0f;
-  int top_k = 40;        // 0: no limit
-  float top_p = 0.95f;   // 1: no limit
-  uint64_t seed = 42;
-};
+namespace fasa {
 
 class Sampler {
  public:

@@ -8,7 +8,7 @@
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

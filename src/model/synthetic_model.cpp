@@ -5,7 +5,7 @@
 
 #include "io/gguf_writer.h"
 #include "model/config.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <queue>
 
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 
@@ -155,12 +155,12 @@ Tokenizer::Tokenizer(Vocabulary v, const std::string& source) : v_(std::move(v))
     } else if (v_.types[i] == TokenType::Normal || v_.types[i] == TokenType::UserDefined) {
       piece_to_id_.emplace(v_.pieces[i], i);
     }
-    if (v_.types[i] == TokenType::UserDefined && !v_.pieces[i].empty()) {
-      user_tokens_.push_back(i);
-      user_first_byte_[(uint8_t)v_.pieces[i][0]] = true;
+    if ((v_.types[i] == TokenType::UserDefined || v_.types[i] == TokenType::Control) && !v_.pieces[i].empty()) {
+      verbatim_tokens_.push_back(i);
+      verbatim_first_byte_[(uint8_t)v_.pieces[i][0]] = true;
     }
   }
-  std::stable_sort(user_tokens_.begin(), user_tokens_.end(),
+  std::stable_sort(verbatim_tokens_.begin(), verbatim_tokens_.end(),
                    [&](int32_t a, int32_t b) { return v_.pieces[a].size() > v_.pieces[b].size(); });
   if (!bpe) return;
 
@@ -178,10 +178,19 @@ Tokenizer::Tokenizer(Vocabulary v, const std::string& source) : v_(std::move(v))
   }
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+bool Tokenizer::is_end_of_generation(int32_t id) const {
+  if (id == v_.eos) return true;
+  if (id < 0 || id >= n_vocab() || v_.types[id] != TokenType::Control) return false;
+  const std::string& p = v_.pieces[id];
+  return p == "<|eot_id|>" || p == "<|eom_id|>" || p == "<|im_end|>" || p == "<|end|>" || p == "<|endoftext|>" ||
+         p == "</s>" || p == "<end_of_turn>";
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   std::vector<int32_t> out;
   if (add_special && v_.add_bos && v_.bos >= 0) out.push_back(v_.bos);
-  // Cut out user-defined tokens (longest match first); the text between them is tokenized normally.
+  // Cut out user-defined tokens, and control tokens when asked (longest match first); the text
+  // between them is tokenized normally.
   size_t plain = 0;
   bool after_special = true;  // SentencePiece prefixes a space at the start and after a special token
   auto flush = [&](size_t end) {
@@ -192,11 +201,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) 
       after_special = false;
     }
   };
-  for (size_t i = 0; i < text.size() && !user_tokens_.empty();) {
+  for (size_t i = 0; i < text.size() && !verbatim_tokens_.empty();) {
     int32_t hit = -1;
-    if (user_first_byte_[(uint8_t)text[i]])
-      for (int32_t id : user_tokens_)
-        if (text.compare(i, v_.pieces[id].size(), v_.pieces[id]) == 0) {
+    if (verbatim_first_byte_[(uint8_t)text[i]])
+      for (int32_t id : verbatim_tokens_)
+        if ((parse_special || v_.types[id] != TokenType::Control) &&
+            text.compare(i, v_.pieces[id].size(), v_.pieces[id]) == 0) {
           hit = id;
           break;
         }

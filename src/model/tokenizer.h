@@ -50,8 +50,9 @@ class Tokenizer {
   Tokenizer(Vocabulary v, const std::string& source);
   Tokenizer() = default;
 
-  // `add_special`: BOS (and EOS where the model wants it) around the text.
-  std::vector<int32_t> encode(std::string_view text, bool add_special) const;
+  // `add_special`: BOS (and EOS where the model wants it) around the text. `parse_special`: control
+  // tokens written in the text (e.g. "<|im_start|>" in a chat prompt) become those tokens.
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = false) const;
   // Text of a sequence; drops control tokens and the space the SentencePiece encoder prefixed.
   std::string decode(std::span<const int32_t> ids) const;
   // Bytes one token stands for, as it continues a text ("▁" -> " ", "Ġ" -> " ", control -> "").
@@ -63,6 +64,8 @@ class Tokenizer {
   int bos() const { return v_.bos; }
   int eos() const { return v_.eos; }
   bool add_bos() const { return v_.add_bos; }
+  // EOS, or a control token that ends a chat turn (<|eot_id|>, <|im_end|>, <|end|>, ...).
+  bool is_end_of_generation(int32_t id) const;
   const std::string& piece(int32_t id) const { return v_.pieces.at(id); }
   TokenType type(int32_t id) const { return v_.types.at(id); }
 
@@ -75,8 +78,8 @@ class Tokenizer {
   Vocabulary v_;
   std::unordered_map<std::string, int32_t> piece_to_id_;  // mergeable pieces only
   std::unordered_map<std::string, int32_t> merge_rank_;   // byte-level BPE: "left right" -> rank
-  std::vector<int32_t> user_tokens_;  // user-defined tokens matched verbatim in text, longest first
-  bool user_first_byte_[256] = {};    // bytes a user-defined token can start with
+  std::vector<int32_t> verbatim_tokens_;  // user-defined (and control) tokens matched in text, longest first
+  bool verbatim_first_byte_[256] = {};    // bytes such a token can start with
   int32_t byte_to_id_[256];           // byte fallback tokens (SentencePiece <0xXX>, BPE byte characters)
 };
 

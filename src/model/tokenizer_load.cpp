@@ -6,7 +6,7 @@
 #include "io/gguf.h"
 #include "io/json_file.h"
 #include "model/tokenizer.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

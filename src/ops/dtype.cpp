@@ -7,7 +7,7 @@
 #endif
 
 #include "ops/kquants.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

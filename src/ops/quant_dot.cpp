@@ -7,7 +7,7 @@
 #include <immintrin.h>
 #endif
 
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

@@ -8,7 +8,7 @@
 #include "ops/dtype.h"
 #include "ops/kv_traffic.h"
 #include "ops/topk.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

@@ -6,7 +6,7 @@
 #include "model/model.h"
 #include "sparse/baselines.h"
 #include "sparse/fasa_policy.h"
-#include "util/error.h"
+#include "fasa/error.h"
 
 namespace fasa {
 

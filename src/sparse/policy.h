@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fasa/options.h"
 #include "kv/kv_cache.h"
 #include "sparse/budget.h"
 
@@ -69,22 +70,6 @@ class FullAttention final : public TokenSelector {
 
 struct Model;
 
-// Every policy's options, as the CLI takes them (each policy reads the ones it needs).
-struct PolicyOptions {
-  std::string attn = "full";       // policy name
-  std::string profile;             // FASA profile path
-  bool synthetic_profile = false;  // FASA without a profile: seeded random chunks (speed runs only)
-  std::string budget = "256";      // token count or fraction of the context
-  int fcs = 0;                     // FASA chunks per head; 0 = the profile's
-  std::string fc_sharing = "group";
-  std::string dense_layers = "0";  // comma-separated layers kept dense; "" = none
-  int sink = 0;
-  int recent = 0;
-  uint64_t seed = 1;               // random policy
-  int sparq_r = 0;                 // SparQ query dims; 0 = head_dim / 4
-  int snapkv_window = 32;          // SnapKV observation window
-  int snapkv_every = 32;           // SnapKV re-selection period during decode (0: never)
-};
 
 // Policy by name; throws fasa::Error listing the known names, or on a bad option/profile.
 std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& opts, const Model& model);

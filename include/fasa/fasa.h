@@ -1,0 +1,133 @@
+#pragma once
+// fasa's public C++ API: load a model, open a context with an attention policy, feed a prompt,
+// generate with a text callback, read the stats. The CLI (`fasa run`) and the server use it.
+//
+//   fasa::Engine engine("model.gguf");
+//   fasa::PolicyOptions policy;                 // attn "full", or "fasa" with a profile and budget
+//   policy.attn = "fasa"; policy.profile = "profile.json"; policy.budget = "256";
+//   fasa::Context ctx(engine, {.policy = policy, .n_ctx = 4096});
+//   ctx.feed("In the beginning");
+//   fasa::GenerationResult r = ctx.generate({.max_tokens = 64}, [](std::string_view s) {
+//     std::fputs(std::string(s).c_str(), stdout);
+//     return true;                              // false stops the generation
+//   });
+//
+// Every failure (bad file, bad option, prompt longer than the context) throws fasa::Error.
+// One Engine may serve many Contexts on different threads at once; a Context is single-threaded.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fasa/error.h"
+#include "fasa/options.h"
+
+namespace fasa {
+
+struct Model;
+class Session;
+class TokenSelector;
+
+struct ChatMessage {
+  std::string role;     // "system", "user" or "assistant"
+  std::string content;
+};
+
+struct ModelInfo {
+  std::string path;
+  std::string format;        // "gguf" or "safetensors"
+  std::string arch;          // "llama", "qwen2", "qwen3"
+  int64_t n_params = 0;
+  int64_t n_ctx_train = 0;
+  int n_vocab = 0;
+  std::string chat_format;   // "llama3", "chatml", "mistral" or "plain" (no or unknown template)
+};
+
+class Engine {
+ public:
+  // A .gguf file or a Hugging Face model directory.
+  explicit Engine(const std::string& model_path);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const ModelInfo& info() const { return info_; }
+  // Token ids of `text`; `add_bos` where the model wants one; `parse_special`: control tokens
+  // written in the text become those tokens (chat prompts).
+  std::vector<int32_t> tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
+  std::string detokenize(const std::vector<int32_t>& ids) const;
+  // The prompt text for a conversation, in the model's chat format, ending where the reply begins.
+  std::string chat_prompt(const std::vector<ChatMessage>& messages) const;
+  // Throws fasa::Error when the policy options are invalid for this model (unknown name, bad budget,
+  // profile of another model), without allocating a context.
+  void check_policy(const PolicyOptions& policy) const;
+
+  const Model& model() const { return *model_; }  // the engine's internals, for tools and tests
+
+ private:
+  std::unique_ptr<Model> model_;
+  ModelInfo info_;
+};
+
+struct ContextOptions {
+  PolicyOptions policy;  // decode attention; prompts are always prefilled densely
+  int64_t n_ctx = 0;     // tokens the context holds; 0: the model's training context
+  int threads = 0;       // OpenMP threads of this context's calls; 0: the process default
+};
+
+struct GenerationOptions {
+  int max_tokens = 64;
+  SamplerOptions sampling;
+  bool ignore_eos = false;        // keep going past end-of-generation tokens
+  std::vector<std::string> stop;  // generation ends before the first occurrence of any of these
+};
+
+struct GenerationResult {
+  std::string text;            // everything generated (stop string excluded)
+  std::string finish_reason;   // "stop" (end token or stop string), "length", or "cancelled" (callback)
+  int n_tokens = 0;            // tokens generated
+  double seconds = 0;          // decode wall time
+};
+
+struct ContextStats {
+  int64_t prompt_tokens = 0;     // fed (prefilled) tokens
+  int64_t generated_tokens = 0;
+  double prompt_seconds = 0;
+  double decode_seconds = 0;
+};
+
+// Receives the generated text piece by piece, each piece whole UTF-8 characters; return false to stop.
+using TextCallback = std::function<bool(std::string_view piece)>;
+
+class Context {
+ public:
+  Context(const Engine& engine, const ContextOptions& opts);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Appends text (BOS first if the context is empty and the model wants one); returns the tokens added.
+  int64_t feed(std::string_view text, bool parse_special = false);
+  void feed_tokens(const std::vector<int32_t>& ids);
+  // Samples up to opts.max_tokens tokens after what was fed, streaming text to `on_text`.
+  GenerationResult generate(const GenerationOptions& opts, const TextCallback& on_text = {});
+
+  int64_t n_past() const;
+  int64_t n_ctx() const;
+  const ContextStats& stats() const { return stats_; }
+  std::string policy_summary() const;  // e.g. "fasa: budget 256 per head, TIP reads 25.0% of key dims"
+
+ private:
+  void eval(const std::vector<int32_t>& ids);
+
+  const Engine& engine_;
+  ContextOptions opts_;
+  std::shared_ptr<TokenSelector> policy_;
+  std::unique_ptr<Session> session_;
+  std::vector<int32_t> unevaluated_;  // the last sampled token, evaluated when the context goes on
+  ContextStats stats_;
+};
+
+}  // namespace fasa

@@ -1,0 +1,34 @@
+#pragma once
+// Options a caller picks per context or per generation: the attention policy and the sampler.
+// Shared by the public API, the CLI and the server.
+#include <cstdint>
+#include <string>
+
+namespace fasa {
+
+// Every policy's options, as the CLI takes them (each policy reads the ones it needs).
+struct PolicyOptions {
+  std::string attn = "full";       // policy name
+  std::string profile;             // FASA profile path
+  bool synthetic_profile = false;  // FASA without a profile: seeded random chunks (speed runs only)
+  std::string budget = "256";      // token count or fraction of the context
+  int fcs = 0;                     // FASA chunks per head; 0 = the profile's
+  std::string fc_sharing = "group";
+  std::string dense_layers = "0";  // comma-separated layers kept dense; "" = none
+  int sink = 0;
+  int recent = 0;
+  uint64_t seed = 1;               // random policy
+  int sparq_r = 0;                 // SparQ query dims; 0 = head_dim / 4
+  int snapkv_window = 32;          // SnapKV observation window
+  int snapkv_every = 32;           // SnapKV re-selection period during decode (0: never)
+};
+
+// Next-token choice: greedy at temperature 0, otherwise top-k -> temperature -> top-p, seeded.
+struct SamplerOptions {
+  float temperature = 0.0f;
+  int top_k = 40;        // 0: no limit
+  float top_p = 0.95f;   // 1: no limit
+  uint64_t seed = 42;
+};
+
+}  // namespace fasa

@@ -1,0 +1,132 @@
+// The public API (include/fasa/fasa.h) over the engine's model, session, policy and sampler.
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "api/text_stream.h"
+#include "fasa/fasa.h"
+#include "model/chat_template.h"
+#include "model/model.h"
+#include "model/sampler.h"
+#include "model/session.h"
+#include "sparse/fasa_policy.h"
+
+namespace fasa {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+Engine::Engine(const std::string& model_path) : model_(load_model(model_path)) {
+  const ModelConfig& c = model_->config;
+  info_ = {model_->path, model_->format, c.arch, model_->n_params(), c.n_ctx_train, c.n_vocab,
+           chat_format_name(detect_chat_format(model_->chat_template))};
+}
+
+Engine::~Engine() = default;
+
+std::vector<int32_t> Engine::tokenize(std::string_view text, bool add_bos, bool parse_special) const {
+  return model_->tokenizer.encode(text, add_bos, parse_special);
+}
+
+std::string Engine::detokenize(const std::vector<int32_t>& ids) const { return model_->tokenizer.decode(ids); }
+
+std::string Engine::chat_prompt(const std::vector<ChatMessage>& messages) const {
+  return render_chat(detect_chat_format(model_->chat_template), messages);
+}
+
+void Engine::check_policy(const PolicyOptions& policy) const { make_selector(policy, *model_); }
+
+Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(engine), opts_(opts) {
+  SessionOptions so;
+  so.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : engine.model().config.n_ctx_train;
+  policy_ = make_selector(opts.policy, engine.model());
+  session_ = std::make_unique<Session>(engine.model(), so, policy_);
+}
+
+Context::~Context() = default;
+
+int64_t Context::n_past() const { return session_->n_past() + (int64_t)unevaluated_.size(); }
+int64_t Context::n_ctx() const { return session_->n_ctx(); }
+
+void Context::eval(const std::vector<int32_t>& ids) {
+  if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
+  session_->eval(ids);
+}
+
+int64_t Context::feed(std::string_view text, bool parse_special) {
+  const std::vector<int32_t> ids = engine_.tokenize(text, n_past() == 0, parse_special);
+  feed_tokens(ids);
+  return (int64_t)ids.size();
+}
+
+void Context::feed_tokens(const std::vector<int32_t>& ids) {
+  std::vector<int32_t> all = std::move(unevaluated_);
+  unevaluated_.clear();
+  all.insert(all.end(), ids.begin(), ids.end());
+  if (all.empty()) return;
+  if (session_->n_past() + (int64_t)all.size() > n_ctx())
+    throw Error("the prompt (" + std::to_string(session_->n_past() + all.size()) + " tokens) does not fit the context of " +
+                std::to_string(n_ctx()) + " tokens");
+  const auto t0 = Clock::now();
+  eval(all);
+  stats_.prompt_seconds += seconds_since(t0);
+  stats_.prompt_tokens += (int64_t)ids.size();
+}
+
+GenerationResult Context::generate(const GenerationOptions& opts, const TextCallback& on_text) {
+  if (!unevaluated_.empty()) feed_tokens({});
+  if (session_->n_past() == 0) throw Error("generate: feed a prompt first");
+  if (opts.max_tokens < 0) throw Error("generate: max_tokens must be >= 0");
+  const Tokenizer& tok = engine_.model().tokenizer;
+  Sampler sampler(opts.sampling);
+  TextStream stream(opts.stop);
+  GenerationResult r;
+  r.finish_reason = "length";
+  auto emit = [&](const std::string& piece) {
+    if (piece.empty()) return true;
+    r.text += piece;
+    return !on_text || on_text(piece);
+  };
+
+  const auto t0 = Clock::now();
+  for (int i = 0; i < opts.max_tokens; ++i) {
+    const int32_t next = sampler.sample(session_->logits());
+    if (tok.is_end_of_generation(next) && !opts.ignore_eos) {
+      r.finish_reason = "stop";
+      break;
+    }
+    ++r.n_tokens;
+    const std::string piece = stream.push(tok.token_text(next));
+    if (stream.stopped()) r.finish_reason = "stop";
+    if (!emit(piece)) r.finish_reason = "cancelled";
+    if (r.finish_reason != "length") break;
+    // The last token is evaluated only if the context goes on (a later feed or generate).
+    if (i + 1 == opts.max_tokens || session_->n_past() == n_ctx()) {
+      unevaluated_ = {next};
+      break;
+    }
+    eval({next});
+  }
+  if (r.finish_reason != "cancelled") emit(stream.finish());
+  r.seconds = seconds_since(t0);
+  stats_.generated_tokens += r.n_tokens;
+  stats_.decode_seconds += r.seconds;
+  return r;
+}
+
+std::string Context::policy_summary() const {
+  char buf[160];
+  if (auto* f = dynamic_cast<const FasaSelector*>(policy_.get())) {
+    std::snprintf(buf, sizeof buf, "fasa: budget %s per head, TIP reads K_dom = %.1f%% of key dims in sparse layers",
+                  opts_.policy.budget.c_str(), 100 * f->kdom_share());
+    return buf;
+  }
+  return std::string(policy_->name());
+}
+
+}  // namespace fasa
