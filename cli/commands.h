@@ -21,6 +21,7 @@ Command add_info_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
 Command add_make_model_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_serve_command(CLI::App& app);
 
 // The policy options every command that decodes takes (--attn, --profile, --budget, ...).
 void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budget = true);

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       fasa::cli::add_tokenize_command(app),
       fasa::cli::add_make_model_command(app),
       fasa::cli::add_bench_command(app),
+      fasa::cli::add_serve_command(app),
   };
   try {
     app.parse(argc, argv);

@@ -1,0 +1,64 @@
+// `fasa serve`: the OpenAI-compatible HTTP server (src/server/).
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "server/server.h"
+
+namespace fasa::cli {
+
+namespace {
+
+struct ServeOptions {
+  std::string model = FASA_DEFAULT_MODEL;
+  ServerOptions server;
+};
+
+Server* running_server = nullptr;
+
+int serve(ServeOptions o, bool attn_given) {
+  // A profile without --attn means the user wants FASA served.
+  if (!attn_given && !o.server.policy.profile.empty()) o.server.policy.attn = "fasa";
+  Engine engine(o.model);
+  o.server.model_name = std::filesystem::path(o.model).filename().string();
+  Server server(engine, o.server);
+  const int port = server.bind();
+  std::fprintf(stderr, "fasa serve: %s (%s) on http://%s:%d — %d parallel, queue %d, attn %s\n", o.model.c_str(),
+               engine.info().arch.c_str(), o.server.host.c_str(), port, o.server.parallel, o.server.queue,
+               o.server.policy.attn.c_str());
+  running_server = &server;
+  std::signal(SIGINT, [](int) { running_server->stop(); });
+  std::signal(SIGTERM, [](int) { running_server->stop(); });
+  server.run();
+  running_server = nullptr;
+  return 0;
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  ServerOptions& s = o->server;
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)");
+  cmd->add_option("-m,--model", o->model, "Model: a .gguf file or a Hugging Face directory")->capture_default_str();
+  cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", s.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--parallel", s.parallel, "Generations running at once")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--queue", s.queue, "Requests that may wait for a slot; more get 503")->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("-c,--ctx", s.n_ctx, "Context per request, prompt + reply (default: the model's)")
+      ->check(CLI::Range((int64_t)1, (int64_t)1 << 24));
+  cmd->add_option("--max-prompt-tokens", s.max_prompt_tokens, "Longest prompt accepted (default: context - 1)")
+      ->check(CLI::Range((int64_t)1, (int64_t)1 << 24));
+  cmd->add_option("-n,--n-predict", s.limits.max_tokens, "max_tokens of a request that gives none")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--max-tokens-limit", s.limits.max_tokens_limit, "Largest max_tokens a request may ask for")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("-t,--threads", s.threads, "Threads shared by the parallel generations (default: all cores)")
+      ->check(CLI::Range(1, 1024));
+  add_policy_options(cmd, s.policy);
+  return {cmd, [o, cmd] { return serve(*o, cmd->count("--attn") > 0); }};
+}
+
+}  // namespace fasa::cli

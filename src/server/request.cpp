@@ -1,0 +1,146 @@
+#include "server/request.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace fasa {
+
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void bad(const std::string& field, const std::string& problem) { throw BadRequest("'" + field + "' " + problem); }
+
+// The field, or nullptr when absent or null.
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+int64_t get_int(const json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number_integer()) bad(name, "must be an integer");
+  if (v->is_number_unsigned() ? v->get<uint64_t>() > (uint64_t)hi : v->get<int64_t>() < lo || v->get<int64_t>() > hi)
+    bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return v->get<int64_t>();
+}
+
+double get_number(const json& body, const char* name, double fallback, double lo, double hi) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number()) bad(name, "must be a number");
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) bad(name, "must be between " + json(lo).dump() + " and " + json(hi).dump());
+  return x;
+}
+
+std::string get_string(const json& body, const char* name, const std::string& fallback, size_t max_len = 64) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_string()) bad(name, "must be a string");
+  if (v->get_ref<const std::string&>().size() > max_len) bad(name, "is too long");
+  return v->get<std::string>();
+}
+
+bool get_bool(const json& body, const char* name, bool fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_boolean()) bad(name, "must be true or false");
+  return v->get<bool>();
+}
+
+// OpenAI's `stop`: a string or up to 4 strings.
+std::vector<std::string> get_stop(const json& body) {
+  const json* v = field(body, "stop");
+  if (!v) return {};
+  if (v->is_string()) return {v->get<std::string>()};
+  if (!v->is_array() || v->size() > 4) bad("stop", "must be a string or an array of at most 4 strings");
+  std::vector<std::string> out;
+  for (const json& s : *v) {
+    if (!s.is_string() || s.get_ref<const std::string&>().size() > 256) bad("stop", "entries must be strings of at most 256 bytes");
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+std::vector<ChatMessage> get_messages(const json& body) {
+  const json* v = field(body, "messages");
+  if (!v) bad("messages", "is required");
+  if (!v->is_array() || v->empty()) bad("messages", "must be a non-empty array");
+  std::vector<ChatMessage> out;
+  for (const json& m : *v) {
+    if (!m.is_object()) bad("messages", "entries must be objects with 'role' and 'content'");
+    const json* role = field(m, "role");
+    const json* content = field(m, "content");
+    if (!role || !role->is_string()) bad("messages[].role", "must be a string");
+    const std::string& r = role->get_ref<const std::string&>();
+    if (r != "system" && r != "user" && r != "assistant") bad("messages[].role", "must be system, user or assistant");
+    if (!content || !content->is_string()) bad("messages[].content", "must be a string");
+    out.push_back({r, content->get<std::string>()});
+  }
+  return out;
+}
+
+// OpenAI's `prompt`: a string, an array holding one string, or an array of token ids.
+void get_prompt(const json& body, CompletionRequest& r) {
+  const json* v = field(body, "prompt");
+  if (!v) bad("prompt", "is required");
+  if (v->is_string()) {
+    r.prompt = v->get<std::string>();
+  } else if (v->is_array() && v->size() == 1 && (*v)[0].is_string()) {
+    r.prompt = (*v)[0].get<std::string>();
+  } else if (v->is_array() && !v->empty() && (*v)[0].is_number_integer()) {
+    for (const json& t : *v) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+        bad("prompt", "token ids must be non-negative integers");
+      r.prompt_ids.push_back((int32_t)t.get<int64_t>());
+    }
+  } else {
+    bad("prompt", "must be a string, an array of one string, or an array of token ids");
+  }
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(std::string_view text, bool chat, const RequestLimits& limits,
+                                           const PolicyOptions& defaults) {
+  const json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) throw BadRequest("the request body is not valid JSON");
+  if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
+
+  CompletionRequest r;
+  r.chat = chat;
+  if (chat) r.messages = get_messages(body);
+  else get_prompt(body, r);
+  if (get_int(body, "n", 1, 1, 1) != 1) bad("n", "must be 1");
+  r.stream = get_bool(body, "stream", false);
+
+  GenerationOptions& g = r.gen;
+  g.max_tokens = (int)get_int(body, chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
+                              limits.max_tokens, 1, limits.max_tokens_limit);
+  // OpenAI's defaults: temperature 1, no top-p cut; top_k is an extension (0: off).
+  g.sampling.temperature = (float)get_number(body, "temperature", 1.0, 0.0, 100.0);
+  g.sampling.top_p = (float)get_number(body, "top_p", 1.0, 1e-6, 1.0);
+  g.sampling.top_k = (int)get_int(body, "top_k", 0, 0, 1 << 30);
+  g.sampling.seed = (uint64_t)get_int(body, "seed", 42, 0, INT64_MAX);
+  g.ignore_eos = get_bool(body, "ignore_eos", false);
+  g.stop = get_stop(body);
+
+  // The attention policy per request; the profile stays the server's.
+  r.policy = defaults;
+  r.policy.attn = get_string(body, "attn", defaults.attn);
+  if (const json* b = field(body, "budget")) {
+    if (b->is_number_integer() && b->get<int64_t>() > 0 && b->get<int64_t>() <= (int64_t)1 << 40)
+      r.policy.budget = std::to_string(b->get<int64_t>());
+    else if (b->is_number_float() && b->get<double>() > 0 && b->get<double>() <= 1)
+      r.policy.budget = b->dump();
+    else
+      bad("budget", "must be a positive token count or a fraction in (0, 1]");
+  }
+  r.policy.fcs = (int)get_int(body, "fcs", defaults.fcs, 1, 512);
+  r.policy.fc_sharing = get_string(body, "fc_sharing", defaults.fc_sharing);
+  return r;
+}
+
+}  // namespace fasa

@@ -1,0 +1,38 @@
+#pragma once
+// OpenAI-style request bodies (/v1/completions, /v1/chat/completions) parsed and checked into what
+// a generation needs. Anything malformed, mistyped or out of range is a BadRequest (HTTP 400) that
+// names the field.
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fasa/fasa.h"
+
+namespace fasa {
+
+class BadRequest : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct RequestLimits {
+  int max_tokens = 256;         // default when a request gives none
+  int max_tokens_limit = 4096;  // largest max_tokens a request may ask for
+};
+
+struct CompletionRequest {
+  bool chat = false;
+  std::string prompt;                 // completions: the prompt text
+  std::vector<int32_t> prompt_ids;    // completions: a prompt given as token ids
+  std::vector<ChatMessage> messages;  // chat
+  bool stream = false;
+  GenerationOptions gen;
+  PolicyOptions policy;               // the server's, with the request's attn/budget/fcs/fc_sharing
+};
+
+// `defaults`: the server's policy. Throws BadRequest.
+CompletionRequest parse_completion_request(std::string_view body, bool chat, const RequestLimits& limits,
+                                           const PolicyOptions& defaults);
+
+}  // namespace fasa

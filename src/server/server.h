@@ -1,0 +1,43 @@
+#pragma once
+// `fasa serve`: an OpenAI-compatible HTTP server over one Engine. Endpoints: POST /v1/completions,
+// POST /v1/chat/completions (both with `stream`), GET /v1/models, GET /health, GET /metrics.
+// `parallel` generations run at once, `queue` more wait, the rest get 503; a client that hangs up
+// cancels its generation.
+#include <memory>
+#include <string>
+
+#include "fasa/fasa.h"
+#include "server/request.h"
+
+namespace fasa {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;             // 0: any free port (see Server::bind)
+  int parallel = 1;            // generations at once
+  int queue = 32;              // requests waiting for a slot; beyond that: 503
+  int64_t n_ctx = 0;           // tokens per request (prompt + reply); 0: the model's training context
+  int64_t max_prompt_tokens = 0;  // 0: n_ctx - 1
+  int threads = 0;             // OpenMP threads shared by the slots; 0: all cores
+  size_t max_body_bytes = 1 << 20;
+  RequestLimits limits;
+  PolicyOptions policy;        // the default policy; requests may change attn, budget, fcs, fc_sharing
+  std::string model_name;      // reported by /v1/models and in responses
+};
+
+class Server {
+ public:
+  Server(const Engine& engine, ServerOptions opts);
+  ~Server();
+  // Binds the listening socket; returns the port (the chosen one when opts.port is 0).
+  int bind();
+  // Serves until stop(); call bind() first.
+  void run();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fasa
