@@ -21,8 +21,9 @@ int64_t get_int(const json& body, const char* name, int64_t fallback, int64_t lo
   const json* v = field(body, name);
   if (!v) return fallback;
   if (!v->is_number_integer()) bad(name, "must be an integer");
-  if (v->is_number_unsigned() ? v->get<uint64_t>() > (uint64_t)hi : v->get<int64_t>() < lo || v->get<int64_t>() > hi)
-    bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  // Non-negative integers parse as unsigned: compare them as such before reading them signed.
+  const bool above = v->is_number_unsigned() ? v->get<uint64_t>() > (uint64_t)hi : v->get<int64_t>() > hi;
+  if (above || v->get<int64_t>() < lo) bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
   return v->get<int64_t>();
 }
 

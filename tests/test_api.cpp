@@ -1,0 +1,183 @@
+// The public API (include/fasa/fasa.h): generation equals the session's own greedy loop, contexts
+// continue across feeds, stop strings and UTF-8 pieces, cancellation; chat formats.
+#include <fasa/fasa.h>
+#include <gtest/gtest.h>
+
+#include "api/text_stream.h"
+#include "model/chat_template.h"
+#include "model/model.h"
+#include "model/sampler.h"
+#include "model/session.h"
+
+namespace fasa {
+namespace {
+
+const char* kPrompt = "Ge1:1 In the beginning God created the heaven and the earth.";
+
+// Greedy tokens after `prompt` from a bare Session: the reference the API must reproduce.
+std::vector<int32_t> session_greedy(const Model& m, const std::vector<int32_t>& prompt, int n) {
+  SessionOptions so;
+  so.n_ctx = (int64_t)prompt.size() + n;
+  Session s(m, so);
+  std::span<const float> logits = s.eval(prompt);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(argmax(logits));
+    if (i + 1 < n) logits = s.eval(std::span<const int32_t>(&out.back(), 1));
+  }
+  return out;
+}
+
+GenerationOptions greedy(int n) {
+  GenerationOptions g;
+  g.max_tokens = n;
+  g.sampling.temperature = 0;
+  g.ignore_eos = true;
+  return g;
+}
+
+class ApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { engine_ = new Engine(FASA_BUNDLED_MODEL); }
+  static void TearDownTestSuite() { delete engine_; }
+  static Engine* engine_;
+};
+Engine* ApiTest::engine_ = nullptr;
+
+TEST_F(ApiTest, GreedyGenerationEqualsTheSessionLoop) {
+  const std::vector<int32_t> prompt = engine_->tokenize(kPrompt, true);
+  const std::vector<int32_t> ref = session_greedy(engine_->model(), prompt, 24);
+  Context ctx(*engine_, {});
+  EXPECT_EQ(ctx.feed(kPrompt), (int64_t)prompt.size());
+  std::string streamed;
+  const GenerationResult r = ctx.generate(greedy(24), [&](std::string_view p) {
+    streamed += p;
+    return true;
+  });
+  EXPECT_EQ(r.n_tokens, 24);
+  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_EQ(streamed, r.text);
+  std::string want;
+  for (int32_t t : ref) want += engine_->model().tokenizer.token_text(t);
+  EXPECT_EQ(r.text, want);
+  EXPECT_EQ(ctx.stats().prompt_tokens, (int64_t)prompt.size());
+  EXPECT_EQ(ctx.stats().generated_tokens, 24);
+}
+
+TEST_F(ApiTest, ContextContinuesAcrossFeedsAndGenerations) {
+  // Prompt, 6 generated tokens, more text, 6 more == one session over all those tokens.
+  Context ctx(*engine_, {});
+  ctx.feed(kPrompt);
+  const GenerationResult a = ctx.generate(greedy(6));
+  EXPECT_EQ(ctx.n_past(), (int64_t)engine_->tokenize(kPrompt, true).size() + 6);
+  const std::vector<int32_t> more = engine_->tokenize(" And", false);
+  ctx.feed_tokens(more);
+  const GenerationResult b = ctx.generate(greedy(6));
+
+  std::vector<int32_t> all = engine_->tokenize(kPrompt, true);
+  const std::vector<int32_t> first = session_greedy(engine_->model(), all, 6);
+  all.insert(all.end(), first.begin(), first.end());
+  all.insert(all.end(), more.begin(), more.end());
+  const std::vector<int32_t> second = session_greedy(engine_->model(), all, 6);
+  std::string want;
+  for (int32_t t : second) want += engine_->model().tokenizer.token_text(t);
+  EXPECT_EQ(b.text, want);
+}
+
+TEST_F(ApiTest, CallbackCancels) {
+  Context ctx(*engine_, {});
+  ctx.feed(kPrompt);
+  int calls = 0;
+  const GenerationResult r = ctx.generate(greedy(20), [&](std::string_view) { return ++calls < 3; });
+  EXPECT_EQ(r.finish_reason, "cancelled");
+  EXPECT_EQ(calls, 3);
+  EXPECT_LT(r.n_tokens, 20);
+}
+
+TEST_F(ApiTest, StopStringEndsTheReplyBeforeIt) {
+  Context full(*engine_, {});
+  full.feed(kPrompt);
+  const std::string text = full.generate(greedy(24)).text;
+  const size_t cut = text.find("LORD");
+  ASSERT_NE(cut, std::string::npos) << text;
+  Context ctx(*engine_, {});
+  ctx.feed(kPrompt);
+  GenerationOptions g = greedy(24);
+  g.stop = {"LORD", "never appears"};
+  const GenerationResult r = ctx.generate(g);
+  EXPECT_EQ(r.finish_reason, "stop");
+  EXPECT_EQ(r.text, text.substr(0, cut));
+}
+
+TEST_F(ApiTest, ErrorsAreClear) {
+  ContextOptions small;
+  small.n_ctx = 4;
+  Context ctx(*engine_, small);
+  EXPECT_THROW(ctx.feed(kPrompt), Error);
+  Context empty(*engine_, {});
+  EXPECT_THROW(empty.generate(greedy(4)), Error);
+  PolicyOptions bad;
+  bad.attn = "no-such-policy";
+  EXPECT_THROW(engine_->check_policy(bad), Error);
+  EXPECT_THROW(Engine("/nonexistent/model.gguf"), Error);
+}
+
+TEST_F(ApiTest, ControlTokensAreParsedOnlyWhenAsked) {
+  const Tokenizer& tok = engine_->model().tokenizer;
+  const std::string eos_text = tok.piece(tok.eos());  // "</s>"
+  const std::vector<int32_t> plain = engine_->tokenize("a" + eos_text + "b", false);
+  const std::vector<int32_t> special = engine_->tokenize("a" + eos_text + "b", false, true);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), tok.eos()), 0);
+  EXPECT_EQ(std::count(special.begin(), special.end(), tok.eos()), 1);
+  EXPECT_TRUE(tok.is_end_of_generation(tok.eos()));
+}
+
+TEST(TextStream, HoldsBackPartialUtf8) {
+  TextStream s({});
+  const std::string e_acute = "\xC3\xA9";
+  EXPECT_EQ(s.push("a" + e_acute.substr(0, 1)), "a");
+  EXPECT_EQ(s.push(e_acute.substr(1)), e_acute);
+  EXPECT_EQ(s.finish(), "");
+}
+
+TEST(TextStream, StopStringAcrossTokens) {
+  TextStream s({"END", "xyz"});
+  EXPECT_EQ(s.push("abc E"), "abc ");  // "E" might start "END"
+  EXPECT_EQ(s.push("N"), "");
+  EXPECT_EQ(s.push("Dtail"), "");  // the stop string and what follows are dropped
+  EXPECT_TRUE(s.stopped());
+  EXPECT_EQ(s.push("more"), "");
+}
+
+TEST(TextStream, HeldPrefixIsReleasedWhenItIsNotAStop) {
+  TextStream s({"END"});
+  EXPECT_EQ(s.push("xEN"), "x");
+  EXPECT_EQ(s.push("O"), "ENO");
+  EXPECT_FALSE(s.stopped());
+  EXPECT_EQ(s.push("E"), "");
+  EXPECT_EQ(s.finish(), "E");
+}
+
+TEST(TextStream, EarliestStopWins) {
+  TextStream s({"cd", "b"});
+  EXPECT_EQ(s.push("abcd"), "a");
+  EXPECT_TRUE(s.stopped());
+}
+
+TEST(ChatTemplate, FormatsAreRecognisedAndRendered) {
+  const std::vector<ChatMessage> m = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Who?"}};
+  EXPECT_EQ(detect_chat_format("{{ '<|start_header_id|>' + message['role'] }}"), ChatFormat::Llama3);
+  EXPECT_EQ(detect_chat_format("{{'<|im_start|>' + message['role'] + '\\n'}}"), ChatFormat::ChatML);
+  EXPECT_EQ(detect_chat_format("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), ChatFormat::Mistral);
+  EXPECT_EQ(detect_chat_format(""), ChatFormat::Plain);
+  EXPECT_EQ(render_chat(ChatFormat::ChatML, m),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello"
+            "<|im_end|>\n<|im_start|>user\nWho?<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render_chat(ChatFormat::Llama3, {{"user", " Hi \n"}}),
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(render_chat(ChatFormat::Mistral, m), "[INST] Be brief.\n\nHi [/INST] Hello</s>[INST] Who? [/INST]");
+  EXPECT_EQ(render_chat(ChatFormat::Plain, {{"user", "Hi"}}), "user: Hi\nassistant:");
+}
+
+}  // namespace
+}  // namespace fasa

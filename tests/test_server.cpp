@@ -1,0 +1,351 @@
+// `fasa serve` on a loopback port: both endpoints with and without streaming, per-request policies,
+// concurrent clients, the bounded queue (503), cancellation on disconnect, and malformed requests.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/server.h"
+
+namespace fasa {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+const char* kPrompt = "Ge1:1 In the beginning God created the heaven and the earth.";
+
+ServerOptions on_free_loopback_port(ServerOptions o) {
+  o.host = "127.0.0.1";
+  o.port = 0;
+  return o;
+}
+
+// A server on a free loopback port, serving on its own thread until destroyed.
+class TestServer {
+ public:
+  TestServer(const Engine& engine, const ServerOptions& o) : server_(engine, on_free_loopback_port(o)) {
+    port_ = server_.bind();
+    thread_ = std::thread([this] { server_.run(); });
+  }
+  ~TestServer() {
+    server_.stop();
+    thread_.join();
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  int port() const { return port_; }
+
+ private:
+  Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+json post_json(const TestServer& s, const std::string& path, const json& body, int want_status = 200) {
+  auto res = s.client().Post(path.c_str(), body.dump(), "application/json");
+  EXPECT_TRUE(res) << "no response";
+  if (!res) return {};
+  EXPECT_EQ(res->status, want_status) << res->body;
+  return json::parse(res->body, nullptr, false);
+}
+
+// Text of every SSE `data:` event but [DONE]; `done` tells whether [DONE] came last.
+std::vector<json> sse_events(const std::string& body, bool& done) {
+  std::vector<json> out;
+  done = false;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    const std::string data = body.substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") {
+      done = true;
+      continue;
+    }
+    out.push_back(json::parse(data));
+  }
+  return out;
+}
+
+// Greedy reply from the API: what `fasa run` prints for the same prompt.
+std::string api_greedy(const Engine& e, const std::string& prompt, int n, const PolicyOptions& policy = {}) {
+  ContextOptions co;
+  co.policy = policy;
+  Context ctx(e, co);
+  ctx.feed(prompt);
+  GenerationOptions g;
+  g.max_tokens = n;
+  g.sampling.temperature = 0;
+  return ctx.generate(g).text;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { engine_ = new Engine(FASA_BUNDLED_MODEL); }
+  static void TearDownTestSuite() { delete engine_; }
+  static ServerOptions options(int parallel = 2, int queue = 16) {
+    ServerOptions o;
+    o.parallel = parallel;
+    o.queue = queue;
+    o.threads = 2;
+    o.policy.synthetic_profile = true;  // lets requests pick `attn: fasa` without a calibrated profile
+    return o;
+  }
+  static Engine* engine_;
+};
+Engine* ServerTest::engine_ = nullptr;
+
+TEST_F(ServerTest, HealthModelsAndMetrics) {
+  TestServer s(*engine_, options());
+  auto h = s.client().Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(json::parse(h->body)["status"], "ok");
+  auto m = s.client().Get("/v1/models");
+  ASSERT_TRUE(m);
+  const json models = json::parse(m->body);
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["meta"]["arch"], "llama");
+  post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 4}});
+  auto metrics = s.client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("fasa_requests_total{code=\"200\"}"), std::string::npos);
+  EXPECT_NE(metrics->body.find("fasa_generated_tokens_total 4"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("fasa_kv_bytes_read_total"), std::string::npos);
+}
+
+TEST_F(ServerTest, CompletionAtTemperatureZeroEqualsTheApi) {
+  TestServer s(*engine_, options());
+  const json r = post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 24}, {"temperature", 0}});
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["text"], api_greedy(*engine_, kPrompt, 24));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], (int)engine_->tokenize(kPrompt, true).size());
+  // The same prompt as token ids.
+  const json ids = post_json(s, "/v1/completions",
+                             {{"prompt", engine_->tokenize(kPrompt, true)}, {"max_tokens", 24}, {"temperature", 0}});
+  EXPECT_EQ(ids["choices"][0]["text"], r["choices"][0]["text"]);
+}
+
+TEST_F(ServerTest, StreamingSendsTheSameTextAsOneReply) {
+  TestServer s(*engine_, options());
+  const json body = {{"prompt", kPrompt}, {"max_tokens", 16}, {"temperature", 0}};
+  const json whole = post_json(s, "/v1/completions", body);
+  json sbody = body;
+  sbody["stream"] = true;
+  auto res = s.client().Post("/v1/completions", sbody.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  bool done = false;
+  const std::vector<json> events = sse_events(res->body, done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 2u);
+  std::string text;
+  for (const json& e : events) text += e["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, whole["choices"][0]["text"]);
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(ServerTest, ChatCompletionsPlainAndStreamed) {
+  TestServer s(*engine_, options());
+  const json messages = json::array({{{"role", "system"}, {"content", "Answer from the scripture."}},
+                                     {{"role", "user"}, {"content", "Who created the heaven?"}}});
+  const json body = {{"messages", messages}, {"max_tokens", 12}, {"temperature", 0}};
+  const json r = post_json(s, "/v1/chat/completions", body);
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  const std::string prompt = engine_->chat_prompt({{"system", "Answer from the scripture."}, {"user", "Who created the heaven?"}});
+  EXPECT_EQ(r["choices"][0]["message"]["content"], api_greedy(*engine_, prompt, 12));
+
+  json sbody = body;
+  sbody["stream"] = true;
+  auto res = s.client().Post("/v1/chat/completions", sbody.dump(), "application/json");
+  ASSERT_TRUE(res);
+  bool done = false;
+  const std::vector<json> events = sse_events(res->body, done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.front()["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(events.front()["object"], "chat.completion.chunk");
+  std::string text;
+  for (const json& e : events)
+    if (e["choices"][0]["delta"].contains("content")) text += e["choices"][0]["delta"]["content"].get<std::string>();
+  EXPECT_EQ(text, r["choices"][0]["message"]["content"]);
+}
+
+TEST_F(ServerTest, PolicyPerRequest) {
+  TestServer s(*engine_, options());
+  const json base = {{"prompt", kPrompt}, {"max_tokens", 16}, {"temperature", 0}};
+  const std::string full = post_json(s, "/v1/completions", base)["choices"][0]["text"];
+  // FASA whose budget covers the context is dense attention.
+  json wide = base;
+  wide["attn"] = "fasa";
+  wide["budget"] = 100000;
+  wide["fcs"] = 4;
+  const json r = post_json(s, "/v1/completions", wide);
+  EXPECT_EQ(r["attn"], "fasa");
+  EXPECT_EQ(r["choices"][0]["text"], full);
+  // A small budget runs the sparse path and equals the API's FASA run with the same options.
+  json narrow = wide;
+  narrow["budget"] = 8;
+  PolicyOptions p = options().policy;
+  p.attn = "fasa";
+  p.budget = "8";
+  p.fcs = 4;
+  EXPECT_EQ(post_json(s, "/v1/completions", narrow)["choices"][0]["text"], api_greedy(*engine_, kPrompt, 16, p));
+}
+
+TEST_F(ServerTest, ConcurrentClientsAllGetTheirReplies) {
+  TestServer s(*engine_, options(2, 16));
+  const std::string want = api_greedy(*engine_, kPrompt, 12);
+  std::vector<std::future<int>> clients;
+  for (int c = 0; c < 8; ++c)
+    clients.push_back(std::async(std::launch::async, [&, c] {
+      int ok = 0;
+      for (int i = 0; i < 3; ++i) {
+        json body = {{"prompt", kPrompt}, {"max_tokens", 12}, {"temperature", 0}, {"stream", (c + i) % 2 == 0}};
+        auto res = s.client().Post("/v1/completions", body.dump(), "application/json");
+        if (!res || res->status != 200) continue;
+        std::string text;
+        if (body["stream"]) {
+          bool done;
+          for (const json& e : sse_events(res->body, done)) text += e["choices"][0]["text"].get<std::string>();
+        } else {
+          text = json::parse(res->body)["choices"][0]["text"];
+        }
+        ok += text == want;
+      }
+      return ok;
+    }));
+  for (auto& c : clients) EXPECT_EQ(c.get(), 3);
+}
+
+// A streaming request that generates until told to stop; `started` is set at its first event.
+std::thread long_stream(const TestServer& s, std::promise<void>& started, std::atomic<bool>& hang_up) {
+  return std::thread([&s, &started, &hang_up] {
+    httplib::Client c = s.client();
+    const json body = {{"prompt", kPrompt}, {"max_tokens", 900}, {"ignore_eos", true}, {"stream", true}};
+    bool first = true;
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      if (first) started.set_value();
+      first = false;
+      return !hang_up.load();
+    };
+    c.send(req);
+  });
+}
+
+double metric_value(const TestServer& s, const std::string& name) {
+  auto res = s.client().Get("/metrics");
+  if (!res) return -1;
+  const size_t at = res->body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(res->body.substr(at + name.size() + 2));
+}
+
+bool wait_for_metric(const TestServer& s, const std::string& name, double value) {
+  for (int i = 0; i < 200; ++i) {
+    if (metric_value(s, name) == value) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+TEST_F(ServerTest, FullQueueIsTurnedAwayAndHangingUpCancels) {
+  ServerOptions o = options(1, 0);
+  o.n_ctx = 1000;
+  o.limits.max_tokens_limit = 1000;
+  TestServer s(*engine_, o);
+  std::promise<void> started;
+  std::atomic<bool> hang_up{false};
+  std::thread streamer = long_stream(s, started, hang_up);
+  ASSERT_EQ(started.get_future().wait_for(30s), std::future_status::ready);
+  // The only slot is busy and nothing may wait: 503 with a JSON error.
+  const json busy = post_json(s, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}, 503);
+  EXPECT_EQ(busy["error"]["code"], 503);
+  // The streaming client hangs up: its generation stops and the slot frees.
+  hang_up = true;
+  streamer.join();
+  EXPECT_TRUE(wait_for_metric(s, "fasa_requests_cancelled_total", 1));
+  EXPECT_TRUE(wait_for_metric(s, "fasa_requests_active", 0));
+  post_json(s, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}});
+
+  // A non-streaming client that gives up (read timeout) cancels too.
+  httplib::Client impatient("127.0.0.1", s.port());
+  impatient.set_read_timeout(0, 200000);
+  const json body = {{"prompt", kPrompt}, {"max_tokens", 900}, {"ignore_eos", true}};
+  auto res = impatient.Post("/v1/completions", body.dump(), "application/json");
+  EXPECT_FALSE(res);
+  impatient.stop();
+  EXPECT_TRUE(wait_for_metric(s, "fasa_requests_cancelled_total", 2));
+  EXPECT_LT(metric_value(s, "fasa_generated_tokens_total"), 2 * 900);
+}
+
+TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
+  ServerOptions o = options();
+  o.max_prompt_tokens = 32;
+  o.max_body_bytes = 4096;
+  TestServer s(*engine_, o);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"/v1/completions", "{bad json"},
+      {"/v1/completions", "[1,2,3]"},
+      {"/v1/completions", "{}"},
+      {"/v1/completions", R"({"prompt": 5})"},
+      {"/v1/completions", R"({"prompt": ["a", "b"]})"},
+      {"/v1/completions", R"({"prompt": [1, -2]})"},
+      {"/v1/completions", R"({"prompt": [1, 99999999]})"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": -1})"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 1e12})"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 99999999999999999999})"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": "ten"})"},
+      {"/v1/completions", R"({"prompt": "x", "temperature": -1})"},
+      {"/v1/completions", R"({"prompt": "x", "temperature": "hot"})"},
+      {"/v1/completions", R"({"prompt": "x", "top_p": 0})"},
+      {"/v1/completions", R"({"prompt": "x", "n": 2})"},
+      {"/v1/completions", R"({"prompt": "x", "stream": "yes"})"},
+      {"/v1/completions", R"({"prompt": "x", "stop": ["a","b","c","d","e"]})"},
+      {"/v1/completions", R"({"prompt": "x", "stop": 7})"},
+      {"/v1/completions", R"({"prompt": "x", "attn": "nope"})"},
+      {"/v1/completions", R"({"prompt": "x", "attn": 3})"},
+      {"/v1/completions", R"({"prompt": "x", "attn": "fasa", "budget": -3})"},
+      {"/v1/completions", R"({"prompt": "x", "attn": "fasa", "budget": "lots"})"},
+      {"/v1/completions", R"({"prompt": "x", "attn": "fasa", "fcs": 0})"},
+      {"/v1/completions", R"({"prompt": "x", "attn": "fasa", "fc_sharing": "diagonal"})"},
+      {"/v1/completions", R"({"prompt": ")" + std::string(300, 'a') + " b" + std::string(300, 'c') + R"("})"},
+      {"/v1/chat/completions", R"({"prompt": "x"})"},
+      {"/v1/chat/completions", R"({"messages": []})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "x"}]})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": 42}]})"},
+      {"/v1/chat/completions", R"({"messages": ["hello"]})"},
+  };
+  for (const auto& [path, body] : bad) {
+    auto res = s.client().Post(path.c_str(), body, "application/json");
+    ASSERT_TRUE(res) << body;
+    EXPECT_EQ(res->status, 400) << body << " -> " << res->body;
+    const json err = json::parse(res->body, nullptr, false);
+    EXPECT_TRUE(err.contains("error") && err["error"]["message"].is_string()) << res->body;
+  }
+  auto big = s.client().Post("/v1/completions", std::string(8192, ' '), "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+  auto missing = s.client().Get("/v1/nothing");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_TRUE(json::parse(missing->body).contains("error"));
+  post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 2}});
+}
+
+}  // namespace
+}  // namespace fasa
