@@ -9,7 +9,7 @@
 
 #include "server/admission.h"
 #include "server/metrics.h"
-#include "server/peer_socket.h"
+#include "server/sockets.h"
 
 namespace fasa {
 
@@ -90,7 +90,6 @@ Server::Server(const Engine& engine, ServerOptions opts) : impl_(std::make_uniqu
   const int pool = s.opts.parallel + s.opts.queue + 4;
   s.http.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
   s.http.set_payload_max_length(s.opts.max_body_bytes);
-  s.http.set_keep_alive_timeout(2);
   s.routes();
 }
 
@@ -101,6 +100,7 @@ int Server::bind() {
   const int port = s.opts.port == 0 ? s.http.bind_to_any_port(s.opts.host)
                                     : (s.http.bind_to_port(s.opts.host, s.opts.port) ? s.opts.port : -1);
   if (port < 0) throw Error(s.opts.host + ":" + std::to_string(s.opts.port) + ": cannot listen (address in use or not local)");
+  raise_listen_backlog(port, 1024);
   return port;
 }
 

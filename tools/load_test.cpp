@@ -1,0 +1,94 @@
+// Load client for `fasa serve` (run it through tools/load-test.sh): C clients each send R requests
+// to a loopback server, one in four streamed, and every reply is checked (JSON with a choice, or an
+// event stream ending in [DONE]). Prints requests/s, latency percentiles and failures by kind.
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const char* kPrompts[] = {
+    "Ge1:1 In the beginning God created the heaven and the earth.",
+    "Ps23:1 The LORD is my shepherd; I shall not want.",
+    "Joh1:1 In the beginning was the Word,",
+    "Ex20:3 Thou shalt have no other gods before me.",
+};
+
+struct Outcome {
+  double seconds;
+  std::string failure;  // empty: a good reply
+};
+
+Outcome one_request(httplib::Client& c, int i, int max_tokens, bool chat) {
+  const bool stream = i % 4 == 3;
+  json body = {{"max_tokens", max_tokens}, {"temperature", 0.7}, {"seed", i}, {"stream", stream}};
+  const std::string prompt = kPrompts[i % 4];
+  if (chat) body["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
+  else body["prompt"] = prompt;
+  const auto t0 = Clock::now();
+  auto res = c.Post(chat ? "/v1/chat/completions" : "/v1/completions", body.dump(), "application/json");
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!res) return {s, "no response (" + httplib::to_string(res.error()) + ")"};
+  if (res->status != 200) return {s, "HTTP " + std::to_string(res->status)};
+  if (stream) return {s, res->body.ends_with("data: [DONE]\n\n") ? "" : "stream without [DONE]"};
+  const json j = json::parse(res->body, nullptr, false);
+  return {s, j.is_object() && j.contains("choices") ? "" : "reply without choices"};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int port = 8097, clients = 32, requests = 20, max_tokens = 32;
+  for (int a = 1; a + 1 < argc; a += 2) {
+    const std::string k = argv[a];
+    const int v = std::atoi(argv[a + 1]);
+    if (k == "--port") port = v;
+    else if (k == "--clients") clients = v;
+    else if (k == "--requests") requests = v;
+    else if (k == "--max-tokens") max_tokens = v;
+    else {
+      std::fprintf(stderr, "usage: %s [--port P] [--clients C] [--requests R] [--max-tokens N]\n", argv[0]);
+      return 2;
+    }
+  }
+  std::mutex mu;
+  std::vector<double> latencies;
+  std::map<std::string, int> failures;
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c)
+    threads.emplace_back([&, c] {
+      httplib::Client client("127.0.0.1", port);  // loopback only
+      client.set_read_timeout(300, 0);
+      for (int r = 0; r < requests; ++r) {
+        const Outcome o = one_request(client, c * requests + r, max_tokens, (c + r) % 2 == 1);
+        std::lock_guard lock(mu);
+        latencies.push_back(o.seconds);
+        if (!o.failure.empty()) ++failures[o.failure];
+      }
+    });
+  for (auto& t : threads) t.join();
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::sort(latencies.begin(), latencies.end());
+  auto pct = [&](double p) { return latencies[std::min(latencies.size() - 1, (size_t)(p * latencies.size()))]; };
+  int failed = 0;
+  for (const auto& [_, n] : failures) failed += n;
+  std::printf("requests: %zu (%d clients x %d), failed: %d, wall %.1f s, %.2f requests/s\n", latencies.size(), clients,
+              requests, failed, wall, latencies.size() / wall);
+  std::printf("latency: p50 %.3f s, p90 %.3f s, p99 %.3f s, max %.3f s\n", pct(0.50), pct(0.90), pct(0.99),
+              latencies.back());
+  for (const auto& [what, n] : failures) std::printf("failure: %s x%d\n", what.c_str(), n);
+  return failed == 0 ? 0 : 1;
+}
