@@ -50,6 +50,9 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   const TensorRef* tok = refs.count("token_embd.weight") ? &refs["token_embd.weight"] : nullptr;
   if (!tok || tok->ne.size() != 2) fail(path, "missing or misshaped tensor 'token_embd.weight'");
   c.n_vocab = (int)tok->ne[1];
+  if (f.find(a + "vocab_size") && f.get_int(a + "vocab_size") != c.n_vocab)
+    fail(path, a + "vocab_size " + std::to_string(f.get_int(a + "vocab_size")) + " disagrees with token_embd.weight (" +
+                   std::to_string(c.n_vocab) + " rows)");
   c.tied_output = !refs.count("output.weight");
   if (auto it = refs.find("rope_freqs.weight"); it != refs.end()) {  // Llama-3 scaling, as the converter stores it
     const TensorRef& r = it->second;

@@ -3,6 +3,7 @@
 // gathered attention -> output proj -> residual -> norm -> SwiGLU MLP -> residual -> norm -> logits.
 #include "model/session.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/attention.h"
@@ -48,6 +49,8 @@ std::span<const float> Session::eval(std::span<const int32_t> tokens, std::vecto
   }
   if (all_logits)
     std::copy(all_logits->end() - c.n_vocab, all_logits->end(), logits_.begin());
+  if (!std::all_of(logits_.begin(), logits_.end(), [](float x) { return std::isfinite(x); }))
+    fail(model_.path, "the forward pass gave NaN or Inf logits: the weights hold NaN or Inf values");
   return logits_;
 }
 
