@@ -21,6 +21,7 @@ struct RunOptions {
   int threads = 0;
   PolicyOptions policy;
   bool ignore_eos = false;
+  bool truncate_prompt = false;
   SamplerOptions sampling;
 };
 
@@ -30,18 +31,26 @@ int run(const RunOptions& o) {
   const std::string prompt = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
 
   Engine engine(o.model);
-  const std::vector<int32_t> ids = engine.tokenize(prompt, true);
+  std::vector<int32_t> ids = engine.tokenize(prompt, true);
   if (ids.empty()) throw Error("the prompt is empty and the model adds no BOS token");
   const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(engine.info().n_ctx_train, (int64_t)ids.size() + o.n_predict);
+  const bool truncate = (int64_t)ids.size() + o.n_predict > n_ctx && o.truncate_prompt && n_ctx - o.n_predict >= 2;
+  if (truncate) {
+    // Keep the first token (BOS) and the most recent ones.
+    const size_t keep = n_ctx - o.n_predict - 1, before = ids.size();
+    ids.erase(ids.begin() + 1, ids.end() - keep);
+    std::fprintf(stderr, "prompt truncated: kept the first and the last %zu of %zu tokens\n", keep, before);
+  }
   if ((int64_t)ids.size() + o.n_predict > n_ctx)
     throw Error("prompt (" + std::to_string(ids.size()) + " tokens) + " + std::to_string(o.n_predict) +
-                " to generate exceed the context size " + std::to_string(n_ctx) + " (raise -c)");
+                " to generate exceed the context size " + std::to_string(n_ctx) + " (raise -c, or --truncate-prompt)");
   ContextOptions co;
   co.policy = o.policy;
   co.n_ctx = n_ctx;
   Context ctx(engine, co);
 
-  std::fputs(prompt.c_str(), stdout);
+  const std::string shown = truncate ? "..." + engine.detokenize(ids) : prompt;  // the text the model sees
+  std::fputs(shown.c_str(), stdout);
   std::fflush(stdout);
   ctx.feed_tokens(ids);
   GenerationOptions gen;
@@ -87,6 +96,8 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--top-p", o->sampling.top_p, "Top-p (nucleus) sampling; 1 = off")->capture_default_str();
   cmd->add_option("--seed", o->sampling.seed, "Sampling seed")->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");
+  cmd->add_flag("--truncate-prompt", o->truncate_prompt,
+                "Drop the oldest prompt tokens (keeping BOS) when prompt + n exceed the context, instead of failing");
   return {cmd, [o] { return run(*o); }};
 }
 

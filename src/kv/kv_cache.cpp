@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <numeric>
 #include <string>
 
@@ -10,8 +12,13 @@
 
 namespace fasa {
 
-size_t physical_memory_bytes() {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+size_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kib;
+  while (meminfo >> key >> kib)
+    if (key == "MemAvailable:") return kib * 1024;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);  // no /proc: all of it
   return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
@@ -19,10 +26,14 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
     : n_head_kv_(n_head_kv), head_dim_(head_dim), n_ctx_(n_ctx) {
   if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
   const double need = 2.0 * n_layer * n_head_kv * (double)n_ctx * head_dim * sizeof(float);
-  const size_t have = physical_memory_bytes();
-  if (have && need > 0.9 * (double)have)
-    throw Error("KV cache for " + std::to_string(n_ctx) + " tokens needs " + std::to_string((size_t)need) +
-                " bytes; this machine has " + std::to_string(have) + " (use a smaller -c)");
+  const size_t have = available_memory_bytes();
+  if (have && need > 0.9 * (double)have) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg, "the KV cache for %lld tokens needs %.0f bytes (%.2f GiB) but only %zu bytes (%.2f GiB) "
+                  "of memory are available (use a smaller context)", (long long)n_ctx, need, need / 1073741824.0, have,
+                  have / 1073741824.0);
+    throw Error(msg);
+  }
   const size_t n_heads = (size_t)n_layer * n_head_kv;
   if (!layouts.empty() && layouts.size() != n_heads)
     throw Error("KV cache: " + std::to_string(layouts.size()) + " key layouts for " + std::to_string(n_heads) +

@@ -61,7 +61,7 @@ class KvCache {
   std::vector<HeadPlanes> heads_;  // [n_layer * n_head_kv]
 };
 
-// Bytes of physical memory on this machine (0 when unknown).
-size_t physical_memory_bytes();
+// Bytes of memory available for new allocations (MemAvailable; 0 when unknown).
+size_t available_memory_bytes();
 
 }  // namespace fasa
