@@ -164,6 +164,10 @@ TEST_F(ServerTest, ChatCompletionsPlainAndStreamed) {
   EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
   const std::string prompt = engine_->chat_prompt({{"system", "Answer from the scripture."}, {"user", "Who created the heaven?"}});
   EXPECT_EQ(r["choices"][0]["message"]["content"], api_greedy(*engine_, prompt, 12));
+  // The same conversation with content given as a list of text parts.
+  json parts = body;
+  parts["messages"][1]["content"] = json::array({{{"type", "text"}, {"text", "Who created "}}, {{"type", "text"}, {"text", "the heaven?"}}});
+  EXPECT_EQ(post_json(s, "/v1/chat/completions", parts)["choices"][0]["message"], r["choices"][0]["message"]);
 
   json sbody = body;
   sbody["stream"] = true;
@@ -329,6 +333,7 @@ TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
       {"/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "x"}]})"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": 42}]})"},
       {"/v1/chat/completions", R"({"messages": ["hello"]})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"},
   };
   for (const auto& [path, body] : bad) {
     auto res = s.client().Post(path.c_str(), body, "application/json");

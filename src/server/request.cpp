@@ -65,6 +65,19 @@ std::vector<std::string> get_stop(const json& body) {
   return out;
 }
 
+// A message's content: a string, or OpenAI's list of parts of which the text parts are joined.
+std::string message_text(const json* content) {
+  if (content && content->is_string()) return content->get<std::string>();
+  if (!content || !content->is_array()) bad("messages[].content", "must be a string or a list of text parts");
+  std::string text;
+  for (const json& part : *content) {
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.value("text", json()).is_string())
+      bad("messages[].content", "parts must be {\"type\": \"text\", \"text\": ...}");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
 std::vector<ChatMessage> get_messages(const json& body) {
   const json* v = field(body, "messages");
   if (!v) bad("messages", "is required");
@@ -77,8 +90,7 @@ std::vector<ChatMessage> get_messages(const json& body) {
     if (!role || !role->is_string()) bad("messages[].role", "must be a string");
     const std::string& r = role->get_ref<const std::string&>();
     if (r != "system" && r != "user" && r != "assistant") bad("messages[].role", "must be system, user or assistant");
-    if (!content || !content->is_string()) bad("messages[].content", "must be a string");
-    out.push_back({r, content->get<std::string>()});
+    out.push_back({r, message_text(content)});
   }
   return out;
 }
