@@ -235,6 +235,9 @@ TEST(CorruptHfDirectory, ConfigAndIndexProblemsAreNamed) {
       {hf_dir(R"({"model_type":"gpt_neox"})"), "model_type 'gpt_neox' is not supported"},
       {hf_dir(R"({"model_type":"llama","hidden_size":8})"), "missing field 'num_hidden_layers'"},
       {hf_dir(R"({"model_type":"llama","num_hidden_layers":"six","hidden_size":8})"), "not an integer"},
+      // Found by fuzz_hf: a field of another JSON type than the loader reads.
+      {hf_dir(R"({"model_type":5})"), "unexpected JSON content"},
+      {hf_dir(good_cfg.substr(0, good_cfg.size() - 1) + R"(,"rope_scaling":{"rope_type":[1]}})"), "unexpected JSON content"},
       {hf_dir(R"({"model_type":"llama","num_hidden_layers":1,"hidden_size":8,"intermediate_size":16,
           "num_attention_heads":3,"num_key_value_heads":2,"vocab_size":10})"), "KV head count"},
       {hf_dir(good_cfg), "no model.safetensors"},

@@ -199,6 +199,7 @@ TEST(Profile, CorruptProfilesAreClearErrors) {
       {"empty", "", "not valid JSON"},
       {"truncated", good.substr(0, good.size() / 2), "not valid JSON"},
       {"not_profile", "{\"format\": \"other\"}", "not a fasa profile"},
+      {"format_not_a_string", "{\"format\": 5}", "unexpected JSON content"},
       {"version", edit("\"version\": 1", "\"version\": 7"), "version 7 is not supported"},
       {"missing_heads", edit("\"heads\"", "\"sdaeh\""), "'heads' must list 24"},
       {"bad_n_fc", edit("\"n_fc\": 32", "\"n_fc\": 31"), "n_fc 31 does not match"},

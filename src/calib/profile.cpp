@@ -132,7 +132,9 @@ Profile synthetic_profile(const Model& m, int n_tip, uint64_t seed) {
   return p;
 }
 
-Profile load_profile(const std::string& path) {
+namespace {
+
+Profile read_profile(const std::string& path) {
   const json j = read_json_file(path, "profile");
   if (!j.is_object() || j.value("format", std::string()) != "fasa-profile") fail(path, "not a fasa profile");
   const int version = bounded(j, "version", 0, 1 << 20, path);
@@ -179,6 +181,12 @@ Profile load_profile(const std::string& path) {
     std::copy(row.begin(), row.end(), p.mean_ca.begin() + lh * p.n_fc);
   }
   return p;
+}
+
+}  // namespace
+
+Profile load_profile(const std::string& path) {
+  return with_json_errors(path, [&] { return read_profile(path); });
 }
 
 void check_profile_matches(const Profile& p, const Model& m, const std::string& path) {

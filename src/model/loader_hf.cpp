@@ -32,9 +32,7 @@ double num_field(const json& j, const char* key, const std::string& path, double
   return j[key].get<double>();
 }
 
-}  // namespace
-
-std::unique_ptr<Model> load_hf_model(const std::string& dir) {
+std::unique_ptr<Model> read_hf_model(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   json j = read_json_file(cfg_path);
@@ -123,6 +121,12 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir) {
     fail(dir, "no tokenizer.model (SentencePiece) or tokenizer.json in the model directory");
   }
   return m;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_hf_model(const std::string& dir) {
+  return with_json_errors(dir, [&] { return read_hf_model(dir); });
 }
 
 }  // namespace fasa

@@ -134,11 +134,7 @@ Tokenizer Tokenizer::from_sentencepiece(const std::string& model_path, bool add_
 }
 
 Tokenizer Tokenizer::from_tokenizer_json(const std::string& json_path, const std::string& config_path, int n_vocab) {
-  try {
-    return tokenizer_json_vocabulary(json_path, config_path, n_vocab);
-  } catch (const json::exception& e) {  // a field of the wrong JSON type
-    fail(json_path, std::string("unexpected tokenizer.json content: ") + e.what());
-  }
+  return with_json_errors(json_path, [&] { return tokenizer_json_vocabulary(json_path, config_path, n_vocab); });
 }
 
 Tokenizer Tokenizer::tokenizer_json_vocabulary(const std::string& json_path, const std::string& config_path,
