@@ -20,6 +20,9 @@ TEST(Fp16, EveryHalfRoundTripsThroughFloat) {
 }
 
 TEST(Fp16, ConversionMatchesCompilerHalf) {
+#ifndef __FLT16_MAX__  // clang before 15 has no _Float16 on x86
+  GTEST_SKIP() << "this compiler has no _Float16: skipped";
+#else
   std::mt19937 rng(1);
   std::uniform_int_distribution<uint32_t> bits;
   for (int i = 0; i < 200000; ++i) {
@@ -31,6 +34,7 @@ TEST(Fp16, ConversionMatchesCompilerHalf) {
     ASSERT_EQ(fp32_to_fp16(f), ref_bits) << f;
     ASSERT_EQ(fp16_to_fp32(ref_bits), (float)ref);
   }
+#endif
 }
 
 TEST(Bf16, RoundsToNearestEven) {
