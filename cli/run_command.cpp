@@ -1,7 +1,6 @@
 // `fasa run`: generate text from a prompt, streaming it to stdout; speeds go to stderr.
 #include <omp.h>
 
-#include <chrono>
 #include <cstdio>
 #include <string>
 

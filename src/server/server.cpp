@@ -30,7 +30,7 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   res.set_content(dump(error_body(status, message)), "application/json");
 }
 
-// Status codes this server answers with (for /metrics and error bodies).
+// A request refused with an HTTP status (400, 503) and a message for the JSON error body.
 class HttpError : public std::runtime_error {
  public:
   HttpError(int status, const std::string& message) : std::runtime_error(message), status(status) {}
@@ -53,6 +53,12 @@ struct Job {
   std::shared_ptr<Slot> slot;
   PeerSocket peer;
 };
+
+// OpenAI's token counts of one reply.
+json usage(const Job& job, const GenerationResult& r) {
+  const int64_t n_prompt = (int64_t)job.prompt.size();
+  return {{"prompt_tokens", n_prompt}, {"completion_tokens", r.n_tokens}, {"total_tokens", n_prompt + r.n_tokens}};
+}
 
 }  // namespace
 
@@ -192,13 +198,12 @@ json Server::Impl::completion_body(const Job& job, const GenerationResult& r) co
   const bool chat = job.request.chat;
   json choice = chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", r.text}}}, {"finish_reason", r.finish_reason}}
                      : json{{"index", 0}, {"text", r.text}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
-  const int64_t n_prompt = (int64_t)job.prompt.size();
   return {{"id", job.id},
           {"object", chat ? "chat.completion" : "text_completion"},
           {"created", job.created},
           {"model", opts.model_name},
           {"choices", json::array({choice})},
-          {"usage", {{"prompt_tokens", n_prompt}, {"completion_tokens", r.n_tokens}, {"total_tokens", n_prompt + r.n_tokens}}},
+          {"usage", usage(job, r)},
           {"timings", {{"predicted_n", r.n_tokens}, {"predicted_ms", r.seconds * 1e3},
                        {"predicted_per_second", r.seconds > 0 ? r.n_tokens / r.seconds : 0.0}}},
           {"attn", job.request.policy.attn}};
@@ -238,8 +243,7 @@ bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& si
   json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", r.finish_reason}}
                    : json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
   json end = chunk(*job, last);
-  const int64_t n_prompt = (int64_t)job->prompt.size();
-  end["usage"] = {{"prompt_tokens", n_prompt}, {"completion_tokens", r.n_tokens}, {"total_tokens", n_prompt + r.n_tokens}};
+  end["usage"] = usage(*job, r);
   const std::string done = "data: [DONE]\n\n";
   if (!send(end) || !sink.write(done.data(), done.size())) return false;
   sink.done();
