@@ -155,13 +155,12 @@ Tokenizer::Tokenizer(Vocabulary v, const std::string& source) : v_(std::move(v))
     } else if (v_.types[i] == TokenType::Normal || v_.types[i] == TokenType::UserDefined) {
       piece_to_id_.emplace(v_.pieces[i], i);
     }
-    if ((v_.types[i] == TokenType::UserDefined || v_.types[i] == TokenType::Control) && !v_.pieces[i].empty()) {
-      verbatim_tokens_.push_back(i);
-      verbatim_first_byte_[(uint8_t)v_.pieces[i][0]] = true;
-    }
+    if ((v_.types[i] == TokenType::UserDefined || v_.types[i] == TokenType::Control) && !v_.pieces[i].empty())
+      verbatim_by_first_byte_[(uint8_t)v_.pieces[i][0]].push_back(i);
   }
-  std::stable_sort(verbatim_tokens_.begin(), verbatim_tokens_.end(),
-                   [&](int32_t a, int32_t b) { return v_.pieces[a].size() > v_.pieces[b].size(); });
+  for (auto& ids : verbatim_by_first_byte_)
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](int32_t a, int32_t b) { return v_.pieces[a].size() > v_.pieces[b].size(); });
   if (!bpe) return;
 
   for (int b = 0; b < 256; ++b) {
@@ -201,15 +200,14 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       after_special = false;
     }
   };
-  for (size_t i = 0; i < text.size() && !verbatim_tokens_.empty();) {
+  for (size_t i = 0; i < text.size();) {
     int32_t hit = -1;
-    if (verbatim_first_byte_[(uint8_t)text[i]])
-      for (int32_t id : verbatim_tokens_)
-        if ((parse_special || v_.types[id] != TokenType::Control) &&
-            text.compare(i, v_.pieces[id].size(), v_.pieces[id]) == 0) {
-          hit = id;
-          break;
-        }
+    for (int32_t id : verbatim_by_first_byte_[(uint8_t)text[i]])
+      if ((parse_special || v_.types[id] != TokenType::Control) &&
+          text.compare(i, v_.pieces[id].size(), v_.pieces[id]) == 0) {
+        hit = id;
+        break;
+      }
     if (hit < 0) {
       ++i;
       continue;

@@ -5,6 +5,7 @@
 // - byte-level BPE (GGUF "gpt2", or a tokenizer.json BPE model): a regex pre-tokenizer splits the text
 //   into words, each word's bytes are spelled as GPT-2's printable characters and merged by rank.
 // User-defined tokens are matched in the text first; control tokens never come out of plain text.
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -78,8 +79,8 @@ class Tokenizer {
   Vocabulary v_;
   std::unordered_map<std::string, int32_t> piece_to_id_;  // mergeable pieces only
   std::unordered_map<std::string, int32_t> merge_rank_;   // byte-level BPE: "left right" -> rank
-  std::vector<int32_t> verbatim_tokens_;  // user-defined (and control) tokens matched in text, longest first
-  bool verbatim_first_byte_[256] = {};    // bytes such a token can start with
+  // User-defined (and control) tokens matched in text, by their first byte, longest first.
+  std::array<std::vector<int32_t>, 256> verbatim_by_first_byte_;
   int32_t byte_to_id_[256];           // byte fallback tokens (SentencePiece <0xXX>, BPE byte characters)
 };
 
