@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-10000000} MAX_SECONDS=${MAX_SECONDS:-3600}
 if ! command -v clang++-14 > /dev/null || [ ! -e /usr/lib/llvm-14/lib/libomp.so ]; then
-  apt-get install -y clang-14 libclang-rt-14-dev libomp-14-dev
+  # shellcheck disable=SC2046
+  apt-get install -y --no-install-recommends $(cat scripts/debian-packages-clang.txt)
 fi
 cmake -B build-fuzz -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFASA_FUZZ=ON \
   -DFASA_BUILD_TESTS=OFF > /dev/null
