@@ -81,8 +81,9 @@ int bench(BenchOptions o) {
   const int threads = omp_get_max_threads();
   const double weight_bytes = (double)model->weight_bytes();
   auto notes = [&](const Row& r) {
-    std::string n = r.spec.depth > 0 ? (r.spec.random_fill ? "random fill" : "prefill") : "";
-    if (r.attn == "fasa" && synthetic) n += std::string(n.empty() ? "" : ", ") + "synthetic profile";
+    std::string n = "KV " + o.policy.kv_type;
+    if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
+    if (r.attn == "fasa" && synthetic) n += ", synthetic profile";
     return n;
   };
   auto gbps = [&](const Row& r) {  // bytes a decode step reads (weights + counted KV) times steps/s
@@ -98,7 +99,8 @@ int bench(BenchOptions o) {
                      {"samples_ts", r.result.samples_ts}, {"attn", r.attn}, {"budget", r.attn == "full" ? "" : o.policy.budget},
                      {"fcs", r.attn == "fasa" ? o.policy.fcs : 0}, {"fc_sharing", o.policy.fc_sharing},
                      {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
-                     {"synthetic_profile", r.attn == "fasa" && synthetic},
+                     {"synthetic_profile", r.attn == "fasa" && synthetic}, {"type_k", o.policy.kv_type},
+                     {"type_v", o.policy.kv_type},
                      {"kv_bytes_read_per_token", r.result.kv_bytes_per_token}, {"achieved_gbps", gbps(r)}});
     std::printf("%s\n", out.dump(2).c_str());
     return 0;

@@ -32,6 +32,9 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budg
   cmd->add_option("--snapkv-window", o.snapkv_window, "SnapKV: observation window")->capture_default_str();
   cmd->add_option("--snapkv-every", o.snapkv_every, "SnapKV: re-select every N decode steps (0: never)")
       ->capture_default_str();
+  cmd->add_option("--kv-type", o.kv_type, "KV cache element type: f16 (half the bytes read per step) or f32")
+      ->check(CLI::IsMember({"f16", "f32"}))
+      ->capture_default_str();
 }
 
 std::string read_text_file(const std::string& path) {

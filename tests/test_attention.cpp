@@ -64,7 +64,7 @@ TEST(Attention, SplitKeyPlanesEqualIdentityLayout) {
   std::iota(layout.perm.begin(), layout.perm.end(), 0);
   std::shuffle(layout.perm.begin(), layout.perm.end(), std::mt19937(2));
   layout.n_dom = 10;
-  KvCache plain(1, 1, d, n), split(1, 1, d, n, {layout});
+  KvCache plain(1, 1, d, n, {}, DType::F32), split(1, 1, d, n, {layout}, DType::F32);
   for (int p = 0; p < n; ++p) {
     plain.store(0, 0, p, &k[p * d], &v[p * d]);
     split.store(0, 0, p, &k[p * d], &v[p * d]);

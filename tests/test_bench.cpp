@@ -53,7 +53,8 @@ TEST(BenchSession, RandomFillAndTruncate) {
 }
 
 // Bytes per decoded token the attention kernels report vs the formula: every query head reads whole
-// key and value rows (4-byte floats) of the rows it attends; FASA also scans its K_dom plane.
+// key and value rows (2-byte F16 or 4-byte F32 elements) of the rows it attends; FASA also scans its
+// K_dom plane.
 TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
   const std::string path = test::temp_dir() + "/m.gguf";
   write_synthetic_model(kTiny, DType::F32, path, 3);
@@ -64,28 +65,32 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
   t.depth = depth;
   t.random_fill = true;
   t.repetitions = 1;
-  auto counted = [&](const std::string& attn, const std::string& sharing) {
-    PolicyOptions p;
-    p.attn = attn;
-    p.budget = std::to_string(budget);
-    p.fcs = fcs;
-    p.fc_sharing = sharing;
-    p.synthetic_profile = true;
-    return run_bench_test(*m, p, t, 1).kv_bytes_per_token;
-  };
-  double full = 0, fasa_rows = 0, tip_rows = 0;
-  for (int i = 0; i < n_gen; ++i) {
-    const int rows = depth + i + 1;
-    full += (double)L * H * rows * 2 * D * 4;
-    fasa_rows += (double)H * rows * 2 * D * 4 + (double)H * budget * 2 * D * 4;  // layer 0 stays dense
-    tip_rows += (double)H * rows * 4;                                            // per K_dom dim scanned
+  for (auto [kv_type, eb] : {std::pair{"f16", 2}, std::pair{"f32", 4}}) {
+    SCOPED_TRACE(kv_type);
+    auto counted = [&](const std::string& attn, const std::string& sharing) {
+      PolicyOptions p;
+      p.attn = attn;
+      p.budget = std::to_string(budget);
+      p.fcs = fcs;
+      p.fc_sharing = sharing;
+      p.synthetic_profile = true;
+      p.kv_type = kv_type;
+      return run_bench_test(*m, p, t, 1).kv_bytes_per_token;
+    };
+    double full = 0, fasa_rows = 0, tip_rows = 0;
+    for (int i = 0; i < n_gen; ++i) {
+      const int rows = depth + i + 1;
+      full += (double)L * H * rows * 2 * D * eb;
+      fasa_rows += (double)H * rows * 2 * D * eb + (double)H * budget * 2 * D * eb;  // layer 0 stays dense
+      tip_rows += (double)H * rows * eb;                                            // per K_dom dim scanned
+    }
+    EXPECT_DOUBLE_EQ(counted("full", "group"), full / n_gen);
+    EXPECT_DOUBLE_EQ(counted("fasa", "group"), (fasa_rows + tip_rows * 2 * fcs) / n_gen);
+    // Per-head chunk sets: each head scans the union plane of its group, 2*fcs to 4*fcs dims wide.
+    const double head = counted("fasa", "head");
+    EXPECT_GE(head, (fasa_rows + tip_rows * 2 * fcs) / n_gen);
+    EXPECT_LE(head, (fasa_rows + tip_rows * 4 * fcs) / n_gen);
   }
-  EXPECT_DOUBLE_EQ(counted("full", "group"), full / n_gen);
-  EXPECT_DOUBLE_EQ(counted("fasa", "group"), (fasa_rows + tip_rows * 2 * fcs) / n_gen);
-  // Per-head chunk sets: each head scans the union plane of its group, 2*fcs to 4*fcs dims wide.
-  const double head = counted("fasa", "head");
-  EXPECT_GE(head, (fasa_rows + tip_rows * 2 * fcs) / n_gen);
-  EXPECT_LE(head, (fasa_rows + tip_rows * 4 * fcs) / n_gen);
 }
 
 }  // namespace

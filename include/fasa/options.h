@@ -21,6 +21,7 @@ struct PolicyOptions {
   int sparq_r = 0;                 // SparQ query dims; 0 = head_dim / 4
   int snapkv_window = 32;          // SnapKV observation window
   int snapkv_every = 32;           // SnapKV re-selection period during decode (0: never)
+  std::string kv_type = "f16";     // KV cache elements, read by every policy: f16 or f32
 };
 
 // Next-token choice: greedy at temperature 0, otherwise top-k -> temperature -> top-p, seeded.

@@ -39,11 +39,15 @@ std::string Engine::chat_prompt(const std::vector<ChatMessage>& messages) const 
   return render_chat(detect_chat_format(model_->chat_template), messages);
 }
 
-void Engine::check_policy(const PolicyOptions& policy) const { make_selector(policy, *model_); }
+void Engine::check_policy(const PolicyOptions& policy) const {
+  kv_type_from_name(policy.kv_type);
+  make_selector(policy, *model_);
+}
 
 Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(engine), opts_(opts) {
   SessionOptions so;
   so.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : engine.model().config.n_ctx_train;
+  so.kv_type = kv_type_from_name(opts.policy.kv_type);
   policy_ = make_selector(opts.policy, engine.model());
   session_ = std::make_unique<Session>(engine.model(), so, policy_);
 }

@@ -32,6 +32,7 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
 #pragma omp parallel
   {
     std::vector<float> full, partial;  // [T], [F, T]
+    std::vector<float> k(D);           // one key row as float
     std::vector<int32_t> idx;
     std::vector<char> mask;
     std::vector<double> fc_sum((size_t)H * F, 0.0);
@@ -46,7 +47,7 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
         full.resize(T);
         partial.resize((size_t)F * T);
         for (int64_t j = 0; j < T; ++j) {
-          const float* k = kv.k_rest + j * D;
+          kv_load(kv.k_rest_row(j), kv.type, D, k.data());
           float a = 0;
           for (int f = 0; f < F; ++f) {
             const auto d = fcs_.dims(f);

@@ -43,6 +43,7 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
   if ((t.n_prompt > 0) == (t.n_gen > 0)) throw Error("bench: a test is either prompt processing or decoding");
   SessionOptions so;
   so.n_ctx = t.depth + std::max(t.n_prompt, t.n_gen) + 1;
+  so.kv_type = kv_type_from_name(policy.kv_type);
   Session s(model, so, make_selector(policy, model));
   std::mt19937 rng((uint32_t)seed);
   std::uniform_int_distribution<int32_t> token(3, model.config.n_vocab - 1);

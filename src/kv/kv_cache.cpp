@@ -22,10 +22,13 @@ size_t available_memory_bytes() {
   return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
-KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts)
-    : n_head_kv_(n_head_kv), head_dim_(head_dim), n_ctx_(n_ctx) {
+KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts,
+                 DType type)
+    : n_head_kv_(n_head_kv), head_dim_(head_dim), n_ctx_(n_ctx), type_(type) {
   if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
-  const double need = 2.0 * n_layer * n_head_kv * (double)n_ctx * head_dim * sizeof(float);
+  if (type != DType::F16 && type != DType::F32) throw Error(std::string("KV cache: no ") + dtype_name(type) + " cache");
+  const size_t eb = kv_elem_bytes(type);
+  const double need = 2.0 * n_layer * n_head_kv * (double)n_ctx * head_dim * eb;
   const size_t have = available_memory_bytes();
   if (have && need > 0.9 * (double)have) {
     char msg[256];
@@ -52,9 +55,9 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
     for (int d = 0; d < head_dim; ++d)
       if ((int)sorted.size() != head_dim || sorted[d] != d) throw Error("KV cache: key layout is not a permutation");
     if (h.layout.n_dom < 0 || h.layout.n_dom > head_dim) throw Error("KV cache: key layout n_dom out of range");
-    h.k_dom.assign((size_t)n_ctx * h.layout.n_dom, 0.0f);
-    h.k_rest.assign((size_t)n_ctx * (head_dim - h.layout.n_dom), 0.0f);
-    h.v.assign((size_t)n_ctx * head_dim, 0.0f);
+    h.k_dom.assign((size_t)n_ctx * h.layout.n_dom * eb, 0);
+    h.k_rest.assign((size_t)n_ctx * (head_dim - h.layout.n_dom) * eb, 0);
+    h.v.assign((size_t)n_ctx * head_dim * eb, 0);
   }
 }
 
@@ -62,11 +65,13 @@ void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const f
   HeadPlanes& h = heads_[index(layer, kv_head)];
   const int nd = h.layout.n_dom, nr = head_dim_ - nd;
   const int* perm = h.layout.perm.data();
-  float* kd = h.k_dom.data() + (size_t)pos * nd;
-  float* kr = h.k_rest.data() + (size_t)pos * nr;
-  for (int i = 0; i < nd; ++i) kd[i] = k[perm[i]];
-  for (int i = 0; i < nr; ++i) kr[i] = k[perm[nd + i]];
-  std::copy_n(v, head_dim_, h.v.data() + (size_t)pos * head_dim_);
+  const size_t eb = kv_elem_bytes(type_);
+  thread_local std::vector<float> permuted;  // [head_dim]: the key in cache dim order
+  permuted.resize(head_dim_);
+  for (int i = 0; i < head_dim_; ++i) permuted[i] = k[perm[i]];
+  kv_store(permuted.data(), type_, nd, h.k_dom.data() + (size_t)pos * nd * eb);
+  kv_store(permuted.data() + nd, type_, nr, h.k_rest.data() + (size_t)pos * nr * eb);
+  kv_store(v, type_, head_dim_, h.v.data() + (size_t)pos * head_dim_ * eb);
 }
 
 void KvCache::permute_query(int layer, int kv_head, const float* q, float* out) const {
@@ -76,12 +81,12 @@ void KvCache::permute_query(int layer, int kv_head, const float* q, float* out) 
 
 KvHeadView KvCache::view(int layer, int kv_head, int64_t n_tokens) const {
   const HeadPlanes& h = heads_[index(layer, kv_head)];
-  return {h.k_dom.data(), h.k_rest.data(), h.v.data(), n_tokens, head_dim_, h.layout.n_dom};
+  return {h.k_dom.data(), h.k_rest.data(), h.v.data(), n_tokens, head_dim_, h.layout.n_dom, type_};
 }
 
 size_t KvCache::bytes() const {
   size_t b = 0;
-  for (auto& h : heads_) b += (h.k_dom.size() + h.k_rest.size() + h.v.size()) * sizeof(float);
+  for (auto& h : heads_) b += h.k_dom.size() + h.k_rest.size() + h.v.size();
   return b;
 }
 

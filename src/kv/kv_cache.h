@@ -5,10 +5,12 @@
 // selection policy scores on (FASA's dominant frequency chunks), contiguous per token, so scoring
 // streams only those bytes; K_rest holds the other dims. The dims are stored permuted (dominant
 // first), and queries are permuted the same way, so q.k is unchanged. Dense runs use the identity
-// layout with an empty K_dom.
+// layout with an empty K_dom. Elements are F16 (default, as llama.cpp's) or F32.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "ops/kv_rows.h"
 
 namespace fasa {
 
@@ -20,21 +22,37 @@ struct KeyLayout {
 };
 
 // Keys and values of one (layer, KV head): rows 0..n_tokens-1 are the cached positions.
-// A key row in cache order is [k_dom row | k_rest row].
+// A key row in cache order is [k_dom row | k_rest row]. Elements are of `type` (F32 or F16).
 struct KvHeadView {
-  const float* k_dom = nullptr;   // [n_tokens, n_dom]
-  const float* k_rest = nullptr;  // [n_tokens, head_dim - n_dom]
-  const float* v = nullptr;       // [n_tokens, head_dim]
+  const void* k_dom = nullptr;   // [n_tokens, n_dom]
+  const void* k_rest = nullptr;  // [n_tokens, head_dim - n_dom]
+  const void* v = nullptr;       // [n_tokens, head_dim]
   int64_t n_tokens = 0;
   int head_dim = 0;
   int n_dom = 0;
+  DType type = DType::F32;
+
+  const void* k_dom_row(int64_t r) const { return row(k_dom, r, n_dom); }
+  const void* k_rest_row(int64_t r) const { return row(k_rest, r, head_dim - n_dom); }
+  const void* v_row(int64_t r) const { return row(v, r, head_dim); }
+  // Element d (cache dim order) of key row r, and element d of value row r: the slow path.
+  float key(int64_t r, int d) const {
+    return d < n_dom ? kv_element(k_dom, type, r * n_dom + d) : kv_element(k_rest, type, r * (head_dim - n_dom) + d - n_dom);
+  }
+  float value(int64_t r, int d) const { return kv_element(v, type, r * head_dim + d); }
+
+ private:
+  const void* row(const void* plane, int64_t r, int width) const {
+    return static_cast<const uint8_t*>(plane) + (size_t)r * width * kv_elem_bytes(type);
+  }
 };
 
 class KvCache {
  public:
   // `layouts`: [n_layer * n_head_kv] (layer-major) or empty for identity everywhere.
   // Throws fasa::Error when the cache would not fit in this machine's memory or a layout is invalid.
-  KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts = {});
+  KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts = {},
+          DType type = DType::F16);
 
   // Stores the key (model dim order) and value of one position.   k, v: [head_dim]
   void store(int layer, int kv_head, int64_t pos, const float* k, const float* v);
@@ -46,18 +64,20 @@ class KvCache {
   int64_t n_ctx() const { return n_ctx_; }
   int head_dim() const { return head_dim_; }
   int n_head_kv() const { return n_head_kv_; }
+  DType type() const { return type_; }
   size_t bytes() const;
 
  private:
   struct HeadPlanes {
     KeyLayout layout;
-    std::vector<float> k_dom;   // [n_ctx, n_dom]
-    std::vector<float> k_rest;  // [n_ctx, head_dim - n_dom]
-    std::vector<float> v;       // [n_ctx, head_dim]
+    std::vector<uint8_t> k_dom;   // [n_ctx, n_dom] elements of type_
+    std::vector<uint8_t> k_rest;  // [n_ctx, head_dim - n_dom]
+    std::vector<uint8_t> v;       // [n_ctx, head_dim]
   };
   size_t index(int layer, int kv_head) const { return (size_t)layer * n_head_kv_ + kv_head; }
   int n_head_kv_, head_dim_;
   int64_t n_ctx_;
+  DType type_;
   std::vector<HeadPlanes> heads_;  // [n_layer * n_head_kv]
 };
 

@@ -26,7 +26,8 @@ Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenS
     : model_(model),
       policy_(policy ? std::move(policy) : std::make_shared<FullAttention>()),
       cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim,
-             opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train, key_layouts(*policy_, model.config)),
+             opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train, key_layouts(*policy_, model.config),
+             opts.kv_type),
       n_ubatch_(opts.n_ubatch > 0 ? opts.n_ubatch : 256),
       inv_freq_(model.config.rope_inv_freq()),
       logits_(model.config.n_vocab) {}
@@ -85,12 +86,16 @@ void Session::start_from_prefill(const Session& dense, const std::vector<std::ve
   const int64_t n = dense.n_past_;
   if (n_past_ != 0 || &dense.model_ != &model_ || n > cache_.n_ctx() || (int)queries.size() != c.n_layer)
     throw Error("start_from_prefill: sessions do not match");
+  std::vector<float> k(c.head_dim), v(c.head_dim);  // one row as float
   for (int l = 0; l < c.n_layer; ++l) {
     if (dense.cache_.layout(l, 0).n_dom != 0) throw Error("start_from_prefill: the source is not dense");
     for (int h = 0; h < c.n_head_kv; ++h) {
       const KvHeadView kv = dense.cache_.view(l, h, n);
-      for (int64_t p = 0; p < n; ++p)
-        cache_.store(l, h, p, kv.k_rest + p * c.head_dim, kv.v + p * c.head_dim);
+      for (int64_t p = 0; p < n; ++p) {
+        kv_load(kv.k_rest_row(p), kv.type, c.head_dim, k.data());
+        kv_load(kv.v_row(p), kv.type, c.head_dim, v.data());
+        cache_.store(l, h, p, k.data(), v.data());
+      }
     }
   }
   n_past_ = n;

@@ -25,6 +25,7 @@ class AttentionObserver {
 struct SessionOptions {
   int64_t n_ctx = 0;      // 0: the model's training context
   int n_ubatch = 256;     // prefill tokens per forward chunk (bounds scratch memory)
+  DType kv_type = DType::F16;  // KV cache elements: F16 (half the bytes per step) or F32 (exact)
 };
 
 class Session {

@@ -5,15 +5,15 @@
 #include <limits>
 #include <vector>
 
-#include "ops/dtype.h"
+#include "ops/kv_rows.h"
 #include "ops/kv_traffic.h"
 
 namespace fasa {
 
 float key_dot(const float* q, const KvHeadView& kv, int64_t row) {
   const int nd = kv.n_dom, nr = kv.head_dim - nd;
-  float s = dot_f32(q + nd, kv.k_rest + row * nr, nr);
-  if (nd > 0) s += dot_f32(q, kv.k_dom + row * nd, nd);
+  float s = kv_dot(q + nd, kv.k_rest_row(row), kv.type, nr);
+  if (nd > 0) s += kv_dot(q, kv.k_dom_row(row), kv.type, nd);
   return s;
 }
 
@@ -34,7 +34,6 @@ void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* row
   for (int64_t j = 0; j < n_rows; ++j) {
     const int64_t r = rows ? rows[j] : j;
     const float s = scale * key_dot(q, kv, r);
-    const float* v = kv.v + r * d;
     if (s > max_score) {  // new maximum: rescale what has been accumulated so far
       const float c = std::exp(max_score - s);
       denom *= c;
@@ -44,14 +43,13 @@ void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* row
     }
     const float w = std::exp(s - max_score);
     denom += w;
-#pragma omp simd
-    for (int i = 0; i < d; ++i) out[i] += w * v[i];
+    kv_add_scaled(out, w, kv.v_row(r), kv.type, d);
   }
   if (denom > 0) {
     const float inv = 1.0f / denom;
     for (int i = 0; i < d; ++i) out[i] *= inv;
   }
-  count_kv_bytes_read((uint64_t)n_rows * 2 * d * sizeof(float));  // whole key row + value row
+  count_kv_bytes_read((uint64_t)n_rows * 2 * d * kv_elem_bytes(kv.type));  // whole key row + value row
 }
 
 void attention_reference(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,
@@ -59,12 +57,10 @@ void attention_reference(const float* q, const KvHeadView& kv, const int32_t* ro
   const int d = kv.head_dim;
   std::vector<double> s(n_rows);
   double m = -std::numeric_limits<double>::infinity();
-  const int nd = kv.n_dom, nr = d - nd;
   for (int64_t j = 0; j < n_rows; ++j) {
     const int64_t r = rows ? rows[j] : j;
     double dot = 0;
-    for (int i = 0; i < nd; ++i) dot += (double)q[i] * kv.k_dom[r * nd + i];
-    for (int i = 0; i < nr; ++i) dot += (double)q[nd + i] * kv.k_rest[r * nr + i];
+    for (int i = 0; i < d; ++i) dot += (double)q[i] * kv.key(r, i);
     s[j] = scale * dot;
     m = std::max(m, s[j]);
   }
@@ -72,7 +68,7 @@ void attention_reference(const float* q, const KvHeadView& kv, const int32_t* ro
   for (auto& x : s) sum += (x = std::exp(x - m));
   for (int i = 0; i < d; ++i) {
     double acc = 0;
-    for (int64_t j = 0; j < n_rows; ++j) acc += s[j] * kv.v[(rows ? rows[j] : j) * d + i];
+    for (int64_t j = 0; j < n_rows; ++j) acc += s[j] * kv.value(rows ? rows[j] : j, i);
     out[i] = n_rows ? (float)(acc / sum) : 0.0f;
   }
 }

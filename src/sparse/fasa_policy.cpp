@@ -5,7 +5,7 @@
 #include <set>
 
 #include "calib/fc_layout.h"
-#include "ops/dtype.h"
+#include "ops/kv_rows.h"
 #include "ops/kv_traffic.h"
 #include "ops/topk.h"
 #include "fasa/error.h"
@@ -87,17 +87,19 @@ void FasaSelector::pick(const AttentionQuery& query, const KvHeadView& kv, int64
   const size_t idx = (size_t)query.layer * n_head_ + query.q_head;
   const int nd = kv.n_dom;
   if (contiguous_[idx]) {
-    for (int64_t j = lo; j < hi; ++j) score[j - lo] = dot_f32(query.q, kv.k_dom + j * nd, nd);
+    for (int64_t j = lo; j < hi; ++j) score[j - lo] = kv_dot(query.q, kv.k_dom_row(j), kv.type, nd);
   } else {
     const std::vector<int>& dims = dims_[idx];
+    thread_local std::vector<float> k;  // [n_dom]
+    k.resize(nd);
     for (int64_t j = lo; j < hi; ++j) {
-      const float* k = kv.k_dom + j * nd;
+      kv_load(kv.k_dom_row(j), kv.type, nd, k.data());
       float s = 0;
       for (int d : dims) s += query.q[d] * k[d];
       score[j - lo] = s;
     }
   }
-  count_kv_bytes_read((uint64_t)(hi - lo) * nd * sizeof(float));
+  count_kv_bytes_read((uint64_t)(hi - lo) * nd * kv_elem_bytes(kv.type));
   append_top_k(score.data(), hi - lo, want, (int32_t)lo, rows);
 }
 

@@ -14,12 +14,12 @@ QuestSelector::QuestSelector(Budget b, const std::vector<int>& dense, int n_laye
 namespace {
 // Per-dim min and max of keys rows [r0, r1) into lo, hi ([head_dim]); keys in cache order.
 void page_bounds(const KvHeadView& kv, int64_t r0, int64_t r1, float* lo, float* hi) {
-  const int D = kv.head_dim, nd = kv.n_dom, nr = D - nd;
+  const int D = kv.head_dim;
   std::fill(lo, lo + D, INFINITY);
   std::fill(hi, hi + D, -INFINITY);
   for (int64_t r = r0; r < r1; ++r)
     for (int d = 0; d < D; ++d) {
-      const float k = d < nd ? kv.k_dom[r * nd + d] : kv.k_rest[r * nr + d - nd];
+      const float k = kv.key(r, d);
       lo[d] = std::min(lo[d], k);
       hi[d] = std::max(hi[d], k);
     }

@@ -14,12 +14,11 @@ void SparqSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
   for (int d = 0; d < D; ++d) mag[d] = std::fabs(q.q[d]);
   top_k_indices(mag.data(), D, r, dims);
   score.resize(kv.n_tokens);
-  const int nd = kv.n_dom, nr = D - nd;
   for (int64_t j = 0; j < kv.n_tokens; ++j) {
     float s = 0;
     for (int i = 0; i < r; ++i) {
       const int d = dims[i];
-      s += q.q[d] * (d < nd ? kv.k_dom[j * nd + d] : kv.k_rest[j * nr + d - nd]);
+      s += q.q[d] * kv.key(j, d);
     }
     score[j] = s;
   }
