@@ -80,6 +80,33 @@ TEST(Attention, SplitKeyPlanesEqualIdentityLayout) {
   EXPECT_NEAR(key_dot(qp.data(), split.view(0, 0, n), 7), dot_f32(q.data(), &k[7 * d], d), 1e-4);
 }
 
+// Query heads sharing a KV head, attended in one pass over the rows, each equal their reference.
+TEST(Attention, GroupedEqualsEachHeadsReference) {
+  const int d = 64, n = 200;
+  auto k = test::random_floats(n * d, 3, 2.0f), v = test::random_floats(n * d, 4);
+  std::vector<int32_t> subset(n);
+  std::iota(subset.begin(), subset.end(), 0);
+  std::shuffle(subset.begin(), subset.end(), std::mt19937(3));
+  subset.resize(50);
+  for (DType type : {DType::F32, DType::F16}) {
+    KvCache cache(1, 1, d, n, {}, type);
+    for (int p = 0; p < n; ++p) cache.store(0, 0, p, &k[p * d], &v[p * d]);
+    const KvHeadView kv = cache.view(0, 0, n);
+    for (int n_q : {1, 3, 4})
+      for (const int32_t* rows : {(const int32_t*)nullptr, (const int32_t*)subset.data()}) {
+        const int64_t m = rows ? (int64_t)subset.size() : n;
+        auto q = test::random_floats((size_t)n_q * d, n_q, 1.5f);
+        std::vector<float> out((size_t)n_q * d), ref(d);
+        grouped_attention(q.data(), n_q, kv, rows, m, 0.125f, out.data());
+        for (int h = 0; h < n_q; ++h) {
+          attention_reference(&q[(size_t)h * d], kv, rows, m, 0.125f, ref.data());
+          EXPECT_LE(test::normalized_error(&out[(size_t)h * d], ref.data(), d), 1e-5)
+              << dtype_name(type) << " n_q=" << n_q << " head " << h << (rows ? " subset" : " all");
+        }
+      }
+  }
+}
+
 TEST(Attention, SubsetDiffersFromDense) {  // the comparison above can fail
   const int d = 16;
   RandomKv kv(50, d, 8);

@@ -52,14 +52,14 @@ TEST(BenchSession, RandomFillAndTruncate) {
   EXPECT_THROW(s.fill_random(20, 1), Error);  // past the context
 }
 
-// Bytes per decoded token the attention kernels report vs the formula: every query head reads whole
-// key and value rows (2-byte F16 or 4-byte F32 elements) of the rows it attends; FASA also scans its
-// K_dom plane.
+// Bytes per decoded token the attention kernels report vs the formula: dense heads read each whole key
+// and value row (2-byte F16 or 4-byte F32 elements) once per KV head (GQA groups share the pass); a
+// sparse head reads its own selected rows; FASA's TIP scans each KV head's K_dom plane once.
 TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
   const std::string path = test::temp_dir() + "/m.gguf";
   write_synthetic_model(kTiny, DType::F32, path, 3);
   auto m = load_model(path);
-  const int L = 2, H = 4, D = 16, depth = 100, n_gen = 4, budget = 16, fcs = 2;
+  const int L = 2, H = 4, HKV = 2, D = 16, depth = 100, n_gen = 4, budget = 16, fcs = 2;
   BenchTest t;
   t.n_gen = n_gen;
   t.depth = depth;
@@ -80,13 +80,13 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
     double full = 0, fasa_rows = 0, tip_rows = 0;
     for (int i = 0; i < n_gen; ++i) {
       const int rows = depth + i + 1;
-      full += (double)L * H * rows * 2 * D * eb;
-      fasa_rows += (double)H * rows * 2 * D * eb + (double)H * budget * 2 * D * eb;  // layer 0 stays dense
-      tip_rows += (double)H * rows * eb;                                            // per K_dom dim scanned
+      full += (double)L * HKV * rows * 2 * D * eb;
+      fasa_rows += (double)HKV * rows * 2 * D * eb + (double)H * budget * 2 * D * eb;  // layer 0 stays dense
+      tip_rows += (double)HKV * rows * eb;                                            // per K_dom dim scanned
     }
     EXPECT_DOUBLE_EQ(counted("full", "group"), full / n_gen);
     EXPECT_DOUBLE_EQ(counted("fasa", "group"), (fasa_rows + tip_rows * 2 * fcs) / n_gen);
-    // Per-head chunk sets: each head scans the union plane of its group, 2*fcs to 4*fcs dims wide.
+    // Per-head chunk sets: the group's union plane, 2*fcs to 4*fcs dims wide, is scanned once.
     const double head = counted("fasa", "head");
     EXPECT_GE(head, (fasa_rows + tip_rows * 2 * fcs) / n_gen);
     EXPECT_LE(head, (fasa_rows + tip_rows * 4 * fcs) / n_gen);

@@ -3,6 +3,7 @@
 // the selection equals a brute-force TIP reference).
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 #include <set>
 
@@ -296,7 +297,7 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     } else {
       EXPECT_GE(policy.kdom_share(), 0.25);  // the union of the group's per-head sets
     }
-    KvCache cache(1, 1, D, T, {layout});
+    KvCache cache(1, 1, D, T, {layout}, DType::F32);  // the reference scores float keys
     auto keys = test::random_floats((size_t)T * D, 5), vals = test::random_floats((size_t)T * D, 6);
     for (int j = 0; j < T; ++j) cache.store(0, 0, j, &keys[j * D], &vals[j * D]);
     auto q = test::random_floats(D, 7);
@@ -318,6 +319,45 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     for (int i = 0; i < 15; ++i) want.insert(s[i].second);
     EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << fc_sharing_name(sh);
     EXPECT_EQ(rows.size(), 20u);
+  }
+}
+
+// A decode step asks for the group of query heads sharing a KV head at once (one TIP pass over the
+// K_dom plane): each head gets the rows it would get alone; dense layers stay dense.
+TEST(FasaDecoding, GroupSelectionEqualsPerHeadSelection) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const Profile prof = load_profile(bundled_profile());
+  const int D = m->config.head_dim, T = 200, group = m->config.n_head / m->config.n_head_kv, kvh = 1;
+  ASSERT_GT(group, 1);
+  for (FcSharing sh : {FcSharing::Group, FcSharing::Head}) {
+    FasaOptions o;
+    o.budget = {24, false};
+    o.sharing = sh;
+    o.sink = 1;
+    FasaSelector policy(prof, m->config, o);
+    for (int layer : {0, 3}) {  // layer 0 is dense by default
+      KvCache cache(1, 1, D, T, {policy.key_layout(layer, kvh)});
+      auto keys = test::random_floats((size_t)T * D, 5), vals = test::random_floats((size_t)T * D, 6);
+      for (int j = 0; j < T; ++j) cache.store(0, 0, j, &keys[j * D], &vals[j * D]);
+      std::vector<float> qs((size_t)group * D);
+      std::vector<AttentionQuery> queries(group);
+      for (int i = 0; i < group; ++i) {
+        auto q = test::random_floats(D, 10 + i);
+        cache.permute_query(0, 0, q.data(), &qs[(size_t)i * D]);
+        queries[i] = {layer, kvh * group + i, kvh, T - 1, &qs[(size_t)i * D]};
+      }
+      std::vector<std::vector<int32_t>> rows(group);
+      auto sparse = std::make_unique<bool[]>(group);
+      policy.select_group(queries.data(), group, cache.view(0, 0, T), rows.data(), sparse.get());
+      for (int i = 0; i < group; ++i) {
+        std::vector<int32_t> alone;
+        EXPECT_EQ(sparse[i], policy.select(queries[i], cache.view(0, 0, T), alone));
+        EXPECT_EQ(sparse[i], layer != 0);
+        EXPECT_EQ(std::set<int32_t>(rows[i].begin(), rows[i].end()), std::set<int32_t>(alone.begin(), alone.end()))
+            << fc_sharing_name(sh) << " head " << i;
+        EXPECT_EQ(rows[i].size(), layer != 0 ? 24u : 0u);
+      }
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "ops/attention.h"
 #include "ops/elementwise.h"
@@ -158,21 +159,40 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
     if (observer_) observer_->on_queries(l, p0, n, q.data(), cache_);
     if (!decode) policy_->observe_prefill(l, p0, n, q.data(), cache_);
 
-    // Attention per (token, query head). Prefill is dense and causal; a decode step asks the policy.
+    // Attention per (token, KV head): the group of query heads sharing a KV head reads each of its
+    // rows once. Prefill is dense and causal; a decode step asks the policy for each head's rows.
 #pragma omp parallel
     {
-      std::vector<int32_t> rows;
-      std::vector<float> qh(D);  // [D] this head's query in the cache's dim order
+      std::vector<float> qg((size_t)group * D);  // [group, D] the group's queries in the cache's dim order
+      std::vector<float> dense_q, dense_out;     // [<= group, D] the heads that attend to every row
+      std::vector<std::vector<int32_t>> rows(group);
+      std::vector<AttentionQuery> queries(group);
+      auto sparse = std::make_unique<bool[]>(group);
 #pragma omp for collapse(2) schedule(dynamic)
       for (int t = 0; t < n; ++t) {
-        for (int h = 0; h < H; ++h) {
-          const KvHeadView kv = cache_.view(l, h / group, p0 + t + 1);
-          cache_.permute_query(l, h / group, &q[(size_t)t * q_dim + h * D], qh.data());
-          float* out = &att[(size_t)t * q_dim + h * D];
-          rows.clear();
-          const bool sparse = decode && policy_->select({l, h, h / group, p0 + t, qh.data()}, kv, rows);
-          if (sparse) gathered_attention(qh.data(), kv, rows.data(), (int64_t)rows.size(), scale, out);
-          else gathered_attention(qh.data(), kv, nullptr, kv.n_tokens, scale, out);
+        for (int g = 0; g < HKV; ++g) {
+          const KvHeadView kv = cache_.view(l, g, p0 + t + 1);
+          float* out = &att[(size_t)t * q_dim + (size_t)g * group * D];  // [group, D]
+          for (int i = 0; i < group; ++i) {
+            cache_.permute_query(l, g, &q[(size_t)t * q_dim + (size_t)(g * group + i) * D], &qg[(size_t)i * D]);
+            queries[i] = {l, g * group + i, g, p0 + t, &qg[(size_t)i * D]};
+          }
+          if (!decode) {
+            grouped_attention(qg.data(), group, kv, nullptr, kv.n_tokens, scale, out);
+            continue;
+          }
+          policy_->select_group(queries.data(), group, kv, rows.data(), sparse.get());
+          dense_q.clear();
+          for (int i = 0; i < group; ++i)
+            if (sparse[i]) gathered_attention(&qg[(size_t)i * D], kv, rows[i].data(), (int64_t)rows[i].size(), scale,
+                                              out + (size_t)i * D);
+            else dense_q.insert(dense_q.end(), &qg[(size_t)i * D], &qg[(size_t)(i + 1) * D]);
+          if (dense_q.empty()) continue;
+          const int n_dense = (int)(dense_q.size() / D);
+          dense_out.resize(dense_q.size());
+          grouped_attention(dense_q.data(), n_dense, kv, nullptr, kv.n_tokens, scale, dense_out.data());
+          for (int i = 0, j = 0; i < group; ++i)
+            if (!sparse[i]) std::copy_n(&dense_out[(size_t)j++ * D], D, out + (size_t)i * D);
         }
       }
     }

@@ -27,29 +27,40 @@ void attention_weights(const float* q, const KvHeadView& kv, const int32_t* rows
 
 void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,
                         float* out) {
+  grouped_attention(q, 1, kv, rows, n_rows, scale, out);
+}
+
+void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows,
+                       float scale, float* out) {
   const int d = kv.head_dim;
-  float max_score = -std::numeric_limits<float>::infinity();
-  float denom = 0.0f;
-  for (int i = 0; i < d; ++i) out[i] = 0.0f;
+  thread_local std::vector<float> max_score, denom;  // [n_q] online-softmax state per query head
+  max_score.assign(n_q, -std::numeric_limits<float>::infinity());
+  denom.assign(n_q, 0.0f);
+  std::fill(out, out + (size_t)n_q * d, 0.0f);
   for (int64_t j = 0; j < n_rows; ++j) {
     const int64_t r = rows ? rows[j] : j;
-    const float s = scale * key_dot(q, kv, r);
-    if (s > max_score) {  // new maximum: rescale what has been accumulated so far
-      const float c = std::exp(max_score - s);
-      denom *= c;
+    const void* v = kv.v_row(r);
+    for (int h = 0; h < n_q; ++h) {  // the rows are in L1 after the first head
+      float* o = out + (size_t)h * d;
+      const float s = scale * key_dot(q + (size_t)h * d, kv, r);
+      if (s > max_score[h]) {  // new maximum: rescale what has been accumulated so far
+        const float c = std::exp(max_score[h] - s);
+        denom[h] *= c;
 #pragma omp simd
-      for (int i = 0; i < d; ++i) out[i] *= c;
-      max_score = s;
+        for (int i = 0; i < d; ++i) o[i] *= c;
+        max_score[h] = s;
+      }
+      const float w = std::exp(s - max_score[h]);
+      denom[h] += w;
+      kv_add_scaled(o, w, v, kv.type, d);
     }
-    const float w = std::exp(s - max_score);
-    denom += w;
-    kv_add_scaled(out, w, kv.v_row(r), kv.type, d);
   }
-  if (denom > 0) {
-    const float inv = 1.0f / denom;
-    for (int i = 0; i < d; ++i) out[i] *= inv;
-  }
-  count_kv_bytes_read((uint64_t)n_rows * 2 * d * kv_elem_bytes(kv.type));  // whole key row + value row
+  for (int h = 0; h < n_q; ++h)
+    if (denom[h] > 0) {
+      const float inv = 1.0f / denom[h];
+      for (int i = 0; i < d; ++i) out[(size_t)h * d + i] *= inv;
+    }
+  count_kv_bytes_read((uint64_t)n_rows * 2 * d * kv_elem_bytes(kv.type));  // whole key row + value row, once
 }
 
 void attention_reference(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,

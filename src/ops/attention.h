@@ -20,6 +20,11 @@ void attention_weights(const float* q, const KvHeadView& kv, const int32_t* rows
 void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,
                         float* out);
 
+// gathered_attention for n_q query heads over the same rows of one KV head (GQA: the heads sharing
+// it), reading each key and value row once for all of them.   q, out: [n_q, head_dim]
+void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows,
+                       float scale, float* out);
+
 // Plain two-pass reference with double accumulation, for tests.
 void attention_reference(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,
                          float* out);

@@ -72,35 +72,57 @@ double FasaSelector::kdom_share() const {
 }
 
 void FasaSelector::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+  pick_group(&query, 1, kv, budget, &rows);
+}
+
+void FasaSelector::select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
+                                std::vector<int32_t>* rows, bool* sparse) {
+  const int64_t budget = budget_.tokens(kv.n_tokens);
+  const bool dense = is_dense_layer(queries[0].layer) || budget >= kv.n_tokens;
+  for (int i = 0; i < n_q; ++i) {
+    rows[i].clear();
+    sparse[i] = !dense;
+  }
+  if (!dense) pick_group(queries, n_q, kv, budget, rows);
+}
+
+void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                              std::vector<int32_t>* rows) {
   const int64_t n = kv.n_tokens;
   // Forced rows count inside the budget: sink first, then recent; TIP fills the rest from between.
   const int64_t sink = std::min<int64_t>(opts_.sink, budget);
   const int64_t recent = std::min<int64_t>(opts_.recent, budget - sink);
-  for (int64_t r = 0; r < sink; ++r) rows.push_back((int32_t)r);
-  for (int64_t r = n - recent; r < n; ++r) rows.push_back((int32_t)r);
+  for (int i = 0; i < n_q; ++i) {
+    for (int64_t r = 0; r < sink; ++r) rows[i].push_back((int32_t)r);
+    for (int64_t r = n - recent; r < n; ++r) rows[i].push_back((int32_t)r);
+  }
   const int64_t lo = sink, hi = n - recent, want = budget - sink - recent;
   if (want <= 0) return;
 
-  // TIP over the K_dom plane.
-  thread_local std::vector<float> score;   // [hi - lo]
-  score.resize(hi - lo);
-  const size_t idx = (size_t)query.layer * n_head_ + query.q_head;
+  // TIP: one pass over the K_dom plane scores every head of the group.
   const int nd = kv.n_dom;
-  if (contiguous_[idx]) {
-    for (int64_t j = lo; j < hi; ++j) score[j - lo] = kv_dot(query.q, kv.k_dom_row(j), kv.type, nd);
-  } else {
-    const std::vector<int>& dims = dims_[idx];
-    thread_local std::vector<float> k;  // [n_dom]
-    k.resize(nd);
-    for (int64_t j = lo; j < hi; ++j) {
-      kv_load(kv.k_dom_row(j), kv.type, nd, k.data());
+  const int64_t m = hi - lo;
+  thread_local std::vector<float> score;  // [n_q, m]
+  thread_local std::vector<float> k;      // [n_dom] a K_dom row as float, for heads scoring a subset
+  score.resize((size_t)n_q * m);
+  k.resize(nd);
+  const size_t first = (size_t)queries[0].layer * n_head_;
+  bool all_contiguous = true;
+  for (int i = 0; i < n_q; ++i) all_contiguous = all_contiguous && contiguous_[first + queries[i].q_head];
+  for (int64_t j = lo; j < hi; ++j) {
+    const void* row = kv.k_dom_row(j);
+    if (!all_contiguous) kv_load(row, kv.type, nd, k.data());
+    for (int i = 0; i < n_q; ++i) {
+      const size_t idx = first + queries[i].q_head;
       float s = 0;
-      for (int d : dims) s += query.q[d] * k[d];
-      score[j - lo] = s;
+      if (contiguous_[idx]) s = kv_dot(queries[i].q, row, kv.type, nd);
+      else
+        for (int d : dims_[idx]) s += queries[i].q[d] * k[d];
+      score[(size_t)i * m + (j - lo)] = s;
     }
   }
-  count_kv_bytes_read((uint64_t)(hi - lo) * nd * kv_elem_bytes(kv.type));
-  append_top_k(score.data(), hi - lo, want, (int32_t)lo, rows);
+  count_kv_bytes_read((uint64_t)m * nd * kv_elem_bytes(kv.type));
+  for (int i = 0; i < n_q; ++i) append_top_k(&score[(size_t)i * m], m, want, (int32_t)lo, rows[i]);
 }
 
 }  // namespace fasa

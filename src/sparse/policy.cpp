@@ -18,6 +18,14 @@ SparseSelector::SparseSelector(Budget budget, const std::vector<int>& dense_laye
   }
 }
 
+void TokenSelector::select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
+                                 std::vector<int32_t>* rows, bool* sparse) {
+  for (int i = 0; i < n_q; ++i) {
+    rows[i].clear();
+    sparse[i] = select(queries[i], kv, rows[i]);
+  }
+}
+
 bool SparseSelector::select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) {
   if (dense_[query.layer]) return false;
   const int64_t budget = budget_.tokens(kv.n_tokens);

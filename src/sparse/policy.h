@@ -31,6 +31,11 @@ class TokenSelector {
   // Return false to attend to every row of `kv`; otherwise fill `rows` with distinct row indices
   // < kv.n_tokens (any order) and return true. Called concurrently for different heads of one layer.
   virtual bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) = 0;
+  // select() for the n_q query heads sharing one KV head (queries[i], rows[i], sparse[i] = its
+  // result), which is how a decode step asks. Default: select() per head; policies that can score
+  // the cache once for the whole group (FASA's TIP) override it.
+  virtual void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
+                            std::vector<int32_t>* rows, bool* sparse);
   // The key layout this policy wants for (layer, KV head): which dims form the K_dom plane it scores
   // on. Asked once, when a session builds its cache. Default: identity, no K_dom.
   virtual KeyLayout key_layout(int /*layer*/, int /*kv_head*/) const { return {}; }
