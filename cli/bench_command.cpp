@@ -22,6 +22,7 @@ struct BenchOptions {
   std::vector<std::string> attns = {"full", "fasa"};
   std::string fill = "prefill", output = "md";
   bool membw = false;
+  bool attention_only = false;  // time one layer's decode attention instead of whole decode steps
   PolicyOptions policy;
 };
 
@@ -59,7 +60,24 @@ int bench(BenchOptions o) {
   o.policy.synthetic_profile = synthetic;
 
   std::vector<Row> rows;
-  for (const std::string& attn : o.attns)
+  if (o.attention_only) {
+    if (o.n_gen <= 0) throw Error("--attention-only times -n decode steps; -n must be positive");
+    for (const std::string& attn : o.attns)
+      for (int64_t depth : o.depths) {
+        Row row;
+        row.attn = attn;
+        row.test = "attn @ d" + std::to_string(depth);
+        row.spec.depth = depth;
+        row.spec.n_gen = o.n_gen;
+        row.spec.random_fill = true;
+        PolicyOptions p = o.policy;
+        p.attn = attn;
+        row.result = run_attention_bench(*model, p, depth, o.n_gen, o.repetitions, 1);
+        std::fprintf(stderr, "%s %s: %.2f steps/s\n", attn.c_str(), row.test.c_str(), row.result.mean());
+        rows.push_back(std::move(row));
+      }
+  }
+  for (const std::string& attn : o.attention_only ? std::vector<std::string>{} : o.attns)
     for (int64_t depth : o.depths)
       for (int kind = 0; kind < 2; ++kind) {
         Row row;
@@ -84,10 +102,17 @@ int bench(BenchOptions o) {
     std::string n = "KV " + o.policy.kv_type;
     if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
     if (r.attn == "fasa" && synthetic) n += ", synthetic profile";
+    if (o.attention_only) {
+      n += ", one layer's attention";
+      for (const Row& full : rows)  // the speed-up over dense attention at the same depth
+        if (r.attn != "full" && full.attn == "full" && full.spec.depth == r.spec.depth && full.result.median() > 0)
+          n += ", " + fmt("%.2fx", r.result.median() / full.result.median()) + " full";
+    }
     return n;
   };
   auto gbps = [&](const Row& r) {  // bytes a decode step reads (weights + counted KV) times steps/s
-    return r.spec.n_gen > 0 ? (weight_bytes + r.result.kv_bytes_per_token) * r.result.mean() / 1e9 : 0.0;
+    const double weights = o.attention_only ? 0.0 : weight_bytes;
+    return r.spec.n_gen > 0 ? (weights + r.result.kv_bytes_per_token) * r.result.mean() / 1e9 : 0.0;
   };
   if (o.output == "json") {
     nlohmann::json out = nlohmann::json::array();
@@ -140,6 +165,8 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--fill", o->fill, "How the depth is filled: 'prefill' (random tokens) or 'random' K/V")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
   cmd->add_flag("--membw", o->membw, "Only measure memory read bandwidth (STREAM-like sum over 1 GiB)");
+  cmd->add_flag("--attention-only", o->attention_only,
+                "Time one layer's decode attention (all its heads, random K/V at each depth) for -n steps");
   o->policy.budget = "256";
   add_policy_options(cmd, o->policy, false);
   cmd->add_option("--budget", o->policy.budget, "Sparse policies: tokens each head attends to")->capture_default_str();

@@ -53,6 +53,26 @@ TEST(KvRows, StoreRoundsToHalfAndLoadReadsItBack) {
   EXPECT_THROW(kv_type_from_name("q8_0"), Error);
 }
 
+// TIP scores (8 rows at a time, transposed) against one plain dot per row and query, for row ranges
+// with tails and K_dom widths the vector path takes (multiples of 8) and the ones it does not.
+TEST(KvRows, TipScoresMatchPlainDots) {
+  for (DType t : {DType::F32, DType::F16})
+    for (int nd : {4, 8, 12, 16, 64})
+      for (int n_q : {1, 3, 4}) {
+        const int rows = 61;
+        const auto x = test::random_floats((size_t)rows * nd, nd, 2.0f), q = test::random_floats((size_t)n_q * nd, n_q);
+        const auto h = to_f16(x);
+        const void* plane = t == DType::F16 ? (const void*)h.data() : (const void*)x.data();
+        for (auto [lo, hi] : {std::pair<int64_t, int64_t>{0, rows}, {3, 58}, {5, 12}}) {
+          std::vector<float> got((size_t)n_q * (hi - lo)), want(got.size());
+          tip_scores(q.data(), n_q, plane, t, nd, lo, hi, got.data());
+          tip_scores_reference(q.data(), n_q, plane, t, nd, lo, hi, want.data());
+          EXPECT_LE(test::normalized_error(got.data(), want.data(), got.size()), 1e-6)
+              << dtype_name(t) << " nd=" << nd << " n_q=" << n_q << " rows " << lo << ".." << hi;
+        }
+      }
+}
+
 // An F16 cache in a permuted K_dom | K_rest layout: gathered attention equals the reference over
 // the same (rounded) rows, and stays close to the F32 cache's attention.
 TEST(KvRows, HalfCacheAttentionMatchesReferenceAndFloatCache) {

@@ -1,8 +1,12 @@
 // Per-token ops against plain references: RMSNorm, RoPE (both layouts, relative-position property),
-// softmax, SwiGLU, Llama-3 rope scaling.
+// softmax, SwiGLU, Llama-3 rope scaling, top-k selection.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 
 #include "ops/elementwise.h"
+#include "ops/topk.h"
 #include "test_util.h"
 
 using fasa::test::random_floats;
@@ -107,6 +111,37 @@ TEST(Ops, Llama3RopeScalingKeepsHighAndDividesLowFrequencies) {
   EXPECT_FLOAT_EQ(f[0], 1.0f);    // wavelength 2*pi: short, kept
   EXPECT_FLOAT_EQ(f[63], 8.0f);   // longest wavelengths: divided by the factor
   for (size_t i = 1; i < f.size(); ++i) EXPECT_GE(f[i], f[i - 1] - 1e-6f);  // monotone in between
+}
+
+}  // namespace
+}  // namespace fasa
+
+namespace fasa {
+namespace {
+
+// Top-k against a full sort (larger first, ties to the lower index), on random scores with many
+// ties, for small k over long inputs (the sampled-threshold path) and everything else.
+TEST(Ops, TopKEqualsTheFirstKOfASort) {
+  std::mt19937 rng(7);
+  for (int64_t n : {1, 10, 4095, 4096, 20000, 65536})
+    for (int64_t k : {1, 5, 64, 256, 1000, 4096}) {
+      if (k > n) continue;
+      for (int ties : {0, 1}) {
+        std::vector<float> s(n);
+        std::normal_distribution<float> normal;
+        for (float& x : s) x = ties ? (float)(int)(normal(rng) * 4) : normal(rng);
+        std::vector<int32_t> order(n);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return s[a] > s[b]; });
+        std::vector<int32_t> idx;
+        top_k_indices(s.data(), n, k, idx);
+        ASSERT_GE((int64_t)idx.size(), k);
+        std::vector<int32_t> got(idx.begin(), idx.begin() + k), want(order.begin(), order.begin() + k);
+        std::sort(got.begin(), got.end());
+        std::sort(want.begin(), want.end());
+        EXPECT_EQ(got, want) << "n=" << n << " k=" << k << " ties=" << ties;
+      }
+    }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "model/session.h"
+#include "sparse/group_attention.h"
 #include "ops/kv_traffic.h"
 #include "fasa/error.h"
 
@@ -74,6 +75,49 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
     for (int32_t id : ids) s.eval(std::span<const int32_t>(&id, 1));
     r.samples_ts.push_back(t.n_gen / seconds_since(t0));
     r.kv_bytes_per_token = (double)(kv_bytes_read() - bytes0) / t.n_gen;
+  }
+  return r;
+}
+
+BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy, int64_t depth, int steps,
+                                int repetitions, uint64_t seed) {
+  const ModelConfig& c = model.config;
+  if (depth < 1 || steps < 1) throw Error("attention bench: the depth and the steps must be positive");
+  const std::unique_ptr<TokenSelector> selector = make_selector(policy, model);
+  const int layer = c.n_layer > 1 ? 1 : 0;  // layer 0 is FASA's default dense layer
+  const int D = c.head_dim, HKV = c.n_head_kv, group = c.n_head / c.n_head_kv;
+  std::vector<KeyLayout> layouts;
+  for (int g = 0; g < HKV; ++g) layouts.push_back(selector->key_layout(layer, g));
+  KvCache cache(1, HKV, D, depth, layouts, kv_type_from_name(policy.kv_type));  // the one layer's cache
+  cache.fill_random(0, depth, seed);
+  std::mt19937 rng((uint32_t)seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> q((size_t)steps * c.n_head * D);  // [steps, n_head, D] a query per step, model order
+  for (float& x : q) x = normal(rng);
+  std::vector<float> out((size_t)c.n_head * D);        // [n_head, D]
+  const float scale = 1.0f / std::sqrt((float)D);
+  auto step = [&](int i) {  // every query head of the layer, threads over KV heads as in a decode step
+#pragma omp parallel
+    {
+      std::vector<float> qg((size_t)group * D);  // [group, D] in the cache's dim order
+      GroupAttentionScratch scratch;
+#pragma omp for schedule(dynamic)
+      for (int g = 0; g < HKV; ++g) {
+        for (int h = 0; h < group; ++h)
+          cache.permute_query(0, g, &q[((size_t)i * c.n_head + g * group + h) * D], &qg[(size_t)h * D]);
+        decode_group_attention(*selector, layer, g, depth - 1, cache.view(0, g, depth), qg.data(), group, scale,
+                               &out[(size_t)g * group * D], scratch);
+      }
+    }
+  };
+  step(0);  // warm-up
+  BenchResult r;
+  for (int rep = 0; rep < repetitions; ++rep) {
+    const uint64_t bytes0 = kv_bytes_read();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step(i);
+    r.samples_ts.push_back(steps / seconds_since(t0));
+    r.kv_bytes_per_token = (double)(kv_bytes_read() - bytes0) / steps;
   }
   return r;
 }

@@ -31,6 +31,12 @@ struct BenchResult {
 // One test with a fresh session of `policy` (the depth is filled once, each repetition starts from it).
 BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, const BenchTest& test, uint64_t seed);
 
+// One layer's decode attention alone (what FASA changes): every query head of a sparse layer attends,
+// through `policy`, over `depth` cached tokens of random K/V; steps/s per repetition of `steps`
+// steps, and the KV bytes a step reads.
+BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy, int64_t depth, int steps,
+                                int repetitions, uint64_t seed);
+
 // Read bandwidth of `bytes` of memory summed by all threads, bytes/s per repetition.
 std::vector<double> measure_read_bandwidth(size_t bytes, int repetitions);
 

@@ -74,6 +74,23 @@ void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const f
   kv_store(v, type_, head_dim_, h.v.data() + (size_t)pos * head_dim_ * eb);
 }
 
+void KvCache::fill_random(int64_t p0, int64_t n, uint64_t seed) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int l = 0; l < n_layer(); ++l)
+    for (int h = 0; h < n_head_kv_; ++h) {
+      uint64_t s = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (((uint64_t)l << 32) + (uint64_t)h + 1);
+      std::vector<float> k(head_dim_), v(head_dim_);
+      auto uniform = [&] {  // xorshift64*, scaled to unit variance
+        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+        return ((float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
+      };
+      for (int64_t p = p0; p < p0 + n; ++p) {
+        for (int d = 0; d < head_dim_; ++d) k[d] = uniform(), v[d] = uniform();
+        store(l, h, p, k.data(), v.data());
+      }
+    }
+}
+
 void KvCache::permute_query(int layer, int kv_head, const float* q, float* out) const {
   const int* perm = heads_[index(layer, kv_head)].layout.perm.data();
   for (int i = 0; i < head_dim_; ++i) out[i] = q[perm[i]];

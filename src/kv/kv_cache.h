@@ -56,6 +56,9 @@ class KvCache {
 
   // Stores the key (model dim order) and value of one position.   k, v: [head_dim]
   void store(int layer, int kv_head, int64_t pos, const float* k, const float* v);
+  // Stores n positions from p0 of random keys and values (unit variance, like normed activations)
+  // in every layer and KV head, seeded: a benchmark's stand-in for a prefill.
+  void fill_random(int64_t p0, int64_t n, uint64_t seed);
   // Writes q (model dim order, [head_dim]) in this (layer, KV head)'s cache order into out.
   void permute_query(int layer, int kv_head, const float* q, float* out) const;
   KvHeadView view(int layer, int kv_head, int64_t n_tokens) const;
@@ -64,6 +67,7 @@ class KvCache {
   int64_t n_ctx() const { return n_ctx_; }
   int head_dim() const { return head_dim_; }
   int n_head_kv() const { return n_head_kv_; }
+  int n_layer() const { return (int)(heads_.size() / n_head_kv_); }
   DType type() const { return type_; }
   size_t bytes() const;
 

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 
 #include "ops/attention.h"
+#include "sparse/group_attention.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "fasa/error.h"
@@ -62,23 +62,9 @@ void Session::truncate(int64_t n) {
 }
 
 void Session::fill_random(int64_t n, uint64_t seed) {
-  const ModelConfig& c = model_.config;
   if (n_past_ + n > cache_.n_ctx())
     throw Error("fill: " + std::to_string(n_past_ + n) + " tokens exceed the context size " + std::to_string(cache_.n_ctx()));
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int l = 0; l < c.n_layer; ++l)
-    for (int h = 0; h < c.n_head_kv; ++h) {
-      uint64_t s = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (((uint64_t)l << 32) + (uint64_t)h + 1);
-      std::vector<float> k(c.head_dim), v(c.head_dim);
-      auto uniform = [&] {  // xorshift64*, scaled to unit variance
-        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-        return ((float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
-      };
-      for (int64_t p = n_past_; p < n_past_ + n; ++p) {
-        for (int d = 0; d < c.head_dim; ++d) k[d] = uniform(), v[d] = uniform();
-        cache_.store(l, h, p, k.data(), v.data());
-      }
-    }
+  cache_.fill_random(n_past_, n, seed);
   n_past_ += n;
 }
 
@@ -164,35 +150,16 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
 #pragma omp parallel
     {
       std::vector<float> qg((size_t)group * D);  // [group, D] the group's queries in the cache's dim order
-      std::vector<float> dense_q, dense_out;     // [<= group, D] the heads that attend to every row
-      std::vector<std::vector<int32_t>> rows(group);
-      std::vector<AttentionQuery> queries(group);
-      auto sparse = std::make_unique<bool[]>(group);
+      GroupAttentionScratch scratch;
 #pragma omp for collapse(2) schedule(dynamic)
       for (int t = 0; t < n; ++t) {
         for (int g = 0; g < HKV; ++g) {
           const KvHeadView kv = cache_.view(l, g, p0 + t + 1);
           float* out = &att[(size_t)t * q_dim + (size_t)g * group * D];  // [group, D]
-          for (int i = 0; i < group; ++i) {
-            cache_.permute_query(l, g, &q[(size_t)t * q_dim + (size_t)(g * group + i) * D], &qg[(size_t)i * D]);
-            queries[i] = {l, g * group + i, g, p0 + t, &qg[(size_t)i * D]};
-          }
-          if (!decode) {
-            grouped_attention(qg.data(), group, kv, nullptr, kv.n_tokens, scale, out);
-            continue;
-          }
-          policy_->select_group(queries.data(), group, kv, rows.data(), sparse.get());
-          dense_q.clear();
           for (int i = 0; i < group; ++i)
-            if (sparse[i]) gathered_attention(&qg[(size_t)i * D], kv, rows[i].data(), (int64_t)rows[i].size(), scale,
-                                              out + (size_t)i * D);
-            else dense_q.insert(dense_q.end(), &qg[(size_t)i * D], &qg[(size_t)(i + 1) * D]);
-          if (dense_q.empty()) continue;
-          const int n_dense = (int)(dense_q.size() / D);
-          dense_out.resize(dense_q.size());
-          grouped_attention(dense_q.data(), n_dense, kv, nullptr, kv.n_tokens, scale, dense_out.data());
-          for (int i = 0, j = 0; i < group; ++i)
-            if (!sparse[i]) std::copy_n(&dense_out[(size_t)j++ * D], D, out + (size_t)i * D);
+            cache_.permute_query(l, g, &q[(size_t)t * q_dim + (size_t)(g * group + i) * D], &qg[(size_t)i * D]);
+          if (decode) decode_group_attention(*policy_, l, g, p0 + t, kv, qg.data(), group, scale, out, scratch);
+          else grouped_attention(qg.data(), group, kv, nullptr, kv.n_tokens, scale, out);
         }
       }
     }

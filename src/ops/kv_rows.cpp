@@ -68,6 +68,80 @@ void kv_store(const float* x, DType t, int n, void* row) {
 
 void kv_load(const void* row, DType t, int n, float* out) { dequantize_row(t, row, out, n); }
 
+namespace {
+// tip_scores' rows [j0, j1) of the range starting at lo, m rows long, one dot at a time.
+void tip_rows_plain(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t j0, int64_t j1,
+                    int64_t lo, int64_t m, float* score) {
+  const size_t row_bytes = (size_t)n_dom * kv_elem_bytes(t);
+  for (int64_t j = j0; j < j1; ++j) {
+    const void* row = static_cast<const uint8_t*>(plane) + (size_t)j * row_bytes;
+    for (int i = 0; i < n_q; ++i) score[(size_t)i * m + (j - lo)] = kv_dot(q + (size_t)i * n_dom, row, t, n_dom);
+  }
+}
+}  // namespace
+
+void tip_scores_reference(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
+                          float* score) {
+  tip_rows_plain(q, n_q, plane, t, n_dom, lo, hi, lo, hi - lo, score);
+}
+
+#if FASA_KV_F16C
+namespace {
+// r[d] = element d of the eight rows r[0..8) (an 8 x 8 transpose).
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+}  // namespace
+#endif
+
+void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
+                float* score) {
+  const int64_t m = hi - lo;
+  int64_t j = lo;
+#if FASA_KV_F16C
+  constexpr int kMaxDom = 128;
+  if (n_dom % 8 == 0 && n_dom <= kMaxDom) {
+    __m256 cols[kMaxDom];  // cols[d]: dim d of the block's 8 rows
+    for (; j + 8 <= hi; j += 8) {
+      for (int c = 0; c < n_dom; c += 8) {
+        for (int r = 0; r < 8; ++r) {
+          const size_t at = (size_t)(j + r) * n_dom + c;
+          cols[c + r] = t == DType::F16 ? load_f16x8(static_cast<const uint16_t*>(plane) + at)
+                                        : _mm256_loadu_ps(static_cast<const float*>(plane) + at);
+        }
+        transpose8(cols + c);
+      }
+      for (int i = 0; i < n_q; ++i) {
+        const float* qi = q + (size_t)i * n_dom;
+        __m256 acc = _mm256_mul_ps(_mm256_broadcast_ss(qi), cols[0]);
+        for (int d = 1; d < n_dom; ++d) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(qi + d), cols[d], acc);
+        _mm256_storeu_ps(score + (size_t)i * m + (j - lo), acc);
+      }
+    }
+  }
+#endif
+  tip_rows_plain(q, n_q, plane, t, n_dom, j, hi, lo, m, score);  // the rows left over (all, without F16C)
+}
+
 DType kv_type_from_name(const std::string& name) {
   if (name == "f16") return DType::F16;
   if (name == "f32") return DType::F32;

@@ -28,6 +28,17 @@ void kv_store(const float* x, DType t, int n, void* row);
 // out[i] = row[i] as float.   out: [n]
 void kv_load(const void* row, DType t, int n, float* out);
 
+// FASA's TIP scores: score[i * (hi - lo) + j - lo] = q_i . row j of a K_dom plane, for rows
+// lo <= j < hi and n_q queries (a query scoring a subset of the dims has zeros on the others).
+// Rows are taken 8 at a time and transposed, so each query costs one FMA per dim per 8 rows.
+// q: [n_q, n_dom]; plane: [rows, n_dom] elements of type t; score: [n_q, hi - lo]
+void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
+                float* score);
+
+// The same scores, one plain dot at a time (reference).
+void tip_scores_reference(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
+                          float* score);
+
 // "f32" / "f16" -> the type; anything else is a clear error.
 DType kv_type_from_name(const std::string& name);
 

@@ -6,7 +6,7 @@
 namespace fasa {
 
 // idx[0..k) = indices of the k largest of scores[0..n) (any order; ties to the lower index).
-// idx is resized to n and used as scratch.   0 < k <= n
+// idx is scratch (k <= its size afterwards <= n).   0 < k <= n
 void top_k_indices(const float* scores, int64_t n, int64_t k, std::vector<int32_t>& idx);
 
 // Appends offset + i for the k largest scores[i] to `out`.

@@ -22,7 +22,6 @@ FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOpt
   if (opts_.sink < 0 || opts_.recent < 0) throw Error("--sink and --recent must be >= 0");
   const int group = c.n_head / c.n_head_kv;
   dims_.resize((size_t)c.n_layer * c.n_head);
-  contiguous_.assign(dims_.size(), 0);
   for (int l = 0; l < c.n_layer; ++l)
     for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
       KeyLayout layout;
@@ -54,7 +53,6 @@ FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOpt
           dims_[idx].push_back(pos_of_fc[f] + 1);
         }
         std::sort(dims_[idx].begin(), dims_[idx].end());
-        contiguous_[idx] = (int)dims_[idx].size() == layout.n_dom;
       }
       layouts_.push_back(std::move(layout));
     }
@@ -99,28 +97,18 @@ void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHe
   const int64_t lo = sink, hi = n - recent, want = budget - sink - recent;
   if (want <= 0) return;
 
-  // TIP: one pass over the K_dom plane scores every head of the group.
+  // TIP: one pass over the K_dom plane scores every head of the group; a head scoring a subset of
+  // the plane (per-head chunk sets) has zeros on the other dims.
   const int nd = kv.n_dom;
   const int64_t m = hi - lo;
-  thread_local std::vector<float> score;  // [n_q, m]
-  thread_local std::vector<float> k;      // [n_dom] a K_dom row as float, for heads scoring a subset
+  thread_local std::vector<float> q_dom, score;  // [n_q, n_dom], [n_q, m]
+  q_dom.assign((size_t)n_q * nd, 0.0f);
   score.resize((size_t)n_q * m);
-  k.resize(nd);
-  const size_t first = (size_t)queries[0].layer * n_head_;
-  bool all_contiguous = true;
-  for (int i = 0; i < n_q; ++i) all_contiguous = all_contiguous && contiguous_[first + queries[i].q_head];
-  for (int64_t j = lo; j < hi; ++j) {
-    const void* row = kv.k_dom_row(j);
-    if (!all_contiguous) kv_load(row, kv.type, nd, k.data());
-    for (int i = 0; i < n_q; ++i) {
-      const size_t idx = first + queries[i].q_head;
-      float s = 0;
-      if (contiguous_[idx]) s = kv_dot(queries[i].q, row, kv.type, nd);
-      else
-        for (int d : dims_[idx]) s += queries[i].q[d] * k[d];
-      score[(size_t)i * m + (j - lo)] = s;
-    }
+  for (int i = 0; i < n_q; ++i) {
+    const size_t idx = (size_t)queries[i].layer * n_head_ + queries[i].q_head;
+    for (int d : dims_[idx]) q_dom[(size_t)i * nd + d] = queries[i].q[d];
   }
+  tip_scores(q_dom.data(), n_q, kv.k_dom, kv.type, nd, lo, hi, score.data());
   count_kv_bytes_read((uint64_t)m * nd * kv_elem_bytes(kv.type));
   for (int i = 0; i < n_q; ++i) append_top_k(&score[(size_t)i * m], m, want, (int32_t)lo, rows[i]);
 }

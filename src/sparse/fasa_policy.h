@@ -52,7 +52,6 @@ class FasaSelector final : public SparseSelector {
   int n_head_, n_head_kv_;
   std::vector<KeyLayout> layouts_;        // [n_layer * n_head_kv]
   std::vector<std::vector<int>> dims_;    // [n_layer * n_head]
-  std::vector<char> contiguous_;          // [n_layer * n_head] scores the whole K_dom plane
 };
 
 }  // namespace fasa

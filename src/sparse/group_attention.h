@@ -1,0 +1,26 @@
+#pragma once
+// One decode step's attention for the query heads that share a KV head (GQA): the policy picks each
+// head's rows, sparse heads run gathered attention over theirs, and the heads that attend to every
+// row share one pass over the cache. The session and the attention micro-benchmark both use it.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kv/kv_cache.h"
+#include "sparse/policy.h"
+
+namespace fasa {
+
+// Per-thread scratch, reused across calls.
+struct GroupAttentionScratch {
+  std::vector<AttentionQuery> queries;       // [group]
+  std::vector<std::vector<int32_t>> rows;    // [group] each head's selected rows
+  std::unique_ptr<bool[]> sparse;            // [group]
+  std::vector<float> dense_q, dense_out;     // [<= group, head_dim] the heads that attend to every row
+};
+
+// q: [group, head_dim] queries of heads kv_head*group.. in the cache's dim order; out: [group, head_dim].
+void decode_group_attention(TokenSelector& policy, int layer, int kv_head, int64_t pos, const KvHeadView& kv,
+                            const float* q, int group, float scale, float* out, GroupAttentionScratch& scratch);
+
+}  // namespace fasa
