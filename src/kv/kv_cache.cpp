@@ -94,6 +94,8 @@ void KvCache::fill_random(int64_t p0, int64_t n, uint64_t seed) {
 void KvCache::permute_query(int layer, int kv_head, const float* q, float* out) const {
   const int* perm = heads_[index(layer, kv_head)].layout.perm.data();
   for (int i = 0; i < head_dim_; ++i) out[i] = q[perm[i]];
+  if (type_ == DType::F16)  // as llama.cpp rounds q for its F16 K dot: greedy runs then agree with it
+    for (int i = 0; i < head_dim_; ++i) out[i] = fp16_to_fp32(fp32_to_fp16(out[i]));
 }
 
 KvHeadView KvCache::view(int layer, int kv_head, int64_t n_tokens) const {

@@ -59,7 +59,8 @@ class KvCache {
   // Stores n positions from p0 of random keys and values (unit variance, like normed activations)
   // in every layer and KV head, seeded: a benchmark's stand-in for a prefill.
   void fill_random(int64_t p0, int64_t n, uint64_t seed);
-  // Writes q (model dim order, [head_dim]) in this (layer, KV head)'s cache order into out.
+  // Writes q (model dim order, [head_dim]) in this (layer, KV head)'s cache order into out, rounded
+  // to the cache's element type.
   void permute_query(int layer, int kv_head, const float* q, float* out) const;
   KvHeadView view(int layer, int kv_head, int64_t n_tokens) const;
   const KeyLayout& layout(int layer, int kv_head) const { return heads_[index(layer, kv_head)].layout; }
