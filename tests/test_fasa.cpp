@@ -205,7 +205,8 @@ TEST(Profile, CorruptProfilesAreClearErrors) {
       {"missing_heads", edit("\"heads\"", "\"sdaeh\""), "'heads' must list 24"},
       {"bad_n_fc", edit("\"n_fc\": 32", "\"n_fc\": 31"), "n_fc 31 does not match"},
       {"huge_layers", edit("\"n_layer\": 6", "\"n_layer\": 99999999"), "out of range"},
-      {"string_for_number", edit("\"n_tip\": 8", "\"n_tip\": \"8\""), "wrong type"},
+      {"string_for_number", edit("\"n_tip\": 8", "\"n_tip\": \"8\""), "not an integer"},
+      {"float_for_integer", edit("\"n_tip\": 8", "\"n_tip\": 2e82"), "not an integer"},  // found by fuzz_profile
       {"ca_row_too_long", edit("\"ca\": [", "\"ca\": [0.5, "), "'ca' must hold n_fc values"},
       {"ca_out_of_range", first_ca_value("7.5"), "must lie in [0, 1]"},
       {"ca_negative", first_ca_value("-0.5"), "must lie in [0, 1]"},

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
+#include <type_traits>
 
 #include "calib/fc_layout.h"
 #include "io/json_file.h"
@@ -45,6 +46,9 @@ uint64_t hash_weights(const Model& m) {
 template <typename T>
 T field(const json& j, const char* key, const std::string& path) {
   if (!j.is_object() || !j.contains(key)) fail(path, std::string("missing field '") + key + "'");
+  // nlohmann converts a float to an integer type unchecked (undefined past its range): found by fuzz_profile.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    if (!j.at(key).is_number_integer()) fail(path, std::string("field '") + key + "' is not an integer");
   try {
     return j.at(key).get<T>();
   } catch (const json::exception&) {

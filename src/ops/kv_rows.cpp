@@ -58,6 +58,7 @@ void kv_add_scaled(float* out, float w, const void* row, DType t, int n) {
 }
 
 void kv_store(const float* x, DType t, int n, void* row) {
+  if (n == 0) return;  // an empty K_dom plane: row may be null
   if (t != DType::F16) {
     std::memcpy(row, x, (size_t)n * sizeof(float));
     return;
@@ -66,7 +67,9 @@ void kv_store(const float* x, DType t, int n, void* row) {
   for (int i = 0; i < n; ++i) h[i] = fp32_to_fp16(x[i]);  // once per token: no need for speed
 }
 
-void kv_load(const void* row, DType t, int n, float* out) { dequantize_row(t, row, out, n); }
+void kv_load(const void* row, DType t, int n, float* out) {
+  if (n > 0) dequantize_row(t, row, out, n);
+}
 
 namespace {
 // tip_scores' rows [j0, j1) of the range starting at lo, m rows long, one dot at a time.
