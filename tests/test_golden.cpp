@@ -58,8 +58,8 @@ TEST_P(Golden, LogitsOfEveryPositionAndGreedyContinuation) {
   const auto ref = read_f32(g.golden_dir + "/" + c["logits"].get<std::string>());
   const size_t V = model->config.n_vocab;
   // The references are float32 runs: an F32 cache meets the case's tolerance; the default F16 cache
-  // adds its rounding of keys and values (measured 1e-4..4e-4) and must keep the greedy tokens.
-  for (auto [kv_type, tol] : {std::pair{DType::F32, g.tol}, std::pair{DType::F16, g.tol + 1e-3}}) {
+  // adds its rounding of keys, values and queries (measured up to 1.2e-3) and must keep the greedy tokens.
+  for (auto [kv_type, tol] : {std::pair{DType::F32, g.tol}, std::pair{DType::F16, g.tol + 4e-3}}) {
     SCOPED_TRACE(dtype_name(kv_type));
     SessionOptions o;
     o.kv_type = kv_type;
@@ -115,12 +115,14 @@ TEST(Golden, GgufAndHfLayoutsGiveTheSameLogits) {
 TEST(Golden, ChunkedPrefillAndDecodeMatchOneBatch) {
   auto model = load_model(FASA_BUNDLED_MODEL);
   auto tokens = model->tokenizer.encode("Water \\Wa\"ter\\, n. The fluid which descends from the clouds.", true);
-  Session one(*model, {});
+  SessionOptions exact;  // F16 rounding of keys and queries would amplify the batching's last-bit differences
+  exact.kv_type = DType::F32;
+  Session one(*model, exact);
   std::vector<float> all;
   one.eval(tokens, &all);
-  SessionOptions small;
+  SessionOptions small = exact;
   small.n_ubatch = 5;
-  Session chunked(*model, small), stepwise(*model, {});
+  Session chunked(*model, small), stepwise(*model, exact);
   std::vector<float> all_chunked;
   chunked.eval(tokens, &all_chunked);
   EXPECT_LE(test::normalized_error(all_chunked.data(), all.data(), all.size()), 1e-5);
