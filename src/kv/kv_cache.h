@@ -69,7 +69,6 @@ class KvCache {
   int head_dim() const { return head_dim_; }
   int n_head_kv() const { return n_head_kv_; }
   int n_layer() const { return (int)(heads_.size() / n_head_kv_); }
-  DType type() const { return type_; }
   size_t bytes() const;
 
  private:

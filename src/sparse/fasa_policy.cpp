@@ -73,17 +73,6 @@ void FasaSelector::pick(const AttentionQuery& query, const KvHeadView& kv, int64
   pick_group(&query, 1, kv, budget, &rows);
 }
 
-void FasaSelector::select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
-                                std::vector<int32_t>* rows, bool* sparse) {
-  const int64_t budget = budget_.tokens(kv.n_tokens);
-  const bool dense = is_dense_layer(queries[0].layer) || budget >= kv.n_tokens;
-  for (int i = 0; i < n_q; ++i) {
-    rows[i].clear();
-    sparse[i] = !dense;
-  }
-  if (!dense) pick_group(queries, n_q, kv, budget, rows);
-}
-
 void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
                               std::vector<int32_t>* rows) {
   const int64_t n = kv.n_tokens;

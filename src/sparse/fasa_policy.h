@@ -33,21 +33,18 @@ class FasaSelector final : public SparseSelector {
   double kdom_share() const;
   // K_dom dims this query head scores on, as positions within its KV head's K_dom plane.
   const std::vector<int>& scored_dims(int layer, int head) const { return dims_[(size_t)layer * n_head_ + head]; }
-  // The query heads of one KV head scored in a single pass over its K_dom plane.
-  void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
-                    bool* sparse) override;
 
  protected:
   void pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+  // The query heads of one KV head: forced rows, then each head's top rows from a single TIP pass
+  // over the K_dom plane.
+  void pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                  std::vector<int32_t>* rows) override;
   KeyLayout sparse_key_layout(int layer, int kv_head) const override {
     return layouts_[(size_t)layer * n_head_kv_ + kv_head];
   }
 
  private:
-  // pick() for the query heads of one KV head: forced rows, then TIP's top rows of each.
-  void pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
-                  std::vector<int32_t>* rows);
-
   FasaOptions opts_;
   int n_head_, n_head_kv_;
   std::vector<KeyLayout> layouts_;        // [n_layer * n_head_kv]

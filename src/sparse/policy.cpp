@@ -1,5 +1,6 @@
 #include "sparse/policy.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "calib/profile.h"
@@ -27,14 +28,30 @@ void TokenSelector::select_group(const AttentionQuery* queries, int n_q, const K
 }
 
 bool SparseSelector::select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) {
-  if (dense_[query.layer]) return false;
+  bool sparse = false;
+  select_group(&query, 1, kv, &rows, &sparse);
+  return sparse;
+}
+
+void SparseSelector::select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
+                                  std::vector<int32_t>* rows, bool* sparse) {
+  for (int i = 0; i < n_q; ++i) {
+    rows[i].clear();
+    sparse[i] = false;
+  }
+  if (dense_[queries[0].layer]) return;
   const int64_t budget = budget_.tokens(kv.n_tokens);
   if (budget >= kv.n_tokens) {
-    on_dense_step(query, kv);
-    return false;
+    for (int i = 0; i < n_q; ++i) on_dense_step(queries[i], kv);
+    return;
   }
-  pick(query, kv, budget, rows);
-  return true;
+  std::fill(sparse, sparse + n_q, true);
+  pick_group(queries, n_q, kv, budget, rows);
+}
+
+void SparseSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                                std::vector<int32_t>* rows) {
+  for (int i = 0; i < n_q; ++i) pick(queries[i], kv, budget, rows[i]);
 }
 
 KeyLayout SparseSelector::key_layout(int layer, int kv_head) const {

@@ -50,11 +50,16 @@ class SparseSelector : public TokenSelector {
  public:
   SparseSelector(Budget budget, const std::vector<int>& dense_layers, int n_layer);
   bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) final;
+  void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+                    bool* sparse) final;
   KeyLayout key_layout(int layer, int kv_head) const final;
 
  protected:
   // Fill `rows` with at most `budget` (< kv.n_tokens) distinct rows.
   virtual void pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) = 0;
+  // pick() for the query heads sharing one KV head. Default: pick() per head.
+  virtual void pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                          std::vector<int32_t>* rows);
   // A sparse layer's step that attends to everything (budget >= context); for stateful policies.
   virtual void on_dense_step(const AttentionQuery& /*query*/, const KvHeadView& /*kv*/) {}
   virtual KeyLayout sparse_key_layout(int /*layer*/, int /*kv_head*/) const { return {}; }
