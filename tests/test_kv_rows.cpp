@@ -58,7 +58,7 @@ TEST(KvRows, StoreRoundsToHalfAndLoadReadsItBack) {
 TEST(KvRows, TipScoresMatchPlainDots) {
   for (DType t : {DType::F32, DType::F16})
     for (int nd : {4, 8, 12, 16, 64})
-      for (int n_q : {1, 3, 4}) {
+      for (int n_q : {1, 2, 3, 4, 5, 8}) {
         const int rows = 61;
         const auto x = test::random_floats((size_t)rows * nd, nd, 2.0f), q = test::random_floats((size_t)n_q * nd, n_q);
         const auto h = to_f16(x);
@@ -71,6 +71,30 @@ TEST(KvRows, TipScoresMatchPlainDots) {
               << dtype_name(t) << " nd=" << nd << " n_q=" << n_q << " rows " << lo << ".." << hi;
         }
       }
+}
+
+// Weighted sums of value rows for groups of heads (each register-blocked width and the remainders)
+// against one kv_add_scaled per row and head; the rows are scattered, as a gathered block's are.
+TEST(KvRows, WeightedRowsMatchAddScaled) {
+  for (DType t : {DType::F32, DType::F16})
+    for (int d : {8, 40, 64, 72, 128})
+      for (int n_q : {1, 2, 3, 4, 5, 8})
+        for (int n_rows : {1, 7, 64}) {
+          const int stored = 100;
+          const auto x = test::random_floats((size_t)stored * d, d + n_rows, 2.0f);
+          const auto w = test::random_floats((size_t)n_q * n_rows, n_q, 1.0f);
+          const auto h = to_f16(x);
+          std::vector<const void*> rows(n_rows);
+          for (int i = 0; i < n_rows; ++i) {
+            const size_t at = (size_t)((i * 37) % stored) * d;
+            rows[i] = t == DType::F16 ? (const void*)&h[at] : (const void*)&x[at];
+          }
+          std::vector<float> got = test::random_floats((size_t)n_q * d, 9), want = got;  // both accumulate
+          kv_weighted_rows(w.data(), n_q, rows.data(), n_rows, t, d, got.data());
+          kv_weighted_rows_reference(w.data(), n_q, rows.data(), n_rows, t, d, want.data());
+          EXPECT_LE(test::normalized_error(got.data(), want.data(), got.size()), 1e-6)
+              << dtype_name(t) << " d=" << d << " n_q=" << n_q << " rows=" << n_rows;
+        }
 }
 
 // An F16 cache in a permuted K_dom | K_rest layout: gathered attention equals the reference over

@@ -91,6 +91,19 @@ TEST(Ops, RopeLeavesDimsPastNRotAlone) {
   EXPECT_NE(x[0], y[0]);
 }
 
+TEST(Ops, ExpFastMatchesStdExp) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> x(-87.0f, 88.0f);
+  std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, 0.34657f, -0.34658f, 88.0f, -87.0f, -20.5f};
+  for (int i = 0; i < 100000; ++i) xs.push_back(x(rng));
+  double worst = 0;
+  for (float v : xs) worst = std::max(worst, std::abs(exp_fast(v) / std::exp((double)v) - 1.0));
+  EXPECT_LT(worst, 5e-7);
+  EXPECT_GT(exp_fast(-1000.0f), 0.0f);  // clamped, finite
+  EXPECT_LT(exp_fast(-1000.0f), 1e-37f);
+  EXPECT_TRUE(std::isfinite(exp_fast(1000.0f)));
+}
+
 TEST(Ops, SoftmaxAndSwiglu) {
   std::vector<float> x = {1000.0f, 1001.0f, 999.0f};  // large values must not overflow
   softmax(x.data(), 3);

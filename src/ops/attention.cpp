@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
+#include "ops/elementwise.h"
 #include "ops/kv_rows.h"
 #include "ops/kv_traffic.h"
 
@@ -30,30 +32,84 @@ void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* row
   grouped_attention(q, 1, kv, rows, n_rows, scale, out);
 }
 
+namespace {
+// Asks for rows [j0, j1) (key and value) ahead of use: the next block's DRAM reads overlap this
+// block's arithmetic, and gathered rows are not in a pattern the hardware prefetcher can follow.
+void prefetch_rows(const KvHeadView& kv, const int32_t* rows, int64_t j0, int64_t j1) {
+  const int eb = kv_elem_bytes(kv.type);
+  auto lines = [](const void* p, int bytes) {
+    for (int o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<const char*>(p) + o);
+  };
+  for (int64_t j = j0; j < j1; ++j) {
+    const int64_t r = rows ? rows[j] : j;
+    if (kv.n_dom) lines(kv.k_dom_row(r), kv.n_dom * eb);
+    lines(kv.k_rest_row(r), (kv.head_dim - kv.n_dom) * eb);
+    lines(kv.v_row(r), kv.head_dim * eb);
+  }
+}
+}  // namespace
+
 void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows,
                        float scale, float* out) {
-  const int d = kv.head_dim;
-  thread_local std::vector<float> max_score, denom;  // [n_q] online-softmax state per query head
+  // Rows go in blocks: the block's scores for every head come from the transposed TIP kernel on each
+  // key plane, each head rescales its output once per block and exponentiates a vector of scores, and
+  // the weighted sum of the value rows runs for all heads at once, in registers. Row-at-a-time, the scalar exp and the per-head
+  // F16 conversions made dense attention compute-bound far below memory bandwidth.
+  constexpr int kBlock = 64;
+  const int d = kv.head_dim, nd = kv.n_dom, nr = d - nd;
+  const size_t eb = kv_elem_bytes(kv.type);
+  thread_local std::vector<float> q_dom, q_rest;  // [n_q, nd], [n_q, nr]: each query's part per key plane
+  thread_local std::vector<float> score, part;    // [n_q, kBlock]
+  thread_local std::vector<float> max_score, denom;                   // [n_q] online-softmax state
+  thread_local std::vector<uint8_t> dom_rows, rest_rows;              // gathered key rows of the block
+  q_dom.resize((size_t)n_q * nd), q_rest.resize((size_t)n_q * nr);
+  for (int h = 0; h < n_q; ++h)  // scaled here, so the scores come out scaled
+    for (int i = 0; i < d; ++i) (i < nd ? q_dom[(size_t)h * nd + i] : q_rest[(size_t)h * nr + i - nd]) = scale * q[(size_t)h * d + i];
+  score.resize((size_t)n_q * kBlock), part.resize(score.size());
+  const void* value_rows[kBlock];
+  dom_rows.resize(kBlock * nd * eb), rest_rows.resize(kBlock * nr * eb);
   max_score.assign(n_q, -std::numeric_limits<float>::infinity());
   denom.assign(n_q, 0.0f);
   std::fill(out, out + (size_t)n_q * d, 0.0f);
-  for (int64_t j = 0; j < n_rows; ++j) {
-    const int64_t r = rows ? rows[j] : j;
-    const void* v = kv.v_row(r);
-    for (int h = 0; h < n_q; ++h) {  // the rows are in L1 after the first head
+
+  for (int64_t j0 = 0; j0 < n_rows; j0 += kBlock) {
+    const int b = (int)std::min<int64_t>(kBlock, n_rows - j0);
+    prefetch_rows(kv, rows, j0 + kBlock, std::min<int64_t>(j0 + 2 * kBlock, n_rows));
+    const void* dom = nd ? kv.k_dom_row(j0) : nullptr;  // [b, nd] and [b, nr] key rows, contiguous
+    const void* rest = kv.k_rest_row(j0);
+    if (rows) {
+      for (int i = 0; i < b; ++i) {
+        if (nd) std::memcpy(&dom_rows[i * nd * eb], kv.k_dom_row(rows[j0 + i]), nd * eb);
+        std::memcpy(&rest_rows[i * nr * eb], kv.k_rest_row(rows[j0 + i]), nr * eb);
+      }
+      dom = dom_rows.data(), rest = rest_rows.data();
+    }
+    tip_scores(q_rest.data(), n_q, rest, kv.type, nr, 0, b, score.data());  // score: [n_q, b]
+    if (nd) {
+      tip_scores(q_dom.data(), n_q, dom, kv.type, nd, 0, b, part.data());
+      for (int i = 0; i < n_q * b; ++i) score[i] += part[i];
+    }
+    for (int i = 0; i < b; ++i) value_rows[i] = kv.v_row(rows ? rows[j0 + i] : j0 + i);
+
+    for (int h = 0; h < n_q; ++h) {
+      float* s = &score[(size_t)h * b];
       float* o = out + (size_t)h * d;
-      const float s = scale * key_dot(q + (size_t)h * d, kv, r);
-      if (s > max_score[h]) {  // new maximum: rescale what has been accumulated so far
-        const float c = std::exp(max_score[h] - s);
+      float m = max_score[h];
+#pragma omp simd reduction(max : m)
+      for (int i = 0; i < b; ++i) m = s[i] > m ? s[i] : m;
+      if (m > max_score[h]) {  // new maximum: rescale what has been accumulated so far
+        const float c = exp_fast(max_score[h] - m);
         denom[h] *= c;
 #pragma omp simd
         for (int i = 0; i < d; ++i) o[i] *= c;
-        max_score[h] = s;
+        max_score[h] = m;
       }
-      const float w = std::exp(s - max_score[h]);
-      denom[h] += w;
-      kv_add_scaled(o, w, v, kv.type, d);
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int i = 0; i < b; ++i) sum += (s[i] = exp_fast(s[i] - m));
+      denom[h] += sum;
     }
+    kv_weighted_rows(score.data(), n_q, value_rows, b, kv.type, d, out);  // out += weights . value rows
   }
   for (int h = 0; h < n_q; ++h)
     if (denom[h] > 0) {

@@ -1,5 +1,7 @@
 #pragma once
 // Small per-token ops of the forward pass.
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 
 #include "model/config.h"
@@ -18,6 +20,26 @@ void rope_cos_sin(const float* inv_freq, int n_planes, int64_t pos, float* cos_s
 
 // gate[i] = silu(gate[i]) * up[i]
 void swiglu(float* gate, const float* up, int64_t n);
+
+// e^x to about 2e-7 relative error for x in [-87, 88] (clamped outside; e^-87 is below any softmax
+// weight that matters). Branch-free, so a `#pragma omp simd` loop of it vectorises, which std::exp
+// does not without -ffast-math: softmax over long rows spends most of its time here.
+inline float exp_fast(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
+  const float n = (x * 1.44269504f + kRound) - kRound;  // x = n ln2 + r, |r| <= ln2 / 2
+  const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;  // ln2 split in two for exactness
+  float p = 1.0f / 5040;  // Taylor series of e^r to r^7
+  p = p * r + 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = ((int32_t)n + 127) << 23;  // 2^n
+  return p * std::bit_cast<float>(bits);
+}
 
 // In-place softmax over x[0..n).
 void softmax(float* x, int64_t n);

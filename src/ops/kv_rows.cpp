@@ -113,6 +113,25 @@ inline void transpose8(__m256 r[8]) {
   r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
   r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
+
+// score[i * stride + r] = q_i . row r for NQ queries and the 8 rows whose dims are in cols (transposed).
+// Each query keeps several independent FMA chains, so the FMA latency does not serialise the dims.
+template <int NQ>
+inline void score_rows8(const float* q, int n_dom, const __m256* cols, float* score, int64_t stride) {
+  constexpr int kChains = NQ <= 2 ? 4 : 2;  // n_dom is a multiple of 8, so of kChains
+  __m256 acc[NQ][kChains];
+  for (auto& a : acc)
+    for (auto& c : a) c = _mm256_setzero_ps();
+  for (int d = 0; d < n_dom; d += kChains)
+    for (int c = 0; c < kChains; ++c)
+      for (int i = 0; i < NQ; ++i)
+        acc[i][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + (size_t)i * n_dom + d + c), cols[d + c], acc[i][c]);
+  for (int i = 0; i < NQ; ++i) {
+    __m256 sum = acc[i][0];
+    for (int c = 1; c < kChains; ++c) sum = _mm256_add_ps(sum, acc[i][c]);
+    _mm256_storeu_ps(score + (size_t)i * stride, sum);
+  }
+}
 }  // namespace
 #endif
 
@@ -122,7 +141,7 @@ void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, 
   int64_t j = lo;
 #if FASA_KV_F16C
   constexpr int kMaxDom = 128;
-  if (n_dom % 8 == 0 && n_dom <= kMaxDom) {
+  if (n_dom % 8 == 0 && n_dom <= kMaxDom && n_q >= 3) {  // fewer queries: a plain dot per row is cheaper than the transposes
     __m256 cols[kMaxDom];  // cols[d]: dim d of the block's 8 rows
     for (; j + 8 <= hi; j += 8) {
       for (int c = 0; c < n_dom; c += 8) {
@@ -133,16 +152,73 @@ void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, 
         }
         transpose8(cols + c);
       }
-      for (int i = 0; i < n_q; ++i) {
-        const float* qi = q + (size_t)i * n_dom;
-        __m256 acc = _mm256_mul_ps(_mm256_broadcast_ss(qi), cols[0]);
-        for (int d = 1; d < n_dom; ++d) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(qi + d), cols[d], acc);
-        _mm256_storeu_ps(score + (size_t)i * m + (j - lo), acc);
-      }
+      int i = 0;
+      for (; i + 4 <= n_q; i += 4) score_rows8<4>(q + (size_t)i * n_dom, n_dom, cols, score + (size_t)i * m + (j - lo), m);
+      const float* qi = q + (size_t)i * n_dom;
+      float* si = score + (size_t)i * m + (j - lo);
+      if (n_q - i == 3) score_rows8<3>(qi, n_dom, cols, si, m);
+      if (n_q - i == 2) score_rows8<2>(qi, n_dom, cols, si, m);
+      if (n_q - i == 1) score_rows8<1>(qi, n_dom, cols, si, m);
     }
   }
 #endif
   tip_rows_plain(q, n_q, plane, t, n_dom, j, hi, lo, m, score);  // the rows left over (all, without F16C)
+}
+
+void kv_weighted_rows_reference(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d,
+                                float* out) {
+  for (int h = 0; h < n_q; ++h)
+    for (int i = 0; i < n_rows; ++i) kv_add_scaled(out + (size_t)h * d, w[(size_t)h * n_rows + i], rows[i], t, d);
+}
+
+#if FASA_KV_F16C
+namespace {
+// kv_weighted_rows for NQ heads and dims [k0, k0 + 8 * kVecs): NQ * kVecs independent FMA chains.
+template <int NQ>
+inline void weighted_rows_chunk(const float* w, const void* const* rows, int n_rows, DType t, int d, int k0,
+                                float* out) {
+  constexpr int kVecs = NQ <= 2 ? 4 : 2;
+  __m256 acc[NQ][kVecs];
+  for (int h = 0; h < NQ; ++h)
+    for (int v = 0; v < kVecs; ++v) acc[h][v] = _mm256_loadu_ps(out + (size_t)h * d + k0 + 8 * v);
+  for (int i = 0; i < n_rows; ++i) {
+    __m256 x[kVecs];
+    for (int v = 0; v < kVecs; ++v)
+      x[v] = t == DType::F16 ? load_f16x8(static_cast<const uint16_t*>(rows[i]) + k0 + 8 * v)
+                             : _mm256_loadu_ps(static_cast<const float*>(rows[i]) + k0 + 8 * v);
+    for (int h = 0; h < NQ; ++h) {
+      const __m256 wh = _mm256_broadcast_ss(w + (size_t)h * n_rows + i);
+      for (int v = 0; v < kVecs; ++v) acc[h][v] = _mm256_fmadd_ps(wh, x[v], acc[h][v]);
+    }
+  }
+  for (int h = 0; h < NQ; ++h)
+    for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(out + (size_t)h * d + k0 + 8 * v, acc[h][v]);
+}
+
+template <int NQ>
+void weighted_rows(const float* w, const void* const* rows, int n_rows, DType t, int d, float* out) {
+  constexpr int kWidth = NQ <= 2 ? 32 : 16;
+  int k0 = 0;
+  for (; k0 + kWidth <= d; k0 += kWidth) weighted_rows_chunk<NQ>(w, rows, n_rows, t, d, k0, out);
+  for (int h = 0; h < NQ; ++h)  // dims past the last whole chunk
+    for (int i = 0; i < n_rows; ++i)
+      for (int k = k0; k < d; ++k) out[(size_t)h * d + k] += w[(size_t)h * n_rows + i] * kv_element(rows[i], t, k);
+}
+}  // namespace
+#endif
+
+void kv_weighted_rows(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d, float* out) {
+#if FASA_KV_F16C
+  int h = 0;
+  for (; h + 4 <= n_q; h += 4) weighted_rows<4>(w + (size_t)h * n_rows, rows, n_rows, t, d, out + (size_t)h * d);
+  const float* wh = w + (size_t)h * n_rows;
+  float* oh = out + (size_t)h * d;
+  if (n_q - h == 3) weighted_rows<3>(wh, rows, n_rows, t, d, oh);
+  if (n_q - h == 2) weighted_rows<2>(wh, rows, n_rows, t, d, oh);
+  if (n_q - h == 1) weighted_rows<1>(wh, rows, n_rows, t, d, oh);
+#else
+  kv_weighted_rows_reference(w, n_q, rows, n_rows, t, d, out);
+#endif
 }
 
 DType kv_type_from_name(const std::string& name) {

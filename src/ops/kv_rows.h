@@ -39,6 +39,16 @@ void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, 
 void tip_scores_reference(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
                           float* score);
 
+// out[h * d + k] += sum_i w[h * n_rows + i] * rows[i][k]: n_q weighted sums of the same rows (the value
+// rows of one block of attention, shared by the query heads of a GQA group). Each row is converted
+// once per group of heads, and the sums stay in registers across the rows.
+// w: [n_q, n_rows]; rows: n_rows pointers to d elements of type t; out: [n_q, d]
+void kv_weighted_rows(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d, float* out);
+
+// The same sums, one kv_add_scaled per row and head (reference).
+void kv_weighted_rows_reference(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d,
+                                float* out);
+
 // "f32" / "f16" -> the type; anything else is a clear error.
 DType kv_type_from_name(const std::string& name);
 

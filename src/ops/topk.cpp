@@ -1,17 +1,30 @@
 #include "ops/topk.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <functional>
 #include <numeric>
 
 namespace fasa {
 
 namespace {
+// A key per index whose unsigned order is (score, then lower index): the selection then compares
+// plain integers instead of looking scores up through a comparator (and NaN scores cannot break
+// the ordering's strictness).
+uint64_t rank_key(float score, int32_t i) {
+  const uint32_t bits = std::bit_cast<uint32_t>(score);
+  const uint32_t ordered = bits & 0x80000000u ? ~bits : bits | 0x80000000u;  // float order as unsigned order
+  return (uint64_t)ordered << 32 | (0xffffffffu - (uint32_t)i);
+}
+
 // Moves the k best of idx's indices to its front: larger score first, ties to the lower index.
 void select_best(const float* scores, std::vector<int32_t>& idx, int64_t k) {
-  std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), [&](int32_t a, int32_t b) {
-    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
-  });
+  thread_local std::vector<uint64_t> keys;
+  keys.resize(idx.size());
+  for (size_t j = 0; j < idx.size(); ++j) keys[j] = rank_key(scores[idx[j]], idx[j]);
+  std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), std::greater<uint64_t>());
+  for (int64_t j = 0; j < k; ++j) idx[j] = (int32_t)(0xffffffffu - (uint32_t)keys[j]);
 }
 }  // namespace
 
@@ -28,7 +41,16 @@ void top_k_indices(const float* scores, int64_t n, int64_t k, std::vector<int32_
     std::nth_element(sample, sample + rank, sample + kSample, std::greater<float>());
     const float threshold = sample[rank];
     idx.clear();
-    for (int64_t i = 0; i < n; ++i)
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {  // most blocks of 8 hold no candidate: one vector compare skips them
+      int hits = 0;
+#pragma omp simd reduction(+ : hits)
+      for (int j = 0; j < 8; ++j) hits += scores[i + j] >= threshold;
+      if (hits)
+        for (int j = 0; j < 8; ++j)
+          if (scores[i + j] >= threshold) idx.push_back((int32_t)(i + j));
+    }
+    for (; i < n; ++i)
       if (scores[i] >= threshold) idx.push_back((int32_t)i);
     if ((int64_t)idx.size() >= k) {
       select_best(scores, idx, k);
