@@ -53,18 +53,21 @@ void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int3
                        float scale, float* out) {
   // Rows go in blocks: the block's scores for every head come from the transposed TIP kernel on each
   // key plane, each head rescales its output once per block and exponentiates a vector of scores, and
-  // the weighted sum of the value rows runs for all heads at once, in registers. Row-at-a-time, the scalar exp and the per-head
-  // F16 conversions made dense attention compute-bound far below memory bandwidth.
+  // the weighted sum of the value rows runs for all heads at once, in registers. Row at a time, the
+  // scalar exp and the per-head F16 conversions kept dense attention far below memory bandwidth.
   constexpr int kBlock = 64;
   const int d = kv.head_dim, nd = kv.n_dom, nr = d - nd;
   const size_t eb = kv_elem_bytes(kv.type);
   thread_local std::vector<float> q_dom, q_rest;  // [n_q, nd], [n_q, nr]: each query's part per key plane
   thread_local std::vector<float> score, part;    // [n_q, kBlock]
-  thread_local std::vector<float> max_score, denom;                   // [n_q] online-softmax state
-  thread_local std::vector<uint8_t> dom_rows, rest_rows;              // gathered key rows of the block
+  thread_local std::vector<float> max_score, denom;  // [n_q] online-softmax state
+  thread_local std::vector<uint8_t> dom_rows, rest_rows;  // [kBlock, nd], [kBlock, nr]: a block's gathered key rows
   q_dom.resize((size_t)n_q * nd), q_rest.resize((size_t)n_q * nr);
   for (int h = 0; h < n_q; ++h)  // scaled here, so the scores come out scaled
-    for (int i = 0; i < d; ++i) (i < nd ? q_dom[(size_t)h * nd + i] : q_rest[(size_t)h * nr + i - nd]) = scale * q[(size_t)h * d + i];
+    for (int i = 0; i < d; ++i) {
+      float& to = i < nd ? q_dom[(size_t)h * nd + i] : q_rest[(size_t)h * nr + i - nd];
+      to = scale * q[(size_t)h * d + i];
+    }
   score.resize((size_t)n_q * kBlock), part.resize(score.size());
   const void* value_rows[kBlock];
   dom_rows.resize(kBlock * nd * eb), rest_rows.resize(kBlock * nr * eb);
