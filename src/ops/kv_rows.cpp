@@ -5,6 +5,8 @@
 #define FASA_KV_F16C 1
 #endif
 
+#include <type_traits>
+
 #include "fasa/error.h"
 
 namespace fasa {
@@ -19,6 +21,17 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// Calls f(std::integral_constant<int, NQ>{}, first) over n queries in groups of NQ = 4 and one last
+// group of 1..3: the register-blocked kernels are compiled per group size.
+template <class F>
+inline void in_query_groups(int n, F&& f) {
+  int i = 0;
+  for (; i + 4 <= n; i += 4) f(std::integral_constant<int, 4>{}, i);
+  if (n - i == 3) f(std::integral_constant<int, 3>{}, i);
+  if (n - i == 2) f(std::integral_constant<int, 2>{}, i);
+  if (n - i == 1) f(std::integral_constant<int, 1>{}, i);
 }
 #endif
 }  // namespace
@@ -141,7 +154,8 @@ void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, 
   int64_t j = lo;
 #if FASA_KV_F16C
   constexpr int kMaxDom = 128;
-  if (n_dom % 8 == 0 && n_dom <= kMaxDom && n_q >= 3) {  // fewer queries: a plain dot per row is cheaper than the transposes
+  // With fewer than 3 queries a plain dot per row is cheaper than the transposes.
+  if (n_dom % 8 == 0 && n_dom <= kMaxDom && n_q >= 3) {
     __m256 cols[kMaxDom];  // cols[d]: dim d of the block's 8 rows
     for (; j + 8 <= hi; j += 8) {
       for (int c = 0; c < n_dom; c += 8) {
@@ -152,13 +166,9 @@ void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, 
         }
         transpose8(cols + c);
       }
-      int i = 0;
-      for (; i + 4 <= n_q; i += 4) score_rows8<4>(q + (size_t)i * n_dom, n_dom, cols, score + (size_t)i * m + (j - lo), m);
-      const float* qi = q + (size_t)i * n_dom;
-      float* si = score + (size_t)i * m + (j - lo);
-      if (n_q - i == 3) score_rows8<3>(qi, n_dom, cols, si, m);
-      if (n_q - i == 2) score_rows8<2>(qi, n_dom, cols, si, m);
-      if (n_q - i == 1) score_rows8<1>(qi, n_dom, cols, si, m);
+      in_query_groups(n_q, [&](auto nq, int i) {
+        score_rows8<nq>(q + (size_t)i * n_dom, n_dom, cols, score + (size_t)i * m + (j - lo), m);
+      });
     }
   }
 #endif
@@ -209,13 +219,9 @@ void weighted_rows(const float* w, const void* const* rows, int n_rows, DType t,
 
 void kv_weighted_rows(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d, float* out) {
 #if FASA_KV_F16C
-  int h = 0;
-  for (; h + 4 <= n_q; h += 4) weighted_rows<4>(w + (size_t)h * n_rows, rows, n_rows, t, d, out + (size_t)h * d);
-  const float* wh = w + (size_t)h * n_rows;
-  float* oh = out + (size_t)h * d;
-  if (n_q - h == 3) weighted_rows<3>(wh, rows, n_rows, t, d, oh);
-  if (n_q - h == 2) weighted_rows<2>(wh, rows, n_rows, t, d, oh);
-  if (n_q - h == 1) weighted_rows<1>(wh, rows, n_rows, t, d, oh);
+  in_query_groups(n_q, [&](auto nq, int h) {
+    weighted_rows<nq>(w + (size_t)h * n_rows, rows, n_rows, t, d, out + (size_t)h * d);
+  });
 #else
   kv_weighted_rows_reference(w, n_q, rows, n_rows, t, d, out);
 #endif
