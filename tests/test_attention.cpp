@@ -88,23 +88,30 @@ TEST(Attention, GroupedEqualsEachHeadsReference) {
   std::iota(subset.begin(), subset.end(), 0);
   std::shuffle(subset.begin(), subset.end(), std::mt19937(3));
   subset.resize(50);
-  for (DType type : {DType::F32, DType::F16}) {
-    KvCache cache(1, 1, d, n, {}, type);
-    for (int p = 0; p < n; ++p) cache.store(0, 0, p, &k[p * d], &v[p * d]);
-    const KvHeadView kv = cache.view(0, 0, n);
-    for (int n_q : {1, 3, 4})
-      for (const int32_t* rows : {(const int32_t*)nullptr, (const int32_t*)subset.data()}) {
-        const int64_t m = rows ? (int64_t)subset.size() : n;
-        auto q = test::random_floats((size_t)n_q * d, n_q, 1.5f);
-        std::vector<float> out((size_t)n_q * d), ref(d);
-        grouped_attention(q.data(), n_q, kv, rows, m, 0.125f, out.data());
-        for (int h = 0; h < n_q; ++h) {
-          attention_reference(&q[(size_t)h * d], kv, rows, m, 0.125f, ref.data());
-          EXPECT_LE(test::normalized_error(&out[(size_t)h * d], ref.data(), d), 1e-5)
-              << dtype_name(type) << " n_q=" << n_q << " head " << h << (rows ? " subset" : " all");
+  KeyLayout split;  // a K_dom plane of 16 dims (8 chunks) in a shuffled order, as FASA lays keys out
+  split.perm.resize(d);
+  std::iota(split.perm.begin(), split.perm.end(), 0);
+  std::shuffle(split.perm.begin(), split.perm.end(), std::mt19937(4));
+  split.n_dom = 16;
+  for (DType type : {DType::F32, DType::F16})
+    for (const KeyLayout& layout : {KeyLayout{}, split}) {
+      KvCache cache(1, 1, d, n, {layout}, type);
+      for (int p = 0; p < n; ++p) cache.store(0, 0, p, &k[p * d], &v[p * d]);
+      const KvHeadView kv = cache.view(0, 0, n);
+      for (int n_q : {1, 2, 3, 4, 5})
+        for (const int32_t* rows : {(const int32_t*)nullptr, (const int32_t*)subset.data()}) {
+          const int64_t m = rows ? (int64_t)subset.size() : n;
+          auto q = test::random_floats((size_t)n_q * d, n_q, 1.5f);
+          std::vector<float> out((size_t)n_q * d), ref(d);
+          grouped_attention(q.data(), n_q, kv, rows, m, 0.125f, out.data());
+          for (int h = 0; h < n_q; ++h) {
+            attention_reference(&q[(size_t)h * d], kv, rows, m, 0.125f, ref.data());
+            EXPECT_LE(test::normalized_error(&out[(size_t)h * d], ref.data(), d), 1e-5)
+                << dtype_name(type) << " n_dom=" << kv.n_dom << " n_q=" << n_q << " head " << h
+                << (rows ? " subset" : " all");
+          }
         }
-      }
-  }
+    }
 }
 
 TEST(Attention, SubsetDiffersFromDense) {  // the comparison above can fail

@@ -58,16 +58,19 @@ void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int3
   constexpr int kBlock = 64;
   const int d = kv.head_dim, nd = kv.n_dom, nr = d - nd;
   const size_t eb = kv_elem_bytes(kv.type);
-  thread_local std::vector<float> q_dom, q_rest;  // [n_q, nd], [n_q, nr]: each query's part per key plane
+  thread_local std::vector<float> qs, q_dom, q_rest;  // [n_q, d] scaled; [n_q, nd], [n_q, nr]: its part per key plane
   thread_local std::vector<float> score, part;    // [n_q, kBlock]
   thread_local std::vector<float> max_score, denom;  // [n_q] online-softmax state
   thread_local std::vector<uint8_t> dom_rows, rest_rows;  // [kBlock, nd], [kBlock, nr]: a block's gathered key rows
-  q_dom.resize((size_t)n_q * nd), q_rest.resize((size_t)n_q * nr);
+  qs.resize((size_t)n_q * d), q_dom.resize((size_t)n_q * nd), q_rest.resize((size_t)n_q * nr);
   for (int h = 0; h < n_q; ++h)  // scaled here, so the scores come out scaled
     for (int i = 0; i < d; ++i) {
       float& to = i < nd ? q_dom[(size_t)h * nd + i] : q_rest[(size_t)h * nr + i - nd];
-      to = scale * q[(size_t)h * d + i];
+      to = qs[(size_t)h * d + i] = scale * q[(size_t)h * d + i];
     }
+  // Few queries score rows with plain dots (tip_scores' choice too), which read gathered rows where
+  // they lie; the transposed kernel wants a block's rows side by side, so those are copied first.
+  const bool plain_dots = rows && n_q < kTipTransposedMinQueries;
   score.resize((size_t)n_q * kBlock), part.resize(score.size());
   const void* value_rows[kBlock];
   dom_rows.resize(kBlock * nd * eb), rest_rows.resize(kBlock * nr * eb);
@@ -78,19 +81,24 @@ void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int3
   for (int64_t j0 = 0; j0 < n_rows; j0 += kBlock) {
     const int b = (int)std::min<int64_t>(kBlock, n_rows - j0);
     prefetch_rows(kv, rows, j0 + kBlock, std::min<int64_t>(j0 + 2 * kBlock, n_rows));
-    const void* dom = nd ? kv.k_dom_row(j0) : nullptr;  // [b, nd] and [b, nr] key rows, contiguous
-    const void* rest = kv.k_rest_row(j0);
-    if (rows) {
-      for (int i = 0; i < b; ++i) {
-        if (nd) std::memcpy(&dom_rows[i * nd * eb], kv.k_dom_row(rows[j0 + i]), nd * eb);
-        std::memcpy(&rest_rows[i * nr * eb], kv.k_rest_row(rows[j0 + i]), nr * eb);
+    if (plain_dots) {
+      for (int h = 0; h < n_q; ++h)
+        for (int i = 0; i < b; ++i) score[(size_t)h * b + i] = key_dot(&qs[(size_t)h * d], kv, rows[j0 + i]);
+    } else {
+      const void* dom = nd ? kv.k_dom_row(j0) : nullptr;  // [b, nd] and [b, nr] key rows, contiguous
+      const void* rest = kv.k_rest_row(j0);
+      if (rows) {
+        for (int i = 0; i < b; ++i) {
+          if (nd) std::memcpy(&dom_rows[i * nd * eb], kv.k_dom_row(rows[j0 + i]), nd * eb);
+          std::memcpy(&rest_rows[i * nr * eb], kv.k_rest_row(rows[j0 + i]), nr * eb);
+        }
+        dom = dom_rows.data(), rest = rest_rows.data();
       }
-      dom = dom_rows.data(), rest = rest_rows.data();
-    }
-    tip_scores(q_rest.data(), n_q, rest, kv.type, nr, 0, b, score.data());  // score: [n_q, b]
-    if (nd) {
-      tip_scores(q_dom.data(), n_q, dom, kv.type, nd, 0, b, part.data());
-      for (int i = 0; i < n_q * b; ++i) score[i] += part[i];
+      tip_scores(q_rest.data(), n_q, rest, kv.type, nr, 0, b, score.data());  // score: [n_q, b]
+      if (nd) {
+        tip_scores(q_dom.data(), n_q, dom, kv.type, nd, 0, b, part.data());
+        for (int i = 0; i < n_q * b; ++i) score[i] += part[i];
+      }
     }
     for (int i = 0; i < b; ++i) value_rows[i] = kv.v_row(rows ? rows[j0 + i] : j0 + i);
 

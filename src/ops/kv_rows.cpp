@@ -154,8 +154,7 @@ void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, 
   int64_t j = lo;
 #if FASA_KV_F16C
   constexpr int kMaxDom = 128;
-  // With fewer than 3 queries a plain dot per row is cheaper than the transposes.
-  if (n_dom % 8 == 0 && n_dom <= kMaxDom && n_q >= 3) {
+  if (n_dom % 8 == 0 && n_dom <= kMaxDom && n_q >= kTipTransposedMinQueries) {
     __m256 cols[kMaxDom];  // cols[d]: dim d of the block's 8 rows
     for (; j + 8 <= hi; j += 8) {
       for (int c = 0; c < n_dom; c += 8) {

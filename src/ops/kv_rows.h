@@ -30,8 +30,10 @@ void kv_load(const void* row, DType t, int n, float* out);
 
 // FASA's TIP scores: score[i * (hi - lo) + j - lo] = q_i . row j of a K_dom plane, for rows
 // lo <= j < hi and n_q queries (a query scoring a subset of the dims has zeros on the others).
-// Rows are taken 8 at a time and transposed, so each query costs one FMA per dim per 8 rows.
+// From kTipTransposedMinQueries queries on, rows are taken 8 at a time and transposed, so each query
+// costs one FMA per dim per 8 rows; for fewer, plain dots are cheaper than the transposes.
 // q: [n_q, n_dom]; plane: [rows, n_dom] elements of type t; score: [n_q, hi - lo]
+constexpr int kTipTransposedMinQueries = 3;
 void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
                 float* score);
 

@@ -6,6 +6,10 @@
 #include <functional>
 #include <numeric>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 namespace fasa {
 
 namespace {
@@ -26,6 +30,27 @@ void select_best(const float* scores, std::vector<int32_t>& idx, int64_t k) {
   std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), std::greater<uint64_t>());
   for (int64_t j = 0; j < k; ++j) idx[j] = (int32_t)(0xffffffffu - (uint32_t)keys[j]);
 }
+
+// Writes the indices i < n with scores[i] >= threshold to out (room for n) in increasing order and
+// returns their count. A vector compare per 16 scores yields a bit mask; most masks are empty (a
+// threshold keeps a few percent), and the set bits are walked without a branch per score.
+int64_t candidates_at_least(const float* scores, int64_t n, float threshold, int32_t* out) {
+  int64_t count = 0, i = 0;
+  for (; i + 16 <= n; i += 16) {
+#if defined(__AVX__)
+    const __m256 t = _mm256_set1_ps(threshold);
+    uint32_t mask = (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(scores + i), t, _CMP_GE_OQ)) |
+                    (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(scores + i + 8), t, _CMP_GE_OQ)) << 8;
+#else
+    uint32_t mask = 0;
+    for (int j = 0; j < 16; ++j) mask |= (uint32_t)(scores[i + j] >= threshold) << j;
+#endif
+    for (; mask; mask &= mask - 1) out[count++] = (int32_t)(i + std::countr_zero(mask));
+  }
+  for (; i < n; ++i)
+    if (scores[i] >= threshold) out[count++] = (int32_t)i;
+  return count;
+}
 }  // namespace
 
 void top_k_indices(const float* scores, int64_t n, int64_t k, std::vector<int32_t>& idx) {
@@ -40,18 +65,9 @@ void top_k_indices(const float* scores, int64_t n, int64_t k, std::vector<int32_
     const int64_t rank = std::min(kSample - 1, 2 * (k * kSample / n) + 8);  // ~2x the expected share, plus slack
     std::nth_element(sample, sample + rank, sample + kSample, std::greater<float>());
     const float threshold = sample[rank];
-    idx.clear();
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {  // most blocks of 8 hold no candidate: one vector compare skips them
-      int hits = 0;
-#pragma omp simd reduction(+ : hits)
-      for (int j = 0; j < 8; ++j) hits += scores[i + j] >= threshold;
-      if (hits)
-        for (int j = 0; j < 8; ++j)
-          if (scores[i + j] >= threshold) idx.push_back((int32_t)(i + j));
-    }
-    for (; i < n; ++i)
-      if (scores[i] >= threshold) idx.push_back((int32_t)i);
+    thread_local std::vector<int32_t> candidates;  // [n] room for all; grows, never shrinks (no refill per call)
+    if ((int64_t)candidates.size() < n) candidates.resize(n);
+    idx.assign(candidates.data(), candidates.data() + candidates_at_least(scores, n, threshold, candidates.data()));
     if ((int64_t)idx.size() >= k) {
       select_best(scores, idx, k);
       return;
