@@ -114,6 +114,38 @@ TEST(Attention, GroupedEqualsEachHeadsReference) {
     }
 }
 
+// Flash-decoding: the rows cut into slices that run as tasks on a team of threads, merged, equal
+// the one-pass result and the reference — for all rows and for a gathered subset, F16 and F32.
+TEST(Attention, SplitOverTheRowsEqualsOnePass) {
+  const int d = 64, n_q = 4;
+  const int64_t n = 3 * 4096 + 1000;
+  auto k = test::random_floats(n * d, 11, 2.0f), v = test::random_floats(n * d, 12);
+  auto q = test::random_floats((size_t)n_q * d, 13, 1.5f);
+  std::vector<int32_t> subset(n);
+  std::iota(subset.begin(), subset.end(), 0);
+  std::shuffle(subset.begin(), subset.end(), std::mt19937(5));
+  subset.resize(9000);
+  for (DType type : {DType::F32, DType::F16}) {
+    KvCache cache(1, 1, d, n, {}, type);
+    for (int64_t p = 0; p < n; ++p) cache.store(0, 0, p, &k[p * d], &v[p * d]);
+    const KvHeadView kv = cache.view(0, 0, n);
+    for (const int32_t* rows : {(const int32_t*)nullptr, (const int32_t*)subset.data()}) {
+      const int64_t m = rows ? (int64_t)subset.size() : n;
+      std::vector<float> split((size_t)n_q * d), whole(split.size()), ref(d);
+#pragma omp parallel num_threads(4)
+#pragma omp single
+      split_grouped_attention(q.data(), n_q, kv, rows, m, 0.125f, split.data());
+      grouped_attention(q.data(), n_q, kv, rows, m, 0.125f, whole.data());
+      for (int h = 0; h < n_q; ++h) {
+        attention_reference(&q[(size_t)h * d], kv, rows, m, 0.125f, ref.data());
+        const float* got = &split[(size_t)h * d];
+        EXPECT_LE(test::normalized_error(got, &whole[(size_t)h * d], d), 1e-5) << dtype_name(type) << " head " << h;
+        EXPECT_LE(test::normalized_error(got, ref.data(), d), 1e-5) << dtype_name(type) << " head " << h;
+      }
+    }
+  }
+}
+
 TEST(Attention, SubsetDiffersFromDense) {  // the comparison above can fail
   const int d = 16;
   RandomKv kv(50, d, 8);

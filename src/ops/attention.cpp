@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include <omp.h>
+
 #include "ops/elementwise.h"
 #include "ops/kv_rows.h"
 #include "ops/kv_traffic.h"
@@ -49,8 +51,16 @@ void prefetch_rows(const KvHeadView& kv, const int32_t* rows, int64_t j0, int64_
 }
 }  // namespace
 
-void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows,
-                       float scale, float* out) {
+namespace {
+// split_grouped_attention's slices are at least this long: a task and a merge cost microseconds, a
+// slice of 4096 rows (F16, head_dim 64: 1 MiB of keys and values) far more.
+constexpr int64_t kMinRowsPerPart = 4096;
+
+// One pass of online-softmax attention over rows [j_begin, j_end) for n_q heads, continuing the state
+// in max_score/denom (per head) and acc (unnormalised weighted sum of value rows).
+//   q, acc: [n_q, d]; max_score, denom: [n_q]
+void attend_rows(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t j_begin, int64_t j_end,
+                 float scale, float* max_score, float* denom, float* out) {
   // Rows go in blocks: the block's scores for every head come from the transposed TIP kernel on each
   // key plane, each head rescales its output once per block and exponentiates a vector of scores, and
   // the weighted sum of the value rows runs for all heads at once, in registers. Row at a time, the
@@ -60,7 +70,6 @@ void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int3
   const size_t eb = kv_elem_bytes(kv.type);
   thread_local std::vector<float> qs, q_dom, q_rest;  // [n_q, d] scaled; [n_q, nd], [n_q, nr]: its part per key plane
   thread_local std::vector<float> score, part;    // [n_q, kBlock]
-  thread_local std::vector<float> max_score, denom;  // [n_q] online-softmax state
   thread_local std::vector<uint8_t> dom_rows, rest_rows;  // [kBlock, nd], [kBlock, nr]: a block's gathered key rows
   qs.resize((size_t)n_q * d), q_dom.resize((size_t)n_q * nd), q_rest.resize((size_t)n_q * nr);
   for (int h = 0; h < n_q; ++h)  // scaled here, so the scores come out scaled
@@ -74,13 +83,10 @@ void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int3
   score.resize((size_t)n_q * kBlock), part.resize(score.size());
   const void* value_rows[kBlock];
   dom_rows.resize(kBlock * nd * eb), rest_rows.resize(kBlock * nr * eb);
-  max_score.assign(n_q, -std::numeric_limits<float>::infinity());
-  denom.assign(n_q, 0.0f);
-  std::fill(out, out + (size_t)n_q * d, 0.0f);
 
-  for (int64_t j0 = 0; j0 < n_rows; j0 += kBlock) {
-    const int b = (int)std::min<int64_t>(kBlock, n_rows - j0);
-    prefetch_rows(kv, rows, j0 + kBlock, std::min<int64_t>(j0 + 2 * kBlock, n_rows));
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += kBlock) {
+    const int b = (int)std::min<int64_t>(kBlock, j_end - j0);
+    prefetch_rows(kv, rows, j0 + kBlock, std::min<int64_t>(j0 + 2 * kBlock, j_end));
     if (plain_dots) {
       for (int h = 0; h < n_q; ++h)
         for (int i = 0; i < b; ++i) score[(size_t)h * b + i] = key_dot(&qs[(size_t)h * d], kv, rows[j0 + i]);
@@ -122,12 +128,59 @@ void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int3
     }
     kv_weighted_rows(score.data(), n_q, value_rows, b, kv.type, d, out);  // out += weights . value rows
   }
-  for (int h = 0; h < n_q; ++h)
-    if (denom[h] > 0) {
-      const float inv = 1.0f / denom[h];
-      for (int i = 0; i < d; ++i) out[(size_t)h * d + i] *= inv;
+  count_kv_bytes_read((uint64_t)(j_end - j_begin) * 2 * d * eb);  // whole key row + value row, once
+}
+
+// out[h] /= denom[h] (no rows: zeros).   out: [n_q, d]
+void normalise(int n_q, int d, const float* denom, float* out) {
+  for (int h = 0; h < n_q; ++h) {
+    const float inv = denom[h] > 0 ? 1.0f / denom[h] : 0.0f;
+    for (int i = 0; i < d; ++i) out[(size_t)h * d + i] *= inv;
+  }
+}
+}  // namespace
+
+void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows,
+                       float scale, float* out) {
+  thread_local std::vector<float> max_score, denom;  // [n_q] online-softmax state
+  max_score.assign(n_q, -std::numeric_limits<float>::infinity());
+  denom.assign(n_q, 0.0f);
+  std::fill(out, out + (size_t)n_q * kv.head_dim, 0.0f);
+  attend_rows(q, n_q, kv, rows, 0, n_rows, scale, max_score.data(), denom.data(), out);
+  normalise(n_q, kv.head_dim, denom.data(), out);
+}
+
+void split_grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows,
+                             float scale, float* out) {
+  const int d = kv.head_dim;
+  const int64_t parts = omp_in_parallel() ? std::min<int64_t>(omp_get_num_threads(), n_rows / kMinRowsPerPart) : 1;
+  if (parts <= 1) return grouped_attention(q, n_q, kv, rows, n_rows, scale, out);
+  // Flash-decoding: each part is a task with its own online-softmax state over a slice of the rows;
+  // threads with nothing else to do (more threads than KV heads, or done early) take them up.
+  std::vector<float> max_score(parts * n_q, -std::numeric_limits<float>::infinity());  // [parts, n_q]
+  std::vector<float> denom(parts * n_q, 0.0f);                                           // [parts, n_q]
+  std::vector<float> acc(parts * n_q * d, 0.0f);                                         // [parts, n_q, d]
+  for (int64_t p = 0; p < parts; ++p) {
+#pragma omp task default(shared) firstprivate(p)
+    attend_rows(q, n_q, kv, rows, n_rows * p / parts, n_rows * (p + 1) / parts, scale, &max_score[p * n_q],
+                &denom[p * n_q], &acc[p * n_q * d]);
+  }
+#pragma omp taskwait
+  // Merge: rescale every part to the largest maximum, then add denominators and sums.
+  for (int h = 0; h < n_q; ++h) {
+    float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
+    for (int64_t p = 0; p < parts; ++p) m = std::max(m, max_score[p * n_q + h]);
+    float* o = out + (size_t)h * d;
+    std::fill(o, o + d, 0.0f);
+    for (int64_t p = 0; p < parts; ++p) {
+      if (denom[p * n_q + h] == 0.0f) continue;  // a part without rows (or all -inf scores)
+      const float c = std::exp(max_score[p * n_q + h] - m);
+      l += c * denom[p * n_q + h];
+      const float* a = &acc[(p * n_q + h) * d];
+      for (int i = 0; i < d; ++i) o[i] += c * a[i];
     }
-  count_kv_bytes_read((uint64_t)n_rows * 2 * d * kv_elem_bytes(kv.type));  // whole key row + value row, once
+    normalise(1, d, &l, o);
+  }
 }
 
 void attention_reference(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,

@@ -25,6 +25,13 @@ void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* row
 void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows,
                        float scale, float* out);
 
+// grouped_attention for a decode step (flash-decoding): inside a parallel region, the rows are cut
+// into slices of at least 4096 that run as OpenMP tasks, so threads beyond the number of KV heads
+// (or done with theirs) share the long rows; the slices' softmax states merge exactly. Outside a
+// parallel region, or for short ranges, it is grouped_attention.   q, out: [n_q, head_dim]
+void split_grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows,
+                             float scale, float* out);
+
 // Plain two-pass reference with double accumulation, for tests.
 void attention_reference(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,
                          float* out);

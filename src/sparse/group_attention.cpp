@@ -25,7 +25,7 @@ void decode_group_attention(TokenSelector& policy, int layer, int kv_head, int64
   if (s.dense_q.empty()) return;
   const int n_dense = (int)(s.dense_q.size() / D);
   s.dense_out.resize(s.dense_q.size());
-  grouped_attention(s.dense_q.data(), n_dense, kv, nullptr, kv.n_tokens, scale, s.dense_out.data());
+  split_grouped_attention(s.dense_q.data(), n_dense, kv, nullptr, kv.n_tokens, scale, s.dense_out.data());
   for (int i = 0, j = 0; i < group; ++i)
     if (!s.sparse[i]) std::copy_n(&s.dense_out[(size_t)j++ * D], D, out + (size_t)i * D);
 }
