@@ -206,6 +206,22 @@ TEST_P(QuantKernelTest, DirectDotEqualsUnpackedDot) {
   }
 }
 
+// kDirectRows rows at once give each row's own direct dot (matmul's decode path takes them).
+TEST_P(QuantKernelTest, DirectRowsEqualOneRowAtATime) {
+  const DType t = GetParam();
+  for (int64_t n : {32, 256, 4096}) {
+    std::vector<std::string> data;
+    for (int r = 0; r < kDirectRows; ++r) data.push_back(random_row(t, n, 60 + r + (uint32_t)n));
+    const void* rows[kDirectRows];
+    for (int r = 0; r < kDirectRows; ++r) rows[r] = data[r].data();
+    QuantizedActs x;
+    quantize_acts(t, test::random_floats(n, 61).data(), n, x);
+    float got[kDirectRows];
+    dot_direct_rows(t, rows, x, n, got);
+    for (int r = 0; r < kDirectRows; ++r) EXPECT_EQ(got[r], dot_direct(t, rows[r], x, n)) << dtype_name(t) << " row " << r;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Q8_0AndQ4_0, QuantKernelTest, ::testing::Values(DType::Q8_0, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

@@ -34,9 +34,6 @@ void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* row
   grouped_attention(q, 1, kv, rows, n_rows, scale, out);
 }
 
-namespace {
-// Asks for rows [j0, j1) (key and value) ahead of use: the next block's DRAM reads overlap this
-// block's arithmetic, and gathered rows are not in a pattern the hardware prefetcher can follow.
 void prefetch_rows(const KvHeadView& kv, const int32_t* rows, int64_t j0, int64_t j1) {
   const int eb = kv_elem_bytes(kv.type);
   auto lines = [](const void* p, int bytes) {
@@ -49,7 +46,6 @@ void prefetch_rows(const KvHeadView& kv, const int32_t* rows, int64_t j0, int64_
     lines(kv.v_row(r), kv.head_dim * eb);
   }
 }
-}  // namespace
 
 namespace {
 // split_grouped_attention's slices are at least this long: a task and a merge cost microseconds, a
@@ -57,8 +53,8 @@ namespace {
 constexpr int64_t kMinRowsPerPart = 4096;
 
 // One pass of online-softmax attention over rows [j_begin, j_end) for n_q heads, continuing the state
-// in max_score/denom (per head) and acc (unnormalised weighted sum of value rows).
-//   q, acc: [n_q, d]; max_score, denom: [n_q]
+// in max_score/denom (per head) and out (the unnormalised weighted sum of value rows).
+//   q, out: [n_q, d]; max_score, denom: [n_q]
 void attend_rows(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t j_begin, int64_t j_end,
                  float scale, float* max_score, float* denom, float* out) {
   // Rows go in blocks: the block's scores for every head come from the transposed TIP kernel on each

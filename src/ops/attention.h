@@ -32,6 +32,11 @@ void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int3
 void split_grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows,
                              float scale, float* out);
 
+// Asks the memory system for rows r_j, j0 <= j < j1 (key planes and value) ahead of use: the next
+// block's reads overlap this block's arithmetic, and gathered rows follow no pattern the hardware
+// prefetcher could learn.
+void prefetch_rows(const KvHeadView& kv, const int32_t* rows, int64_t j0, int64_t j1);
+
 // Plain two-pass reference with double accumulation, for tests.
 void attention_reference(const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows, float scale,
                          float* out);

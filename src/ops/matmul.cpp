@@ -55,8 +55,18 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
 #pragma omp parallel for schedule(static) if (n_tokens > 1)
   for (int t = 0; t < n_tokens; ++t) quantize_acts(W.type, X + (int64_t)t * cols, cols, xq[t]);
   if (has_direct_dot(W.type)) {
+    const int64_t whole = rows / kDirectRows * kDirectRows;  // rows in whole groups of kDirectRows
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r0 = 0; r0 < whole; r0 += kDirectRows) {
+      const void* group[kDirectRows];
+      for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(r0 + i);
+      float y[kDirectRows];
+      for (int t = 0; t < n_tokens; ++t) {
+        dot_direct_rows(W.type, group, xq[t], cols, y);
+        std::copy_n(y, kDirectRows, Y + (int64_t)t * rows + r0);
+      }
+    }
+    for (int64_t r = whole; r < rows; ++r)
       for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_direct(W.type, W.row(r), xq[t], cols);
     return;
   }

@@ -186,48 +186,76 @@ namespace {
 // Exact int32 sum of the products of 32 signed bytes.
 #if defined(__AVX2__)
 inline __m256i products_32(__m256i w, __m256i x) {
-  // maddubs multiplies unsigned by signed bytes: move w's sign onto x.
-  const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  // Both instructions multiply unsigned by signed bytes: move w's sign onto x.
+  const __m256i w_abs = _mm256_sign_epi8(w, w), x_signed = _mm256_sign_epi8(x, w);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w_abs, x_signed);  // 8 int32 partial sums, one instruction
+#else
+  const __m256i pairs = _mm256_maddubs_epi16(w_abs, x_signed);
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));  // 8 int32 partial sums
+#endif
+}
+
+// A block's 32 weights as signed bytes.   p: the block (fp16 scale, then the quants)
+template <bool Q4>
+inline __m256i block_weights(const uint8_t* p) {
+  if constexpr (Q4) {  // low nibbles are elements 0..15, high nibbles 16..31; minus 8
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+    const __m128i lo = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F));
+    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+  } else {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+  }
 }
 #endif
 
-template <bool Q4>
-float dot_blocks(const uint8_t* p, const QuantizedActs& x, int64_t n) {
+// out[r] = row r . x for NR rows: each activation block is loaded once for all of them, and their
+// sums are NR independent chains (one row alone waits on its FMA latency every block).
+template <bool Q4, int NR>
+void dot_blocks(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, float* out) {
   const int bb = Q4 ? 18 : 34;
   const int8_t* xq = x.q.data();
 #if defined(__AVX2__)
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 32; ++b, p += bb) {
-    __m256i w;
-    if constexpr (Q4) {  // low nibbles are elements 0..15, high nibbles 16..31; minus 8
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-      const __m128i lo = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
-      const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F));
-      w = _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
-    } else {
-      w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-    }
+  __m256 acc[NR];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) {
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
-    const __m256 d = _mm256_set1_ps(fp16_at(p) * x.d[b]);
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(products_32(w, xv)), acc);
-  }
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-#else
-  float sum = 0.0f;
-  for (int64_t b = 0; b < n / 32; ++b, p += bb) {
-    int32_t isum = 0;
-    for (int j = 0; j < 32; ++j) {
-      const int w = Q4 ? (j < 16 ? (p[2 + j] & 0x0F) : (p[2 + j - 16] >> 4)) - 8 : (int8_t)p[2 + j];
-      isum += w * xq[b * 32 + j];
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* p = rows[r] + b * bb;
+      const __m256 d = _mm256_set1_ps(fp16_at(p) * x.d[b]);
+      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(products_32(block_weights<Q4>(p), xv)), acc[r]);
     }
-    sum += fp16_at(p) * x.d[b] * (float)isum;
   }
-  return sum;
+  for (int r = 0; r < NR; ++r) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    out[r] = _mm_cvtss_f32(s);
+  }
+#else
+  for (int r = 0; r < NR; ++r) {
+    float sum = 0.0f;
+    const uint8_t* p = rows[r];
+    for (int64_t b = 0; b < n / 32; ++b, p += bb) {
+      int32_t isum = 0;
+      for (int j = 0; j < 32; ++j) {
+        const int w = Q4 ? (j < 16 ? (p[2 + j] & 0x0F) : (p[2 + j - 16] >> 4)) - 8 : (int8_t)p[2 + j];
+        isum += w * xq[b * 32 + j];
+      }
+      sum += fp16_at(p) * x.d[b] * (float)isum;
+    }
+    out[r] = sum;
+  }
 #endif
+}
+
+template <int NR>
+void dot_direct_n(DType t, const void* const* rows, const QuantizedActs& x, int64_t n, float* out) {
+  const auto* p = reinterpret_cast<const uint8_t* const*>(rows);
+  if (t == DType::Q8_0) return dot_blocks<false, NR>(p, x, n, out);
+  if (t == DType::Q4_0) return dot_blocks<true, NR>(p, x, n, out);
+  throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
 }
 
 }  // namespace
@@ -235,10 +263,13 @@ float dot_blocks(const uint8_t* p, const QuantizedActs& x, int64_t n) {
 bool has_direct_dot(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
 
 float dot_direct(DType t, const void* row, const QuantizedActs& x, int64_t n) {
-  const uint8_t* p = static_cast<const uint8_t*>(row);
-  if (t == DType::Q8_0) return dot_blocks<false>(p, x, n);
-  if (t == DType::Q4_0) return dot_blocks<true>(p, x, n);
-  throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
+  float out;
+  dot_direct_n<1>(t, &row, x, n, &out);
+  return out;
+}
+
+void dot_direct_rows(DType t, const void* const* rows, const QuantizedActs& x, int64_t n, float* out) {
+  dot_direct_n<kDirectRows>(t, rows, x, n, out);
 }
 
 float dot_unpacked(const UnpackedRow& w, const QuantizedActs& x) {
