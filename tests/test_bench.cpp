@@ -65,7 +65,9 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
   t.depth = depth;
   t.random_fill = true;
   t.repetitions = 1;
-  for (auto [kv_type, eb] : {std::pair{"f16", 2}, std::pair{"f32", 4}}) {
+  for (auto [type_name, elem_bytes] : {std::pair{"f16", 2}, std::pair{"f32", 4}}) {
+    const std::string kv_type = type_name;  // a plain variable: clang 14 cannot capture structured bindings
+    const int eb = elem_bytes;
     SCOPED_TRACE(kv_type);
     auto counted = [&](const std::string& attn, const std::string& sharing) {
       PolicyOptions p;
