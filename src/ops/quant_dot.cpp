@@ -210,6 +210,10 @@ inline __m256i block_weights(const uint8_t* p) {
 }
 #endif
 
+// How far ahead of use weight bytes are asked for: a thread's few weight streams alone do not keep
+// enough DRAM reads in flight.
+constexpr int kPrefetchBytes = 1024;
+
 // out[r] = row r . x for NR rows: each activation block is loaded once for all of them, and their
 // sums are NR independent chains (one row alone waits on its FMA latency every block).
 template <bool Q4, int NR>
@@ -223,6 +227,7 @@ void dot_blocks(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, f
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
     for (int r = 0; r < NR; ++r) {
       const uint8_t* p = rows[r] + b * bb;
+      if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
       const __m256 d = _mm256_set1_ps(fp16_at(p) * x.d[b]);
       acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(products_32(block_weights<Q4>(p), xv)), acc[r]);
     }
