@@ -25,7 +25,8 @@ void decode_group_attention(TokenSelector& policy, int layer, int kv_head, int64
       // block inside).
       if (i + 1 < group && s.sparse[i + 1])
         prefetch_rows(kv, s.rows[i + 1].data(), 0, std::min<int64_t>(kFirstRowsAhead, (int64_t)s.rows[i + 1].size()));
-      gathered_attention(q + (size_t)i * D, kv, s.rows[i].data(), (int64_t)s.rows[i].size(), scale, out + (size_t)i * D);
+      split_grouped_attention(q + (size_t)i * D, 1, kv, s.rows[i].data(), (int64_t)s.rows[i].size(), scale,
+                              out + (size_t)i * D);  // large budgets: slices over threads
     } else {
       s.dense_q.insert(s.dense_q.end(), q + (size_t)i * D, q + (size_t)(i + 1) * D);
     }
