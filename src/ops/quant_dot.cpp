@@ -208,11 +208,11 @@ inline __m256i block_weights(const uint8_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
   }
 }
-#endif
 
 // How far ahead of use weight bytes are asked for: a thread's few weight streams alone do not keep
 // enough DRAM reads in flight.
 constexpr int kPrefetchBytes = 1024;
+#endif
 
 // out[r] = row r . x for NR rows: each activation block is loaded once for all of them, and their
 // sums are NR independent chains (one row alone waits on its FMA latency every block).
