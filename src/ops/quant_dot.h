@@ -45,7 +45,7 @@ float dot_direct(DType weight_type, const void* row, const QuantizedActs& x, int
 
 // out[r] = dot_direct(weight_type, rows[r], x, n) for kDirectRows rows at once: each activation block
 // is loaded once for all of them and their sums run as independent chains (the matmul's decode path).
-constexpr int kDirectRows = 4;
+constexpr int kDirectRows = 8;
 void dot_direct_rows(DType weight_type, const void* const* rows, const QuantizedActs& x, int64_t n, float* out);
 
 }  // namespace fasa
