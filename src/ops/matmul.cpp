@@ -9,7 +9,10 @@ namespace fasa {
 
 namespace {
 
-typedef float v8 __attribute__((vector_size(32)));  // GCC vector extension: 8 floats, any ISA
+// GCC vector extension: 8 floats, any ISA. Only functions of this file take and return them, so the
+// note that their ABI differs without AVX (-Wpsabi) does not concern us.
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float v8 __attribute__((vector_size(32)));
 
 v8 load8(const float* p) {
   v8 v;
@@ -17,7 +20,7 @@ v8 load8(const float* p) {
   return v;
 }
 
-float hsum(v8 v) {
+float hsum(const v8& v) {
   float s = 0;
   for (int i = 0; i < 8; ++i) s += v[i];
   return s;
