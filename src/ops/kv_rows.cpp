@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "fasa/error.h"
+#include "ops/hsum_avx.h"
 
 namespace fasa {
 
@@ -15,12 +16,6 @@ namespace {
 #if FASA_KV_F16C
 inline __m256 load_f16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // Calls f(std::integral_constant<int, NQ>{}, first) over n queries in groups of NQ = 4 and one last
@@ -48,7 +43,7 @@ float kv_dot(const float* q, const void* row, DType t, int n) {
     a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load_f16x8(h + i + 8), a1);
   }
   for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(h + i), a0);
-  sum = hsum(_mm256_add_ps(a0, a1));
+  sum = hsum_avx(_mm256_add_ps(a0, a1));
 #endif
   for (; i < n; ++i) sum += q[i] * fp16_to_fp32(h[i]);
   return sum;

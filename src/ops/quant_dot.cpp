@@ -8,6 +8,7 @@
 #endif
 
 #include "fasa/error.h"
+#include "ops/hsum_avx.h"
 
 namespace fasa {
 
@@ -232,12 +233,7 @@ void dot_blocks(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, f
       acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(products_32(block_weights<Q4>(p), xv)), acc[r]);
     }
   }
-  for (int r = 0; r < NR; ++r) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc[r]), _mm256_extractf128_ps(acc[r], 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    out[r] = _mm_cvtss_f32(s);
-  }
+  for (int r = 0; r < NR; ++r) out[r] = hsum_avx(acc[r]);
 #else
   for (int r = 0; r < NR; ++r) {
     float sum = 0.0f;
