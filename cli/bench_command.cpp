@@ -23,11 +23,14 @@ struct BenchOptions {
   std::string fill = "prefill", output = "md";
   bool membw = false;
   bool attention_only = false;  // time one layer's decode attention instead of whole decode steps
+  std::vector<std::string> offloads = {"none"};  // FASA rows per KV placement: none, ram, file:DIR
+  std::vector<std::string> prefetches = {"on"};  // ... and with the prefetch thread on and/or off
   PolicyOptions policy;
 };
 
 struct Row {
   std::string attn, test;
+  PolicyOptions policy;
   BenchTest spec;
   BenchResult result;
 };
@@ -48,6 +51,35 @@ int membw(int repetitions) {
   return 0;
 }
 
+// The policies a bench runs: each --attn name, FASA once per KV placement (and prefetch setting).
+std::vector<PolicyOptions> variants(const BenchOptions& o) {
+  std::vector<PolicyOptions> out;
+  for (const std::string& attn : o.attns) {
+    PolicyOptions p = o.policy;
+    p.attn = attn;
+    if (attn != "fasa") {
+      out.push_back(p);
+      continue;
+    }
+    for (const std::string& off : o.offloads) {
+      p.kv_offload = off == "none" ? "" : off;
+      for (const std::string& pf : p.kv_offload.empty() ? std::vector<std::string>{"on"} : o.prefetches) {
+        p.kv_prefetch = pf == "on";
+        out.push_back(p);
+      }
+    }
+  }
+  return out;
+}
+
+// The attn column: policy, budget, chunks, and for FASA-M where K_rest and V live.
+std::string attn_label(const PolicyOptions& p) {
+  if (p.attn == "full") return "full";
+  std::string s = p.attn + " b" + p.budget + (p.attn == "fasa" && p.fcs ? " fcs" + std::to_string(p.fcs) : "");
+  if (!p.kv_offload.empty()) s += " M:" + p.kv_offload.substr(0, p.kv_offload.find(':')) + (p.kv_prefetch ? "" : " no-pf");
+  return s;
+}
+
 int bench(BenchOptions o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   if (o.membw) return membw(o.repetitions);
@@ -62,26 +94,26 @@ int bench(BenchOptions o) {
   std::vector<Row> rows;
   if (o.attention_only) {
     if (o.n_gen <= 0) throw Error("--attention-only times -n decode steps; -n must be positive");
-    for (const std::string& attn : o.attns)
+    for (const PolicyOptions& p : variants(o))
       for (int64_t depth : o.depths) {
         Row row;
-        row.attn = attn;
+        row.attn = p.attn;
+        row.policy = p;
         row.test = "attn @ d" + std::to_string(depth);
         row.spec.depth = depth;
         row.spec.n_gen = o.n_gen;
         row.spec.random_fill = true;
-        PolicyOptions p = o.policy;
-        p.attn = attn;
         row.result = run_attention_bench(*model, p, depth, o.n_gen, o.repetitions, 1);
-        std::fprintf(stderr, "%s %s: %.2f steps/s\n", attn.c_str(), row.test.c_str(), row.result.mean());
+        std::fprintf(stderr, "%s %s: %.2f steps/s\n", attn_label(p).c_str(), row.test.c_str(), row.result.mean());
         rows.push_back(std::move(row));
       }
   }
-  for (const std::string& attn : o.attention_only ? std::vector<std::string>{} : o.attns)
+  for (const PolicyOptions& p : o.attention_only ? std::vector<PolicyOptions>{} : variants(o))
     for (int64_t depth : o.depths)
       for (int kind = 0; kind < 2; ++kind) {
         Row row;
-        row.attn = attn;
+        row.attn = p.attn;
+        row.policy = p;
         row.spec.depth = depth;
         row.spec.random_fill = o.fill == "random";
         row.spec.repetitions = o.repetitions;
@@ -89,10 +121,10 @@ int bench(BenchOptions o) {
         if ((kind == 0 ? o.n_prompt : o.n_gen) <= 0) continue;
         row.test = (kind == 0 ? "pp" : "tg") + std::to_string(kind == 0 ? o.n_prompt : o.n_gen) +
                    (depth > 0 ? " @ d" + std::to_string(depth) : "");
-        PolicyOptions p = o.policy;
-        p.attn = attn;
         row.result = run_bench_test(*model, p, row.spec, 1);
-        std::fprintf(stderr, "%s %s: %.2f t/s\n", attn.c_str(), row.test.c_str(), row.result.mean());
+        std::fprintf(stderr, "%s %s: %.2f t/s\n", attn_label(p).c_str(), row.test.c_str(), row.result.mean());
+        if (!p.kv_offload.empty() || !p.kv_fast_limit.empty())
+          std::fprintf(stderr, "  %s\n", kv_memory_line(row.result.memory).c_str());
         rows.push_back(std::move(row));
       }
 
@@ -102,6 +134,12 @@ int bench(BenchOptions o) {
     std::string n = "KV " + o.policy.kv_type;
     if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
     if (r.attn == "fasa" && synthetic) n += ", synthetic profile";
+    if (!r.policy.kv_offload.empty() && !o.attention_only) {
+      const KvMemory& m = r.result.memory;
+      n += ", KV MiB fast " + fmt("%.1f", m.fast / 1048576.0) + " / slow " + fmt("%.1f", m.slow / 1048576.0) +
+           " / dense " + fmt("%.1f", m.full / 1048576.0);
+      if (r.policy.kv_prefetch) n += ", prefetch hits " + fmt("%.1f", 100 * m.rows.hit_rate()) + "%";
+    }
     if (o.attention_only) {
       n += ", one layer's attention";
       for (const Row& full : rows)  // the speed-up over dense attention at the same depth
@@ -116,7 +154,7 @@ int bench(BenchOptions o) {
   };
   if (o.output == "json") {
     nlohmann::json out = nlohmann::json::array();
-    for (const Row& r : rows)
+    for (const Row& r : rows) {
       out.push_back({{"model_filename", o.model}, {"model_size", model->weight_bytes()},
                      {"model_n_params", model->n_params()}, {"n_threads", threads}, {"n_prompt", r.spec.n_prompt},
                      {"n_gen", r.spec.n_gen}, {"n_depth", r.spec.depth}, {"avg_ts", r.result.mean()},
@@ -126,7 +164,10 @@ int bench(BenchOptions o) {
                      {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
                      {"synthetic_profile", r.attn == "fasa" && synthetic}, {"type_k", o.policy.kv_type},
                      {"type_v", o.policy.kv_type},
-                     {"kv_bytes_read_per_token", r.result.kv_bytes_per_token}, {"achieved_gbps", gbps(r)}});
+                     {"kv_bytes_read_per_token", r.result.kv_bytes_per_token}, {"achieved_gbps", gbps(r)},
+                     {"kv_offload", r.policy.kv_offload}, {"kv_prefetch", !r.policy.kv_offload.empty() && r.policy.kv_prefetch}});
+      if (!o.attention_only) out.back().update(kv_memory_json(r.result.memory));
+    }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -138,8 +179,7 @@ int bench(BenchOptions o) {
   for (const Row& r : rows) {
     const std::string ts = md ? fmt("%.2f", r.result.mean()) + " ± " + fmt("%.2f", r.result.stddev())
                               : fmt("%.3f", r.result.mean()) + "," + fmt("%.3f", r.result.stddev());
-    const std::string attn = r.attn == "full" ? "full" : r.attn + " b" + o.policy.budget +
-                                                             (r.attn == "fasa" && o.policy.fcs ? " fcs" + std::to_string(o.policy.fcs) : "");
+    const std::string attn = attn_label(r.policy);
     std::printf("%s%s%s%s GiB%s%s B%s%s%s%d%s%s%s%s%s%s%s%s%s%s%s\n", md ? "| " : "", name.c_str(), sep,
                 fmt("%.2f", size_gib).c_str(), sep, fmt("%.2f", params_b).c_str(), sep, attn.c_str(), sep, threads, sep,
                 r.test.c_str(), sep, ts.c_str(), sep,
@@ -168,7 +208,13 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_flag("--attention-only", o->attention_only,
                 "Time one layer's decode attention (all its heads, random K/V at each depth) for -n steps");
   o->policy.budget = "256";
-  add_policy_options(cmd, o->policy, false);
+  add_policy_options(cmd, o->policy, false, false);
+  cmd->add_option("--kv-offload", o->offloads,
+                  "FASA rows per KV placement, comma-separated: none (resident, FASA-C), ram, file:DIR (FASA-M)")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("--kv-prefetch", o->prefetches, "FASA-M rows with the prefetch thread: on, off, or on,off")
+      ->delimiter(',')->check(CLI::IsMember({"on", "off"}))->capture_default_str();
+  cmd->add_option("--kv-fast-limit", o->policy.kv_fast_limit, "Fast memory each KV cache may use (e.g. 512M)");
   cmd->add_option("--budget", o->policy.budget, "Sparse policies: tokens each head attends to")->capture_default_str();
   return {cmd, [o] { return bench(*o); }};
 }

@@ -1,8 +1,10 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "fasa/kv_memory.h"
 #include "sparse/policy.h"
 
 namespace fasa::cli {
@@ -24,7 +26,12 @@ Command add_bench_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 
 // The policy options every command that decodes takes (--attn, --profile, --budget, ...).
-void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budget = true);
+// with_kv_offload: also --kv-offload, --kv-fast-limit, --kv-prefetch (bench takes lists of its own).
+void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budget = true, bool with_kv_offload = true);
+// FASA-M's memory accounting as JSON fields (kv_fast_bytes, kv_slow_bytes, kv_full_bytes, rss_bytes, ...)
+// and as one line for people.
+nlohmann::json kv_memory_json(const KvMemory& m);
+std::string kv_memory_line(const KvMemory& m);
 
 // Whole file as a string; throws fasa::Error naming the file.
 std::string read_text_file(const std::string& path);

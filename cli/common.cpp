@@ -1,4 +1,5 @@
 // Options and helpers shared by the subcommands.
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -7,7 +8,7 @@
 
 namespace fasa::cli {
 
-void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budget) {
+void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budget, bool with_kv_offload) {
   if (with_attn_and_budget) {
     std::string names;
     for (auto& n : selector_names()) names += (names.empty() ? "" : ", ") + n;
@@ -35,6 +36,41 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budg
   cmd->add_option("--kv-type", o.kv_type, "KV cache element type: f16 (half the bytes read per step) or f32")
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
+  if (!with_kv_offload) return;
+  cmd->add_option("--kv-offload", o.kv_offload,
+                  "FASA-M: keep K_rest and V of FASA's heads in 'ram' or in a file under 'file:DIR'; only the K_dom "
+                  "plane stays in fast memory and each step fetches the selected rows");
+  cmd->add_option("--kv-fast-limit", o.kv_fast_limit, "Fast memory the KV cache may use (bytes, or e.g. 512M, 2G)");
+  cmd->add_option_function<std::string>(
+         "--kv-prefetch", [&o](const std::string& v) { o.kv_prefetch = v == "on"; },
+         "FASA-M: fetch the next layer's likely rows in the background: on or off (default on)")
+      ->check(CLI::IsMember({"on", "off"}));
+}
+
+nlohmann::json kv_memory_json(const KvMemory& m) {
+  return {{"kv_fast_bytes", m.fast},     {"kv_slow_bytes", m.slow},
+          {"kv_full_bytes", m.full},     {"kv_page_cache_bytes", m.page_cache},
+          {"rss_bytes", m.rss},          {"kv_rows_from_tail", m.rows.tail},
+          {"kv_prefetch_hits", m.rows.hits}, {"kv_slow_reads", m.rows.misses},
+          {"kv_prefetch_hit_rate", m.rows.hit_rate()}};
+}
+
+std::string kv_memory_line(const KvMemory& m) {
+  const double mib = 1048576.0;
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "kv: fast %.1f MiB, slow %.1f MiB (%.1f MiB of it in the page cache), a dense cache %.1f MiB (%.2fx "
+                "the fast tier); process RSS %.1f MiB",
+                m.fast / mib, m.slow / mib, m.page_cache / mib, m.full / mib, m.fast ? (double)m.full / m.fast : 0.0,
+                m.rss / mib);
+  std::string s = line;
+  if (m.rows.hits + m.rows.misses + m.rows.tail > 0) {
+    std::snprintf(line, sizeof line, "; rows fetched: %llu from the slow tier, %llu prefetched (hit rate %.1f%%), %llu from RAM",
+                  (unsigned long long)m.rows.misses, (unsigned long long)m.rows.hits, 100 * m.rows.hit_rate(),
+                  (unsigned long long)m.rows.tail);
+    s += line;
+  }
+  return s;
 }
 
 std::string read_text_file(const std::string& path) {

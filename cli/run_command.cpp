@@ -2,6 +2,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "cli/commands.h"
@@ -22,6 +23,7 @@ struct RunOptions {
   bool ignore_eos = false;
   bool truncate_prompt = false;
   SamplerOptions sampling;
+  std::string stats_json;  // where to write the run's figures as JSON
 };
 
 int run(const RunOptions& o) {
@@ -73,6 +75,16 @@ int run(const RunOptions& o) {
                st.prompt_seconds, st.prompt_tokens / st.prompt_seconds);
   std::fprintf(stderr, "decode: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)decode_steps, st.decode_seconds,
                decode_steps > 0 ? decode_steps / st.decode_seconds : 0.0);
+  const KvMemory mem = ctx.kv_memory();
+  std::fprintf(stderr, "%s\n", kv_memory_line(mem).c_str());
+  if (!o.stats_json.empty()) {
+    nlohmann::json j = kv_memory_json(mem);
+    j.update({{"model", o.model}, {"attn", ctx.policy_summary()}, {"kv_offload", o.policy.kv_offload},
+              {"n_ctx", n_ctx}, {"prompt_tokens", st.prompt_tokens}, {"prompt_seconds", st.prompt_seconds},
+              {"decode_tokens", decode_steps}, {"decode_seconds", st.decode_seconds}});
+    std::ofstream out(o.stats_json);
+    if (!(out << j.dump(2) << "\n")) fail(o.stats_json, "cannot write the stats");
+  }
   return 0;
 }
 
@@ -94,6 +106,8 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--top-k", o->sampling.top_k, "Top-k sampling; 0 = off")->capture_default_str();
   cmd->add_option("--top-p", o->sampling.top_p, "Top-p (nucleus) sampling; 1 = off")->capture_default_str();
   cmd->add_option("--seed", o->sampling.seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--stats-json", o->stats_json,
+                  "Write the run's speeds and KV memory (kv_fast_bytes, kv_slow_bytes, kv_full_bytes, rss_bytes) to FILE");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");
   cmd->add_flag("--truncate-prompt", o->truncate_prompt,
                 "Drop the oldest prompt tokens (keeping BOS) when prompt + n exceed the context, instead of failing");

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "fasa/error.h"
+#include "fasa/kv_memory.h"
 #include "fasa/options.h"
 
 namespace fasa {
@@ -117,6 +118,7 @@ class Context {
   int64_t n_past() const;
   int64_t n_ctx() const;
   const ContextStats& stats() const { return stats_; }
+  KvMemory kv_memory() const;  // where the KV cache lives now
   std::string policy_summary() const;  // e.g. "fasa: budget 256 per head, TIP reads 25.0% of key dims"
 
  private:

@@ -22,6 +22,9 @@ struct PolicyOptions {
   int snapkv_window = 32;          // SnapKV observation window
   int snapkv_every = 32;           // SnapKV re-selection period during decode (0: never)
   std::string kv_type = "f16";     // KV cache elements, read by every policy: f16 or f32
+  std::string kv_offload;          // FASA-M: "" (all resident), "ram" or "file:DIR" for K_rest and V
+  std::string kv_fast_limit;       // cap on the KV cache's fast memory: bytes, or with K/M/G; "" = none
+  bool kv_prefetch = true;         // FASA-M: fetch the next layer's likely rows in the background
 };
 
 // Next-token choice: greedy at temperature 0, otherwise top-k -> temperature -> top-p, seeded.

@@ -40,14 +40,13 @@ std::string Engine::chat_prompt(const std::vector<ChatMessage>& messages) const 
 }
 
 void Engine::check_policy(const PolicyOptions& policy) const {
-  kv_type_from_name(policy.kv_type);
+  session_options(policy, 0);
   make_selector(policy, *model_);
 }
 
 Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(engine), opts_(opts) {
-  SessionOptions so;
-  so.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : engine.model().config.n_ctx_train;
-  so.kv_type = kv_type_from_name(opts.policy.kv_type);
+  const SessionOptions so =
+      session_options(opts.policy, opts.n_ctx > 0 ? opts.n_ctx : engine.model().config.n_ctx_train);
   policy_ = make_selector(opts.policy, engine.model());
   session_ = std::make_unique<Session>(engine.model(), so, policy_);
 }
@@ -121,6 +120,12 @@ GenerationResult Context::generate(const GenerationOptions& opts, const TextCall
   stats_.generated_tokens += r.n_tokens;
   stats_.decode_seconds += r.seconds;
   return r;
+}
+
+KvMemory Context::kv_memory() const {
+  KvMemory m = session_->cache().memory();
+  m.rss = resident_memory_bytes();
+  return m;
 }
 
 std::string Context::policy_summary() const {

@@ -44,9 +44,7 @@ double BenchResult::median() const {
 
 BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, const BenchTest& t, uint64_t seed) {
   if ((t.n_prompt > 0) == (t.n_gen > 0)) throw Error("bench: a test is either prompt processing or decoding");
-  SessionOptions so;
-  so.n_ctx = t.depth + std::max(t.n_prompt, t.n_gen) + 1;
-  so.kv_type = kv_type_from_name(policy.kv_type);
+  const SessionOptions so = session_options(policy, t.depth + std::max(t.n_prompt, t.n_gen) + 1);
   Session s(model, so, make_selector(policy, model));
   std::mt19937 rng((uint32_t)seed);
   std::uniform_int_distribution<int32_t> token(3, model.config.n_vocab - 1);
@@ -78,6 +76,8 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
     r.samples_ts.push_back(t.n_gen / seconds_since(t0));
     r.kv_bytes_per_token = (double)(kv_bytes_read() - bytes0) / t.n_gen;
   }
+  r.memory = s.cache().memory();
+  r.memory.rss = resident_memory_bytes();
   return r;
 }
 
@@ -90,7 +90,8 @@ BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy,
   const int D = c.head_dim, HKV = c.n_head_kv, group = c.n_head / c.n_head_kv;
   std::vector<KeyLayout> layouts;
   for (int g = 0; g < HKV; ++g) layouts.push_back(selector->key_layout(layer, g));
-  KvCache cache(1, HKV, D, depth, layouts, kv_type_from_name(policy.kv_type));  // the one layer's cache
+  const SessionOptions so = session_options(policy, depth);
+  KvCache cache(1, HKV, D, depth, layouts, so.kv_type, so.offload);  // the one layer's cache
   cache.fill_random(0, depth, seed);
   std::mt19937 rng((uint32_t)seed);
   std::normal_distribution<float> normal;
@@ -99,6 +100,7 @@ BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy,
   std::vector<float> out((size_t)c.n_head * D);        // [n_head, D]
   const float scale = 1.0f / std::sqrt((float)D);
   auto step = [&](int i) {  // every query head of the layer, threads over KV heads as in a decode step
+    cache.begin_decode_layer(0);
 #pragma omp parallel
     {
       std::vector<float> qg((size_t)group * D);  // [group, D] in the cache's dim order
@@ -107,7 +109,7 @@ BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy,
       for (int g = 0; g < HKV; ++g) {
         for (int h = 0; h < group; ++h)
           cache.permute_query(0, g, &q[((size_t)i * c.n_head + g * group + h) * D], &qg[(size_t)h * D]);
-        decode_group_attention(*selector, layer, g, depth - 1, cache.view(0, g, depth), qg.data(), group, scale,
+        decode_group_attention(*selector, layer, g, depth - 1, cache, 0, qg.data(), group, scale,
                                &out[(size_t)g * group * D], scratch);
       }
     }

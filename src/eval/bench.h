@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fasa/kv_memory.h"
 #include "model/model.h"
 #include "sparse/policy.h"
 
@@ -23,6 +24,7 @@ struct BenchTest {
 struct BenchResult {
   std::vector<double> samples_ts;        // tokens/s of each repetition
   double kv_bytes_per_token = 0;         // decode tests: KV bytes read per decoded token
+  KvMemory memory;                       // the cache's placement after the last repetition
   double mean() const;
   double stddev() const;
   double median() const;

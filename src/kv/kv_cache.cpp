@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -22,26 +23,36 @@ size_t available_memory_bytes() {
   return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
-KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts,
-                 DType type)
+namespace {
+std::string gib(double bytes) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.0f bytes (%.2f GiB)", bytes, bytes / 1073741824.0);
+  return b;
+}
+}  // namespace
+
+size_t resident_memory_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * (size_t)sysconf(_SC_PAGE_SIZE);
+}
+
+KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts, DType type,
+                 const KvOffloadOptions& offload)
     : n_head_kv_(n_head_kv), head_dim_(head_dim), n_ctx_(n_ctx), type_(type) {
   if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
   if (type != DType::F16 && type != DType::F32) throw Error(std::string("KV cache: no ") + dtype_name(type) + " cache");
   const size_t eb = kv_elem_bytes(type);
-  const double need = 2.0 * n_layer * n_head_kv * (double)n_ctx * head_dim * eb;
-  const size_t have = available_memory_bytes();
-  if (have && need > 0.9 * (double)have) {
-    char msg[256];
-    std::snprintf(msg, sizeof msg, "the KV cache for %lld tokens needs %.0f bytes (%.2f GiB) but only %zu bytes (%.2f GiB) "
-                  "of memory are available (use a smaller context)", (long long)n_ctx, need, need / 1073741824.0, have,
-                  have / 1073741824.0);
-    throw Error(msg);
-  }
   const size_t n_heads = (size_t)n_layer * n_head_kv;
   if (!layouts.empty() && layouts.size() != n_heads)
     throw Error("KV cache: " + std::to_string(layouts.size()) + " key layouts for " + std::to_string(n_heads) +
                 " heads");
+  const bool offloading = offload.tier != KvOffloadOptions::Tier::None;
   heads_.resize(n_heads);
+  std::vector<size_t> record_bytes;  // [offloaded heads] one K_rest + V row
+  std::vector<int> head_layer;       // [offloaded heads]
+  double fast = 0, slow = 0;         // bytes per cached position
   for (size_t i = 0; i < n_heads; ++i) {
     HeadPlanes& h = heads_[i];
     h.layout = layouts.empty() ? KeyLayout{} : std::move(layouts[i]);
@@ -55,11 +66,46 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
     for (int d = 0; d < head_dim; ++d)
       if ((int)sorted.size() != head_dim || sorted[d] != d) throw Error("KV cache: key layout is not a permutation");
     if (h.layout.n_dom < 0 || h.layout.n_dom > head_dim) throw Error("KV cache: key layout n_dom out of range");
+    const size_t rest = (size_t)(2 * head_dim - h.layout.n_dom) * eb;  // K_rest + V per position
+    fast += (double)h.layout.n_dom * eb;
+    if (offloading && h.layout.n_dom > 0) {
+      h.slot = (int)record_bytes.size();
+      record_bytes.push_back(rest);
+      head_layer.push_back((int)(i / n_head_kv));
+      slow += (double)rest;
+    } else {
+      fast += (double)rest;
+    }
+  }
+  if (offloading && record_bytes.empty())
+    throw Error("--kv-offload: no head has a K_dom plane to keep in fast memory (use --attn fasa)");
+  const double tail = (double)KvOffload::chunk_rows(n_ctx) * slow;  // the RAM chunk appends go to
+  const double need_fast = fast * (double)n_ctx + (offloading ? tail : 0);
+  const double need = need_fast + (offload.tier == KvOffloadOptions::Tier::Ram ? slow * (double)n_ctx : 0);
+  const size_t have = available_memory_bytes();
+  if (have && need > 0.9 * (double)have)
+    throw Error("the KV cache for " + std::to_string(n_ctx) + " tokens needs " + gib(need) + " but only " +
+                gib((double)have) + " of memory are available (use a smaller context" +
+                (offloading ? std::string(")") : ", or --kv-offload file:DIR with --attn fasa)"));
+  if (offload.fast_limit && need_fast > (double)offload.fast_limit)
+    throw Error("--kv-fast-limit: the KV cache for " + std::to_string(n_ctx) + " tokens needs " + gib(need_fast) +
+                " of fast memory, over the limit of " + gib((double)offload.fast_limit) +
+                (offloading ? " (fewer --fcs or a smaller context)"
+                            : " (--kv-offload ram|file:DIR with --attn fasa keeps only K_dom in fast memory)"));
+  for (HeadPlanes& h : heads_) {
     h.k_dom.assign((size_t)n_ctx * h.layout.n_dom * eb, 0);
+    if (h.slot >= 0) continue;
     h.k_rest.assign((size_t)n_ctx * (head_dim - h.layout.n_dom) * eb, 0);
     h.v.assign((size_t)n_ctx * head_dim * eb, 0);
   }
+  if (offloading) {
+    constexpr size_t kDefaultPrefetchCap = 64u << 20;
+    const size_t cap = offload.fast_limit ? offload.fast_limit - (size_t)need_fast : kDefaultPrefetchCap;
+    offload_ = std::make_unique<KvOffload>(offload, n_ctx, std::move(record_bytes), std::move(head_layer), cap);
+  }
 }
+
+KvCache::~KvCache() = default;
 
 void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const float* v) {
   HeadPlanes& h = heads_[index(layer, kv_head)];
@@ -70,25 +116,41 @@ void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const f
   permuted.resize(head_dim_);
   for (int i = 0; i < head_dim_; ++i) permuted[i] = k[perm[i]];
   kv_store(permuted.data(), type_, nd, h.k_dom.data() + (size_t)pos * nd * eb);
+  if (h.slot >= 0) {  // K_rest and V as one record of the offload's tail chunk
+    offload_->prepare(pos);
+    uint8_t* rec = offload_->tail_record(h.slot, pos);
+    kv_store(permuted.data() + nd, type_, nr, rec);
+    kv_store(v, type_, head_dim_, rec + (size_t)nr * eb);
+    return;
+  }
   kv_store(permuted.data() + nd, type_, nr, h.k_rest.data() + (size_t)pos * nr * eb);
   kv_store(v, type_, head_dim_, h.v.data() + (size_t)pos * head_dim_ * eb);
 }
 
 void KvCache::fill_random(int64_t p0, int64_t n, uint64_t seed) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int l = 0; l < n_layer(); ++l)
-    for (int h = 0; h < n_head_kv_; ++h) {
-      uint64_t s = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (((uint64_t)l << 32) + (uint64_t)h + 1);
+  const int n_heads = (int)heads_.size();
+  std::vector<uint64_t> state(n_heads);  // [n_layer * n_head_kv] each head's own stream
+  for (int i = 0; i < n_heads; ++i)
+    state[i] = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (((uint64_t)(i / n_head_kv_) << 32) + (uint64_t)(i % n_head_kv_) + 1);
+  // With offloading, one chunk of positions at a time: the chunk is made the tail before the
+  // threads store into it.
+  for (int64_t a = p0, b; a < p0 + n; a = b) {
+    b = offload_ ? std::min(p0 + n, (a / offload_->chunk() + 1) * offload_->chunk()) : p0 + n;
+    if (offload_) offload_->prepare(a);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n_heads; ++i) {
+      uint64_t& s = state[i];
       std::vector<float> k(head_dim_), v(head_dim_);
       auto uniform = [&] {  // xorshift64*, scaled to unit variance
         s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
         return ((float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
       };
-      for (int64_t p = p0; p < p0 + n; ++p) {
+      for (int64_t p = a; p < b; ++p) {
         for (int d = 0; d < head_dim_; ++d) k[d] = uniform(), v[d] = uniform();
-        store(l, h, p, k.data(), v.data());
+        store(i / n_head_kv_, i % n_head_kv_, p, k.data(), v.data());
       }
     }
+  }
 }
 
 void KvCache::permute_query(int layer, int kv_head, const float* q, float* out) const {
@@ -100,13 +162,44 @@ void KvCache::permute_query(int layer, int kv_head, const float* q, float* out) 
 
 KvHeadView KvCache::view(int layer, int kv_head, int64_t n_tokens) const {
   const HeadPlanes& h = heads_[index(layer, kv_head)];
+  if (h.slot >= 0) return {h.k_dom.data(), nullptr, nullptr, n_tokens, head_dim_, h.layout.n_dom, type_};
   return {h.k_dom.data(), h.k_rest.data(), h.v.data(), n_tokens, head_dim_, h.layout.n_dom, type_};
+}
+
+KvHeadView KvCache::gather(int layer, int kv_head, const int32_t* rows, int64_t n, bool decode, GatheredRows& g) const {
+  const HeadPlanes& h = heads_[index(layer, kv_head)];
+  const size_t eb = kv_elem_bytes(type_), dom = (size_t)h.layout.n_dom * eb, rest = (size_t)head_dim_ * eb - dom,
+               val = (size_t)head_dim_ * eb, rb = rest + val;
+  g.k_dom.resize(n * dom);
+  g.k_rest.resize(n * rest);
+  g.v.resize(n * val);
+  g.records.resize(n * rb);
+  offload_->fetch(h.slot, rows, n, g.records.data(), decode);
+  for (int64_t j = 0; j < n; ++j) {
+    std::memcpy(&g.k_dom[j * dom], &h.k_dom[(size_t)rows[j] * dom], dom);
+    std::memcpy(&g.k_rest[j * rest], &g.records[j * rb], rest);
+    std::memcpy(&g.v[j * val], &g.records[j * rb + rest], val);
+  }
+  return {g.k_dom.data(), g.k_rest.data(), g.v.data(), n, head_dim_, h.layout.n_dom, type_};
 }
 
 size_t KvCache::bytes() const {
   size_t b = 0;
   for (auto& h : heads_) b += h.k_dom.size() + h.k_rest.size() + h.v.size();
   return b;
+}
+
+KvMemory KvCache::memory() const {
+  KvMemory m;
+  m.fast = bytes();
+  m.full = (size_t)n_layer() * n_head_kv_ * (size_t)n_ctx_ * 2 * head_dim_ * kv_elem_bytes(type_);
+  if (offload_) {
+    m.fast += offload_->tail_bytes() + offload_->prefetch_buffer_bytes();
+    m.slow = offload_->slow_bytes();
+    m.page_cache = offload_->tier().page_cache_bytes();
+    m.rows = offload_->counts();
+  }
+  return m;
 }
 
 }  // namespace fasa

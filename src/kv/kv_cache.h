@@ -6,10 +6,15 @@
 // streams only those bytes; K_rest holds the other dims. The dims are stored permuted (dominant
 // first), and queries are permuted the same way, so q.k is unchanged. Dense runs use the identity
 // layout with an empty K_dom. Elements are F16 (default, as llama.cpp's) or F32.
+//
+// FASA-M (KvOffloadOptions): the heads with a K_dom plane keep only it in fast memory; their K_rest
+// and V rows go to a slower tier (KvOffload) and a decode step gathers the rows it selected.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "kv/kv_offload.h"
 #include "ops/kv_rows.h"
 
 namespace fasa {
@@ -47,14 +52,24 @@ struct KvHeadView {
   }
 };
 
+// An offloaded head's gathered rows: the planes behind the compact view gather() returns.
+struct GatheredRows {
+  std::vector<uint8_t> k_dom, k_rest, v;  // [n, n_dom], [n, head_dim - n_dom], [n, head_dim] elements
+  std::vector<uint8_t> records;           // [n, record bytes] as fetched: [k_rest | v] per row
+};
+
 class KvCache {
  public:
-  // `layouts`: [n_layer * n_head_kv] (layer-major) or empty for identity everywhere.
-  // Throws fasa::Error when the cache would not fit in this machine's memory or a layout is invalid.
+  // `layouts`: [n_layer * n_head_kv] (layer-major) or empty for identity everywhere. With
+  // `offload`, heads whose layout has a K_dom plane keep K_rest and V in the slow tier.
+  // Throws fasa::Error when the cache would not fit in this machine's memory (or the fast limit) or
+  // a layout is invalid.
   KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts = {},
-          DType type = DType::F16);
+          DType type = DType::F16, const KvOffloadOptions& offload = {});
+  ~KvCache();
 
   // Stores the key (model dim order) and value of one position.   k, v: [head_dim]
+  // With offloading, positions are stored in order from one thread (see fill_random for many).
   void store(int layer, int kv_head, int64_t pos, const float* k, const float* v);
   // Stores n positions from p0 of random keys and values (unit variance, like normed activations)
   // in every layer and KV head, seeded: a benchmark's stand-in for a prefill.
@@ -62,30 +77,48 @@ class KvCache {
   // Writes q (model dim order, [head_dim]) in this (layer, KV head)'s cache order into out, rounded
   // to the cache's element type.
   void permute_query(int layer, int kv_head, const float* q, float* out) const;
+  // Offloaded heads' views have only the K_dom plane (k_rest and v are null): use gather().
   KvHeadView view(int layer, int kv_head, int64_t n_tokens) const;
+  bool offloaded(int layer, int kv_head) const { return heads_[index(layer, kv_head)].slot >= 0; }
+  // An offloaded head's rows (ascending) as a compact view whose row j is cache row rows[j].
+  // `decode`: a decode step's selection (prefetched, remembered for the next step).
+  KvHeadView gather(int layer, int kv_head, const int32_t* rows, int64_t n, bool decode, GatheredRows& out) const;
+  // A decode step starts a layer's attention: the offload's prefetch of the next layer starts.
+  void begin_decode_layer(int layer) {
+    if (offload_) offload_->begin_layer(layer);
+  }
+  // Positions >= n will be written again.
+  void truncate(int64_t n) {
+    if (offload_) offload_->truncate(n);
+  }
+  KvMemory memory() const;  // rss left 0
   const KeyLayout& layout(int layer, int kv_head) const { return heads_[index(layer, kv_head)].layout; }
 
   int64_t n_ctx() const { return n_ctx_; }
   int head_dim() const { return head_dim_; }
   int n_head_kv() const { return n_head_kv_; }
   int n_layer() const { return (int)(heads_.size() / n_head_kv_); }
-  size_t bytes() const;
+  size_t bytes() const;  // of the planes in RAM
 
  private:
   struct HeadPlanes {
     KeyLayout layout;
     std::vector<uint8_t> k_dom;   // [n_ctx, n_dom] elements of type_
-    std::vector<uint8_t> k_rest;  // [n_ctx, head_dim - n_dom]
-    std::vector<uint8_t> v;       // [n_ctx, head_dim]
+    std::vector<uint8_t> k_rest;  // [n_ctx, head_dim - n_dom]; empty when offloaded
+    std::vector<uint8_t> v;       // [n_ctx, head_dim]; empty when offloaded
+    int slot = -1;                // the head's index in offload_, or -1
   };
   size_t index(int layer, int kv_head) const { return (size_t)layer * n_head_kv_ + kv_head; }
   int n_head_kv_, head_dim_;
   int64_t n_ctx_;
   DType type_;
   std::vector<HeadPlanes> heads_;  // [n_layer * n_head_kv]
+  std::unique_ptr<KvOffload> offload_;
 };
 
 // Bytes of memory available for new allocations (MemAvailable; 0 when unknown).
 size_t available_memory_bytes();
+// This process's resident memory in bytes (0 when unknown).
+size_t resident_memory_bytes();
 
 }  // namespace fasa

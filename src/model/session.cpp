@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "ops/attention.h"
 #include "sparse/group_attention.h"
@@ -23,12 +24,22 @@ std::vector<KeyLayout> key_layouts(const TokenSelector& policy, const ModelConfi
 }
 }  // namespace
 
+SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {
+  SessionOptions so;
+  so.n_ctx = n_ctx;
+  so.kv_type = kv_type_from_name(policy.kv_type);
+  so.offload = parse_kv_offload(policy.kv_offload, policy.kv_fast_limit, policy.kv_prefetch);
+  if (so.offload.tier != KvOffloadOptions::Tier::None && policy.attn != "fasa")
+    throw Error("--kv-offload works with --attn fasa: its heads keep the K_dom plane they score on in fast memory");
+  return so;
+}
+
 Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenSelector> policy)
     : model_(model),
       policy_(policy ? std::move(policy) : std::make_shared<FullAttention>()),
       cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim,
              opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train, key_layouts(*policy_, model.config),
-             opts.kv_type),
+             opts.kv_type, opts.offload),
       n_ubatch_(opts.n_ubatch > 0 ? opts.n_ubatch : 256),
       inv_freq_(model.config.rope_inv_freq()),
       logits_(model.config.n_vocab) {}
@@ -59,6 +70,7 @@ std::span<const float> Session::eval(std::span<const int32_t> tokens, std::vecto
 void Session::truncate(int64_t n) {
   if (n < 0 || n > n_past_) throw Error("truncate: " + std::to_string(n) + " is not within 0.." + std::to_string(n_past_));
   n_past_ = n;
+  cache_.truncate(n);
 }
 
 void Session::fill_random(int64_t n, uint64_t seed) {
@@ -88,6 +100,34 @@ void Session::start_from_prefill(const Session& dense, const std::vector<std::ve
   n_past_ = n;
   logits_ = dense.logits_;
   for (int l = 0; l < c.n_layer; ++l) policy_->observe_prefill(l, 0, (int)n, queries[l].data(), cache_);
+}
+
+void Session::prefill_attention(int l, int64_t p0, int n, const float* q, float* att) const {
+  const ModelConfig& c = model_.config;
+  const int D = c.head_dim, group = c.n_head / c.n_head_kv, q_dim = c.n_head * D;
+  const float scale = 1.0f / std::sqrt((float)D);
+  for (int g = 0; g < c.n_head_kv; ++g) {
+    KvHeadView kv = cache_.view(l, g, p0 + n);
+    GatheredRows fetched;
+    if (cache_.offloaded(l, g)) {
+      std::vector<int32_t> all(p0 + n);  // [p0 + n] every row, in order: the view's prefixes stay causal
+      std::iota(all.begin(), all.end(), 0);
+      kv = cache_.gather(l, g, all.data(), p0 + n, false, fetched);
+    }
+#pragma omp parallel
+    {
+      std::vector<float> qg((size_t)group * D);  // [group, D] the group's queries in the cache's dim order
+#pragma omp for schedule(dynamic)
+      for (int t = 0; t < n; ++t) {
+        for (int i = 0; i < group; ++i)
+          cache_.permute_query(l, g, &q[(size_t)t * q_dim + (size_t)(g * group + i) * D], &qg[(size_t)i * D]);
+        KvHeadView causal = kv;
+        causal.n_tokens = p0 + t + 1;
+        grouped_attention(qg.data(), group, causal, nullptr, causal.n_tokens, scale,
+                          &att[(size_t)t * q_dim + (size_t)g * group * D]);
+      }
+    }
+  }
 }
 
 void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_out, bool all_logits) {
@@ -145,23 +185,24 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
     if (observer_) observer_->on_queries(l, p0, n, q.data(), cache_);
     if (!decode) policy_->observe_prefill(l, p0, n, q.data(), cache_);
 
-    // Attention per (token, KV head): the group of query heads sharing a KV head reads each of its
-    // rows once. Prefill is dense and causal; a decode step asks the policy for each head's rows.
+    // Attention per KV head: the group of query heads sharing one reads each of its rows once.
+    // Prefill is dense and causal; a decode step asks the policy for each head's rows.
+    if (decode) {
+      cache_.begin_decode_layer(l);
 #pragma omp parallel
-    {
-      std::vector<float> qg((size_t)group * D);  // [group, D] the group's queries in the cache's dim order
-      GroupAttentionScratch scratch;
-#pragma omp for collapse(2) schedule(dynamic)
-      for (int t = 0; t < n; ++t) {
+      {
+        std::vector<float> qg((size_t)group * D);  // [group, D] the group's queries in the cache's dim order
+        GroupAttentionScratch scratch;
+#pragma omp for schedule(dynamic)
         for (int g = 0; g < HKV; ++g) {
-          const KvHeadView kv = cache_.view(l, g, p0 + t + 1);
-          float* out = &att[(size_t)t * q_dim + (size_t)g * group * D];  // [group, D]
           for (int i = 0; i < group; ++i)
-            cache_.permute_query(l, g, &q[(size_t)t * q_dim + (size_t)(g * group + i) * D], &qg[(size_t)i * D]);
-          if (decode) decode_group_attention(*policy_, l, g, p0 + t, kv, qg.data(), group, scale, out, scratch);
-          else grouped_attention(qg.data(), group, kv, nullptr, kv.n_tokens, scale, out);
+            cache_.permute_query(l, g, &q[(size_t)(g * group + i) * D], &qg[(size_t)i * D]);
+          decode_group_attention(*policy_, l, g, p0, cache_, l, qg.data(), group, scale, &att[(size_t)g * group * D],
+                                 scratch);
         }
       }
+    } else {
+      prefill_attention(l, p0, n, q.data(), att.data());
     }
 
     matmul(L.wo, att.data(), n, xb.data());

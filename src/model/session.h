@@ -26,7 +26,12 @@ struct SessionOptions {
   int64_t n_ctx = 0;      // 0: the model's training context
   int n_ubatch = 256;     // prefill tokens per forward chunk (bounds scratch memory)
   DType kv_type = DType::F16;  // KV cache elements: F16 (half the bytes per step) or F32 (exact)
+  KvOffloadOptions offload;    // FASA-M: where K_rest and V live
 };
+
+// The cache options of `policy` for a context of n_ctx tokens (0: the model's); throws fasa::Error
+// on a bad value, or offloading without a policy that scores on a K_dom plane.
+SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx);
 
 class Session {
  public:
@@ -42,7 +47,7 @@ class Session {
   int64_t n_ctx() const { return cache_.n_ctx(); }
   const KvCache& cache() const { return cache_; }
   const Model& model() const { return model_; }
-  void reset() { n_past_ = 0; }
+  void reset() { truncate(0); }
   // Forgets positions >= n (n <= n_past()), so a benchmark can decode again from the same depth.
   void truncate(int64_t n);
   // Appends n positions of random keys and values (unit variance, like normed activations) to every
@@ -59,6 +64,9 @@ class Session {
 
  private:
   void forward(const int32_t* tokens, int n, bool decode, float* logits_out, bool all_logits);
+  // Dense causal attention of prefill tokens p0..p0+n-1 of `layer`, one KV head at a time (an
+  // offloaded head's rows are fetched once for all the tokens).   q, att: [n, n_head * head_dim]
+  void prefill_attention(int layer, int64_t p0, int n, const float* q, float* att) const;
 
   const Model& model_;
   std::shared_ptr<TokenSelector> policy_;

@@ -1,6 +1,7 @@
 #include "sparse/group_attention.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "ops/attention.h"
 
@@ -8,8 +9,33 @@ namespace fasa {
 
 constexpr int64_t kFirstRowsAhead = 32;  // rows of the next head asked for ahead
 
-void decode_group_attention(TokenSelector& policy, int layer, int kv_head, int64_t pos, const KvHeadView& kv,
-                            const float* q, int group, float scale, float* out, GroupAttentionScratch& s) {
+namespace {
+
+// Fetches the rows the group reads from an offloaded KV head and renumbers each sparse head's rows
+// to the compact view returned; order is kept, so the arithmetic matches the resident cache's.
+KvHeadView fetch_selection(const KvCache& cache, int layer, int kv_head, int64_t n_tokens, int group,
+                           GroupAttentionScratch& s) {
+  std::vector<int32_t>& all = s.fetched;
+  all.clear();
+  if (!std::all_of(s.sparse.get(), s.sparse.get() + group, [](bool b) { return b; })) {
+    all.resize(n_tokens);  // a head attends to every row: fetch them all, numbered as they are
+    std::iota(all.begin(), all.end(), 0);
+    return cache.gather(layer, kv_head, all.data(), n_tokens, true, s.gathered);
+  }
+  for (int i = 0; i < group; ++i) all.insert(all.end(), s.rows[i].begin(), s.rows[i].end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  for (int i = 0; i < group; ++i)
+    for (int32_t& r : s.rows[i]) r = (int32_t)(std::lower_bound(all.begin(), all.end(), r) - all.begin());
+  return cache.gather(layer, kv_head, all.data(), (int64_t)all.size(), true, s.gathered);
+}
+
+}  // namespace
+
+void decode_group_attention(TokenSelector& policy, int layer, int kv_head, int64_t pos, const KvCache& cache,
+                            int cache_layer, const float* q, int group, float scale, float* out,
+                            GroupAttentionScratch& s) {
+  KvHeadView kv = cache.view(cache_layer, kv_head, pos + 1);
   const int D = kv.head_dim;
   if ((int)s.queries.size() != group) {
     s.queries.resize(group);
@@ -18,6 +44,7 @@ void decode_group_attention(TokenSelector& policy, int layer, int kv_head, int64
   }
   for (int i = 0; i < group; ++i) s.queries[i] = {layer, kv_head * group + i, kv_head, pos, q + (size_t)i * D};
   policy.select_group(s.queries.data(), group, kv, s.rows.data(), s.sparse.get());
+  if (cache.offloaded(cache_layer, kv_head)) kv = fetch_selection(cache, cache_layer, kv_head, kv.n_tokens, group, s);
   s.dense_q.clear();
   for (int i = 0; i < group; ++i)
     if (s.sparse[i]) {

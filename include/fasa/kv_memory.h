@@ -1,0 +1,26 @@
+#pragma once
+// Where a context's KV cache lives, in bytes, and where FASA-M's fetched rows came from.
+#include <cstddef>
+#include <cstdint>
+
+namespace fasa {
+
+// Offloaded rows a step read, by source, since the context was made.
+struct KvFetchCounts {
+  uint64_t tail = 0;        // from the RAM chunk that appends go to (the newest positions)
+  uint64_t hits = 0;        // from the prefetch buffers
+  uint64_t misses = 0;      // read from the slow tier while the step waited
+  uint64_t prefetched = 0;  // read ahead by the prefetch thread
+  double hit_rate() const { return hits + misses ? (double)hits / (double)(hits + misses) : 0.0; }
+};
+
+struct KvMemory {
+  size_t fast = 0;        // RAM of the cache: its planes, the tail chunk, prefetch buffers
+  size_t slow = 0;        // in the slow tier (--kv-offload)
+  size_t full = 0;        // a dense cache of the same context and element type
+  size_t page_cache = 0;  // the slow tier file's data the OS holds in RAM
+  size_t rss = 0;         // the whole process's resident memory (weights included)
+  KvFetchCounts rows;
+};
+
+}  // namespace fasa

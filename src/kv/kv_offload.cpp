@@ -1,0 +1,225 @@
+#include "kv/kv_offload.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "fasa/error.h"
+
+namespace fasa {
+
+size_t parse_byte_size(const std::string& s, const std::string& option) {
+  size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  double unit = 1;
+  if (used > 0 && used + 1 == s.size()) {
+    const char u = (char)std::toupper((unsigned char)s[used]);
+    unit = u == 'K' ? 1024.0 : u == 'M' ? 1048576.0 : u == 'G' ? 1073741824.0 : u == 'T' ? 1099511627776.0 : 0;
+    if (unit > 0) ++used;
+  }
+  if (used == 0 || used != s.size() || !(v > 0) || v * unit > 1e18)
+    throw Error(option + ": '" + s + "' is not a byte count (e.g. 512M, 2G)");
+  return (size_t)(v * unit);
+}
+
+KvOffloadOptions parse_kv_offload(const std::string& offload, const std::string& fast_limit, bool prefetch) {
+  KvOffloadOptions o;
+  o.prefetch = prefetch;
+  if (offload == "ram") {
+    o.tier = KvOffloadOptions::Tier::Ram;
+  } else if (offload.rfind("file:", 0) == 0 && offload.size() > 5) {
+    o.tier = KvOffloadOptions::Tier::File;
+    o.dir = offload.substr(5);
+  } else if (!offload.empty()) {
+    throw Error("--kv-offload: '" + offload + "' is neither 'ram' nor 'file:DIR'");
+  }
+  if (!fast_limit.empty()) o.fast_limit = parse_byte_size(fast_limit, "--kv-fast-limit");
+  return o;
+}
+
+KvOffload::KvOffload(const KvOffloadOptions& opts, int64_t n_ctx, std::vector<size_t> record_bytes,
+                     std::vector<int> head_layer, size_t prefetch_cap_bytes)
+    : chunk_(chunk_rows(n_ctx)),
+      record_bytes_(std::move(record_bytes)), head_layer_(std::move(head_layer)), prefetch_(opts.prefetch) {
+  const size_t slots = record_bytes_.size();
+  size_t chunk_bytes = 0, max_layer_row = 0;
+  for (size_t s = 0; s < slots; ++s) {
+    head_offset_.push_back(chunk_bytes);
+    chunk_bytes += (size_t)chunk_ * record_bytes_[s];
+    if (layer_slots_.size() <= (size_t)head_layer_[s]) layer_slots_.resize(head_layer_[s] + 1);
+    layer_slots_[head_layer_[s]].push_back((int)s);
+  }
+  for (auto& l : layer_slots_) {
+    size_t row = 0;
+    for (int s : l) row += record_bytes_[s];
+    max_layer_row = std::max(max_layer_row, row);
+  }
+  prefetch_cap_rows_ = max_layer_row ? prefetch_cap_bytes / (2 * max_layer_row) : 0;
+  tier_ = opts.tier == KvOffloadOptions::Tier::File ? make_file_tier(opts.dir, chunk_bytes) : make_ram_tier(chunk_bytes);
+  tail_.assign(chunk_bytes, 0);
+  prev_rows_.resize(slots);
+  buffers_[0].resize(slots);
+  buffers_[1].resize(slots);
+  if (prefetch_) thread_ = std::thread([this] { prefetch_loop(); });
+}
+
+KvOffload::~KvOffload() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void KvOffload::wait_idle(std::unique_lock<std::mutex>& lock) const {
+  cv_.wait(lock, [&] { return !pending_ && !busy_; });
+}
+
+void KvOffload::prepare(int64_t pos) {
+  const int64_t c = pos / chunk_;
+  if (c == tail_chunk_) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_idle(lock);  // the prefetch thread reads the slow tier chunks by the tail's number
+  if (tail_chunk_ >= 0) {
+    tier_->write_chunk(tail_chunk_, tail_.data());
+    if ((size_t)tail_chunk_ >= written_.size()) written_.resize(tail_chunk_ + 1, 0);
+    written_chunks_ += !written_[tail_chunk_];
+    written_[tail_chunk_] = 1;
+  }
+  if ((size_t)c < written_.size() && written_[c]) tier_->read(c, 0, tail_.size(), tail_.data());
+  else std::fill(tail_.begin(), tail_.end(), 0);
+  tail_chunk_ = c;
+}
+
+void KvOffload::truncate(int64_t /*n*/) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_idle(lock);
+  for (auto& r : prev_rows_) r.clear();
+  buffer_step_[0] = buffer_step_[1] = -1;
+}
+
+void KvOffload::begin_layer(int layer) {
+  if (!prefetch_) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_idle(lock);
+  if (layer == 0) ++step_;
+  job_first_ = layer == 0 ? 0 : layer + 1;
+  job_last_ = std::min<int>(layer + 2, (int)layer_slots_.size());
+  if (job_first_ >= job_last_) return;
+  job_tail_chunk_ = tail_chunk_;
+  pending_ = true;
+  cv_.notify_all();
+}
+
+void KvOffload::prefetch_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return pending_ || stop_; });
+    if (stop_) return;
+    pending_ = false;
+    busy_ = true;
+    const int first = job_first_, last = job_last_;
+    const int64_t step = step_, tail_chunk = job_tail_chunk_;
+    for (int l = first; l < last; ++l) {
+      buffer_step_[l % 2] = -1;
+      lock.unlock();
+      std::string failure;
+      try {
+        prefetch_layer(l, l % 2, tail_chunk);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+      lock.lock();
+      if (!failure.empty() && error_.empty()) error_ = failure;
+      buffer_step_[l % 2] = step, buffer_layer_[l % 2] = l;
+      cv_.notify_all();
+    }
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+void KvOffload::prefetch_layer(int layer, int parity, int64_t tail_chunk) {
+  for (int s : layer_slots_[layer]) {
+    Prefetched& b = buffers_[parity][s];
+    b.rows.clear();
+    for (int32_t r : prev_rows_[s]) {
+      if (b.rows.size() >= prefetch_cap_rows_) break;
+      if (r / chunk_ != tail_chunk) b.rows.push_back(r);
+    }
+    b.records.resize(b.rows.size() * record_bytes_[s]);
+    for (size_t j = 0; j < b.rows.size();) {  // runs of consecutive rows in one chunk: one read each
+      size_t e = j + 1;
+      while (e < b.rows.size() && b.rows[e] == b.rows[e - 1] + 1 && b.rows[e] / chunk_ == b.rows[j] / chunk_) ++e;
+      read_run(s, &b.rows[j], (int64_t)(e - j), &b.records[j * record_bytes_[s]]);
+      j = e;
+    }
+    n_prefetched_ += b.rows.size();
+  }
+}
+
+void KvOffload::read_run(int s, const int32_t* rows, int64_t n, uint8_t* out) const {
+  const int64_t c = rows[0] / chunk_;
+  tier_->read(c, head_offset_[s] + (size_t)(rows[0] % chunk_) * record_bytes_[s], (size_t)n * record_bytes_[s], out);
+}
+
+void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* out, bool decode) {
+  const size_t rb = record_bytes_[s];
+  const Prefetched* pf = nullptr;
+  if (decode && prefetch_) {
+    const int layer = head_layer_[s], parity = layer % 2;
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] {
+      return (!pending_ && !busy_) || (buffer_step_[parity] == step_ && buffer_layer_[parity] == layer);
+    });
+    if (!error_.empty()) throw Error(error_);
+    if (buffer_step_[parity] == step_ && buffer_layer_[parity] == layer) pf = &buffers_[parity][s];
+  }
+  tier_->check();
+  uint64_t tail = 0, hits = 0, misses = 0;
+  size_t k = 0;  // position in pf->rows, which ascend like rows
+  auto prefetched = [&](int32_t r, size_t& at) {
+    if (!pf) return false;
+    while (at < pf->rows.size() && pf->rows[at] < r) ++at;
+    return at < pf->rows.size() && pf->rows[at] == r;
+  };
+  for (int64_t j = 0; j < n;) {
+    const int32_t r = rows[j];
+    if (r / chunk_ == tail_chunk_) {
+      std::memcpy(out + j * rb, tail_.data() + head_offset_[s] + (size_t)(r % chunk_) * rb, rb);
+      ++tail, ++j;
+    } else if (prefetched(r, k)) {
+      std::memcpy(out + j * rb, pf->records.data() + k * rb, rb);
+      ++hits, ++j;
+    } else {  // a run of missed consecutive rows in one chunk: one read
+      int64_t e = j + 1;
+      size_t kk = k;
+      while (e < n && rows[e] == rows[e - 1] + 1 && rows[e] / chunk_ == r / chunk_ && !prefetched(rows[e], kk)) ++e;
+      read_run(s, rows + j, e - j, out + j * rb);
+      misses += e - j;
+      j = e;
+    }
+  }
+  n_tail_ += tail, n_hits_ += hits, n_misses_ += misses;
+  if (decode && prefetch_) prev_rows_[s].assign(rows, rows + n);
+}
+
+size_t KvOffload::prefetch_buffer_bytes() const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_idle(lock);
+  size_t b = 0;
+  for (auto& parity : buffers_)
+    for (auto& p : parity) b += p.records.capacity() + p.rows.capacity() * sizeof(int32_t);
+  for (auto& r : prev_rows_) b += r.capacity() * sizeof(int32_t);
+  return b;
+}
+
+KvFetchCounts KvOffload::counts() const { return {n_tail_.load(), n_hits_.load(), n_misses_.load(), n_prefetched_.load()}; }
+
+}  // namespace fasa

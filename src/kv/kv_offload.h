@@ -1,0 +1,109 @@
+#pragma once
+// FASA-M's storage for the offloaded heads' K_rest and V rows (the dims TIP does not score on).
+// Appends go to a tail chunk in RAM (every offloaded head's rows of a run of positions); a finished
+// chunk is written to the slow tier. A decode step fetches just the rows its heads selected: rows of
+// the tail chunk from RAM, the rest from the slow tier — or from the prefetch buffers, which a
+// background thread fills with the previous step's selection of the next layer while the current
+// layer computes (consecutive steps select mostly the same rows).
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fasa/kv_memory.h"
+#include "kv/slow_tier.h"
+
+namespace fasa {
+
+struct KvOffloadOptions {
+  enum class Tier { None, Ram, File };
+  Tier tier = Tier::None;
+  std::string dir;        // Tier::File: where the cache file goes
+  size_t fast_limit = 0;  // bytes of fast memory the KV cache may use; 0: no cap
+  bool prefetch = true;
+};
+
+// From the CLI's "--kv-offload ram|file:DIR" (or "") and "--kv-fast-limit" ("", bytes, or with a
+// K/M/G/T suffix, powers of 1024); throws fasa::Error naming the option.
+KvOffloadOptions parse_kv_offload(const std::string& offload, const std::string& fast_limit, bool prefetch);
+size_t parse_byte_size(const std::string& s, const std::string& option);
+
+class KvOffload {
+ public:
+  static constexpr int64_t kMaxChunk = 256;  // positions per chunk (fewer for a shorter context)
+
+  // record_bytes[s]: bytes of one row ([k_rest | v]) of offloaded head s; head_layer[s]: its layer
+  // (ascending). prefetch_cap_bytes bounds the prefetch buffers (both layers in flight).
+  KvOffload(const KvOffloadOptions& opts, int64_t n_ctx, std::vector<size_t> record_bytes, std::vector<int> head_layer,
+            size_t prefetch_cap_bytes);
+  // Positions per chunk for a context of n_ctx.
+  static int64_t chunk_rows(int64_t n_ctx) { return n_ctx < kMaxChunk ? n_ctx : kMaxChunk; }
+  int64_t chunk() const { return chunk_; }
+  ~KvOffload();
+
+  // Makes pos's chunk the tail, writing the previous one to the slow tier. Call before storing at
+  // pos; not concurrently with anything else.
+  void prepare(int64_t pos);
+  // Where head s's row at pos (in the tail chunk) is stored.   [record_bytes[s]]
+  uint8_t* tail_record(int s, int64_t pos) { return tail_.data() + head_offset_[s] + (size_t)(pos % chunk_) * record_bytes_[s]; }
+  // Forgets the prefetch lists (rows >= n may be written again).
+  void truncate(int64_t n);
+  // A decode step starts layer `layer`'s attention: prefetch the next layer's previous selection
+  // (at layer 0, this one's too).
+  void begin_layer(int layer);
+  // Head s's rows (ascending, all stored) into out.   out: [n, record_bytes[s]]
+  // `decode`: a decode step's selection, served from prefetch buffers and remembered for the next.
+  void fetch(int s, const int32_t* rows, int64_t n, uint8_t* out, bool decode);
+
+  size_t record_bytes(int s) const { return record_bytes_[s]; }
+  size_t tail_bytes() const { return tail_.size(); }
+  size_t slow_bytes() const { return written_chunks_ * tail_.size(); }
+  size_t prefetch_buffer_bytes() const;
+  KvFetchCounts counts() const;
+  const SlowTier& tier() const { return *tier_; }
+
+ private:
+  struct Prefetched {
+    std::vector<int32_t> rows;     // ascending
+    std::vector<uint8_t> records;  // [rows.size(), record_bytes]
+  };
+  void prefetch_loop();
+  void prefetch_layer(int layer, int parity, int64_t tail_chunk);
+  void wait_idle(std::unique_lock<std::mutex>& lock) const;
+  // Reads head s's rows[0..n) (consecutive, one chunk) from the slow tier.   out: [n, record_bytes[s]]
+  void read_run(int s, const int32_t* rows, int64_t n, uint8_t* out) const;
+
+  int64_t chunk_;                            // positions per chunk
+  std::unique_ptr<SlowTier> tier_;
+  std::vector<size_t> record_bytes_;         // [slots]
+  std::vector<size_t> head_offset_;          // [slots] byte offset of each head's rows in a chunk
+  std::vector<int> head_layer_;              // [slots]
+  std::vector<std::vector<int>> layer_slots_;  // [n_layer] offloaded heads of each layer
+  std::vector<uint8_t> tail_;                // [chunk bytes] the chunk being appended to
+  int64_t tail_chunk_ = -1;
+  std::vector<char> written_;                // [chunks] chunk c is in the slow tier
+  size_t written_chunks_ = 0;
+  bool prefetch_;
+  size_t prefetch_cap_rows_;                 // per head and layer in flight
+
+  // Prefetch state. Buffers of layer l live in parity l % 2: the thread fills layer l+1's while
+  // layer l's fetches read theirs.
+  std::vector<std::vector<int32_t>> prev_rows_;  // [slots] the last decode step's selection
+  std::vector<Prefetched> buffers_[2];           // [parity][slots]
+  int64_t buffer_step_[2] = {-1, -1}, buffer_layer_[2] = {-1, -1};
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  int64_t step_ = 0;                   // decode steps begun
+  int job_first_ = 0, job_last_ = 0;   // layers [first, last) of the pending job
+  int64_t job_tail_chunk_ = -1;
+  bool pending_ = false, busy_ = false, stop_ = false;
+  std::string error_;                  // the prefetch thread's failure, rethrown by fetch
+  std::atomic<uint64_t> n_tail_{0}, n_hits_{0}, n_misses_{0}, n_prefetched_{0};
+  std::thread thread_;
+};
+
+}  // namespace fasa

@@ -1,0 +1,275 @@
+// FASA-M: K_rest and V in a slow tier. Rows fetched from RAM or a file (with and without the
+// prefetch thread, across chunks, after truncation) equal the resident cache's bytes; a session's
+// logits equal FASA-C's; the fast limit holds; file faults are clear errors.
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+#include "fasa/error.h"
+#include "kv/kv_cache.h"
+#include "kv/slow_tier.h"
+#include "model/session.h"
+#include "model/synthetic_model.h"
+#include "sparse/policy.h"
+#include "test_util.h"
+
+namespace fasa {
+namespace {
+
+constexpr int kLayers = 2, kHeads = 2, kDim = 16;
+
+// Layer 0 identity (stays resident), layer 1 with 4 dominant dims (offloaded).
+std::vector<KeyLayout> layouts() {
+  std::vector<KeyLayout> out(kLayers * kHeads);
+  for (int h = 0; h < kHeads; ++h) {
+    KeyLayout& l = out[kHeads + h];
+    for (int d = 0; d < kDim; ++d) l.perm.push_back((d * 5 + h) % kDim);
+    l.n_dom = 4;
+  }
+  return out;
+}
+
+KvOffloadOptions offload(KvOffloadOptions::Tier tier, bool prefetch) {
+  KvOffloadOptions o;
+  o.tier = tier;
+  o.dir = test::temp_dir();
+  o.prefetch = prefetch;
+  return o;
+}
+
+void store_random(KvCache& c, int64_t p0, int64_t n, uint32_t seed) {
+  for (int64_t p = p0; p < p0 + n; ++p)
+    for (int l = 0; l < kLayers; ++l)
+      for (int h = 0; h < kHeads; ++h) {
+        const auto k = test::random_floats(kDim, seed + (uint32_t)(p * 7 + l * 3 + h));
+        const auto v = test::random_floats(kDim, seed + 99991u + (uint32_t)(p * 7 + l * 3 + h));
+        c.store(l, h, p, k.data(), v.data());
+      }
+}
+
+// Row r of a view as bytes: [k_dom | k_rest | v].
+std::vector<uint8_t> row_bytes(const KvHeadView& kv, int64_t r) {
+  const size_t eb = kv_elem_bytes(kv.type), dom = (size_t)kv.n_dom * eb, rest = (size_t)kv.head_dim * eb - dom;
+  std::vector<uint8_t> out;
+  auto add = [&](const void* p, size_t n) { out.insert(out.end(), (const uint8_t*)p, (const uint8_t*)p + n); };
+  add(kv.k_dom_row(r), dom);
+  add(kv.k_rest_row(r), rest);
+  add(kv.v_row(r), (size_t)kv.head_dim * eb);
+  return out;
+}
+
+// Random ascending rows of [0, n), with runs (neighbours are often selected together).
+std::vector<int32_t> random_rows(int64_t n, int count, std::mt19937& rng) {
+  std::vector<int32_t> rows;
+  std::uniform_int_distribution<int64_t> at(0, n - 1);
+  while ((int)rows.size() < count) {
+    const int64_t r = at(rng);
+    for (int64_t i = r; i < std::min(n, r + 3); ++i) rows.push_back((int32_t)i);
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+void expect_gathers_equal(const KvCache& resident, const KvCache& off, int64_t n, std::mt19937& rng, bool decode) {
+  for (int h = 0; h < kHeads; ++h) {
+    ASSERT_TRUE(off.offloaded(1, h));
+    ASSERT_FALSE(off.offloaded(0, h));
+    const std::vector<int32_t> rows = random_rows(n, 40, rng);
+    GatheredRows g;
+    const KvHeadView got = off.gather(1, h, rows.data(), (int64_t)rows.size(), decode, g);
+    const KvHeadView want = resident.view(1, h, n);
+    ASSERT_EQ(got.n_tokens, (int64_t)rows.size());
+    for (size_t j = 0; j < rows.size(); ++j) ASSERT_EQ(row_bytes(got, (int64_t)j), row_bytes(want, rows[j])) << rows[j];
+  }
+}
+
+TEST(KvOffload, FetchedRowsEqualTheResidentCache) {
+  for (auto tier : {KvOffloadOptions::Tier::Ram, KvOffloadOptions::Tier::File})
+    for (bool prefetch : {false, true})
+      for (DType type : {DType::F16, DType::F32}) {
+        SCOPED_TRACE(testing::Message() << "file " << (tier == KvOffloadOptions::Tier::File) << " prefetch " << prefetch);
+        const int64_t n_ctx = 1100;  // five chunks of 256 rows
+        KvCache resident(kLayers, kHeads, kDim, n_ctx, layouts(), type);
+        KvCache off(kLayers, kHeads, kDim, n_ctx, layouts(), type, offload(tier, prefetch));
+        store_random(resident, 0, 900, 1);
+        store_random(off, 0, 900, 1);
+        std::mt19937 rng(7);
+        for (int step = 0; step < 6; ++step) {  // decode steps: the prefetch thread reads the last selection
+          off.begin_decode_layer(0);
+          off.begin_decode_layer(1);
+          expect_gathers_equal(resident, off, 900, rng, true);
+        }
+        expect_gathers_equal(resident, off, 900, rng, false);
+        // Back into an earlier chunk: positions from 300 are written again with other values.
+        off.truncate(300);
+        store_random(resident, 300, 700, 5);
+        store_random(off, 300, 700, 5);
+        off.begin_decode_layer(0);
+        off.begin_decode_layer(1);
+        expect_gathers_equal(resident, off, 1000, rng, true);
+        const KvMemory m = off.memory();
+        EXPECT_GT(m.rows.misses, 0u);
+        EXPECT_GT(m.rows.tail, 0u);
+        if (prefetch) {
+          EXPECT_GT(m.rows.prefetched, 0u);
+        } else {
+          EXPECT_EQ(m.rows.hits, 0u);
+        }
+        EXPECT_LT(m.fast, resident.memory().fast);
+        EXPECT_EQ(m.full, resident.memory().full);
+        EXPECT_GT(m.slow, 0u);
+      }
+}
+
+TEST(KvOffload, RepeatedSelectionsArePrefetched) {
+  KvCache off(kLayers, kHeads, kDim, 2000, layouts(), DType::F16, offload(KvOffloadOptions::Tier::File, true));
+  store_random(off, 0, 1800, 3);
+  const std::vector<int32_t> rows = {3, 4, 5, 100, 700, 701, 1000};  // all before the tail chunk
+  GatheredRows g;
+  for (int step = 0; step < 5; ++step) {
+    off.begin_decode_layer(0);
+    off.begin_decode_layer(1);
+    for (int h = 0; h < kHeads; ++h) off.gather(1, h, rows.data(), (int64_t)rows.size(), true, g);
+  }
+  const KvMemory m = off.memory();
+  EXPECT_EQ(m.rows.misses, 2u * rows.size());  // the first step only
+  EXPECT_EQ(m.rows.hits, 4u * 2u * rows.size());
+  EXPECT_DOUBLE_EQ(m.rows.hit_rate(), 0.8);
+}
+
+TEST(KvOffload, RandomFillEqualsTheResidentCache) {
+  KvCache resident(kLayers, kHeads, kDim, 700, layouts(), DType::F16);
+  KvCache off(kLayers, kHeads, kDim, 700, layouts(), DType::F16, offload(KvOffloadOptions::Tier::Ram, false));
+  resident.fill_random(0, 650, 11);
+  off.fill_random(0, 650, 11);
+  std::mt19937 rng(3);
+  expect_gathers_equal(resident, off, 650, rng, false);
+}
+
+TEST(KvOffload, FastLimit) {
+  KvOffloadOptions o = offload(KvOffloadOptions::Tier::Ram, true);
+  const size_t dense = (size_t)kLayers * kHeads * 4000 * 2 * kDim * 2;
+  o.fast_limit = dense * 7 / 10;  // layer 0 whole + layer 1's K_dom (4 of 16 dims) + a chunk fit; the dense cache does not
+  KvCache off(kLayers, kHeads, kDim, 4000, layouts(), DType::F16, o);
+  store_random(off, 0, 4000, 2);
+  EXPECT_LE(off.memory().fast, o.fast_limit);
+  KvOffloadOptions resident_only;
+  resident_only.fast_limit = dense * 7 / 10;
+  try {
+    KvCache c(kLayers, kHeads, kDim, 4000, layouts(), DType::F16, resident_only);
+    ADD_FAILURE() << "a dense cache over the limit was made";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-offload"), std::string::npos) << e.what();
+  }
+  o.fast_limit = dense / 4;  // below layer 0 alone
+  EXPECT_THROW(KvCache(kLayers, kHeads, kDim, 4000, layouts(), DType::F16, o), Error);
+}
+
+TEST(KvOffload, OptionsParse) {
+  EXPECT_EQ(parse_byte_size("512M", "x"), 512u << 20);
+  EXPECT_EQ(parse_byte_size("1.5G", "x"), 3u << 29);
+  EXPECT_EQ(parse_byte_size("4096", "x"), 4096u);
+  for (const char* bad : {"", "M", "-1G", "12Q", "1e30", "nan"}) EXPECT_THROW(parse_byte_size(bad, "x"), Error) << bad;
+  EXPECT_EQ(parse_kv_offload("file:/tmp", "", true).dir, "/tmp");
+  EXPECT_EQ(parse_kv_offload("", "", true).tier, KvOffloadOptions::Tier::None);
+  EXPECT_THROW(parse_kv_offload("disk", "", true), Error);
+  EXPECT_THROW(parse_kv_offload("file:", "", true), Error);
+  PolicyOptions p;
+  p.kv_offload = "ram";
+  EXPECT_THROW(session_options(p, 100), Error);  // full attention has no K_dom plane to keep
+  p.attn = "fasa";
+  EXPECT_EQ(session_options(p, 100).offload.tier, KvOffloadOptions::Tier::Ram);
+  KvOffloadOptions o;
+  o.tier = KvOffloadOptions::Tier::Ram;
+  EXPECT_THROW(KvCache(1, 1, kDim, 10, {}, DType::F16, o), Error);  // nothing to offload
+}
+
+// The file's faults: never silently wrong rows.
+TEST(KvOffload, FileFaultsAreClearErrors) {
+  const std::string dir = test::temp_dir();
+  const size_t chunk = 4096;
+  std::vector<uint8_t> data(chunk, 7), back(16);
+  {
+    auto tier = make_file_tier(dir, chunk);
+    tier->write_chunk(0, data.data());
+    tier->write_chunk(1, data.data());
+    tier->read(1, 100, 16, back.data());
+    EXPECT_EQ(back, std::vector<uint8_t>(16, 7));
+    const std::string path = tier->describe().substr(5);  // "file PATH"
+    ASSERT_TRUE(std::filesystem::exists(path));
+    std::filesystem::resize_file(path, chunk + 10);  // shortened behind our back
+    EXPECT_THROW(tier->check(), Error);
+    EXPECT_THROW(tier->read(1, 100, 16, back.data()), Error);
+    std::filesystem::remove(path);  // deleted
+    try {
+      tier->check();
+      ADD_FAILURE() << "a deleted file passed the check";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("deleted"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir));  // the tier removes its file
+  EXPECT_THROW(make_file_tier(dir + "/missing", chunk), Error);
+  // A full disk, as a file-size limit makes it: the write fails with an error naming the file.
+  auto tier = make_file_tier(dir, chunk);
+  rlimit old{};
+  getrlimit(RLIMIT_FSIZE, &old);
+  rlimit small = old;
+  small.rlim_cur = chunk + chunk / 2;
+  auto old_handler = signal(SIGXFSZ, SIG_IGN);
+  setrlimit(RLIMIT_FSIZE, &small);
+  tier->write_chunk(0, data.data());
+  EXPECT_THROW(tier->write_chunk(1, data.data()), Error);
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, old_handler);
+}
+
+// A whole model: logits with K_rest and V in a file (prefetch on) or in RAM (prefetch off) equal
+// the resident FASA-C cache's, through a prefill longer than a chunk and a decode that crosses chunks.
+TEST(KvOffload, SessionLogitsEqualResidentFasa) {
+  const ModelShape shape{"tiny", "llama", 2, 64, 4, 2, 96, 300, 1024, 10000.0f, 8.0f, false};
+  const std::string path = test::temp_dir() + "/m.gguf";
+  write_synthetic_model(shape, DType::F32, path, 3);
+  auto m = load_model(path);
+  PolicyOptions p;
+  p.attn = "fasa";
+  p.synthetic_profile = true;
+  p.fcs = 2;
+  p.budget = "24";
+  p.dense_layers = "";
+  std::vector<int32_t> prompt(300);
+  std::mt19937 rng(5);
+  for (auto& t : prompt) t = 3 + (int32_t)(rng() % 290);
+  auto run = [&](const std::string& where, bool prefetch) {
+    PolicyOptions q = p;
+    q.kv_offload = where;
+    q.kv_prefetch = prefetch;
+    Session s(*m, session_options(q, 600), make_selector(q, *m));
+    std::vector<std::vector<float>> out;
+    auto l = s.eval(prompt);
+    out.emplace_back(l.begin(), l.end());
+    for (int i = 0; i < 240; ++i) {  // positions 300..539: into the third chunk
+      const int32_t tok = 3 + (i * 37) % 290;
+      l = s.eval(std::span<const int32_t>(&tok, 1));
+      out.emplace_back(l.begin(), l.end());
+    }
+    if (!where.empty()) {
+      EXPECT_GT(s.cache().memory().rows.misses + s.cache().memory().rows.hits, 0u);
+      if (prefetch) {
+        EXPECT_GT(s.cache().memory().rows.hits, 0u);
+      }
+    }
+    return out;
+  };
+  const auto resident = run("", true);
+  EXPECT_EQ(run("file:" + test::temp_dir(), true), resident);
+  EXPECT_EQ(run("ram", false), resident);
+}
+
+}  // namespace
+}  // namespace fasa
