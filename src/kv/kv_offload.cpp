@@ -154,19 +154,24 @@ void KvOffload::prefetch_layer(int layer, int parity, int64_t tail_chunk) {
       if (r / chunk_ != tail_chunk) b.rows.push_back(r);
     }
     b.records.resize(b.rows.size() * record_bytes_[s]);
-    for (size_t j = 0; j < b.rows.size();) {  // runs of consecutive rows in one chunk: one read each
+    for (size_t j = 0; j < b.rows.size();) {
       size_t e = j + 1;
-      while (e < b.rows.size() && b.rows[e] == b.rows[e - 1] + 1 && b.rows[e] / chunk_ == b.rows[j] / chunk_) ++e;
-      read_run(s, &b.rows[j], (int64_t)(e - j), &b.records[j * record_bytes_[s]]);
+      while (e < b.rows.size() && joins(s, b.rows[e - 1], b.rows[e])) ++e;
+      read_rows(s, &b.rows[j], (int64_t)(e - j), &b.records[j * record_bytes_[s]]);
       j = e;
     }
     n_prefetched_ += b.rows.size();
   }
 }
 
-void KvOffload::read_run(int s, const int32_t* rows, int64_t n, uint8_t* out) const {
-  const int64_t c = rows[0] / chunk_;
-  tier_->read(c, head_offset_[s] + (size_t)(rows[0] % chunk_) * record_bytes_[s], (size_t)n * record_bytes_[s], out);
+void KvOffload::read_rows(int s, const int32_t* rows, int64_t n, uint8_t* out) const {
+  const size_t rb = record_bytes_[s], off = head_offset_[s] + (size_t)(rows[0] % chunk_) * rb;
+  const int64_t span = rows[n - 1] - rows[0] + 1;
+  if (span == n) return tier_->read(rows[0] / chunk_, off, (size_t)n * rb, out);  // consecutive: straight in
+  thread_local std::vector<uint8_t> buf;  // [span, rb]
+  buf.resize((size_t)span * rb);
+  tier_->read(rows[0] / chunk_, off, buf.size(), buf.data());
+  for (int64_t j = 0; j < n; ++j) std::memcpy(out + j * rb, &buf[(size_t)(rows[j] - rows[0]) * rb], rb);
 }
 
 void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* out, bool decode) {
@@ -197,11 +202,11 @@ void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* out, bool 
     } else if (prefetched(r, k)) {
       std::memcpy(out + j * rb, pf->records.data() + k * rb, rb);
       ++hits, ++j;
-    } else {  // a run of missed consecutive rows in one chunk: one read
+    } else {  // missed rows close together in one chunk: one read
       int64_t e = j + 1;
       size_t kk = k;
-      while (e < n && rows[e] == rows[e - 1] + 1 && rows[e] / chunk_ == r / chunk_ && !prefetched(rows[e], kk)) ++e;
-      read_run(s, rows + j, e - j, out + j * rb);
+      while (e < n && joins(s, rows[e - 1], rows[e]) && rows[e] / chunk_ != tail_chunk_ && !prefetched(rows[e], kk)) ++e;
+      read_rows(s, rows + j, e - j, out + j * rb);
       misses += e - j;
       j = e;
     }

@@ -74,8 +74,15 @@ class KvOffload {
   void prefetch_loop();
   void prefetch_layer(int layer, int parity, int64_t tail_chunk);
   void wait_idle(std::unique_lock<std::mutex>& lock) const;
-  // Reads head s's rows[0..n) (consecutive, one chunk) from the slow tier.   out: [n, record_bytes[s]]
-  void read_run(int s, const int32_t* rows, int64_t n, uint8_t* out) const;
+  // Whether head s's row b may join a read that ends with row a (same chunk, a small gap): reading a
+  // few unwanted bytes costs less than another system call, and the disk reads whole pages anyway.
+  bool joins(int s, int32_t a, int32_t b) const {
+    return b / chunk_ == a / chunk_ && (size_t)(b - a - 1) * record_bytes_[s] <= kMergeGapBytes;
+  }
+  static constexpr size_t kMergeGapBytes = 1024;
+  // Reads head s's rows[0..n) (ascending, one chunk, joined) from the slow tier in one read.
+  // out: [n, record_bytes[s]]
+  void read_rows(int s, const int32_t* rows, int64_t n, uint8_t* out) const;
 
   int64_t chunk_;                            // positions per chunk
   std::unique_ptr<SlowTier> tier_;
