@@ -142,6 +142,27 @@ TEST(KvOffload, RepeatedSelectionsArePrefetched) {
   EXPECT_DOUBLE_EQ(m.rows.hit_rate(), 0.8);
 }
 
+TEST(KvOffload, PrefetchStopsWhenSelectionsDoNotRepeat) {
+  KvCache off(kLayers, kHeads, kDim, 5000, layouts(), DType::F16, offload(KvOffloadOptions::Tier::Ram, true));
+  store_random(off, 0, 4800, 3);
+  std::mt19937 rng(1);
+  GatheredRows g;
+  const int steps = 48;
+  for (int step = 0; step < steps; ++step) {
+    off.begin_decode_layer(0);
+    off.begin_decode_layer(1);
+    for (int h = 0; h < kHeads; ++h) {
+      const std::vector<int32_t> rows = random_rows(4600, 120, rng);  // a new selection every step
+      off.gather(1, h, rows.data(), (int64_t)rows.size(), true, g);
+    }
+  }
+  const KvMemory m = off.memory();
+  EXPECT_LT(m.rows.hit_rate(), 0.25);
+  // Prefetched on the first steps until judged, then only on the probe steps (16, 32, 48).
+  EXPECT_LT(m.rows.prefetched, (uint64_t)(0.4 * steps * kHeads * 120));
+  EXPECT_GT(m.rows.prefetched, 0u);
+}
+
 TEST(KvOffload, RandomFillEqualsTheResidentCache) {
   KvCache resident(kLayers, kHeads, kDim, 700, layouts(), DType::F16);
   KvCache off(kLayers, kHeads, kDim, 700, layouts(), DType::F16, offload(KvOffloadOptions::Tier::Ram, false));

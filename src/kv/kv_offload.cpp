@@ -52,19 +52,23 @@ KvOffload::KvOffload(const KvOffloadOptions& opts, int64_t n_ctx, std::vector<si
     head_offset_.push_back(chunk_bytes);
     chunk_bytes += (size_t)chunk_ * record_bytes_[s];
     if (layer_slots_.size() <= (size_t)head_layer_[s]) layer_slots_.resize(head_layer_[s] + 1);
+    index_in_layer_.push_back((int)layer_slots_[head_layer_[s]].size());
     layer_slots_[head_layer_[s]].push_back((int)s);
   }
+  size_t max_heads = 0;
   for (auto& l : layer_slots_) {
     size_t row = 0;
     for (int s : l) row += record_bytes_[s];
     max_layer_row = std::max(max_layer_row, row);
+    max_heads = std::max(max_heads, l.size());
   }
   prefetch_cap_rows_ = max_layer_row ? prefetch_cap_bytes / (2 * max_layer_row) : 0;
   tier_ = opts.tier == KvOffloadOptions::Tier::File ? make_file_tier(opts.dir, chunk_bytes) : make_ram_tier(chunk_bytes);
   tail_.assign(chunk_bytes, 0);
   prev_rows_.resize(slots);
-  buffers_[0].resize(slots);
-  buffers_[1].resize(slots);
+  use_.resize(layer_slots_.size());
+  buffers_[0].resize(max_heads);
+  buffers_[1].resize(max_heads);
   if (prefetch_) thread_ = std::thread([this] { prefetch_loop(); });
 }
 
@@ -128,14 +132,19 @@ void KvOffload::prefetch_loop() {
     const int64_t step = step_, tail_chunk = job_tail_chunk_;
     for (int l = first; l < last; ++l) {
       buffer_step_[l % 2] = -1;
+      LayerUse& u = use_[l];
+      if (step % kProbeEvery == 0) u = {};
+      else if (u.prefetched >= kMinSample && u.used * 4 < u.prefetched) continue;  // mostly unused: skip
       lock.unlock();
       std::string failure;
+      size_t rows = 0;
       try {
-        prefetch_layer(l, l % 2, tail_chunk);
+        rows = prefetch_layer(l, l % 2, tail_chunk);
       } catch (const std::exception& e) {
         failure = e.what();
       }
       lock.lock();
+      u.prefetched += rows;
       if (!failure.empty() && error_.empty()) error_ = failure;
       buffer_step_[l % 2] = step, buffer_layer_[l % 2] = l;
       cv_.notify_all();
@@ -145,9 +154,10 @@ void KvOffload::prefetch_loop() {
   }
 }
 
-void KvOffload::prefetch_layer(int layer, int parity, int64_t tail_chunk) {
+size_t KvOffload::prefetch_layer(int layer, int parity, int64_t tail_chunk) {
+  size_t total = 0;
   for (int s : layer_slots_[layer]) {
-    Prefetched& b = buffers_[parity][s];
+    Prefetched& b = buffers_[parity][index_in_layer_[s]];
     b.rows.clear();
     for (int32_t r : prev_rows_[s]) {
       if (b.rows.size() >= prefetch_cap_rows_) break;
@@ -161,7 +171,9 @@ void KvOffload::prefetch_layer(int layer, int parity, int64_t tail_chunk) {
       j = e;
     }
     n_prefetched_ += b.rows.size();
+    total += b.rows.size();
   }
+  return total;
 }
 
 void KvOffload::read_rows(int s, const int32_t* rows, int64_t n, uint8_t* out) const {
@@ -184,7 +196,7 @@ void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* out, bool 
       return (!pending_ && !busy_) || (buffer_step_[parity] == step_ && buffer_layer_[parity] == layer);
     });
     if (!error_.empty()) throw Error(error_);
-    if (buffer_step_[parity] == step_ && buffer_layer_[parity] == layer) pf = &buffers_[parity][s];
+    if (buffer_step_[parity] == step_ && buffer_layer_[parity] == layer) pf = &buffers_[parity][index_in_layer_[s]];
   }
   tier_->check();
   uint64_t tail = 0, hits = 0, misses = 0;
@@ -212,6 +224,10 @@ void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* out, bool 
     }
   }
   n_tail_ += tail, n_hits_ += hits, n_misses_ += misses;
+  if (pf) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    use_[head_layer_[s]].used += hits;
+  }
   if (decode && prefetch_) prev_rows_[s].assign(rows, rows + n);
 }
 

@@ -72,14 +72,15 @@ class KvOffload {
     std::vector<uint8_t> records;  // [rows.size(), record_bytes]
   };
   void prefetch_loop();
-  void prefetch_layer(int layer, int parity, int64_t tail_chunk);
+  // Reads layer's heads' previous selections into buffers_[parity]; returns the rows read.
+  size_t prefetch_layer(int layer, int parity, int64_t tail_chunk);
   void wait_idle(std::unique_lock<std::mutex>& lock) const;
   // Whether head s's row b may join a read that ends with row a (same chunk, a small gap): reading a
   // few unwanted bytes costs less than another system call, and the disk reads whole pages anyway.
   bool joins(int s, int32_t a, int32_t b) const {
     return b / chunk_ == a / chunk_ && (size_t)(b - a - 1) * record_bytes_[s] <= kMergeGapBytes;
   }
-  static constexpr size_t kMergeGapBytes = 1024;
+  static constexpr size_t kMergeGapBytes = 8192;
   // Reads head s's rows[0..n) (ascending, one chunk, joined) from the slow tier in one read.
   // out: [n, record_bytes[s]]
   void read_rows(int s, const int32_t* rows, int64_t n, uint8_t* out) const;
@@ -89,6 +90,7 @@ class KvOffload {
   std::vector<size_t> record_bytes_;         // [slots]
   std::vector<size_t> head_offset_;          // [slots] byte offset of each head's rows in a chunk
   std::vector<int> head_layer_;              // [slots]
+  std::vector<int> index_in_layer_;          // [slots] the head's place among its layer's
   std::vector<std::vector<int>> layer_slots_;  // [n_layer] offloaded heads of each layer
   std::vector<uint8_t> tail_;                // [chunk bytes] the chunk being appended to
   int64_t tail_chunk_ = -1;
@@ -100,7 +102,7 @@ class KvOffload {
   // Prefetch state. Buffers of layer l live in parity l % 2: the thread fills layer l+1's while
   // layer l's fetches read theirs.
   std::vector<std::vector<int32_t>> prev_rows_;  // [slots] the last decode step's selection
-  std::vector<Prefetched> buffers_[2];           // [parity][slots]
+  std::vector<Prefetched> buffers_[2];           // [parity][index in layer]
   int64_t buffer_step_[2] = {-1, -1}, buffer_layer_[2] = {-1, -1};
   mutable std::mutex mutex_;
   mutable std::condition_variable cv_;
@@ -109,6 +111,14 @@ class KvOffload {
   int64_t job_tail_chunk_ = -1;
   bool pending_ = false, busy_ = false, stop_ = false;
   std::string error_;                  // the prefetch thread's failure, rethrown by fetch
+  // Prefetch pays only when consecutive steps select many of the same rows. A layer whose
+  // prefetched rows are mostly unused is skipped, and tried again every kProbeEvery steps.
+  struct LayerUse {
+    uint64_t prefetched = 0, used = 0;
+  };
+  std::vector<LayerUse> use_;          // [n_layer] since the last probe
+  static constexpr int64_t kProbeEvery = 16;
+  static constexpr uint64_t kMinSample = 1024;  // rows prefetched before a layer can be judged
   std::atomic<uint64_t> n_tail_{0}, n_hits_{0}, n_misses_{0}, n_prefetched_{0};
   std::thread thread_;
 };
