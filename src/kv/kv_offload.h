@@ -80,7 +80,7 @@ class KvOffload {
   bool joins(int s, int32_t a, int32_t b) const {
     return b / chunk_ == a / chunk_ && (size_t)(b - a - 1) * record_bytes_[s] <= kMergeGapBytes;
   }
-  static constexpr size_t kMergeGapBytes = 8192;
+  static constexpr size_t kMergeGapBytes = 4096;
   // Reads head s's rows[0..n) (ascending, one chunk, joined) from the slow tier in one read.
   // out: [n, record_bytes[s]]
   void read_rows(int s, const int32_t* rows, int64_t n, uint8_t* out) const;
