@@ -292,5 +292,29 @@ TEST(KvOffload, SessionLogitsEqualResidentFasa) {
   EXPECT_EQ(run("ram", false), resident);
 }
 
+// The cache file deleted or shortened mid-run: the next step is an error, not attention over wrong rows.
+TEST(KvOffload, SessionFileFaultIsAnError) {
+  const ModelShape shape{"tiny", "llama", 2, 64, 4, 2, 96, 300, 1024, 10000.0f, 8.0f, false};
+  const std::string path = test::temp_dir() + "/m.gguf";
+  write_synthetic_model(shape, DType::F32, path, 3);
+  auto m = load_model(path);
+  PolicyOptions p;
+  p.attn = "fasa";
+  p.synthetic_profile = true;
+  p.budget = "16";
+  const std::string dir = test::temp_dir();
+  p.kv_offload = "file:" + dir;
+  for (bool shorten : {false, true}) {
+    Session s(*m, session_options(p, 600), make_selector(p, *m));
+    s.fill_random(520, 1);  // two chunks in the file
+    const int32_t tok = 7;
+    s.eval(std::span<const int32_t>(&tok, 1));
+    const std::string file = std::filesystem::directory_iterator(dir)->path().string();
+    if (shorten) std::filesystem::resize_file(file, 1000);
+    else std::filesystem::remove(file);
+    EXPECT_THROW(s.eval(std::span<const int32_t>(&tok, 1)), Error) << (shorten ? "shortened" : "deleted");
+  }
+}
+
 }  // namespace
 }  // namespace fasa

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <numeric>
 
 #include "ops/attention.h"
@@ -189,6 +190,7 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
     // Prefill is dense and causal; a decode step asks the policy for each head's rows.
     if (decode) {
       cache_.begin_decode_layer(l);
+      std::exception_ptr failure;  // an offloaded read's error: it must not escape the parallel region
 #pragma omp parallel
       {
         std::vector<float> qg((size_t)group * D);  // [group, D] the group's queries in the cache's dim order
@@ -197,10 +199,16 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
         for (int g = 0; g < HKV; ++g) {
           for (int i = 0; i < group; ++i)
             cache_.permute_query(l, g, &q[(size_t)(g * group + i) * D], &qg[(size_t)i * D]);
-          decode_group_attention(*policy_, l, g, p0, cache_, l, qg.data(), group, scale, &att[(size_t)g * group * D],
-                                 scratch);
+          try {
+            decode_group_attention(*policy_, l, g, p0, cache_, l, qg.data(), group, scale,
+                                   &att[(size_t)g * group * D], scratch);
+          } catch (...) {
+#pragma omp critical(fasa_decode_failure)
+            if (!failure) failure = std::current_exception();
+          }
         }
       }
+      if (failure) std::rethrow_exception(failure);
     } else {
       prefill_attention(l, p0, n, q.data(), att.data());
     }
