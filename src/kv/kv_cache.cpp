@@ -176,9 +176,9 @@ KvHeadView KvCache::gather(int layer, int kv_head, const int32_t* rows, int64_t 
   g.records.resize(n * rb);
   offload_->fetch(h.slot, rows, n, g.records.data(), decode);
   for (int64_t j = 0; j < n; ++j) {
-    std::memcpy(&g.k_dom[j * dom], &h.k_dom[(size_t)rows[j] * dom], dom);
-    std::memcpy(&g.k_rest[j * rest], &g.records[j * rb], rest);
-    std::memcpy(&g.v[j * val], &g.records[j * rb + rest], val);
+    std::memcpy(g.k_dom.data() + j * dom, h.k_dom.data() + (size_t)rows[j] * dom, dom);
+    if (rest) std::memcpy(g.k_rest.data() + j * rest, g.records.data() + j * rb, rest);  // none: every dim dominant
+    std::memcpy(g.v.data() + j * val, g.records.data() + j * rb + rest, val);
   }
   return {g.k_dom.data(), g.k_rest.data(), g.v.data(), n, head_dim_, h.layout.n_dom, type_};
 }
