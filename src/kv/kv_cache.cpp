@@ -169,17 +169,13 @@ KvHeadView KvCache::view(int layer, int kv_head, int64_t n_tokens) const {
 KvHeadView KvCache::gather(int layer, int kv_head, const int32_t* rows, int64_t n, bool decode, GatheredRows& g) const {
   const HeadPlanes& h = heads_[index(layer, kv_head)];
   const size_t eb = kv_elem_bytes(type_), dom = (size_t)h.layout.n_dom * eb, rest = (size_t)head_dim_ * eb - dom,
-               val = (size_t)head_dim_ * eb, rb = rest + val;
+               val = (size_t)head_dim_ * eb;
   g.k_dom.resize(n * dom);
   g.k_rest.resize(n * rest);
   g.v.resize(n * val);
-  g.records.resize(n * rb);
-  offload_->fetch(h.slot, rows, n, g.records.data(), decode);
-  for (int64_t j = 0; j < n; ++j) {
+  offload_->fetch(h.slot, rows, n, g.k_rest.data(), rest, g.v.data(), decode);  // rest 0: every dim dominant
+  for (int64_t j = 0; j < n; ++j)
     std::memcpy(g.k_dom.data() + j * dom, h.k_dom.data() + (size_t)rows[j] * dom, dom);
-    if (rest) std::memcpy(g.k_rest.data() + j * rest, g.records.data() + j * rb, rest);  // none: every dim dominant
-    std::memcpy(g.v.data() + j * val, g.records.data() + j * rb + rest, val);
-  }
   return {g.k_dom.data(), g.k_rest.data(), g.v.data(), n, head_dim_, h.layout.n_dom, type_};
 }
 

@@ -55,7 +55,6 @@ struct KvHeadView {
 // An offloaded head's gathered rows: the planes behind the compact view gather() returns.
 struct GatheredRows {
   std::vector<uint8_t> k_dom, k_rest, v;  // [n, n_dom], [n, head_dim - n_dom], [n, head_dim] elements
-  std::vector<uint8_t> records;           // [n, record bytes] as fetched: [k_rest | v] per row
 };
 
 class KvCache {

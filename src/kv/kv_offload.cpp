@@ -63,7 +63,7 @@ KvOffload::KvOffload(const KvOffloadOptions& opts, int64_t n_ctx, std::vector<si
     max_heads = std::max(max_heads, l.size());
   }
   prefetch_cap_rows_ = max_layer_row ? prefetch_cap_bytes / (2 * max_layer_row) : 0;
-  tier_ = opts.tier == KvOffloadOptions::Tier::File ? make_file_tier(opts.dir, chunk_bytes) : make_ram_tier(chunk_bytes);
+  tier_ = opts.tier == KvOffloadOptions::Tier::File ? make_file_tier(opts.dir, chunk_bytes, (n_ctx + chunk_ - 1) / chunk_) : make_ram_tier(chunk_bytes);
   tail_.assign(chunk_bytes, 0);
   prev_rows_.resize(slots);
   use_.resize(layer_slots_.size());
@@ -155,6 +155,7 @@ void KvOffload::prefetch_loop() {
 }
 
 size_t KvOffload::prefetch_layer(int layer, int parity, int64_t tail_chunk) {
+  tier_->check();  // before reading through the file's mapping
   size_t total = 0;
   for (int s : layer_slots_[layer]) {
     Prefetched& b = buffers_[parity][index_in_layer_[s]];
@@ -163,11 +164,13 @@ size_t KvOffload::prefetch_layer(int layer, int parity, int64_t tail_chunk) {
       if (b.rows.size() >= prefetch_cap_rows_) break;
       if (r / chunk_ != tail_chunk) b.rows.push_back(r);
     }
-    b.records.resize(b.rows.size() * record_bytes_[s]);
+    const size_t rb = record_bytes_[s];
+    b.records.resize(b.rows.size() * rb);
     for (size_t j = 0; j < b.rows.size();) {
       size_t e = j + 1;
       while (e < b.rows.size() && joins(s, b.rows[e - 1], b.rows[e])) ++e;
-      read_rows(s, &b.rows[j], (int64_t)(e - j), &b.records[j * record_bytes_[s]]);
+      read_rows(s, &b.rows[j], (int64_t)(e - j),
+                [&](int64_t i, const uint8_t* rec) { std::memcpy(&b.records[(j + i) * rb], rec, rb); });
       j = e;
     }
     n_prefetched_ += b.rows.size();
@@ -176,18 +179,27 @@ size_t KvOffload::prefetch_layer(int layer, int parity, int64_t tail_chunk) {
   return total;
 }
 
-void KvOffload::read_rows(int s, const int32_t* rows, int64_t n, uint8_t* out) const {
+template <typename Emit>
+void KvOffload::read_rows(int s, const int32_t* rows, int64_t n, Emit&& emit) const {
   const size_t rb = record_bytes_[s], off = head_offset_[s] + (size_t)(rows[0] % chunk_) * rb;
-  const int64_t span = rows[n - 1] - rows[0] + 1;
-  if (span == n) return tier_->read(rows[0] / chunk_, off, (size_t)n * rb, out);  // consecutive: straight in
-  thread_local std::vector<uint8_t> buf;  // [span, rb]
-  buf.resize((size_t)span * rb);
-  tier_->read(rows[0] / chunk_, off, buf.size(), buf.data());
-  for (int64_t j = 0; j < n; ++j) std::memcpy(out + j * rb, &buf[(size_t)(rows[j] - rows[0]) * rb], rb);
+  const size_t span = (size_t)(rows[n - 1] - rows[0] + 1) * rb;
+  const uint8_t* base = tier_->mapped(rows[0] / chunk_, off, span);
+  thread_local std::vector<uint8_t> buf;  // [span] when the tier is not in our address space
+  if (!base) {
+    buf.resize(span);
+    tier_->read(rows[0] / chunk_, off, span, buf.data());
+    base = buf.data();
+  }
+  for (int64_t j = 0; j < n; ++j) emit(j, base + (size_t)(rows[j] - rows[0]) * rb);
 }
 
-void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* out, bool decode) {
-  const size_t rb = record_bytes_[s];
+void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* first_out, size_t first_bytes, uint8_t* rest_out,
+                      bool decode) {
+  const size_t rb = record_bytes_[s], rest_bytes = rb - first_bytes;
+  auto emit = [&](int64_t j, const uint8_t* rec) {
+    if (first_bytes) std::memcpy(first_out + j * first_bytes, rec, first_bytes);
+    std::memcpy(rest_out + j * rest_bytes, rec + first_bytes, rest_bytes);
+  };
   const Prefetched* pf = nullptr;
   if (decode && prefetch_) {
     const int layer = head_layer_[s], parity = layer % 2;
@@ -209,16 +221,16 @@ void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* out, bool 
   for (int64_t j = 0; j < n;) {
     const int32_t r = rows[j];
     if (r / chunk_ == tail_chunk_) {
-      std::memcpy(out + j * rb, tail_.data() + head_offset_[s] + (size_t)(r % chunk_) * rb, rb);
+      emit(j, tail_.data() + head_offset_[s] + (size_t)(r % chunk_) * rb);
       ++tail, ++j;
     } else if (prefetched(r, k)) {
-      std::memcpy(out + j * rb, pf->records.data() + k * rb, rb);
+      emit(j, pf->records.data() + k * rb);
       ++hits, ++j;
     } else {  // missed rows close together in one chunk: one read
       int64_t e = j + 1;
       size_t kk = k;
       while (e < n && joins(s, rows[e - 1], rows[e]) && rows[e] / chunk_ != tail_chunk_ && !prefetched(rows[e], kk)) ++e;
-      read_rows(s, rows + j, e - j, out + j * rb);
+      read_rows(s, rows + j, e - j, [&](int64_t i, const uint8_t* rec) { emit(j + i, rec); });
       misses += e - j;
       j = e;
     }

@@ -55,9 +55,12 @@ class KvOffload {
   // A decode step starts layer `layer`'s attention: prefetch the next layer's previous selection
   // (at layer 0, this one's too).
   void begin_layer(int layer);
-  // Head s's rows (ascending, all stored) into out.   out: [n, record_bytes[s]]
+  // Head s's rows (ascending, all stored), each record split in two: its first first_bytes bytes
+  // (K_rest) into first_out, the rest (V) into rest_out.
+  // first_out: [n, first_bytes], rest_out: [n, record_bytes[s] - first_bytes]
   // `decode`: a decode step's selection, served from prefetch buffers and remembered for the next.
-  void fetch(int s, const int32_t* rows, int64_t n, uint8_t* out, bool decode);
+  void fetch(int s, const int32_t* rows, int64_t n, uint8_t* first_out, size_t first_bytes, uint8_t* rest_out,
+             bool decode);
 
   size_t record_bytes(int s) const { return record_bytes_[s]; }
   size_t tail_bytes() const { return tail_.size(); }
@@ -75,15 +78,16 @@ class KvOffload {
   // Reads layer's heads' previous selections into buffers_[parity]; returns the rows read.
   size_t prefetch_layer(int layer, int parity, int64_t tail_chunk);
   void wait_idle(std::unique_lock<std::mutex>& lock) const;
-  // Whether head s's row b may join a read that ends with row a (same chunk, a small gap): reading a
-  // few unwanted bytes costs less than another system call, and the disk reads whole pages anyway.
+  // Whether head s's row b may join a read that ends with row a (same chunk, a small gap): through
+  // system calls, reading a few unwanted bytes costs less than another call, and the disk reads
+  // whole pages anyway; from memory, rows are copied one by one.
   bool joins(int s, int32_t a, int32_t b) const {
-    return b / chunk_ == a / chunk_ && (size_t)(b - a - 1) * record_bytes_[s] <= kMergeGapBytes;
+    return b / chunk_ == a / chunk_ && (size_t)(b - a - 1) * record_bytes_[s] <= tier_->join_gap_bytes();
   }
-  static constexpr size_t kMergeGapBytes = 4096;
-  // Reads head s's rows[0..n) (ascending, one chunk, joined) from the slow tier in one read.
-  // out: [n, record_bytes[s]]
-  void read_rows(int s, const int32_t* rows, int64_t n, uint8_t* out) const;
+  // Head s's rows[0..n) (ascending, one chunk, joined) from the slow tier in one read: calls
+  // emit(j, record of rows[j]).
+  template <typename Emit>
+  void read_rows(int s, const int32_t* rows, int64_t n, Emit&& emit) const;
 
   int64_t chunk_;                            // positions per chunk
   std::unique_ptr<SlowTier> tier_;

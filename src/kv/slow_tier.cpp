@@ -22,9 +22,10 @@ class RamTier final : public SlowTier {
     if ((size_t)c >= chunks_.size()) chunks_.resize(c + 1);
     chunks_[c].assign(data, data + chunk_bytes_);
   }
-  void read(int64_t c, size_t off, size_t n, uint8_t* out) const override {
+  void read(int64_t c, size_t off, size_t n, uint8_t* out) const override { std::memcpy(out, mapped(c, off, n), n); }
+  const uint8_t* mapped(int64_t c, size_t off, size_t n) const override {
     if ((size_t)c >= chunks_.size() || chunks_[c].size() < off + n) throw Error("KV slow tier (ram): read of an unwritten chunk");
-    std::memcpy(out, chunks_[c].data() + off, n);
+    return chunks_[c].data() + off;
   }
   std::string describe() const override { return "ram"; }
 
@@ -35,7 +36,7 @@ class RamTier final : public SlowTier {
 
 class FileTier final : public SlowTier {
  public:
-  FileTier(const std::string& dir, size_t chunk_bytes) : chunk_bytes_(chunk_bytes) {
+  FileTier(const std::string& dir, size_t chunk_bytes, int64_t max_chunks) : chunk_bytes_(chunk_bytes) {
     struct stat st{};
     if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail(dir, "--kv-offload file: not a directory");
     std::string tmpl = dir + (dir.empty() || dir.back() == '/' ? "" : "/") + "fasa-kv-XXXXXX";
@@ -43,8 +44,18 @@ class FileTier final : public SlowTier {
     if (fd_ < 0) fail(dir, std::string("cannot create the KV cache file: ") + std::strerror(errno));
     path_ = tmpl;
     posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);  // a step reads scattered rows: no readahead
+    // Rows are read through a read-only mapping of the whole file-to-be: a selected row costs a copy
+    // from the page cache (or a page fault to disk), not a system call. Only the written part is ever
+    // touched, after check() has seen the file hold it.
+    map_len_ = chunk_bytes * (size_t)max_chunks;
+    void* m = mmap(nullptr, map_len_, PROT_READ, MAP_SHARED, fd_, 0);
+    if (m != MAP_FAILED) {
+      map_ = static_cast<const uint8_t*>(m);
+      madvise(m, map_len_, MADV_RANDOM);
+    }
   }
   ~FileTier() override {
+    if (map_) munmap(const_cast<uint8_t*>(map_), map_len_);
     close(fd_);
     unlink(path_.c_str());
   }
@@ -61,8 +72,10 @@ class FileTier final : public SlowTier {
       if (w <= 0) fail(path_, std::string("writing the KV cache failed: ") + (w < 0 ? std::strerror(errno) : "no progress"));
       done += (size_t)w;
     }
-    // Written back and dropped: the page cache must not quietly become a second full KV cache.
+    // Written back and dropped: the page cache must not quietly become a second full KV cache. Pages
+    // mapped in this process are not dropped, so the mapping lets go of them first.
     sync_file_range(fd_, off, (off_t)chunk_bytes_, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+    if (map_) madvise(const_cast<uint8_t*>(map_), map_len_, MADV_DONTNEED);
     posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
     int64_t end = (int64_t)(off + (off_t)chunk_bytes_), seen = written_end_.load();
     while (end > seen && !written_end_.compare_exchange_weak(seen, end)) {
@@ -79,6 +92,12 @@ class FileTier final : public SlowTier {
       done += (size_t)r;
     }
   }
+
+  const uint8_t* mapped(int64_t c, size_t off, size_t n) const override {
+    const size_t base = (size_t)c * chunk_bytes_ + off;
+    return map_ && (int64_t)(base + n) <= written_end_.load() ? map_ + base : nullptr;
+  }
+  size_t join_gap_bytes() const override { return map_ ? 0 : 4096; }
 
   void check() const override {
     struct stat st{};
@@ -109,14 +128,16 @@ class FileTier final : public SlowTier {
   int fd_ = -1;
   std::string path_;
   std::atomic<int64_t> written_end_{0};  // bytes the file must hold
+  const uint8_t* map_ = nullptr;          // [map_len_] the file, read-only; null: pread
+  size_t map_len_ = 0;
 };
 
 }  // namespace
 
 std::unique_ptr<SlowTier> make_ram_tier(size_t chunk_bytes) { return std::make_unique<RamTier>(chunk_bytes); }
 
-std::unique_ptr<SlowTier> make_file_tier(const std::string& dir, size_t chunk_bytes) {
-  return std::make_unique<FileTier>(dir, chunk_bytes);
+std::unique_ptr<SlowTier> make_file_tier(const std::string& dir, size_t chunk_bytes, int64_t max_chunks) {
+  return std::make_unique<FileTier>(dir, chunk_bytes, max_chunks);
 }
 
 }  // namespace fasa

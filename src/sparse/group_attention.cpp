@@ -25,8 +25,10 @@ KvHeadView fetch_selection(const KvCache& cache, int layer, int kv_head, int64_t
   for (int i = 0; i < group; ++i) all.insert(all.end(), s.rows[i].begin(), s.rows[i].end());
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
+  s.position.resize(n_tokens);  // only the entries of fetched rows are written and read
+  for (size_t j = 0; j < all.size(); ++j) s.position[all[j]] = (int32_t)j;
   for (int i = 0; i < group; ++i)
-    for (int32_t& r : s.rows[i]) r = (int32_t)(std::lower_bound(all.begin(), all.end(), r) - all.begin());
+    for (int32_t& r : s.rows[i]) r = s.position[r];
   return cache.gather(layer, kv_head, all.data(), (int64_t)all.size(), true, s.gathered);
 }
 

@@ -18,6 +18,7 @@ struct GroupAttentionScratch {
   std::unique_ptr<bool[]> sparse;            // [group]
   std::vector<float> dense_q, dense_out;     // [<= group, head_dim] the heads that attend to every row
   std::vector<int32_t> fetched;              // offloaded KV head: the union of the group's rows, ascending
+  std::vector<int32_t> position;             // offloaded KV head: [n_tokens] a fetched row's place in `fetched`
   GatheredRows gathered;                     // offloaded KV head: those rows, fetched
 };
 
