@@ -62,7 +62,6 @@ class KvOffload {
   void fetch(int s, const int32_t* rows, int64_t n, uint8_t* first_out, size_t first_bytes, uint8_t* rest_out,
              bool decode);
 
-  size_t record_bytes(int s) const { return record_bytes_[s]; }
   size_t tail_bytes() const { return tail_.size(); }
   size_t slow_bytes() const { return written_chunks_ * tail_.size(); }
   size_t prefetch_buffer_bytes() const;
