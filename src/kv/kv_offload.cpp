@@ -63,7 +63,8 @@ KvOffload::KvOffload(const KvOffloadOptions& opts, int64_t n_ctx, std::vector<si
     max_heads = std::max(max_heads, l.size());
   }
   prefetch_cap_rows_ = max_layer_row ? prefetch_cap_bytes / (2 * max_layer_row) : 0;
-  tier_ = opts.tier == KvOffloadOptions::Tier::File ? make_file_tier(opts.dir, chunk_bytes, (n_ctx + chunk_ - 1) / chunk_) : make_ram_tier(chunk_bytes);
+  tier_ = opts.tier == KvOffloadOptions::Tier::File ? make_file_tier(opts.dir, chunk_bytes, (n_ctx + chunk_ - 1) / chunk_)
+                                                     : make_ram_tier(chunk_bytes);
   tail_.assign(chunk_bytes, 0);
   prev_rows_.resize(slots);
   use_.resize(layer_slots_.size());
@@ -101,7 +102,7 @@ void KvOffload::prepare(int64_t pos) {
   tail_chunk_ = c;
 }
 
-void KvOffload::truncate(int64_t /*n*/) {
+void KvOffload::truncate(int64_t /*n*/) {  // rows >= n are never selected until written again
   std::unique_lock<std::mutex> lock(mutex_);
   wait_idle(lock);
   for (auto& r : prev_rows_) r.clear();
