@@ -249,16 +249,26 @@ TEST(KvOffload, FileFaultsAreClearErrors) {
   signal(SIGXFSZ, old_handler);
 }
 
-// A whole model: logits with K_rest and V in a file (prefetch on) or in RAM (prefetch off) equal
-// the resident FASA-C cache's, through a prefill longer than a chunk and a decode that crosses chunks.
-TEST(KvOffload, SessionLogitsEqualResidentFasa) {
+// A two-layer synthetic model (head dim 16) for whole-session runs.
+std::unique_ptr<Model> tiny_model() {
   const ModelShape shape{"tiny", "llama", 2, 64, 4, 2, 96, 300, 1024, 10000.0f, 8.0f, false};
   const std::string path = test::temp_dir() + "/m.gguf";
   write_synthetic_model(shape, DType::F32, path, 3);
-  auto m = load_model(path);
+  return load_model(path);
+}
+
+PolicyOptions synthetic_fasa() {
   PolicyOptions p;
   p.attn = "fasa";
   p.synthetic_profile = true;
+  return p;
+}
+
+// A whole model: logits with K_rest and V in a file (prefetch on) or in RAM (prefetch off) equal
+// the resident FASA-C cache's, through a prefill longer than a chunk and a decode that crosses chunks.
+TEST(KvOffload, SessionLogitsEqualResidentFasa) {
+  auto m = tiny_model();
+  PolicyOptions p = synthetic_fasa();
   p.fcs = 2;
   p.budget = "24";
   p.dense_layers = "";
@@ -293,13 +303,8 @@ TEST(KvOffload, SessionLogitsEqualResidentFasa) {
 
 // The cache file deleted or shortened mid-run: the next step is an error, not attention over wrong rows.
 TEST(KvOffload, SessionFileFaultIsAnError) {
-  const ModelShape shape{"tiny", "llama", 2, 64, 4, 2, 96, 300, 1024, 10000.0f, 8.0f, false};
-  const std::string path = test::temp_dir() + "/m.gguf";
-  write_synthetic_model(shape, DType::F32, path, 3);
-  auto m = load_model(path);
-  PolicyOptions p;
-  p.attn = "fasa";
-  p.synthetic_profile = true;
+  auto m = tiny_model();
+  PolicyOptions p = synthetic_fasa();
   p.budget = "16";
   const std::string dir = test::temp_dir();
   p.kv_offload = "file:" + dir;

@@ -230,7 +230,7 @@ void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* first_out,
     } else {  // missed rows close together in one chunk: one read
       int64_t e = j + 1;
       size_t kk = k;
-      while (e < n && joins(s, rows[e - 1], rows[e]) && rows[e] / chunk_ != tail_chunk_ && !prefetched(rows[e], kk)) ++e;
+      while (e < n && joins(s, rows[e - 1], rows[e]) && !prefetched(rows[e], kk)) ++e;  // same chunk: not the tail
       read_rows(s, rows + j, e - j, [&](int64_t i, const uint8_t* rec) { emit(j + i, rec); });
       misses += e - j;
       j = e;
