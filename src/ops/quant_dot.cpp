@@ -17,9 +17,21 @@ namespace {
 void resize(UnpackedRow& out, int sub, bool has_offset, int64_t n) {
   out.sub = sub;
   out.has_offset = has_offset;
+  out.k_quant = false;
   out.q.resize(n);
   out.scale.resize(n / sub);
   out.offset.assign(n / sub, 0.0f);
+}
+
+void resize_k(UnpackedRow& out, int sub, bool has_min, int64_t n) {
+  out.sub = sub;
+  out.has_offset = has_min;
+  out.k_quant = true;
+  out.q.resize(n);
+  out.iscale.resize(n / sub);
+  out.imin.assign(n / sub, 0);
+  out.d.resize(n / 256);
+  out.dmin.assign(n / 256, 0.0f);
 }
 
 // The 32-element formats: nibble j of a block (with a 5th bit from qh where given) minus `bias`.
@@ -50,18 +62,17 @@ void unpack_q8_0(const uint8_t* p, int64_t n, UnpackedRow& out) {
 
 // Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scale and min; w = d*sc*q - dmin*m.
 void unpack_k4(const uint8_t* p, int64_t n, bool fifth_bit, UnpackedRow& out) {
-  resize(out, 32, true, n);
+  resize_k(out, 32, true, n);
   const int block_bytes = fifth_bit ? 176 : 144;
   for (int64_t b = 0; b < n / 256; ++b, p += block_bytes) {
-    const float d = fp16_at(p), dmin = fp16_at(p + 2);
+    out.d[b] = fp16_at(p);
+    out.dmin[b] = fp16_at(p + 2);
     const uint8_t* sc = p + 4;
     const uint8_t* qh = p + 16;
     const uint8_t* qs = p + (fifth_bit ? 48 : 16);
     for (int s = 0; s < 8; ++s) {
-      const int sv = s < 4 ? sc[s] & 63 : (sc[s + 4] & 0x0F) | ((sc[s - 4] >> 6) << 4);
-      const int mv = s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-      out.scale[b * 8 + s] = d * (float)sv;
-      out.offset[b * 8 + s] = -dmin * (float)mv;
+      out.iscale[b * 8 + s] = (int16_t)(s < 4 ? sc[s] & 63 : (sc[s + 4] & 0x0F) | ((sc[s - 4] >> 6) << 4));
+      out.imin[b * 8 + s] = (int16_t)(s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4));
     }
     // Byte l of group g holds element l of sub-block 2g (low nibble) and 2g+1 (high nibble).
     for (int g = 0; g < 4; ++g) {
@@ -77,13 +88,13 @@ void unpack_k4(const uint8_t* p, int64_t n, bool fifth_bit, UnpackedRow& out) {
 
 // Q6_K: 16 sub-blocks of 16 with int8 scales; w = d*sc*(q - 32).
 void unpack_q6_k(const uint8_t* p, int64_t n, UnpackedRow& out) {
-  resize(out, 16, false, n);
+  resize_k(out, 16, false, n);
   for (int64_t b = 0; b < n / 256; ++b, p += 210) {
     const uint8_t* ql = p;
     const uint8_t* qh = p + 128;
     const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
-    const float d = fp16_at(p + 208);
-    for (int s = 0; s < 16; ++s) out.scale[b * 16 + s] = d * (float)sc[s];
+    out.d[b] = fp16_at(p + 208);
+    for (int s = 0; s < 16; ++s) out.iscale[b * 16 + s] = sc[s];
     for (int half = 0; half < 2; ++half) {
       int8_t* q = &out.q[b * 256 + half * 128];
       const uint8_t* l0 = ql + half * 64;
@@ -100,25 +111,45 @@ void unpack_q6_k(const uint8_t* p, int64_t n, UnpackedRow& out) {
 
 bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
-// Exact int32 sums of q_w * q_x per sub-block of SUB elements, then the float combination.
 template <int SUB>
-float dot_subblocks(const UnpackedRow& w, const QuantizedActs& x) {
-  const int64_t n_sub = (int64_t)w.q.size() / SUB;
-  const int subs_per_group = x.group / SUB;
-  float sum = 0.0f;
-  for (int64_t s = 0; s < n_sub; ++s) {
-    const int8_t* a = &w.q[s * SUB];
-    const int8_t* b = &x.q[s * SUB];
-    int32_t isum = 0;
+int32_t int_dot(const int8_t* a, const int8_t* b) {
+  int32_t isum = 0;
 #pragma omp simd reduction(+ : isum)
-    for (int i = 0; i < SUB; ++i) isum += (int16_t)a[i] * (int16_t)b[i];
-    float acc = w.scale[s] * (float)isum;
-    if (w.has_offset) {
-      int32_t xs = 0;
-      for (int k = 0; k < SUB / 16; ++k) xs += x.sum16[s * (SUB / 16) + k];
-      acc += w.offset[s] * (float)xs;
+  for (int i = 0; i < SUB; ++i) isum += (int16_t)a[i] * (int16_t)b[i];
+  return isum;
+}
+
+// The 32-element formats: exact int32 sums per block, then the float combination.
+float dot_blocks_of_32(const UnpackedRow& w, const QuantizedActs& x) {
+  const int64_t n_blocks = (int64_t)w.q.size() / 32;
+  float sum = 0.0f;
+  for (int64_t s = 0; s < n_blocks; ++s) {
+    float acc = w.scale[s] * (float)int_dot<32>(&w.q[s * 32], &x.q[s * 32]);
+    if (w.has_offset) acc += w.offset[s] * (float)(x.sum16[2 * s] + x.sum16[2 * s + 1]);
+    sum += x.d[s] * acc;
+  }
+  return sum;
+}
+
+// The K-quants: integer sums over each super-block of 256 (activations in Q8_K, one scale per 256).
+template <int SUB>
+float dot_super_blocks(const UnpackedRow& w, const QuantizedActs& x) {
+  constexpr int kSubs = 256 / SUB;
+  const int64_t n_super = (int64_t)w.q.size() / 256;
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n_super; ++b) {
+    int32_t isum = 0, msum = 0;
+    for (int s = 0; s < kSubs; ++s) {
+      const int64_t at = b * 256 + s * SUB;
+      isum += w.iscale[b * kSubs + s] * int_dot<SUB>(&w.q[at], &x.q[at]);
+      if (w.has_offset) {
+        int32_t xs = 0;
+        for (int k = 0; k < SUB / 16; ++k) xs += x.sum16[at / 16 + k];
+        msum += w.imin[b * kSubs + s] * xs;
+      }
     }
-    sum += x.d[s / subs_per_group] * acc;
+    sum += w.d[b] * x.d[b] * (float)isum;
+    if (w.has_offset) sum -= w.dmin[b] * x.d[b] * (float)msum;
   }
   return sum;
 }
@@ -274,7 +305,8 @@ void dot_direct_rows(DType t, const void* const* rows, const QuantizedActs& x, i
 }
 
 float dot_unpacked(const UnpackedRow& w, const QuantizedActs& x) {
-  return w.sub == 16 ? dot_subblocks<16>(w, x) : dot_subblocks<32>(w, x);
+  if (!w.k_quant) return dot_blocks_of_32(w, x);
+  return w.sub == 16 ? dot_super_blocks<16>(w, x) : dot_super_blocks<32>(w, x);
 }
 
 }  // namespace fasa

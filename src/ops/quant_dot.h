@@ -26,13 +26,22 @@ struct QuantizedActs {
 // x: [n], n a multiple of the weight type's block.
 void quantize_acts(DType weight_type, const float* x, int64_t n, QuantizedActs& out);
 
-// w[j] = scale[s] * q[j] + offset[s] for j in sub-block s (16 or 32 elements).
+// The 32-element formats: w[j] = scale[b] * q[j] + offset[b] for j in block b.
+// The K-quants, as llama.cpp sums them: integer scales and mins per sub-block (16 or 32 elements), one
+// float d and dmin per super-block of 256; each super-block contributes
+//   d_x*d * sum_s(iscale[s] * sum(q_w * q_x)) - d_x*dmin * sum_s(imin[s] * sum(q_x)),
+// integer up to those two products.
 struct UnpackedRow {
-  int sub = 32;
+  int sub = 32;                // elements per scale
   bool has_offset = false;
+  bool k_quant = false;
   std::vector<int8_t> q;       // [n]
-  std::vector<float> scale;    // [n / sub]
-  std::vector<float> offset;   // [n / sub]
+  std::vector<float> scale;    // [n / sub] (32-element formats)
+  std::vector<float> offset;   // [n / sub] (32-element formats)
+  std::vector<int16_t> iscale; // [n / sub] (K-quants)
+  std::vector<int16_t> imin;   // [n / sub] (K-quants with mins)
+  std::vector<float> d;        // [n / 256] (K-quants)
+  std::vector<float> dmin;     // [n / 256] (K-quants with mins)
 };
 
 void unpack_row(DType weight_type, const void* row, int64_t n, UnpackedRow& out);
