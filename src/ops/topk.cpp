@@ -4,9 +4,10 @@
 #include <bit>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <numeric>
 
-#if defined(__AVX__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -31,25 +32,71 @@ void select_best(const float* scores, std::vector<int32_t>& idx, int64_t k) {
   for (int64_t j = 0; j < k; ++j) idx[j] = (int32_t)(0xffffffffu - (uint32_t)keys[j]);
 }
 
-// Writes the indices i < n with scores[i] >= threshold to out (room for n) in increasing order and
-// returns their count. A vector compare per 16 scores yields a bit mask; most masks are empty (a
-// threshold keeps a few percent), and the set bits are walked without a branch per score.
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// kLeftPack[m]: the positions of mask m's set bits, in increasing order (the rest zero).
+struct LeftPackTable {
+  uint64_t entry[256];
+  constexpr LeftPackTable() : entry() {
+    for (int m = 0; m < 256; ++m)
+      for (int b = 0, j = 0; b < 8; ++b)
+        if (m >> b & 1) entry[m] |= (uint64_t)b << (8 * j++);
+  }
+};
+constexpr LeftPackTable kLeftPack;
+#endif
+
+// Writes the indices i < n with scores[i] >= threshold to out (room for n + 16) in increasing order
+// and returns their count. No branch depends on a score: every group of indices is stored at the
+// current end and the end moves by the group's count (a branch per set bit mispredicted often).
 int64_t candidates_at_least(const float* scores, int64_t n, float threshold, int32_t* out) {
   int64_t count = 0, i = 0;
+#if defined(__AVX512F__)
+  const __m512 t = _mm512_set1_ps(threshold);
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (; i + 16 <= n; i += 16) {
-#if defined(__AVX__)
-    const __m256 t = _mm256_set1_ps(threshold);
-    uint32_t mask = (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(scores + i), t, _CMP_GE_OQ)) |
-                    (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(scores + i + 8), t, _CMP_GE_OQ)) << 8;
-#else
-    uint32_t mask = 0;
-    for (int j = 0; j < 16; ++j) mask |= (uint32_t)(scores[i + j] >= threshold) << j;
-#endif
-    for (; mask; mask &= mask - 1) out[count++] = (int32_t)(i + std::countr_zero(mask));
+    const __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(scores + i), t, _CMP_GE_OQ);
+    const __m512i idx = _mm512_add_epi32(lanes, _mm512_set1_epi32((int32_t)i));
+    _mm512_storeu_si512(out + count, _mm512_maskz_compress_epi32(m, idx));
+    count += std::popcount((uint32_t)m);
   }
-  for (; i < n; ++i)
-    if (scores[i] >= threshold) out[count++] = (int32_t)i;
+#elif defined(__AVX2__)
+  const __m256 t = _mm256_set1_ps(threshold);
+  for (; i + 8 <= n; i += 8) {
+    const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(scores + i), t, _CMP_GE_OQ));
+    const __m256i pos = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((int64_t)kLeftPack.entry[m]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + count), _mm256_add_epi32(pos, _mm256_set1_epi32((int32_t)i)));
+    count += std::popcount((uint32_t)m);
+  }
+#endif
+  for (; i < n; ++i) {
+    out[count] = (int32_t)i;
+    count += scores[i] >= threshold;
+  }
   return count;
+}
+
+// A value that between `want` and 1.25 * `want` of the sample reach (at least `want` of them always):
+// bisection on the value, each step a vectorised count. The caller needs no exact rank, only a
+// threshold that keeps a few times k candidates.   sample: [n]
+float threshold_reached_by(const float* sample, int n, int want) {
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+  for (int i = 0; i < n; ++i) {  // NaNs compare false: never a bound
+    lo = sample[i] < lo ? sample[i] : lo;
+    hi = sample[i] > hi ? sample[i] : hi;
+  }
+  for (int iter = 0; iter < 24 && lo < hi; ++iter) {  // count(>= lo) >= want throughout
+    const float mid = lo + (hi - lo) * 0.5f;
+    int count = 0;
+#pragma omp simd reduction(+ : count)
+    for (int i = 0; i < n; ++i) count += sample[i] >= mid;
+    if (count < want) {
+      hi = mid;
+    } else {
+      lo = mid;
+      if (4 * count <= 5 * want) break;
+    }
+  }
+  return lo;
 }
 }  // namespace
 
@@ -62,11 +109,10 @@ void top_k_indices(const float* scores, int64_t n, int64_t k, std::vector<int32_
     float sample[kSample];
     const int64_t stride = n / kSample;
     for (int64_t i = 0; i < kSample; ++i) sample[i] = scores[i * stride];
-    const int64_t rank = std::min(kSample - 1, 2 * (k * kSample / n) + 8);  // ~2x the expected share, plus slack
-    std::nth_element(sample, sample + rank, sample + kSample, std::greater<float>());
-    const float threshold = sample[rank];
-    thread_local std::vector<int32_t> candidates;  // [n] room for all; grows, never shrinks (no refill per call)
-    if ((int64_t)candidates.size() < n) candidates.resize(n);
+    const int want = (int)std::min(kSample, 2 * (k * kSample / n) + 8);  // ~2x the expected share, plus slack
+    const float threshold = threshold_reached_by(sample, kSample, want);
+    thread_local std::vector<int32_t> candidates;  // [n + 16] room for all; grows, never shrinks (no refill per call)
+    if ((int64_t)candidates.size() < n + 16) candidates.resize(n + 16);
     idx.assign(candidates.data(), candidates.data() + candidates_at_least(scores, n, threshold, candidates.data()));
     if ((int64_t)idx.size() >= k) {
       select_best(scores, idx, k);
