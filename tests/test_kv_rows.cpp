@@ -73,6 +73,27 @@ TEST(KvRows, TipScoresMatchPlainDots) {
       }
 }
 
+// One query against scattered rows, eight at a time, against one plain dot per row: widths the vector
+// path takes (multiples of 8) and not, row counts with tails.
+TEST(KvRows, DotRowsMatchPlainDots) {
+  for (DType t : {DType::F32, DType::F16})
+    for (int d : {4, 8, 16, 48, 64, 72})
+      for (int n : {1, 7, 8, 9, 61}) {
+        const int stored = 100;
+        const auto x = test::random_floats((size_t)stored * d, d + n, 2.0f), q = test::random_floats(d, n);
+        const auto h = to_f16(x);
+        std::vector<const void*> rows(n);
+        for (int i = 0; i < n; ++i) {
+          const size_t at = (size_t)((i * 37) % stored) * d;
+          rows[i] = t == DType::F16 ? (const void*)&h[at] : (const void*)&x[at];
+        }
+        std::vector<float> got(n), want(n);
+        kv_dot_rows(q.data(), rows.data(), n, t, d, got.data());
+        for (int i = 0; i < n; ++i) want[i] = kv_dot(q.data(), rows[i], t, d);
+        EXPECT_LE(test::normalized_error(got.data(), want.data(), n), 1e-6) << dtype_name(t) << " d=" << d << " n=" << n;
+      }
+}
+
 // Weighted sums of value rows for groups of heads (each register-blocked width and the remainders)
 // against one kv_add_scaled per row and head; the rows are scattered, as a gathered block's are.
 TEST(KvRows, WeightedRowsMatchAddScaled) {

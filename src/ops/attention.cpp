@@ -64,28 +64,38 @@ void attend_rows(const float* q, int n_q, const KvHeadView& kv, const int32_t* r
   constexpr int kBlock = 64;
   const int d = kv.head_dim, nd = kv.n_dom, nr = d - nd;
   const size_t eb = kv_elem_bytes(kv.type);
-  thread_local std::vector<float> qs, q_dom, q_rest;  // [n_q, d] scaled; [n_q, nd], [n_q, nr]: its part per key plane
+  thread_local std::vector<float> q_dom, q_rest;  // [n_q, nd], [n_q, nr]: the scaled query's part per key plane
   thread_local std::vector<float> score, part;    // [n_q, kBlock]
   thread_local std::vector<uint8_t> dom_rows, rest_rows;  // [kBlock, nd], [kBlock, nr]: a block's gathered key rows
-  qs.resize((size_t)n_q * d), q_dom.resize((size_t)n_q * nd), q_rest.resize((size_t)n_q * nr);
+  q_dom.resize((size_t)n_q * nd), q_rest.resize((size_t)n_q * nr);
   for (int h = 0; h < n_q; ++h)  // scaled here, so the scores come out scaled
     for (int i = 0; i < d; ++i) {
       float& to = i < nd ? q_dom[(size_t)h * nd + i] : q_rest[(size_t)h * nr + i - nd];
-      to = qs[(size_t)h * d + i] = scale * q[(size_t)h * d + i];
+      to = scale * q[(size_t)h * d + i];
     }
   // Few queries score rows with plain dots (tip_scores' choice too), which read gathered rows where
   // they lie; the transposed kernel wants a block's rows side by side, so those are copied first.
   const bool plain_dots = rows && n_q < kTipTransposedMinQueries;
   score.resize((size_t)n_q * kBlock), part.resize(score.size());
   const void* value_rows[kBlock];
+  const void* rest_at[kBlock];  // a block's gathered K_rest rows (plain dots)
+  const void* dom_at[kBlock];   // and K_dom rows
   dom_rows.resize(kBlock * nd * eb), rest_rows.resize(kBlock * nr * eb);
 
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kBlock) {
     const int b = (int)std::min<int64_t>(kBlock, j_end - j0);
     prefetch_rows(kv, rows, j0 + kBlock, std::min<int64_t>(j0 + 2 * kBlock, j_end));
     if (plain_dots) {
-      for (int h = 0; h < n_q; ++h)
-        for (int i = 0; i < b; ++i) score[(size_t)h * b + i] = key_dot(&qs[(size_t)h * d], kv, rows[j0 + i]);
+      for (int i = 0; i < b; ++i) {
+        rest_at[i] = kv.k_rest_row(rows[j0 + i]);
+        if (nd) dom_at[i] = kv.k_dom_row(rows[j0 + i]);
+      }
+      for (int h = 0; h < n_q; ++h) {
+        kv_dot_rows(&q_rest[(size_t)h * nr], rest_at, b, kv.type, nr, &score[(size_t)h * b]);
+        if (!nd) continue;
+        kv_dot_rows(&q_dom[(size_t)h * nd], dom_at, b, kv.type, nd, part.data());
+        for (int i = 0; i < b; ++i) score[(size_t)h * b + i] += part[i];
+      }
     } else {
       const void* dom = nd ? kv.k_dom_row(j0) : nullptr;  // [b, nd] and [b, nr] key rows, contiguous
       const void* rest = kv.k_rest_row(j0);

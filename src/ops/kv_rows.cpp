@@ -49,6 +49,30 @@ float kv_dot(const float* q, const void* row, DType t, int n) {
   return sum;
 }
 
+void kv_dot_rows(const float* q, const void* const* rows, int n, DType t, int d, float* score) {
+  int i = 0;
+#if FASA_KV_F16C
+  if (d % 8 == 0)
+    for (; i + 8 <= n; i += 8) {
+      __m256 acc[8];
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (int c = 0; c < d; c += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + c);
+        for (int r = 0; r < 8; ++r) {
+          const __m256 k = t == DType::F16 ? load_f16x8(static_cast<const uint16_t*>(rows[i + r]) + c)
+                                           : _mm256_loadu_ps(static_cast<const float*>(rows[i + r]) + c);
+          acc[r] = _mm256_fmadd_ps(qv, k, acc[r]);
+        }
+      }
+      // Pairwise sums: u0 = [rows 0-3 low halves | rows 0-3 high halves], u1 likewise for rows 4-7.
+      const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+      const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
+      _mm256_storeu_ps(score + i, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31)));
+    }
+#endif
+  for (; i < n; ++i) score[i] = kv_dot(q, rows[i], t, d);
+}
+
 void kv_add_scaled(float* out, float w, const void* row, DType t, int n) {
   int i = 0;
   if (t == DType::F16) {

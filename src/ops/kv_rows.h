@@ -19,6 +19,11 @@ inline float kv_element(const void* plane, DType t, int64_t i) {
 // sum_i q[i] * row[i].   q: [n]; row: n elements of type t
 float kv_dot(const float* q, const void* row, DType t, int n);
 
+// score[i] = q . rows[i] for n rows that lie anywhere (gathered): eight at a time, each with its own
+// FMA chain, their eight sums reduced together (one dot at a time, the reduction dominated).
+// q: [d]; rows: n pointers to d elements of type t; score: [n]
+void kv_dot_rows(const float* q, const void* const* rows, int n, DType t, int d, float* score);
+
 // out[i] += w * row[i].   out: [n]; row: n elements of type t
 void kv_add_scaled(float* out, float w, const void* row, DType t, int n);
 
