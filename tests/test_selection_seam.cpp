@@ -73,7 +73,9 @@ TEST(SelectionSeam, FewerRowsChangeTheOutput) {
   auto last2 = decode_logits(*m, std::make_shared<LastRows>(2), prompt, 288);
   auto last_all = decode_logits(*m, std::make_shared<LastRows>(1000), prompt, 288);
   EXPECT_GT(test::normalized_error(last2.data(), full.data(), full.size()), 1e-3);
-  EXPECT_LE(test::normalized_error(last_all.data(), full.data(), full.size()), 1e-5);  // budget >= context
+  // Budget >= context: the same rows, scored by the gathered-row kernel instead of the dense one (sums in
+  // another order, through every layer).
+  EXPECT_LE(test::normalized_error(last_all.data(), full.data(), full.size()), 5e-5);
 }
 
 TEST(SelectionSeam, PolicyRegistry) {

@@ -98,6 +98,22 @@ float threshold_reached_by(const float* sample, int n, int want) {
   }
   return lo;
 }
+// Drops candidates below a threshold that at least k (and at most about 1.25 k) of them reach: the
+// exact selection then sorts keys of few more than k.   idx: [>= k] candidate indices, in order
+void keep_near_k(const float* scores, std::vector<int32_t>& idx, int64_t k) {
+  thread_local std::vector<float> s;  // [idx.size()] the candidates' scores
+  const int64_t m = (int64_t)idx.size();
+  s.resize(m);
+  for (int64_t j = 0; j < m; ++j) s[j] = scores[idx[j]];
+  const float threshold = threshold_reached_by(s.data(), (int)m, (int)k);
+  int64_t kept = 0;
+  for (int64_t j = 0; j < m; ++j) {
+    idx[kept] = idx[j];
+    kept += s[j] >= threshold;
+  }
+  idx.resize(kept);
+}
+
 }  // namespace
 
 void top_k_indices(const float* scores, int64_t n, int64_t k, std::vector<int32_t>& idx) {
@@ -115,6 +131,7 @@ void top_k_indices(const float* scores, int64_t n, int64_t k, std::vector<int32_
     if ((int64_t)candidates.size() < n + 16) candidates.resize(n + 16);
     idx.assign(candidates.data(), candidates.data() + candidates_at_least(scores, n, threshold, candidates.data()));
     if ((int64_t)idx.size() >= k) {
+      keep_near_k(scores, idx, k);
       select_best(scores, idx, k);
       return;
     }
