@@ -54,10 +54,11 @@ TEST(KvRows, StoreRoundsToHalfAndLoadReadsItBack) {
 }
 
 // TIP scores (8 rows at a time, transposed) against one plain dot per row and query, for row ranges
-// with tails and K_dom widths the vector path takes (multiples of 8) and the ones it does not.
+// with tails and K_dom widths the vector path takes (multiples of 8; 8..32 compiled per width) and the
+// ones it does not.
 TEST(KvRows, TipScoresMatchPlainDots) {
   for (DType t : {DType::F32, DType::F16})
-    for (int nd : {4, 8, 12, 16, 64})
+    for (int nd : {4, 8, 12, 16, 24, 32, 64})
       for (int n_q : {1, 2, 3, 4, 5, 8}) {
         const int rows = 61;
         const auto x = test::random_floats((size_t)rows * nd, nd, 2.0f), q = test::random_floats((size_t)n_q * nd, n_q);

@@ -148,13 +148,14 @@ inline void transpose8(__m256 r[8]) {
 
 // score[i * stride + r] = q_i . row r for NQ queries and the 8 rows whose dims are in cols (transposed).
 // Each query keeps several independent FMA chains, so the FMA latency does not serialise the dims.
-template <int NQ>
+template <int NQ, int ND>
 inline void score_rows8(const float* q, int n_dom, const __m256* cols, float* score, int64_t stride) {
   constexpr int kChains = NQ <= 2 ? 4 : 2;  // n_dom is a multiple of 8, so of kChains
   __m256 acc[NQ][kChains];
   for (auto& a : acc)
     for (auto& c : a) c = _mm256_setzero_ps();
-  for (int d = 0; d < n_dom; d += kChains)
+  const int nd = ND ? ND : n_dom;
+  for (int d = 0; d < nd; d += kChains)
     for (int c = 0; c < kChains; ++c)
       for (int i = 0; i < NQ; ++i)
         acc[i][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(q + (size_t)i * n_dom + d + c), cols[d + c], acc[i][c]);
@@ -167,30 +168,50 @@ inline void score_rows8(const float* q, int n_dom, const __m256* cols, float* sc
 }  // namespace
 #endif
 
+#if FASA_KV_F16C
+namespace {
+// tip_scores' vector path over rows [lo, end of whole blocks of 8); returns where it stopped. ND: the
+// K_dom width when known at compile time (the common 8..32: the block's columns stay in registers),
+// else 0 and n_dom at run time.
+template <int ND>
+int64_t tip_blocks(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
+                   float* score) {
+  constexpr int kMaxDom = 128;
+  const int nd = ND ? ND : n_dom;
+  const int64_t m = hi - lo;
+  __m256 cols[ND ? ND : kMaxDom];  // cols[d]: dim d of the block's 8 rows
+  int64_t j = lo;
+  for (; j + 8 <= hi; j += 8) {
+    for (int c = 0; c < nd; c += 8) {
+      for (int r = 0; r < 8; ++r) {
+        const size_t at = (size_t)(j + r) * nd + c;
+        cols[c + r] = t == DType::F16 ? load_f16x8(static_cast<const uint16_t*>(plane) + at)
+                                      : _mm256_loadu_ps(static_cast<const float*>(plane) + at);
+      }
+      transpose8(cols + c);
+    }
+    in_query_groups(n_q, [&](auto nq, int i) {
+      score_rows8<nq, ND>(q + (size_t)i * nd, nd, cols, score + (size_t)i * m + (j - lo), m);
+    });
+  }
+  return j;
+}
+}  // namespace
+#endif
+
 void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
                 float* score) {
-  const int64_t m = hi - lo;
   int64_t j = lo;
 #if FASA_KV_F16C
-  constexpr int kMaxDom = 128;
-  if (n_dom % 8 == 0 && n_dom <= kMaxDom && n_q >= kTipTransposedMinQueries) {
-    __m256 cols[kMaxDom];  // cols[d]: dim d of the block's 8 rows
-    for (; j + 8 <= hi; j += 8) {
-      for (int c = 0; c < n_dom; c += 8) {
-        for (int r = 0; r < 8; ++r) {
-          const size_t at = (size_t)(j + r) * n_dom + c;
-          cols[c + r] = t == DType::F16 ? load_f16x8(static_cast<const uint16_t*>(plane) + at)
-                                        : _mm256_loadu_ps(static_cast<const float*>(plane) + at);
-        }
-        transpose8(cols + c);
-      }
-      in_query_groups(n_q, [&](auto nq, int i) {
-        score_rows8<nq>(q + (size_t)i * n_dom, n_dom, cols, score + (size_t)i * m + (j - lo), m);
-      });
+  if (n_dom % 8 == 0 && n_dom <= 128 && n_q >= kTipTransposedMinQueries) switch (n_dom) {
+      case 8: j = tip_blocks<8>(q, n_q, plane, t, n_dom, lo, hi, score); break;
+      case 16: j = tip_blocks<16>(q, n_q, plane, t, n_dom, lo, hi, score); break;
+      case 24: j = tip_blocks<24>(q, n_q, plane, t, n_dom, lo, hi, score); break;
+      case 32: j = tip_blocks<32>(q, n_q, plane, t, n_dom, lo, hi, score); break;
+      default: j = tip_blocks<0>(q, n_q, plane, t, n_dom, lo, hi, score);
     }
-  }
 #endif
-  tip_rows_plain(q, n_q, plane, t, n_dom, j, hi, lo, m, score);  // the rows left over (all, without F16C)
+  tip_rows_plain(q, n_q, plane, t, n_dom, j, hi, lo, hi - lo, score);  // the rows left over (all, without F16C)
 }
 
 void kv_weighted_rows_reference(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d,
