@@ -225,6 +225,28 @@ TEST_P(QuantKernelTest, DirectRowsEqualOneRowAtATime) {
 INSTANTIATE_TEST_SUITE_P(Q8_0AndQ4_0, QuantKernelTest, ::testing::Values(DType::Q8_0, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// Q8_0 rows packed for decode give exactly the direct kernel's sums (same integer chunks, same order),
+// including extreme quants (-128, 127) that the +128 offset must not wrap.
+TEST(QuantKernels, PackedQ8_0RowsEqualDirectRows) {
+  const DType t = DType::Q8_0;
+  if (!has_packed_rows(t)) GTEST_SKIP() << "no packed Q8_0 kernel in this build (it needs AVX512-VNNI)";
+  for (int64_t n : {32, 256, 4096}) {
+    std::vector<std::string> data;
+    for (int r = 0; r < kDirectRows; ++r) data.push_back(random_row(t, n, 80 + r + (uint32_t)n));
+    data[0][2] = (char)-128, data[0][3] = 127;  // block 0's first quants
+    const void* rows[kDirectRows];
+    for (int r = 0; r < kDirectRows; ++r) rows[r] = data[r].data();
+    std::vector<uint8_t> packed(packed_group_bytes(n));
+    pack_rows(rows, n, packed.data());
+    QuantizedActs x;
+    quantize_acts(t, test::random_floats(n, 81).data(), n, x);
+    float got[kDirectRows], want[kDirectRows];
+    dot_packed_rows(packed.data(), x, n, got);
+    dot_direct_rows(t, rows, x, n, want);
+    for (int r = 0; r < kDirectRows; ++r) EXPECT_EQ(got[r], want[r]) << "n=" << n << " row " << r;
+  }
+}
+
 TEST(DType, UnknownAndUncomputableTypes) {
   EXPECT_FALSE(dtype_traits(4).has_value());  // Q4_2: removed from ggml
   EXPECT_FALSE(dtype_traits(999).has_value());

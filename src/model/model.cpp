@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "fasa/error.h"
+#include "ops/quant_dot.h"
 
 namespace fasa {
 
@@ -131,6 +132,21 @@ std::vector<float> bind_vector(const TensorLookup& lookup, const std::string& na
   return v;
 }
 
+// A copy of m's rows packed for the decode matmul, where this CPU has the kernel for m's type.
+void pack_for_decode(Matrix& m, std::vector<std::vector<uint8_t>>& owned) {
+  if (!has_packed_rows(m.type) || m.cols % 32 != 0) return;
+  const int64_t groups = m.rows / kDirectRows;
+  const size_t group_bytes = packed_group_bytes(m.cols);
+  std::vector<uint8_t>& buf = owned.emplace_back(groups * group_bytes);
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < groups; ++g) {
+    const void* rows[kDirectRows];
+    for (int i = 0; i < kDirectRows; ++i) rows[i] = m.row(g * kDirectRows + i);
+    pack_rows(rows, m.cols, &buf[g * group_bytes]);
+  }
+  m.packed = buf.data();
+}
+
 }  // namespace
 
 ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, const TensorLookup& lookup,
@@ -163,6 +179,9 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     L.w_down = bind_matrix(lookup, n(names.w_down), cfg.n_embd, cfg.n_ff, src, w.owned);
     w.layers.push_back(std::move(L));
   }
+  pack_for_decode(w.output, w.owned);
+  for (LayerWeights& L : w.layers)
+    for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack_for_decode(*m, w.owned);
   return w;
 }
 

@@ -63,9 +63,13 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
     for (int64_t r0 = 0; r0 < whole; r0 += kDirectRows) {
       const void* group[kDirectRows];
       for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(r0 + i);
+      const uint8_t* packed = W.packed ? W.packed + (size_t)(r0 / kDirectRows) * packed_group_bytes(cols) : nullptr;
       float y[kDirectRows];
       for (int t = 0; t < n_tokens; ++t) {
-        dot_direct_rows(W.type, group, xq[t], cols, y);
+        if (packed)
+          dot_packed_rows(packed, xq[t], cols, y);
+        else
+          dot_direct_rows(W.type, group, xq[t], cols, y);
         std::copy_n(y, kDirectRows, Y + (int64_t)t * rows + r0);
       }
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -191,6 +192,9 @@ void quantize_acts(DType weight_type, const float* x, int64_t n, QuantizedActs& 
       out.d[g] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
     }
   }
+  out.minus128_sum4.resize(n / 4);
+  for (int64_t c = 0; c < n / 4; ++c)
+    out.minus128_sum4[c] = -128 * (out.q[c * 4] + out.q[c * 4 + 1] + out.q[c * 4 + 2] + out.q[c * 4 + 3]);
   for (int64_t s = 0; s < n / 16; ++s) {
     int32_t sum = 0;
     for (int j = 0; j < 16; ++j) sum += out.q[s * 16 + j];
@@ -302,6 +306,64 @@ float dot_direct(DType t, const void* row, const QuantizedActs& x, int64_t n) {
 
 void dot_direct_rows(DType t, const void* const* rows, const QuantizedActs& x, int64_t n, float* out) {
   dot_direct_n<kDirectRows>(t, rows, x, n, out);
+}
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define FASA_PACKED_Q8 1
+#endif
+
+constexpr size_t kPackedBlockBytes = 16 + 8 * 32;  // 8 fp16 scales + 8 chunks x 8 rows x 4 quants
+constexpr size_t kPackedAhead = 4;
+
+bool has_packed_rows(DType t) {
+#if FASA_PACKED_Q8
+  return t == DType::Q8_0;
+#else
+  (void)t;
+  return false;
+#endif
+}
+
+size_t packed_group_bytes(int64_t n) { return (size_t)(n / 32) * kPackedBlockBytes; }
+
+void pack_rows(const void* const* rows, int64_t n, uint8_t* out) {
+  static_assert(kDirectRows == 8, "the packed layout holds 8 rows per group");
+  for (int64_t b = 0; b < n / 32; ++b, out += kPackedBlockBytes) {
+    for (int r = 0; r < 8; ++r) {
+      const uint8_t* block = static_cast<const uint8_t*>(rows[r]) + b * 34;
+      std::memcpy(out + 2 * r, block, 2);
+      for (int c = 0; c < 8; ++c)
+        for (int e = 0; e < 4; ++e) out[16 + c * 32 + r * 4 + e] = (uint8_t)((int8_t)block[2 + 4 * c + e] + 128);
+    }
+  }
+}
+
+void dot_packed_rows(const uint8_t* group, const QuantizedActs& x, int64_t n, float* out) {
+#if FASA_PACKED_Q8
+  __m256 acc[8];  // acc[c]: lane r = row r's running sum of its chunk-c sums (a lane of dot_blocks' acc)
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  const int8_t* xq = x.q.data();
+  for (int64_t b = 0; b < n / 32; ++b, group += kPackedBlockBytes) {
+    for (size_t line = 0; line < kPackedBlockBytes; line += 64)  // every cache line, kPackedAhead blocks ahead
+      _mm_prefetch(reinterpret_cast<const char*>(group) + kPackedAhead * kPackedBlockBytes + line, _MM_HINT_T0);
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group))),
+                                   _mm256_set1_ps(x.d[b]));
+    for (int c = 0; c < 8; ++c) {
+      int32_t xc;
+      std::memcpy(&xc, xq + b * 32 + 4 * c, 4);
+      // (w + 128) . x - 128 * sum(x) = w . x, for the 8 rows at once
+      const __m256i sums = _mm256_dpbusd_epi32(_mm256_set1_epi32(x.minus128_sum4[b * 8 + c]),
+                                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + 16 + 32 * c)),
+                                               _mm256_set1_epi32(xc));
+      acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc[c]);
+    }
+  }
+  transpose8(acc);  // acc[r]: row r's eight lanes
+  for (int r = 0; r < 8; ++r) out[r] = hsum_avx(acc[r]);
+#else
+  (void)group, (void)x, (void)n, (void)out;
+  throw Error("packed Q8_0 rows need a build with AVX512-VNNI");
+#endif
 }
 
 float dot_unpacked(const UnpackedRow& w, const QuantizedActs& x) {
