@@ -98,6 +98,7 @@ float threshold_reached_by(const float* sample, int n, int want) {
   }
   return lo;
 }
+
 // Drops candidates below a threshold that at least k (and at most about 1.25 k) of them reach: the
 // exact selection then sorts keys of few more than k.   idx: [>= k] candidate indices, in order
 void keep_near_k(const float* scores, std::vector<int32_t>& idx, int64_t k) {
@@ -119,8 +120,9 @@ void keep_near_k(const float* scores, std::vector<int32_t>& idx, int64_t k) {
 void top_k_indices(const float* scores, int64_t n, int64_t k, std::vector<int32_t>& idx) {
   if (k < n / 16 && n >= 4096) {
     // k << n (a decode step's budget over a long cache): a threshold from a strided sample of the
-    // scores keeps about 3k candidates in one pass, and the exact selection runs on those. The k
-    // best are all >= the threshold whenever at least k candidates pass it.
+    // scores keeps about 3k candidates in one pass, a second one (on their scores) about 1.25k, and
+    // the exact selection runs on those. The k best are all >= the thresholds whenever at least k
+    // candidates pass the first (the second always keeps k).
     constexpr int64_t kSample = 1024;
     float sample[kSample];
     const int64_t stride = n / kSample;
