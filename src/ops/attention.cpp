@@ -91,9 +91,10 @@ void attend_rows(const float* q, int n_q, const KvHeadView& kv, const int32_t* r
         if (nd) dom_at[i] = kv.k_dom_row(rows[j0 + i]);
       }
       for (int h = 0; h < n_q; ++h) {
-        kv_dot_rows(&q_rest[(size_t)h * nr], rest_at, b, kv.type, nr, &score[(size_t)h * b]);
+        // data() + offset, not &v[i]: a plane may be empty (no K_dom, or every dim dominant)
+        kv_dot_rows(q_rest.data() + (size_t)h * nr, rest_at, b, kv.type, nr, &score[(size_t)h * b]);
         if (!nd) continue;
-        kv_dot_rows(&q_dom[(size_t)h * nd], dom_at, b, kv.type, nd, part.data());
+        kv_dot_rows(q_dom.data() + (size_t)h * nd, dom_at, b, kv.type, nd, part.data());
         for (int i = 0; i < b; ++i) score[(size_t)h * b + i] += part[i];
       }
     } else {
