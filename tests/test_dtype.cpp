@@ -226,7 +226,8 @@ INSTANTIATE_TEST_SUITE_P(Q8_0AndQ4_0, QuantKernelTest, ::testing::Values(DType::
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Q8_0 rows packed for decode give exactly the direct kernel's sums (same integer chunks, same order),
-// including extreme quants (-128, 127) that the +128 offset must not wrap.
+// one group alone and two side by side, including extreme quants (-128, 127) that the +128 offset must
+// not wrap.
 TEST(QuantKernels, PackedQ8_0RowsEqualDirectRows) {
   const DType t = DType::Q8_0;
   if (!has_packed_rows(t)) GTEST_SKIP() << "no packed Q8_0 kernel in this build (it needs AVX512-VNNI)";
@@ -240,10 +241,18 @@ TEST(QuantKernels, PackedQ8_0RowsEqualDirectRows) {
     pack_rows(rows, n, packed.data());
     QuantizedActs x;
     quantize_acts(t, test::random_floats(n, 81).data(), n, x);
-    float got[kDirectRows], want[kDirectRows];
+    float got[kDirectRows], want[kDirectRows], two[2 * kDirectRows];
     dot_packed_rows(packed.data(), x, n, got);
     dot_direct_rows(t, rows, x, n, want);
     for (int r = 0; r < kDirectRows; ++r) EXPECT_EQ(got[r], want[r]) << "n=" << n << " row " << r;
+    std::vector<uint8_t> other(packed.size());  // the same rows in reverse order: a second group
+    std::reverse(std::begin(rows), std::end(rows));
+    pack_rows(rows, n, other.data());
+    dot_packed_rows2(packed.data(), other.data(), x, n, two);  // both groups side by side
+    for (int r = 0; r < kDirectRows; ++r) {
+      EXPECT_EQ(two[r], want[r]) << "n=" << n << " row " << r;
+      EXPECT_EQ(two[kDirectRows + r], want[kDirectRows - 1 - r]) << "n=" << n << " second group, row " << r;
+    }
   }
 }
 

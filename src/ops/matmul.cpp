@@ -51,6 +51,24 @@ void tile_4x4(const float* w, const float* x, int64_t cols, float* y, int64_t ld
     }
 }
 
+// W's whole groups of kDirectRows rows from its packed copy: group g with group g + half, so each
+// thread reads two places of the matrix side by side (one stream alone keeps too few reads in flight).
+void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_tokens, float* Y) {
+  const int64_t groups = W.rows / kDirectRows, half = (groups + 1) / 2;
+  const size_t gb = packed_group_bytes(W.cols);
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < half; ++g) {
+    const bool pair = g + half < groups;
+    float y[2 * kDirectRows];  // group g's rows, then group g + half's
+    for (int t = 0; t < n_tokens; ++t) {
+      float* yt = Y + (int64_t)t * W.rows;
+      dot_packed_rows2(W.packed + g * gb, pair ? W.packed + (g + half) * gb : nullptr, xq[t], W.cols, y);
+      std::copy_n(y, kDirectRows, yt + g * kDirectRows);
+      if (pair) std::copy_n(y + kDirectRows, kDirectRows, yt + (g + half) * kDirectRows);
+    }
+  }
+}
+
 // Quantized weights: activations rounded to int8 once per token, each row unpacked once per call.
 void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
   const int64_t rows = W.rows, cols = W.cols;
@@ -59,18 +77,18 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
   for (int t = 0; t < n_tokens; ++t) quantize_acts(W.type, X + (int64_t)t * cols, cols, xq[t]);
   if (has_direct_dot(W.type)) {
     const int64_t whole = rows / kDirectRows * kDirectRows;  // rows in whole groups of kDirectRows
+    if (W.packed) {
+      matmul_packed(W, xq, n_tokens, Y);
+    } else {
 #pragma omp parallel for schedule(static)
-    for (int64_t r0 = 0; r0 < whole; r0 += kDirectRows) {
-      const void* group[kDirectRows];
-      for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(r0 + i);
-      const uint8_t* packed = W.packed ? W.packed + (size_t)(r0 / kDirectRows) * packed_group_bytes(cols) : nullptr;
-      float y[kDirectRows];
-      for (int t = 0; t < n_tokens; ++t) {
-        if (packed)
-          dot_packed_rows(packed, xq[t], cols, y);
-        else
+      for (int64_t r0 = 0; r0 < whole; r0 += kDirectRows) {
+        const void* group[kDirectRows];
+        for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(r0 + i);
+        float y[kDirectRows];
+        for (int t = 0; t < n_tokens; ++t) {
           dot_direct_rows(W.type, group, xq[t], cols, y);
-        std::copy_n(y, kDirectRows, Y + (int64_t)t * rows + r0);
+          std::copy_n(y, kDirectRows, Y + (int64_t)t * rows + r0);
+        }
       }
     }
     for (int64_t r = whole; r < rows; ++r)

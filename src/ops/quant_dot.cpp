@@ -338,30 +338,55 @@ void pack_rows(const void* const* rows, int64_t n, uint8_t* out) {
   }
 }
 
-void dot_packed_rows(const uint8_t* group, const QuantizedActs& x, int64_t n, float* out) {
 #if FASA_PACKED_Q8
-  __m256 acc[8];  // acc[c]: lane r = row r's running sum of its chunk-c sums (a lane of dot_blocks' acc)
-  for (auto& a : acc) a = _mm256_setzero_ps();
+namespace {
+// dot_packed_rows for NG groups at once: NG streams through memory per thread (one stream alone does
+// not keep enough reads in flight).   out: [NG * 8]
+template <int NG>
+void dot_packed_groups(const uint8_t* const* groups, const QuantizedActs& x, int64_t n, float* out) {
+  __m256 acc[NG][8];  // acc[g][c]: lane r = row r's running sum of its chunk-c sums (a lane of dot_blocks' acc)
+  for (auto& a : acc)
+    for (auto& c : a) c = _mm256_setzero_ps();
   const int8_t* xq = x.q.data();
-  for (int64_t b = 0; b < n / 32; ++b, group += kPackedBlockBytes) {
-    for (size_t line = 0; line < kPackedBlockBytes; line += 64)  // every cache line, kPackedAhead blocks ahead
-      _mm_prefetch(reinterpret_cast<const char*>(group) + kPackedAhead * kPackedBlockBytes + line, _MM_HINT_T0);
-    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group))),
-                                   _mm256_set1_ps(x.d[b]));
-    for (int c = 0; c < 8; ++c) {
-      int32_t xc;
-      std::memcpy(&xc, xq + b * 32 + 4 * c, 4);
-      // (w + 128) . x - 128 * sum(x) = w . x, for the 8 rows at once
-      const __m256i sums = _mm256_dpbusd_epi32(_mm256_set1_epi32(x.minus128_sum4[b * 8 + c]),
-                                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + 16 + 32 * c)),
-                                               _mm256_set1_epi32(xc));
-      acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc[c]);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256 xd = _mm256_set1_ps(x.d[b]);
+    for (int g = 0; g < NG; ++g) {
+      const uint8_t* p = groups[g] + b * kPackedBlockBytes;
+      for (size_t line = 0; line < kPackedBlockBytes; line += 64)  // every cache line, kPackedAhead blocks ahead
+        _mm_prefetch(reinterpret_cast<const char*>(p) + kPackedAhead * kPackedBlockBytes + line, _MM_HINT_T0);
+      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), xd);
+      for (int c = 0; c < 8; ++c) {
+        int32_t xc;
+        std::memcpy(&xc, xq + b * 32 + 4 * c, 4);
+        // (w + 128) . x - 128 * sum(x) = w . x, for the 8 rows at once
+        const __m256i sums = _mm256_dpbusd_epi32(_mm256_set1_epi32(x.minus128_sum4[b * 8 + c]),
+                                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c)),
+                                                 _mm256_set1_epi32(xc));
+        acc[g][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc[g][c]);
+      }
     }
   }
-  transpose8(acc);  // acc[r]: row r's eight lanes
-  for (int r = 0; r < 8; ++r) out[r] = hsum_avx(acc[r]);
+  for (int g = 0; g < NG; ++g) {
+    transpose8(acc[g]);  // acc[g][r]: row r's eight lanes
+    for (int r = 0; r < 8; ++r) out[g * 8 + r] = hsum_avx(acc[g][r]);
+  }
+}
+}  // namespace
+#endif
+
+void dot_packed_rows(const uint8_t* group, const QuantizedActs& x, int64_t n, float* out) {
+  dot_packed_rows2(group, nullptr, x, n, out);
+}
+
+void dot_packed_rows2(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n, float* out) {
+#if FASA_PACKED_Q8
+  const uint8_t* groups[2] = {group_a, group_b};
+  if (group_b)
+    dot_packed_groups<2>(groups, x, n, out);
+  else
+    dot_packed_groups<1>(groups, x, n, out);
 #else
-  (void)group, (void)x, (void)n, (void)out;
+  (void)group_a, (void)group_b, (void)x, (void)n, (void)out;
   throw Error("packed Q8_0 rows need a build with AVX512-VNNI");
 #endif
 }
