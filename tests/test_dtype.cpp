@@ -1,5 +1,6 @@
 // Element types: fp16/bf16 conversions and each type's dequantize/dot kernel against a scalar
 // reference written here from the block layout.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/dtype.h"
