@@ -13,6 +13,7 @@
 #include "model/session.h"
 #include "ops/dtype.h"
 #include "ops/matmul.h"
+#include "ops/quant_dot.h"
 #include "test_util.h"
 
 namespace fasa {
@@ -190,6 +191,14 @@ TEST(QuantKernels, EveryFormatMatchesItsScalarReference) {
     matmul(W, X.data(), 3, Y);
     matmul_reference(W, X.data(), 3, R);
     EXPECT_LE(test::normalized_error(Y, R, 3), 1e-5) << dtype_name(f.t);
+    // The vector kernel reading K-quant blocks directly: the same integer sums, the same float steps.
+    if (has_direct_dot(f.t)) {
+      QuantizedActs xq;
+      quantize_acts(f.t, X.data(), n, xq);
+      UnpackedRow w;
+      unpack_row(f.t, row.data(), n, w);
+      EXPECT_EQ(dot_direct(f.t, row.data(), xq, n), dot_unpacked(w, xq)) << dtype_name(f.t);
+    }
   }
 }
 

@@ -286,17 +286,111 @@ void dot_blocks(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, f
 #endif
 }
 
+#if defined(__AVX2__)
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// sc * (each sub-block's sum of q_w * q_x) for 32 unsigned weights (below 64) and 32 activations:
+// 8 int32 lanes; lanes 0-3 are the first 16 elements', 4-7 the last 16's (scales: int16 per half).
+inline __m256i scaled_products(__m256i w, const int8_t* x, __m256i scales) {
+  const __m256i pairs = _mm256_maddubs_epi16(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+  return _mm256_madd_epi16(pairs, scales);
+}
+
+// The K-quants' super-block sums of dot_super_blocks, in AVX2 integers: the same exact isum and msum,
+// then the same float expression, so the result is bit-identical to unpack_row + dot_unpacked.
+float dot_k4_row(const uint8_t* p, const QuantizedActs& x, int64_t n, bool fifth_bit) {
+  const int block_bytes = fifth_bit ? 176 : 144;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b, p += block_bytes) {
+    const uint8_t* sc = p + 4;
+    const uint8_t* qs = p + (fifth_bit ? 48 : 16);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+    const int8_t* xq = x.q.data() + b * 256;
+    __m256i isum = _mm256_setzero_si256();
+    int32_t msum = 0;
+    for (int g = 0; g < 4; ++g) {  // sub-blocks 2g (low nibbles) and 2g + 1 (high nibbles)
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * g));
+      __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      if (fifth_bit) {
+        lo = _mm256_add_epi8(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), one), 4));
+        hi = _mm256_add_epi8(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g + 1), one), 4));
+      }
+      for (int half = 0; half < 2; ++half) {
+        const int s = 2 * g + half;
+        const int sv = s < 4 ? sc[s] & 63 : (sc[s + 4] & 0x0F) | ((sc[s - 4] >> 6) << 4);
+        const int mv = s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+        isum = _mm256_add_epi32(isum, scaled_products(half ? hi : lo, xq + 32 * s, _mm256_set1_epi16((int16_t)sv)));
+        msum += mv * (x.sum16[b * 16 + 2 * s] + x.sum16[b * 16 + 2 * s + 1]);
+      }
+    }
+    sum += fp16_at(p) * x.d[b] * (float)hsum_epi32(isum);
+    sum -= fp16_at(p + 2) * x.d[b] * (float)msum;
+  }
+  return sum;
+}
+
+float dot_q6_k_row(const uint8_t* p, const QuantizedActs& x, int64_t n) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(3);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / 256; ++b, p += 210) {
+    const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
+    const int8_t* xq = x.q.data() + b * 256;
+    __m256i isum = _mm256_setzero_si256();
+    int32_t offset = 0;  // sum_s sc[s] * sum(q_x): the quants are stored + 32
+    for (int s = 0; s < 16; ++s) offset += sc[s] * x.sum16[b * 16 + s];
+    for (int half = 0; half < 2; ++half) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * half));
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * half + 32));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * half));
+      const __m256i q[4] = {  // elements 0-31, 32-63, 64-95, 96-127 of the half, each + 32
+          _mm256_or_si256(_mm256_and_si256(a, low4), _mm256_slli_epi16(_mm256_and_si256(h, low2), 4)),
+          _mm256_or_si256(_mm256_and_si256(c, low4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), low2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), low2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), low2), 4))};
+      for (int k = 0; k < 4; ++k) {
+        const int s = 8 * half + 2 * k;  // the two sub-blocks of 16 in q[k]
+        const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]), _mm_set1_epi16(sc[s]));
+        isum = _mm256_add_epi32(isum, scaled_products(q[k], xq + 16 * s, scales));
+      }
+    }
+    sum += fp16_at(p + 208) * x.d[b] * (float)(hsum_epi32(isum) - 32 * offset);
+  }
+  return sum;
+}
+#endif
+
 template <int NR>
 void dot_direct_n(DType t, const void* const* rows, const QuantizedActs& x, int64_t n, float* out) {
   const auto* p = reinterpret_cast<const uint8_t* const*>(rows);
   if (t == DType::Q8_0) return dot_blocks<false, NR>(p, x, n, out);
   if (t == DType::Q4_0) return dot_blocks<true, NR>(p, x, n, out);
+#if defined(__AVX2__)
+  for (int r = 0; r < NR; ++r) {
+    if (t == DType::Q4_K || t == DType::Q5_K) out[r] = dot_k4_row(p[r], x, n, t == DType::Q5_K);
+    else if (t == DType::Q6_K) out[r] = dot_q6_k_row(p[r], x, n);
+    else throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
+  }
+#else
   throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
+#endif
 }
 
 }  // namespace
 
-bool has_direct_dot(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+bool has_direct_dot(DType t) {
+#if defined(__AVX2__)
+  if (is_k_quant(t)) return true;
+#endif
+  return t == DType::Q8_0 || t == DType::Q4_0;
+}
 
 float dot_direct(DType t, const void* row, const QuantizedActs& x, int64_t n) {
   float out;
