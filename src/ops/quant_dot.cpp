@@ -15,29 +15,27 @@ namespace fasa {
 
 namespace {
 
-void resize(UnpackedRow& out, int sub, bool has_offset, int64_t n) {
+// Sizes out for n elements: float scales and offsets per block (32-element formats), or integer scales
+// and mins per sub-block with d and dmin per super-block (K-quants).
+void resize(UnpackedRow& out, int sub, bool has_offset, bool k_quant, int64_t n) {
   out.sub = sub;
   out.has_offset = has_offset;
-  out.k_quant = false;
+  out.k_quant = k_quant;
   out.q.resize(n);
-  out.scale.resize(n / sub);
-  out.offset.assign(n / sub, 0.0f);
-}
-
-void resize_k(UnpackedRow& out, int sub, bool has_min, int64_t n) {
-  out.sub = sub;
-  out.has_offset = has_min;
-  out.k_quant = true;
-  out.q.resize(n);
-  out.iscale.resize(n / sub);
-  out.imin.assign(n / sub, 0);
-  out.d.resize(n / 256);
-  out.dmin.assign(n / 256, 0.0f);
+  if (k_quant) {
+    out.iscale.resize(n / sub);
+    out.imin.assign(n / sub, 0);
+    out.d.resize(n / 256);
+    out.dmin.assign(n / 256, 0.0f);
+  } else {
+    out.scale.resize(n / sub);
+    out.offset.assign(n / sub, 0.0f);
+  }
 }
 
 // The 32-element formats: nibble j of a block (with a 5th bit from qh where given) minus `bias`.
 void unpack_32(const uint8_t* p, int64_t n, int block_bytes, bool has_min, bool has_qh, int bias, UnpackedRow& out) {
-  resize(out, 32, has_min, n);
+  resize(out, 32, has_min, false, n);
   for (int64_t b = 0; b < n / 32; ++b, p += block_bytes) {
     out.scale[b] = fp16_at(p);
     if (has_min) out.offset[b] = fp16_at(p + 2);
@@ -54,7 +52,7 @@ void unpack_32(const uint8_t* p, int64_t n, int block_bytes, bool has_min, bool 
 }
 
 void unpack_q8_0(const uint8_t* p, int64_t n, UnpackedRow& out) {
-  resize(out, 32, false, n);
+  resize(out, 32, false, false, n);
   for (int64_t b = 0; b < n / 32; ++b, p += 34) {
     out.scale[b] = fp16_at(p);
     std::memcpy(&out.q[b * 32], p + 2, 32);
@@ -63,7 +61,7 @@ void unpack_q8_0(const uint8_t* p, int64_t n, UnpackedRow& out) {
 
 // Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scale and min; w = d*sc*q - dmin*m.
 void unpack_k4(const uint8_t* p, int64_t n, bool fifth_bit, UnpackedRow& out) {
-  resize_k(out, 32, true, n);
+  resize(out, 32, true, true, n);
   const int block_bytes = fifth_bit ? 176 : 144;
   for (int64_t b = 0; b < n / 256; ++b, p += block_bytes) {
     out.d[b] = fp16_at(p);
@@ -89,7 +87,7 @@ void unpack_k4(const uint8_t* p, int64_t n, bool fifth_bit, UnpackedRow& out) {
 
 // Q6_K: 16 sub-blocks of 16 with int8 scales; w = d*sc*(q - 32).
 void unpack_q6_k(const uint8_t* p, int64_t n, UnpackedRow& out) {
-  resize_k(out, 16, false, n);
+  resize(out, 16, false, true, n);
   for (int64_t b = 0; b < n / 256; ++b, p += 210) {
     const uint8_t* ql = p;
     const uint8_t* qh = p + 128;
