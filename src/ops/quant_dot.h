@@ -48,8 +48,9 @@ struct UnpackedRow {
 void unpack_row(DType weight_type, const void* row, int64_t n, UnpackedRow& out);
 float dot_unpacked(const UnpackedRow& w, const QuantizedActs& x);
 
-// Q8_0 and Q4_0 rows straight from their blocks (no unpacking; AVX2 where the build has it): the
-// decode-time kernels. Same integer sums as unpack_row + dot_unpacked.
+// Rows straight from their blocks (no unpacking): Q8_0 and Q4_0 (AVX2 where the build has it, else
+// scalar), and Q4_K, Q5_K, Q6_K where the build has AVX2. The matmul's kernels. Same integer sums as
+// unpack_row + dot_unpacked (the K-quants: bit-identical results).
 bool has_direct_dot(DType weight_type);
 float dot_direct(DType weight_type, const void* row, const QuantizedActs& x, int64_t n);
 
