@@ -405,7 +405,6 @@ void dot_direct_rows(DType t, const void* const* rows, const QuantizedActs& x, i
 #endif
 
 constexpr size_t kPackedBlockBytes = 16 + 8 * 32;  // 8 fp16 scales + 8 chunks x 8 rows x 4 quants
-constexpr size_t kPackedAhead = 4;
 
 bool has_packed_rows(DType t) {
 #if FASA_PACKED_Q8
@@ -432,6 +431,8 @@ void pack_rows(const void* const* rows, int64_t n, uint8_t* out) {
 
 #if FASA_PACKED_Q8
 namespace {
+constexpr size_t kPackedAhead = 4;  // blocks: how far ahead of use the packed rows are asked for
+
 // dot_packed_rows for NG groups at once: NG streams through memory per thread (one stream alone does
 // not keep enough reads in flight).   out: [NG * 8]
 template <int NG>
