@@ -2,9 +2,14 @@
 // selection in any order must equal dense attention.
 #include <algorithm>
 #include <numeric>
+#include <random>
+#include <tuple>
 
 #include "ops/attention.h"
+#include "ops/causal_attention.h"
 #include "ops/dtype.h"
+#include "model/session.h"
+#include "model/synthetic_model.h"
 #include "fasa/error.h"
 #include "test_util.h"
 
@@ -78,6 +83,74 @@ TEST(Attention, SplitKeyPlanesEqualIdentityLayout) {
   EXPECT_LE(test::normalized_error(b.data(), a.data(), d), 1e-6);
   EXPECT_LE(test::normalized_error(r.data(), a.data(), d), 1e-5);
   EXPECT_NEAR(key_dot(qp.data(), split.view(0, 0, n), 7), dot_f32(q.data(), &k[7 * d], d), 1e-4);
+}
+
+// Prefill's block kernel: position i of a block sees first_len + i rows; each position and head equals
+// its reference, across block edges, for split key planes, F16 and F32, widths without whole vectors.
+TEST(Attention, CausalBlockEqualsEachPositionsReference) {
+  const int64_t n = 300;
+  for (int d : {64, 72})
+    for (DType type : {DType::F32, DType::F16})
+      for (int n_dom : {0, 16}) {
+        KeyLayout layout;
+        layout.perm.resize(d);
+        std::iota(layout.perm.begin(), layout.perm.end(), 0);
+        std::shuffle(layout.perm.begin(), layout.perm.end(), std::mt19937(d));
+        layout.n_dom = n_dom;
+        auto k = test::random_floats(n * d, 21, 2.0f), v = test::random_floats(n * d, 22);
+        KvCache cache(1, 1, d, n, {layout}, type);
+        for (int64_t p = 0; p < n; ++p) cache.store(0, 0, p, &k[p * d], &v[p * d]);
+        const KvHeadView kv = cache.view(0, 0, n);
+        for (auto [n_pos, n_qh, first_len] : {std::tuple{1, 1, 1}, {8, 4, 1}, {8, 4, 60}, {5, 7, 128}, {3, 2, 200},
+                                              {32, 1, 64}, {9, 3, 292}}) {
+          const int64_t stride = (int64_t)n_qh * d + 5;  // rows of the output wider than the heads
+          auto q = test::random_floats((size_t)n_pos * n_qh * d, n_pos + n_qh, 1.5f);
+          std::vector<float> out(n_pos * stride, -7.0f), ref(d);
+          causal_block_attention(q.data(), n_pos, n_qh, kv, first_len, 0.125f, out.data(), stride);
+          for (int i = 0; i < n_pos; ++i) {
+            for (int h = 0; h < n_qh; ++h) {
+              attention_reference(&q[((size_t)i * n_qh + h) * d], kv, nullptr, first_len + i, 0.125f, ref.data());
+              EXPECT_LE(test::normalized_error(&out[i * stride + h * d], ref.data(), d), 1e-5)
+                  << dtype_name(type) << " d=" << d << " n_dom=" << n_dom << " position " << i << " of " << n_pos
+                  << " head " << h << " first_len=" << first_len;
+            }
+            for (int64_t c = (int64_t)n_qh * d; c < stride; ++c) EXPECT_EQ(out[i * stride + c], -7.0f);  // untouched
+          }
+        }
+      }
+}
+
+TEST(Attention, CausalBlockRefusesRowsItDoesNotHave) {
+  RandomKv kv(10, 8, 1);
+  auto q = test::random_floats(4 * 8, 2);
+  std::vector<float> out(4 * 8);
+  EXPECT_THROW(causal_block_attention(q.data(), 4, 1, kv.view, 8, 1.0f, out.data(), 8), Error);  // needs 11 rows
+  EXPECT_THROW(causal_block_attention(q.data(), 4, 1, kv.view, 0, 1.0f, out.data(), 8), Error);  // sees no row
+}
+
+// A prompt longer than kBlockedPrefillRows, prefilled in chunks that start anywhere in a block, gives
+// the logits of stepping through it one token at a time (the decode step's kernel).
+TEST(Attention, LongPrefillEqualsSteppingThroughIt) {
+  const ModelShape shape{"tiny", "llama", 2, 64, 4, 2, 96, 300, 2048, 10000.0f, 0.0f, false};
+  const std::string path = test::temp_dir() + "/long-prefill.gguf";
+  write_synthetic_model(shape, DType::F32, path, 4);
+  auto m = load_model(path);
+  const int64_t n = kBlockedPrefillRows + 77;
+  std::vector<int32_t> prompt(n);
+  std::mt19937 rng(6);
+  for (auto& t : prompt) t = 3 + (int32_t)(rng() % 290);
+  SessionOptions o;
+  o.kv_type = DType::F32;
+  o.n_ubatch = 100;
+  Session batched(*m, o), stepwise(*m, o);
+  std::vector<float> all;
+  batched.eval(prompt, &all);
+  const size_t V = m->config.n_vocab;
+  for (int64_t t = 0; t < n; ++t) {
+    auto l = stepwise.eval(std::span<const int32_t>(&prompt[t], 1));
+    if (t < kBlockedPrefillRows - 40) continue;
+    EXPECT_LE(test::normalized_error(l.data(), &all[t * V], V), 1e-5) << "position " << t;
+  }
 }
 
 // Query heads sharing a KV head, attended in one pass over the rows, each equal their reference.

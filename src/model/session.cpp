@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "ops/attention.h"
+#include "ops/causal_attention.h"
 #include "sparse/group_attention.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
@@ -115,17 +116,32 @@ void Session::prefill_attention(int l, int64_t p0, int n, const float* q, float*
       std::iota(all.begin(), all.end(), 0);
       kv = cache_.gather(l, g, all.data(), p0 + n, false, fetched);
     }
+    // Positions that see fewer than kBlockedPrefillRows rows attend one at a time, exactly as a decode
+    // step would (attention is a small part of their cost); later ones go in blocks whose queries
+    // (positions x the group's heads) share every key and value row as it is read. The most costly
+    // tasks (the last blocks) are handed out first.
+    const int singles = (int)std::clamp<int64_t>(kBlockedPrefillRows - 1 - p0, 0, n);
+    const int per_block = std::max(1, kCausalBlockQueries / group);
+    const int blocks = (n - singles + per_block - 1) / per_block;
 #pragma omp parallel
     {
-      std::vector<float> qg((size_t)group * D);  // [group, D] the group's queries in the cache's dim order
+      std::vector<float> qb((size_t)per_block * group * D);  // [per_block, group, D] in the cache's dim order
 #pragma omp for schedule(dynamic)
-      for (int t = 0; t < n; ++t) {
-        for (int i = 0; i < group; ++i)
-          cache_.permute_query(l, g, &q[(size_t)t * q_dim + (size_t)(g * group + i) * D], &qg[(size_t)i * D]);
-        KvHeadView causal = kv;
-        causal.n_tokens = p0 + t + 1;
-        grouped_attention(qg.data(), group, causal, nullptr, causal.n_tokens, scale,
-                          &att[(size_t)t * q_dim + (size_t)g * group * D]);
+      for (int task = 0; task < blocks + singles; ++task) {
+        const int t0 = task < blocks ? singles + (blocks - 1 - task) * per_block : task - blocks;
+        const int np = task < blocks ? std::min(per_block, n - t0) : 1;
+        for (int t = 0; t < np; ++t)
+          for (int i = 0; i < group; ++i)
+            cache_.permute_query(l, g, &q[(size_t)(t0 + t) * q_dim + (size_t)(g * group + i) * D],
+                                 &qb[((size_t)t * group + i) * D]);
+        float* out = &att[(size_t)t0 * q_dim + (size_t)g * group * D];
+        if (task < blocks) {
+          causal_block_attention(qb.data(), np, group, kv, p0 + t0 + 1, scale, out, q_dim);
+        } else {
+          KvHeadView causal = kv;
+          causal.n_tokens = p0 + t0 + 1;
+          grouped_attention(qb.data(), group, causal, nullptr, causal.n_tokens, scale, out);
+        }
       }
     }
   }
