@@ -12,8 +12,8 @@ namespace fasa {
 constexpr int kCausalBlockQueries = 32;
 
 // Prefill positions that see fewer rows than this attend one at a time with the decode step's kernel
-// (grouped_attention): there attention is a small part of a position's cost, and a short prompt's
-// logits stay bit-for-bit those of stepping through it.
+// (grouped_attention): there attention is a small part of a position's cost, and short prompts are
+// computed exactly as a decode step computes a position's attention.
 constexpr int64_t kBlockedPrefillRows = 1024;
 
 // For positions i < n_pos and query heads h < n_qh: out[i][h] = softmax_j(scale * q[i][h] . K[j]) V[j]
