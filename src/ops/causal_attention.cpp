@@ -124,10 +124,14 @@ void causal_block_attention(const float* q, int n_pos, int n_qh, const KvHeadVie
 
   for (int64_t j0 = 0; j0 < n_rows; j0 += kBlock) {
     const int b = (int)std::min<int64_t>(kBlock, n_rows - j0);
-    for (int r = 0; r < b; ++r) {
-      kv_load(kv.k_dom_row(j0 + r), kv.type, nd, &kb[(size_t)r * d]);
-      kv_load(kv.k_rest_row(j0 + r), kv.type, d - nd, &kb[(size_t)r * d + nd]);
-      kv_load(kv.v_row(j0 + r), kv.type, d, &vb[(size_t)r * d]);
+    kv_load(kv.v_row(j0), kv.type, b * d, vb.data());  // a plane's rows lie one after another
+    if (nd == 0) {
+      kv_load(kv.k_rest_row(j0), kv.type, b * d, kb.data());
+    } else {
+      for (int r = 0; r < b; ++r) {  // key rows joined from their two planes
+        kv_load(kv.k_dom_row(j0 + r), kv.type, nd, &kb[(size_t)r * d]);
+        kv_load(kv.k_rest_row(j0 + r), kv.type, d - nd, &kb[(size_t)r * d + nd]);
+      }
     }
     block_scores(qt.data(), nqp, kb.data(), b, d, s.data());
     for (int64_t j = std::max(j0, first_len); j < j0 + b; ++j) {  // rows the first positions must not see
