@@ -9,38 +9,43 @@ namespace fasa {
 
 namespace {
 
-// GCC vector extension: 8 floats, any ISA. Only functions of this file take and return them, so the
-// note that their ABI differs without AVX (-Wpsabi) does not concern us.
+// GCC vector extension: 16 floats where the build has AVX-512, else 8 (any ISA). Only functions of
+// this file take and return them, so the note that their ABI differs without AVX (-Wpsabi) does not
+// concern us.
 #pragma GCC diagnostic ignored "-Wpsabi"
-typedef float v8 __attribute__((vector_size(32)));
+#if defined(__AVX512F__)
+typedef float vf __attribute__((vector_size(64)));
+#else
+typedef float vf __attribute__((vector_size(32)));
+#endif
+constexpr int kW = sizeof(vf) / sizeof(float);
 
-v8 load8(const float* p) {
-  v8 v;
+vf loadv(const float* p) {
+  vf v;
   __builtin_memcpy(&v, p, sizeof v);
   return v;
 }
 
-float hsum(const v8& v) {
+float hsum(const vf& v) {
   float s = 0;
-  for (int i = 0; i < 8; ++i) s += v[i];
+  for (int i = 0; i < kW; ++i) s += v[i];
   return s;
 }
 
-constexpr int kTileRows = 4, kTileTokens = 4;
+// A tile's accumulators fill the registers: 6 x 4 of 32 with AVX-512, 4 x 4 of 16 otherwise.
+constexpr int kTileRows = kW == 16 ? 6 : 4, kTileTokens = 4;
 
-// Y[t, r] for 4 weight rows x 4 tokens at once: each loaded vector is used four times.
-//   w: [4, cols] dequantized rows; x: token rows with stride cols; y: token rows with stride ld.
-void tile_4x4(const float* w, const float* x, int64_t cols, float* y, int64_t ld) {
-  v8 acc[kTileRows][kTileTokens] = {};
+// Y[t, r] for kTileRows weight rows x kTileTokens tokens at once: each loaded vector is used several times.
+//   w: [kTileRows, cols] dequantized rows; x: token rows with stride cols; y: token rows with stride ld.
+void multiply_tile(const float* w, const float* x, int64_t cols, float* y, int64_t ld) {
+  vf acc[kTileRows][kTileTokens] = {};
   int64_t c = 0;
-  for (; c + 8 <= cols; c += 8) {
-    const v8 x0 = load8(x + c), x1 = load8(x + cols + c), x2 = load8(x + 2 * cols + c), x3 = load8(x + 3 * cols + c);
+  for (; c + kW <= cols; c += kW) {
+    vf xj[kTileTokens];
+    for (int j = 0; j < kTileTokens; ++j) xj[j] = loadv(x + j * cols + c);
     for (int i = 0; i < kTileRows; ++i) {
-      const v8 wi = load8(w + i * cols + c);
-      acc[i][0] += wi * x0;
-      acc[i][1] += wi * x1;
-      acc[i][2] += wi * x2;
-      acc[i][3] += wi * x3;
+      const vf wi = loadv(w + i * cols + c);
+      for (int j = 0; j < kTileTokens; ++j) acc[i][j] += wi * xj[j];
     }
   }
   for (int i = 0; i < kTileRows; ++i)
@@ -128,7 +133,7 @@ void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
       int t = 0;
       if (nr == kTileRows)
         for (; t + kTileTokens <= n_tokens; t += kTileTokens)
-          tile_4x4(w.data(), X + (int64_t)t * cols, cols, Y + (int64_t)t * rows + r0, rows);
+          multiply_tile(w.data(), X + (int64_t)t * cols, cols, Y + (int64_t)t * rows + r0, rows);
       for (; t < n_tokens; ++t)
         for (int64_t i = 0; i < nr; ++i) Y[(int64_t)t * rows + r0 + i] = dot_f32(&w[i * cols], X + (int64_t)t * cols, cols);
     }
