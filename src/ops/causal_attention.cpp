@@ -7,6 +7,7 @@
 
 #include "fasa/error.h"
 #include "ops/elementwise.h"
+#include "ops/float_vec.h"
 #include "ops/kv_rows.h"
 #include "ops/kv_traffic.h"
 
@@ -14,44 +15,28 @@ namespace fasa {
 
 namespace {
 
-// GCC vector extension: 16 floats where the build has AVX-512, else 8 (two or four registers on
-// narrower ISAs). Only this file's functions pass them, so -Wpsabi's ABI note does not concern us.
-#pragma GCC diagnostic ignored "-Wpsabi"
-#if defined(__AVX512F__)
-typedef float vf __attribute__((vector_size(64)));
-#else
-typedef float vf __attribute__((vector_size(32)));
-#endif
-constexpr int kW = sizeof(vf) / sizeof(float);
 constexpr int kBlock = 64;  // rows converted to float and scored together
 
-inline vf load(const float* p) {
-  vf v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, const vf& v) { __builtin_memcpy(p, &v, sizeof v); }
-
-// s[(r0 + i) * nqp + v0 .. + NV * kW] = R rows of kb times NV vectors of queries (qt holds them by dim).
+// s[(r0 + i) * nqp + v0 .. + NV * kVecF] = R rows of kb times NV vectors of queries (qt holds them by dim).
 //   qt: [d, nqp]; kb: [rows, d]; s: [rows, nqp]
 template <int R, int NV>
 inline void score_tile(const float* qt, int nqp, int v0, const float* kb, int r0, int d, float* s) {
-  vf acc[R][NV] = {};
+  VecF acc[R][NV] = {};
   for (int k = 0; k < d; ++k) {
-    vf q[NV];
-    for (int v = 0; v < NV; ++v) q[v] = load(qt + (size_t)k * nqp + v0 + v * kW);
+    VecF q[NV];
+    for (int v = 0; v < NV; ++v) q[v] = load_vec(qt + (size_t)k * nqp + v0 + v * kVecF);
     for (int i = 0; i < R; ++i) {
       const float x = kb[(size_t)(r0 + i) * d + k];
       for (int v = 0; v < NV; ++v) acc[i][v] += x * q[v];
     }
   }
   for (int i = 0; i < R; ++i)
-    for (int v = 0; v < NV; ++v) store(s + (size_t)(r0 + i) * nqp + v0 + v * kW, acc[i][v]);
+    for (int v = 0; v < NV; ++v) store_vec(s + (size_t)(r0 + i) * nqp + v0 + v * kVecF, acc[i][v]);
 }
 
 template <int NV>
 void score_rows(const float* qt, int nqp, int v0, const float* kb, int b, int d, float* s) {
-  constexpr int kRows = kW == 16 ? 8 : 4;  // accumulators that fit the registers (32 with AVX-512, else 16)
+  constexpr int kRows = kVecF == 16 ? 8 : 4;  // accumulators that fit the registers (32 with AVX-512, else 16)
   int r = 0;
   for (; r + kRows <= b; r += kRows) score_tile<kRows, NV>(qt, nqp, v0, kb, r, d, s);
   for (; r < b; ++r) score_tile<1, NV>(qt, nqp, v0, kb, r, d, s);
@@ -60,7 +45,7 @@ void score_rows(const float* qt, int nqp, int v0, const float* kb, int b, int d,
 // s[r][i] = scaled q_i . key row r for the block's b rows, every query (two query vectors at a time).
 void block_scores(const float* qt, int nqp, const float* kb, int b, int d, float* s) {
   int v0 = 0;
-  for (; v0 + 2 * kW <= nqp; v0 += 2 * kW) score_rows<2>(qt, nqp, v0, kb, b, d, s);
+  for (; v0 + 2 * kVecF <= nqp; v0 += 2 * kVecF) score_rows<2>(qt, nqp, v0, kb, b, d, s);
   if (v0 < nqp) score_rows<1>(qt, nqp, v0, kb, b, d, s);
 }
 
@@ -68,27 +53,27 @@ void block_scores(const float* qt, int nqp, const float* kb, int b, int d, float
 //   p: [rows, nqp]; vb: [rows, d]; o: [n_q, d]
 template <int NQ, int NV>
 inline void weighted_tile(const float* p, int nqp, int i0, const float* vb, int b, int d, int k0, float* o) {
-  vf acc[NQ][NV];
+  VecF acc[NQ][NV];
   for (int h = 0; h < NQ; ++h)
-    for (int v = 0; v < NV; ++v) acc[h][v] = load(o + (size_t)(i0 + h) * d + k0 + v * kW);
+    for (int v = 0; v < NV; ++v) acc[h][v] = load_vec(o + (size_t)(i0 + h) * d + k0 + v * kVecF);
   for (int r = 0; r < b; ++r) {
-    vf x[NV];
-    for (int v = 0; v < NV; ++v) x[v] = load(vb + (size_t)r * d + k0 + v * kW);
+    VecF x[NV];
+    for (int v = 0; v < NV; ++v) x[v] = load_vec(vb + (size_t)r * d + k0 + v * kVecF);
     for (int h = 0; h < NQ; ++h) {
       const float w = p[(size_t)r * nqp + i0 + h];
       for (int v = 0; v < NV; ++v) acc[h][v] += w * x[v];
     }
   }
   for (int h = 0; h < NQ; ++h)
-    for (int v = 0; v < NV; ++v) store(o + (size_t)(i0 + h) * d + k0 + v * kW, acc[h][v]);
+    for (int v = 0; v < NV; ++v) store_vec(o + (size_t)(i0 + h) * d + k0 + v * kVecF, acc[h][v]);
 }
 
 template <int NQ>
 void weighted_queries(const float* p, int nqp, int i0, const float* vb, int b, int d, float* o) {
-  constexpr int kVecs = kW == 16 ? 4 : 2;  // NQ * kVecs accumulators in registers
+  constexpr int kVecs = kVecF == 16 ? 4 : 2;  // NQ * kVecs accumulators in registers
   int k0 = 0;
-  for (; k0 + kVecs * kW <= d; k0 += kVecs * kW) weighted_tile<NQ, kVecs>(p, nqp, i0, vb, b, d, k0, o);
-  for (; k0 + kW <= d; k0 += kW) weighted_tile<NQ, 1>(p, nqp, i0, vb, b, d, k0, o);
+  for (; k0 + kVecs * kVecF <= d; k0 += kVecs * kVecF) weighted_tile<NQ, kVecs>(p, nqp, i0, vb, b, d, k0, o);
+  for (; k0 + kVecF <= d; k0 += kVecF) weighted_tile<NQ, 1>(p, nqp, i0, vb, b, d, k0, o);
   for (int h = i0; h < i0 + NQ; ++h)  // dims past the last whole vector
     for (int r = 0; r < b; ++r)
       for (int k = k0; k < d; ++k) o[(size_t)h * d + k] += p[(size_t)r * nqp + h] * vb[(size_t)r * d + k];
@@ -108,7 +93,7 @@ void causal_block_attention(const float* q, int n_pos, int n_qh, const KvHeadVie
   if (n_q < 1 || first_len < 1 || first_len + n_pos - 1 > kv.n_tokens)
     throw Error("causal_block_attention: bad block (" + std::to_string(n_pos) + " positions x " +
                 std::to_string(n_qh) + " heads from " + std::to_string(first_len) + " rows)");
-  const int nqp = (n_q + kW - 1) / kW * kW;  // queries padded to whole vectors (the padding scores 0)
+  const int nqp = (n_q + kVecF - 1) / kVecF * kVecF;  // queries padded to whole vectors (the padding scores 0)
   const int64_t n_rows = first_len + n_pos - 1;
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
 

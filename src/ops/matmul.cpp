@@ -3,48 +3,32 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/float_vec.h"
 #include "ops/quant_dot.h"
 
 namespace fasa {
 
 namespace {
 
-// GCC vector extension: 16 floats where the build has AVX-512, else 8 (any ISA). Only functions of
-// this file take and return them, so the note that their ABI differs without AVX (-Wpsabi) does not
-// concern us.
-#pragma GCC diagnostic ignored "-Wpsabi"
-#if defined(__AVX512F__)
-typedef float vf __attribute__((vector_size(64)));
-#else
-typedef float vf __attribute__((vector_size(32)));
-#endif
-constexpr int kW = sizeof(vf) / sizeof(float);
-
-vf loadv(const float* p) {
-  vf v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-
-float hsum(const vf& v) {
+float hsum(const VecF& v) {
   float s = 0;
-  for (int i = 0; i < kW; ++i) s += v[i];
+  for (int i = 0; i < kVecF; ++i) s += v[i];
   return s;
 }
 
 // A tile's accumulators fill the registers: 6 x 4 of 32 with AVX-512, 4 x 4 of 16 otherwise.
-constexpr int kTileRows = kW == 16 ? 6 : 4, kTileTokens = 4;
+constexpr int kTileRows = kVecF == 16 ? 6 : 4, kTileTokens = 4;
 
 // Y[t, r] for kTileRows weight rows x kTileTokens tokens at once: each loaded vector is used several times.
 //   w: [kTileRows, cols] dequantized rows; x: token rows with stride cols; y: token rows with stride ld.
 void multiply_tile(const float* w, const float* x, int64_t cols, float* y, int64_t ld) {
-  vf acc[kTileRows][kTileTokens] = {};
+  VecF acc[kTileRows][kTileTokens] = {};
   int64_t c = 0;
-  for (; c + kW <= cols; c += kW) {
-    vf xj[kTileTokens];
-    for (int j = 0; j < kTileTokens; ++j) xj[j] = loadv(x + j * cols + c);
+  for (; c + kVecF <= cols; c += kVecF) {
+    VecF xj[kTileTokens];
+    for (int j = 0; j < kTileTokens; ++j) xj[j] = load_vec(x + j * cols + c);
     for (int i = 0; i < kTileRows; ++i) {
-      const vf wi = loadv(w + i * cols + c);
+      const VecF wi = load_vec(w + i * cols + c);
       for (int j = 0; j < kTileTokens; ++j) acc[i][j] += wi * xj[j];
     }
   }
