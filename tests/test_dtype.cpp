@@ -244,13 +244,13 @@ TEST(QuantKernels, PackedQ8_0RowsEqualDirectRows) {
     QuantizedActs x;
     quantize_acts(t, test::random_floats(n, 81).data(), n, x);
     float got[kDirectRows], want[kDirectRows], two[2 * kDirectRows];
-    dot_packed_rows(packed.data(), x, n, got);
+    dot_packed_rows(packed.data(), nullptr, x, n, got);  // one group alone
     dot_direct_rows(t, rows, x, n, want);
     for (int r = 0; r < kDirectRows; ++r) EXPECT_EQ(got[r], want[r]) << "n=" << n << " row " << r;
     std::vector<uint8_t> other(packed.size());  // the same rows in reverse order: a second group
     std::reverse(std::begin(rows), std::end(rows));
     pack_rows(rows, n, other.data());
-    dot_packed_rows2(packed.data(), other.data(), x, n, two);  // both groups side by side
+    dot_packed_rows(packed.data(), other.data(), x, n, two);  // both groups side by side
     for (int r = 0; r < kDirectRows; ++r) {
       EXPECT_EQ(two[r], want[r]) << "n=" << n << " row " << r;
       EXPECT_EQ(two[kDirectRows + r], want[kDirectRows - 1 - r]) << "n=" << n << " second group, row " << r;

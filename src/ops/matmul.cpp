@@ -51,7 +51,7 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
     float y[2 * kDirectRows];  // group g's rows, then group g + half's
     for (int t = 0; t < n_tokens; ++t) {
       float* yt = Y + (int64_t)t * W.rows;
-      dot_packed_rows2(W.packed + g * gb, pair ? W.packed + (g + half) * gb : nullptr, xq[t], W.cols, y);
+      dot_packed_rows(W.packed + g * gb, pair ? W.packed + (g + half) * gb : nullptr, xq[t], W.cols, y);
       std::copy_n(y, kDirectRows, yt + g * kDirectRows);
       if (pair) std::copy_n(y + kDirectRows, kDirectRows, yt + (g + half) * kDirectRows);
     }

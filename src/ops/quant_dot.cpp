@@ -433,7 +433,7 @@ void pack_rows(const void* const* rows, int64_t n, uint8_t* out) {
 namespace {
 constexpr size_t kPackedAhead = 4;  // blocks: how far ahead of use the packed rows are asked for
 
-// dot_packed_rows for NG groups at once: NG streams through memory per thread (one stream alone does
+// The packed rows of NG groups at once: NG streams through memory per thread (one stream alone does
 // not keep enough reads in flight).   out: [NG * 8]
 template <int NG>
 void dot_packed_groups(const uint8_t* const* groups, const QuantizedActs& x, int64_t n, float* out) {
@@ -467,11 +467,7 @@ void dot_packed_groups(const uint8_t* const* groups, const QuantizedActs& x, int
 }  // namespace
 #endif
 
-void dot_packed_rows(const uint8_t* group, const QuantizedActs& x, int64_t n, float* out) {
-  dot_packed_rows2(group, nullptr, x, n, out);
-}
-
-void dot_packed_rows2(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n, float* out) {
+void dot_packed_rows(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n, float* out) {
 #if FASA_PACKED_Q8
   const uint8_t* groups[2] = {group_a, group_b};
   if (group_b)

@@ -68,8 +68,7 @@ bool has_packed_rows(DType weight_type);
 size_t packed_group_bytes(int64_t n);  // one group of kDirectRows rows of n columns
 // rows: kDirectRows Q8_0 rows of n columns; out: packed_group_bytes(n)
 void pack_rows(const void* const* rows, int64_t n, uint8_t* out);
-void dot_packed_rows(const uint8_t* group, const QuantizedActs& x, int64_t n, float* out);  // out: [8]
 // Two groups read side by side (two memory streams), or one where group_b is null.   out: [16] or [8]
-void dot_packed_rows2(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n, float* out);
+void dot_packed_rows(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n, float* out);
 
 }  // namespace fasa
