@@ -8,6 +8,7 @@
 #include "eval/decode_eval.h"
 #include "eval/plot.h"
 #include "eval/retrieval.h"
+#include "eval/task_gen.h"
 #include "fasa/error.h"
 
 namespace fasa::cli {
@@ -23,6 +24,8 @@ struct EvalOptions {
   std::vector<int> top_k = {16, 64, 256};
   TextEvalOptions text;
   int per_type = 0;
+  TaskGenOptions gen;
+  bool generate = false;
   std::string json, csv, plot, plot_metric;
   int threads = 0;
   PolicyOptions policy;
@@ -84,11 +87,21 @@ Command add_eval_command(CLI::App& app) {
 
   CLI::App* ret = eval->add_subcommand("retrieval", "Greedy answers to retrieval tasks: accuracy per type");
   add_common(ret, *o);
-  ret->add_option("--tasks", o->tasks_file, "Tasks (JSON lines)")->required();
+  auto* tasks_opt = ret->add_option("--tasks", o->tasks_file, "Tasks (JSON lines)");
+  auto* gen_opt = ret->add_option("--generate", o->gen.kinds,
+                                  "Generate RULER-style tasks of these kinds instead (passkey, multikey, multivalue, "
+                                  "multineedle, vartrack; 'all')")
+                      ->delimiter(',')->excludes(tasks_opt);
+  tasks_opt->excludes(gen_opt);
+  ret->add_option("--length", o->gen.lengths, "Generated tasks: prompt + answer tokens, comma-separated")
+      ->delimiter(',')->capture_default_str()->check(CLI::Range((int64_t)64, (int64_t)1 << 24));
+  ret->add_option("--n", o->gen.n, "Generated tasks per kind and length")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  ret->add_option("--seed", o->gen.seed, "Generated tasks: random seed")->capture_default_str();
+  ret->add_option("--haystack", o->gen.haystack_file, "Generated tasks: text to hide the needles in (default: noise sentences)");
   ret->add_option("--budget", o->budgets, "Budgets, comma-separated")->delimiter(',')->capture_default_str();
   ret->add_option("--limit", o->per_type, "At most this many tasks per type (0: all)")->capture_default_str();
 
-  auto run = [o, ppl, ca, ret]() -> int {
+  auto run = [o, ppl, ca, ret, gen_opt]() -> int {
     if (o->threads > 0) omp_set_num_threads(o->threads);
     auto model = load_model(o->model);
     for (auto& name : o->attn) {  // fail on a bad policy or option before hours of work
@@ -100,8 +113,19 @@ Command add_eval_command(CLI::App& app) {
       }
     }
     if (ret->parsed()) {
-      auto tasks = load_retrieval_tasks(o->tasks_file, o->per_type);
-      return report(*o, o->tasks_file + ": " + std::to_string(tasks.size()) + " tasks, greedy",
+      std::string source = o->tasks_file;
+      std::vector<RetrievalTask> tasks;
+      if (gen_opt->count() > 0) {
+        if (o->gen.kinds == std::vector<std::string>{"all"}) o->gen.kinds = generated_task_kinds();
+        tasks = generate_retrieval_tasks(model->tokenizer, o->gen);
+        source = "generated (seed " + std::to_string(o->gen.seed) + ", haystack " +
+                 (o->gen.haystack_file.empty() ? std::string("noise") : o->gen.haystack_file) + ")";
+      } else if (!o->tasks_file.empty()) {
+        tasks = load_retrieval_tasks(o->tasks_file, o->per_type);
+      } else {
+        throw Error("eval retrieval: give --tasks FILE or --generate KINDS");
+      }
+      return report(*o, source + ": " + std::to_string(tasks.size()) + " tasks, greedy",
                     eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy), "accuracy");
     }
     const ReferenceRun ref = reference_run(*model, read_text_file(o->text_file), o->text);

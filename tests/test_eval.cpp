@@ -5,6 +5,7 @@
 #include "eval/decode_eval.h"
 #include "eval/plot.h"
 #include "eval/retrieval.h"
+#include "eval/task_gen.h"
 #include "model/session.h"
 #include "test_util.h"
 #include "fasa/error.h"
@@ -80,6 +81,52 @@ TEST(EvalRetrieval, TaskFileValidationAndLimits) {
   EXPECT_EQ(r[2].task_type, "all");
   EXPECT_EQ(r[2].n, 2);
   EXPECT_NEAR(r[2].value, (r[0].value + r[1].value) / 2, 1e-12);
+}
+
+// Generated tasks: every kind fits its length and fills most of it, the answer's values sit in the
+// prompt, a seed reproduces a task, and bad kinds, lengths or haystacks are clear errors.
+TEST(EvalRetrieval, GeneratedTasksFitTheirLengthAndHoldTheirAnswers) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const std::string dir = test::temp_dir();
+  test::write_file(dir + "/hay.txt", kText + std::string("\n"));
+  TaskGenOptions o;
+  o.lengths = {300, 1024};
+  o.n = 3;
+  for (const std::string hay : {std::string(), dir + "/hay.txt"}) {
+    o.haystack_file = hay;
+    const auto tasks = generate_retrieval_tasks(m->tokenizer, o);
+    ASSERT_EQ(tasks.size(), 2u * 5u * 3u);
+    for (const auto& t : tasks) {
+      const int64_t length = std::stoll(t.type.substr(t.type.find('@') + 1));
+      const int64_t n = (int64_t)m->tokenizer.encode(t.prompt, true).size();
+      const int64_t answer = (int64_t)m->tokenizer.encode(" " + t.answer, false).size();
+      EXPECT_LE(n + answer, length) << t.id;
+      EXPECT_GE(n, length * 8 / 10) << t.id;
+      const std::string last_value = t.answer.substr(t.answer.find_last_of(' ') + 1);
+      EXPECT_NE(t.prompt.find(last_value + "."), std::string::npos) << t.id << ": " << t.answer;
+      if (!hay.empty()) EXPECT_NE(t.prompt.find("dry land"), std::string::npos) << t.id;
+    }
+  }
+  o.haystack_file.clear();
+  const auto a = generate_retrieval_tasks(m->tokenizer, o), b = generate_retrieval_tasks(m->tokenizer, o);
+  EXPECT_EQ(a[7].prompt, b[7].prompt);
+  o.seed = 1;
+  EXPECT_NE(generate_retrieval_tasks(m->tokenizer, o)[7].prompt, a[7].prompt);
+  for (auto [kinds, length, hay, expect] :
+       {std::tuple<std::string, int64_t, std::string, std::string>{"nope", 1024, "", "unknown task kind 'nope'"},
+        {"vartrack", 40, "", "too short for a vartrack task"},
+        {"passkey", 1024, dir + "/absent.txt", "absent.txt: cannot open haystack"}}) {
+    TaskGenOptions bad;
+    bad.kinds = {kinds};
+    bad.lengths = {length};
+    bad.haystack_file = hay;
+    try {
+      generate_retrieval_tasks(m->tokenizer, bad);
+      ADD_FAILURE() << expect;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  }
 }
 
 // Retrieval shares one dense prefill among policies: starting from it must equal prefilling oneself.

@@ -11,7 +11,7 @@
 namespace fasa {
 
 struct RetrievalTask {
-  std::string id, type, prompt, answer;
+  std::string id, type, prompt, answer;  // type: the public file's type, or "KIND@LENGTH" when generated
 };
 
 // Throws fasa::Error naming the file and line on a malformed task. At most `per_type` tasks of each

@@ -1,0 +1,35 @@
+#pragma once
+// RULER-style retrieval tasks generated at a requested length, so that any model can be measured at
+// long context without data files. The text matches tools/train/tasks.py (ruler_doc), which trained
+// the bundled model on other random values: an intro line, a haystack with the needle lines placed at
+// random depths, and a question whose answer the greedy continuation must start with.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "eval/retrieval.h"
+#include "model/tokenizer.h"
+
+namespace fasa {
+
+// passkey: one 5-digit key; multikey: 6 records "Record K: V.", one asked; multivalue: three numbers of
+// one name among others, all asked in order; multineedle: four names' favourite numbers, one asked;
+// vartrack: a chain VAR C = VAR B = VAR A = value beside a distractor chain, the whole chain asked.
+inline const std::vector<std::string>& generated_task_kinds() {
+  static const std::vector<std::string> kinds = {"passkey", "multikey", "multivalue", "multineedle", "vartrack"};
+  return kinds;
+}
+
+struct TaskGenOptions {
+  std::vector<std::string> kinds = generated_task_kinds();
+  std::vector<int64_t> lengths = {4096};  // prompt + answer tokens, at most
+  int n = 20;                             // tasks per kind and length
+  uint64_t seed = 0;
+  std::string haystack_file;              // text to hide the needles in; empty: RULER's noise sentences
+};
+
+// Tasks of type "KIND@LENGTH". Throws fasa::Error on an unknown kind, a length too short for the
+// needles and question, or an unreadable or empty haystack file.
+std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const TaskGenOptions& o);
+
+}  // namespace fasa

@@ -1,0 +1,138 @@
+"""A Llama-architecture causal LM in the Hugging Face layout (q/k/v/o, SwiGLU, RMSNorm, half-split RoPE).
+
+The export writes these weights unchanged to the HF directory and, with Q/K rows permuted to the
+interleaved RoPE order, to GGUF (arch `llama`), so this file is the reference forward pass for both.
+"""
+import math
+from dataclasses import dataclass, asdict
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class Config:
+    vocab: int = 4096
+    dim: int = 256
+    n_layer: int = 4
+    n_head: int = 4
+    n_kv_head: int = 2
+    ffn: int = 768
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    ctx: int = 4096
+
+    @property
+    def head_dim(self):
+        return self.dim // self.n_head
+
+    def to_dict(self):
+        return asdict(self)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+def rope_tables(cfg, T, device):
+    """cos, sin: [T, head_dim] for the half-split (rotate_half) layout."""
+    hd = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float64, device=device) / hd))
+    ang = torch.arange(T, dtype=torch.float64, device=device)[:, None] * inv[None, :]
+    ang = torch.cat([ang, ang], dim=-1)
+    return ang.cos().float(), ang.sin().float()
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat([-x[..., h:], x[..., :h]], dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        hd = cfg.head_dim
+        self.q_proj = nn.Linear(cfg.dim, cfg.n_head * hd, bias=False)
+        self.k_proj = nn.Linear(cfg.dim, cfg.n_kv_head * hd, bias=False)
+        self.v_proj = nn.Linear(cfg.dim, cfg.n_kv_head * hd, bias=False)
+        self.o_proj = nn.Linear(cfg.n_head * hd, cfg.dim, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        B, T, _ = x.shape
+        c = self.cfg
+        hd = c.head_dim
+        q = self.q_proj(x).view(B, T, c.n_head, hd).transpose(1, 2)      # [B, H, T, hd]
+        k = self.k_proj(x).view(B, T, c.n_kv_head, hd).transpose(1, 2)   # [B, Hkv, T, hd]
+        v = self.v_proj(x).view(B, T, c.n_kv_head, hd).transpose(1, 2)   # [B, Hkv, T, hd]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = c.n_head // c.n_kv_head
+        k = k.repeat_interleave(rep, dim=1)
+        v = v.repeat_interleave(rep, dim=1)
+        if hasattr(F, "scaled_dot_product_attention"):  # PyTorch >= 2: fused kernel
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # Debian's 1.13: f32 scores in one baddbmm (bias = causal mask), no bf16<->f32 casts of [T, T]
+            qf = (q.float() * (1.0 / math.sqrt(hd))).reshape(B * c.n_head, T, hd)
+            kf = k.float().reshape(B * c.n_head, T, hd)
+            s = torch.baddbmm(mask.expand(B * c.n_head, T, T), qf, kf.transpose(1, 2))  # [B*H, T, T]
+            o = torch.bmm(torch.softmax(s, dim=-1), v.float().reshape(B * c.n_head, T, hd))
+            o = o.view(B, c.n_head, T, hd).type_as(x)
+        return self.o_proj(o.transpose(1, 2).reshape(B, T, c.n_head * hd))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.dim, cfg.ffn, bias=False)
+        self.up_proj = nn.Linear(cfg.dim, cfg.ffn, bias=False)
+        self.down_proj = nn.Linear(cfg.ffn, cfg.dim, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Llama(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab, cfg.dim)
+        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.dim, cfg.vocab, bias=False)
+        for p in self.parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, std=0.02)
+
+    def forward(self, ids, select=None):
+        """ids: [B, T] -> logits [B, T, vocab]; with select ([B, T] bool), logits [n_selected, vocab]."""
+        T = ids.shape[1]
+        cos, sin = rope_tables(self.cfg, T, ids.device)
+        mask = torch.full((T, T), float("-inf"), device=ids.device).triu(1)  # additive causal mask
+        x = self.embed_tokens(ids)
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask)
+        if select is not None:
+            x = x[select]
+        return self.lm_head(self.norm(x))

@@ -1,0 +1,196 @@
+"""Synthetic long-context documents for training, with the tokens the loss is taken on.
+
+Two families, both "find it earlier in the context and copy it":
+- the formats of ../shared/eval/retrieval.jsonl (secret, wordof, names, passkey, records), with training
+  text as the haystack;
+- the RULER-style kinds that `fasa eval retrieval --generate` builds (passkey, multikey, multivalue,
+  multineedle, vartrack; src/eval/task_gen.cpp writes the same text), with text or RULER's noise
+  sentences as the haystack.
+A document is a list of (text, is_target) pieces. The loss is taken only on target tokens (answers and
+the second copy of a repeated segment): the first mention of a random value is unpredictable noise that
+drowns the copy signal, the lesson of the first attempt (issue 20).
+"""
+import random
+import re
+
+NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n"
+RULER_KINDS = ("passkey", "multikey", "multivalue", "multineedle", "vartrack")
+EVAL_KINDS = ("secret", "wordof", "names", "passkey_eval", "records")
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+class Haystack:
+    """Random pieces of training text: consecutive verses, dictionary entries, or noise sentences."""
+
+    def __init__(self, kjv, gcide):
+        self.kjv, self.gcide = kjv, gcide
+
+    def pieces(self, rng, n_chars, style=None):
+        style = style or rng.choice(("kjv", "gcide", "mixed", "noise"))
+        out, total = [], 0
+        while total < n_chars:
+            src = style if style != "mixed" else rng.choice(("kjv", "gcide"))
+            if src == "noise":
+                p = NOISE
+            elif src == "kjv":
+                i = rng.randrange(len(self.kjv) - 8)
+                p = "\n".join(self.kjv[i:i + rng.randint(1, 4)]) + "\n"
+            else:
+                i = rng.randrange(len(self.gcide) - 3)
+                p = "".join(self.gcide[i:i + rng.randint(1, 2)])
+            if style == "mixed" and rng.random() < 0.5:  # cut mid-line, as the public tasks' haystacks are
+                p = p[:rng.randint(10, max(11, len(p)))] + "\n"
+            out.append(p)
+            total += len(p)
+        return out
+
+
+def num(rng, digits):
+    return str(rng.randint(10 ** (digits - 1), 10 ** digits - 1))
+
+
+def var_name(rng):
+    return "".join(rng.choice(LETTERS) for _ in range(4))
+
+
+def place(rng, hay, needles):
+    """Insert needle lines at random places between haystack pieces, keeping the needles' order."""
+    slots = sorted(rng.randint(0, len(hay)) for _ in needles)
+    out, j = [], 0
+    for i in range(len(hay) + 1):
+        while j < len(needles) and slots[j] == i:
+            out.append(needles[j])
+            j += 1
+        if i < len(hay):
+            out.append(hay[i])
+    return out
+
+
+def ruler_doc(rng, kind, hay):
+    """(context pieces, [(question, answer)]) for one RULER-style kind; hay: list of haystack pieces.
+    The same text as src/eval/task_gen.cpp (a question whose answer is judged by prefix)."""
+    if kind == "passkey":
+        k = num(rng, 5)
+        ctx = ["There is a pass key hidden in this text. Find it and remember it.\n"]
+        ctx += place(rng, hay, [f"The pass key is {k}. Remember it. {k} is the pass key.\n"])
+        return ctx, [("What is the pass key? The pass key is", " " + k)]
+    if kind == "multikey":
+        keys = rng.sample(range(1000, 10000), 6)
+        vals = [num(rng, 5) for _ in keys]
+        ctx = ["Here is a list of records. Each record has a number.\n"]
+        ctx += place(rng, hay, [f"Record {k}: {v}.\n" for k, v in zip(keys, vals)])
+        i = rng.randrange(len(keys))
+        return ctx, [(f"What is the number of Record {keys[i]}? Record {keys[i]}:", " " + vals[i])]
+    if kind == "multivalue":
+        names = NAMES_SAMPLE(rng, 3)
+        lines = [(n, num(rng, 4)) for n in [names[0]] * 3 + names[1:]]
+        rng.shuffle(lines)
+        ctx = ["Each name below has one or more numbers.\n"]
+        ctx += place(rng, hay, [f"One number of {n} is {v}.\n" for n, v in lines])
+        ans = ", ".join(v for n, v in lines if n == names[0])
+        return ctx, [(f"What are all the numbers of {names[0]}? The numbers of {names[0]} are", " " + ans)]
+    if kind == "multineedle":
+        names = NAMES_SAMPLE(rng, 4)
+        vals = [num(rng, 4) for _ in names]
+        ctx = ["Here are some favourite numbers.\n"]
+        ctx += place(rng, hay, [f"The favourite number of {n} is {v}.\n" for n, v in zip(names, vals)])
+        i = rng.randrange(len(names))
+        return ctx, [(f"What is the favourite number of {names[i]}? The favourite number of {names[i]} is",
+                      " " + vals[i])]
+    if kind == "vartrack":
+        a, b, c, d, e = (var_name(rng) for _ in range(5))
+        v, w = num(rng, 5), num(rng, 5)
+        chain = [f"VAR {a} = {v}.\n", f"VAR {b} = VAR {a}.\n", f"VAR {c} = VAR {b}.\n"]
+        other = [f"VAR {d} = {w}.\n", f"VAR {e} = VAR {d}.\n"]
+        needles = []  # a random merge of the two chains, each defined before it is used
+        while chain or other:
+            src = chain if chain and (not other or rng.random() < 0.6) else other
+            needles.append(src.pop(0))
+        ctx = ["Follow the chain of variables.\n"] + place(rng, hay, needles)
+        return ctx, [(f"What is the value of VAR {c}? VAR {c} =", f" VAR {b} = VAR {a} = {v}")]
+    raise ValueError(kind)
+
+
+def eval_style_doc(rng, kind, hay, names, words):
+    """The formats of ../shared/eval/retrieval.jsonl, built from training text."""
+    if kind == "secret":
+        p = f"{rng.choice(words)} {rng.choice(words)}"
+        ctx = ["Somewhere in this text is a secret phrase. Remember it.\n"]
+        ctx += place(rng, hay, [f"The secret phrase is {p}. Remember: {p}.\n"])
+        return ctx, [("What is the secret phrase? The secret phrase is", " " + p)]
+    if kind == "wordof":
+        who = rng.sample(names, rng.randint(3, 8))
+        what = [rng.choice(words) for _ in who]
+        ctx = place(rng, hay, [f"The word of {n} is {w}.\n" for n, w in zip(who, what)])
+        i = rng.randrange(len(who))
+        return ctx, [(f"The word of {who[i]} is", " " + what[i])]
+    if kind == "names":
+        who = rng.sample(names, rng.randint(2, 6))
+        vals = [num(rng, 4) for _ in who]
+        needles = [f"The favourite number of {n} is {v}.\n" for n, v in zip(who, vals)]
+        i = rng.randrange(len(who))
+        if rng.random() < 0.3:
+            needles.append(needles[i])
+        ctx = place(rng, hay, needles)
+        return ctx, [(f"The favourite number of {who[i]} is", " " + vals[i])]
+    if kind == "passkey_eval":
+        return ruler_doc(rng, "passkey", hay)
+    if kind == "records":
+        keys = rng.sample(range(1000, 10000), rng.randint(4, 30))
+        vals = [num(rng, 5) for _ in keys]
+        ctx = ["Here is a list of records. Each record has a number.\n"]
+        ctx += place(rng, hay, [f"Record {k}: {v}.\n" for k, v in zip(keys, vals)])
+        qs = [(f"What is the number of Record {keys[i]}? Record {keys[i]}:", " " + vals[i])
+              for i in rng.sample(range(len(keys)), min(3, len(keys)))]
+        return ctx, [(q, a + ".\n\n") for q, a in qs[:-1]] + [qs[-1]]
+    raise ValueError(kind)
+
+
+NAMES = []
+
+
+def NAMES_SAMPLE(rng, n):
+    return rng.sample(NAMES, n)
+
+
+def build(rng, sp, kind, hay_src, names, words, n_tokens):
+    """(ids, target mask) of a document of at most n_tokens tokens, the questions at the end; None if
+    its needles and questions alone need more."""
+    budget = int(n_tokens * 2.5)
+    while True:
+        hay = hay_src.pieces(rng, budget)
+        if kind in RULER_KINDS:
+            ctx, qa = ruler_doc(rng, kind, hay)
+        else:
+            ctx, qa = eval_style_doc(rng, kind, hay, names, words)
+        pieces = [(p, False) for p in ctx]
+        for q, a in qa:
+            if pieces and not pieces[-1][0].endswith("\n"):
+                pieces.append(("\n", False))
+            pieces += [(q, False), (a, True)]
+        ids, mask = tokenize(sp, pieces)
+        if len(ids) <= n_tokens:
+            return ids, mask
+        if not hay:  # needles and questions alone do not fit
+            return None
+        budget = max(0, int(budget * n_tokens / len(ids) * 0.95) - 50)
+
+
+def tokenize(sp, pieces):
+    """Token ids of the whole text (tokenized at once, as the engine does) and a target mask per token."""
+    text = "".join(p for p, _ in pieces)
+    spans, pos = [], 0
+    for p, t in pieces:
+        b = len(p.encode("utf-8"))
+        if t:
+            spans.append((pos, pos + b))
+        pos += b
+    ids = sp.encode(text)
+    mask, off = [], -1  # the dummy prefix '▁' of the first piece is not in the text
+    for i in ids:
+        piece = sp.id_to_piece(i)
+        n = 1 if re.fullmatch(r"<0x[0-9A-F]{2}>", piece) else len(piece.replace("\u2581", " ").encode("utf-8"))
+        start = max(off, 0)
+        mask.append(any(s <= start < e for s, e in spans) or any(start < s < off + n for s, _ in spans))
+        off += n
+    return ids, mask

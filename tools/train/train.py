@@ -1,0 +1,210 @@
+"""Staged, resumable training of a small Llama that retrieves from its context (issue 20's recipe).
+
+  python3 tools/train/train.py --out ~/.cache/fasa-train/run1 [--resume]
+
+Stages (each logged to OUT/log.tsv; a checkpoint OUT/ckpt.pt after every --ckpt-every steps):
+  copy     T=256:  induction first: copied segments and lookups only, loss on the copied tokens;
+  long1k   T=1024: lookups at longer range, 25 % natural text (full loss), 15 % copy rows;
+  long4k   T=4096: the target context, same mix (RoPE does not extrapolate: train at the length used).
+A stage ends after its step count, or early once lookup accuracy passes its goal.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import corpus  # noqa: E402
+import tasks  # noqa: E402
+from model import Config, Llama  # noqa: E402
+
+# name, context T, batch, max steps, early-stop accuracy, mix (copy, text, tasks)
+STAGES = [
+    ("copy", 256, 16, 1300, 0.6, (0.5, 0.0, 0.5)),
+    ("long1k", 1024, 4, 400, 1.01, (0.15, 0.25, 0.6)),
+    ("long4k", 4096, 1, 200, 1.01, (0.15, 0.25, 0.6)),
+]
+KINDS = tasks.RULER_KINDS + tasks.EVAL_KINDS
+BOS, EOS = 1, 2
+LOOKUP, TEXT = 1, 2  # what the loss is taken on: copied/looked-up tokens, or every token of natural text
+TEXT_WEIGHT = 0.5  # text rows add their mean loss at this weight, so their many tokens cannot drown lookups
+
+
+class Data:
+    def __init__(self, sp_path, seed):
+        import sentencepiece
+        self.sp = sentencepiece.SentencePieceProcessor(model_file=sp_path)
+        kjv, gcide = corpus.kjv_lines(), corpus.gcide_entries()
+        self.names, self.words = corpus.names_and_words(kjv)
+        tasks.NAMES[:] = self.names
+        self.hay = tasks.Haystack(kjv, gcide)
+        self.rng = random.Random(seed)
+
+    def text(self, n):
+        ids = self.sp.encode("".join(self.hay.pieces(self.rng, n * 3, self.rng.choice(("kjv", "gcide", "mixed")))))
+        return ids[:n]
+
+    def copy_row(self, n):
+        """Text with 2-4 segments of 8-32 random tokens, each repeated later; loss on the repeats after
+        their first token. Random tokens are predictable only by copying: what forms induction heads
+        (copying natural text does not: a language model predicts much of it without looking back)."""
+        ids = self.text(n)
+        mask = [0] * len(ids)
+        for _ in range(self.rng.randint(2, 4)):
+            L = self.rng.randint(8, 32)
+            if len(ids) < 2 * L + 8:
+                break
+            seg = [self.rng.randrange(259, 4096) for _ in range(L)]
+            a = self.rng.randrange(0, len(ids) - 2 * L)
+            b = self.rng.randrange(a + L, len(ids) - L + 1)
+            ids = ids[:a] + seg + ids[a:b - L] + seg + ids[b:]
+            mask = mask[:a] + [0] * L + mask[a:b - L] + [0] + [1] * (L - 1) + mask[b:]
+        return ids[:n], [bool(v) for v in mask[:n]]
+
+    def row(self, T, mix):
+        """One training row of exactly T tokens: BOS + document(s); pad with EOS (no loss)."""
+        ids, mask = [], []
+        while len(ids) < T - 16:
+            room = T - len(ids) - 1
+            r = self.rng.random()
+            if r < mix[0]:
+                d, m = self.copy_row(room)
+            elif r < mix[0] + mix[1]:
+                d = self.text(self.rng.randint(min(room, 64), room))
+                m = [TEXT] * len(d)
+            else:
+                n = self.rng.randint(min(room, 200 + room // 4), room) if not ids else room
+                doc = tasks.build(self.rng, self.sp, self.rng.choice(KINDS), self.hay, self.names, self.words, n)
+                if doc is None:
+                    break
+                d, m = doc
+            ids += [BOS] + d
+            mask += [False] + [TEXT if v == TEXT else LOOKUP if v else 0 for v in m]
+            if not ids or mix[1] == 0:
+                break
+        ids, mask = ids[:T], mask[:T]
+        pad = T - len(ids)
+        return ids + [EOS] * pad, mask + [False] * pad
+
+    def batch(self, T, B, mix):
+        rows = [self.row(T, mix) for _ in range(B)]
+        return torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
+
+
+@torch.no_grad()
+def lookup_accuracy(model, data, T, n_per_kind=8):
+    """Per kind: the share of documents whose every answer token is the argmax (= greedy exact match)."""
+    model.eval()
+    rng = random.Random(1234 + T)
+    acc = {}
+    for kind in KINDS:
+        ok = 0
+        for _ in range(n_per_kind):
+            doc = None
+            while doc is None:  # a draw whose needles alone do not fit T is drawn again
+                doc = tasks.build(rng, data.sp, kind, data.hay, data.names, data.words, T - 1)
+            ids, mask = doc
+            x = torch.tensor([[BOS] + ids])
+            tgt = torch.tensor([ids + [EOS]])
+            sel = torch.tensor([[m for m in mask] + [False]])
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logits = model(x, sel)
+            ok += bool((logits.argmax(-1) == tgt[sel]).all())
+        acc[kind] = ok / n_per_kind
+    model.train()
+    return acc
+
+
+def save(path, state):
+    tmp = path + ".tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True, help="checkpoint and log folder (outside the repository)")
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--tokenizer", default=os.path.join(os.path.dirname(__file__),
+                                                        "../../../shared/models/kjv-tiny/hf/tokenizer.model"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--ckpt-every", type=int, default=50)
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=20)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    os.makedirs(a.out, exist_ok=True)
+    ck = os.path.join(a.out, "ckpt.pt")
+    torch.manual_seed(a.seed)
+    cfg = Config()
+    model = Llama(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.01)
+    stage, step, total = 0, 0, 0
+    data = Data(a.tokenizer, a.seed)
+    if a.resume and os.path.exists(ck):
+        st = torch.load(ck)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        stage, step, total = st["stage"], st["step"], st["total"]
+        data.rng.setstate(st["rng"])
+        torch.set_rng_state(st["torch_rng"])
+        print(f"resumed at stage {STAGES[stage][0] if stage < len(STAGES) else 'done'} step {step}", flush=True)
+    log = open(os.path.join(a.out, "log.tsv"), "a")
+    json.dump(cfg.to_dict(), open(os.path.join(a.out, "config.json"), "w"))
+    while stage < len(STAGES):
+        name, T, B, max_steps, goal, mix = STAGES[stage]
+        t0 = time.time()
+        while step < max_steps:
+            lr = a.lr * min(1.0, (total + 1) / 100)  # short warm-up, then constant (through the plateau)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            ids, mask = data.batch(T, B, mix)
+            x, y, kind = ids[:, :-1], ids[:, 1:], mask[:, 1:]
+            sel = kind > 0
+            if not sel.any():
+                continue
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logits = model(x, sel)
+            ce = F.cross_entropy(logits.float(), y[sel], reduction="none")
+            k = kind[sel]
+            loss = sum(ce[k == v].mean() * w for v, w in ((LOOKUP, 1.0), (TEXT, TEXT_WEIGHT)) if (k == v).any())
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            total += 1
+            line = f"{name}\t{step}\t{total}\tloss\t{loss.item():.4f}\t{(time.time() - t0) / step:.2f}s/step"
+            if step % 10 == 0:
+                print(line, flush=True)
+            log.write(line + "\n")
+            done = False
+            if step % a.eval_every == 0 or step == max_steps:
+                acc = lookup_accuracy(model, data, T)
+                mean = sum(acc.values()) / len(acc)
+                msg = f"{name}\t{step}\t{total}\tacc\t{mean:.3f}\t" + " ".join(f"{k}={v:.2f}" for k, v in acc.items())
+                print(msg, flush=True)
+                log.write(msg + "\n")
+                done = mean >= goal
+            log.flush()
+            if step % a.ckpt_every == 0 or done or step == max_steps:
+                save(ck, dict(model=model.state_dict(), opt=opt.state_dict(), stage=stage, step=step, total=total,
+                              rng=data.rng.getstate(), torch_rng=torch.get_rng_state(), cfg=cfg.to_dict()))
+            if done:
+                break
+        stage, step = stage + 1, 0
+        save(ck, dict(model=model.state_dict(), opt=opt.state_dict(), stage=stage, step=step, total=total,
+                      rng=data.rng.getstate(), torch_rng=torch.get_rng_state(), cfg=cfg.to_dict()))
+    torch.save(model.state_dict(), os.path.join(a.out, "final.pt"))
+    print("training done", flush=True)
+
+
+if __name__ == "__main__":
+    main()
