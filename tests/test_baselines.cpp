@@ -1,6 +1,7 @@
 // Each baseline policy against a plain reference on random caches, and every policy through the model:
 // with a budget at least the context, all of them equal dense attention.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <set>
 
@@ -82,29 +83,51 @@ TEST(Random, SeededDistinctAndUniform) {
   EXPECT_LT(*std::max_element(hits.begin(), hits.end()), 95);
 }
 
-TEST(Quest, ReadsTheBestPagesByUpperBound) {
-  RandomCache c(16, 200, 4);  // 12 full pages + one of 8 rows
+TEST(Quest, ReadsTheNewestPageAndTheBestOthersByUpperBound) {
+  RandomCache c(16, 200, 4);  // 12 full pages + the newest, of 8 rows
   QuestSelector p({48, false}, {}, 1, 1);
-  std::vector<float> bound(13);
-  for (int pg = 0; pg < 13; ++pg) {
+  std::vector<float> bound(12);
+  for (int pg = 0; pg < 12; ++pg) {
     float s = 0, best = -INFINITY;
     for (int d = 0; d < 16; ++d) {
       float lo = INFINITY, hi = -INFINITY;
-      for (int j = pg * 16; j < std::min(200, pg * 16 + 16); ++j) {
+      for (int j = pg * 16; j < pg * 16 + 16; ++j) {
         lo = std::min(lo, c.k[j * 16 + d]);
         hi = std::max(hi, c.k[j * 16 + d]);
       }
       s += std::max(c.q[d] * lo, c.q[d] * hi);
     }
-    for (int j = pg * 16; j < std::min(200, pg * 16 + 16); ++j) best = std::max(best, c.dot(j));
+    for (int j = pg * 16; j < pg * 16 + 16; ++j) best = std::max(best, c.dot(j));
     EXPECT_GE(s, best - 1e-4) << "the page score bounds every logit in the page";
     bound[pg] = s;
   }
-  std::set<int32_t> want;
-  for (int pg : top_by(bound, 3))
-    for (int j = pg * 16; j < std::min(200, pg * 16 + 16); ++j) want.insert(j);
+  std::set<int32_t> want;  // 8 newest rows, then 40 rows' worth of whole pages: the best 2
+  for (int j = 192; j < 200; ++j) want.insert(j);
+  for (int pg : top_by(bound, 2))
+    for (int j = pg * 16; j < pg * 16 + 16; ++j) want.insert(j);
   EXPECT_EQ(pick(p, c, 200), want);
   EXPECT_EQ(pick(p, c, 200), want);  // summaries are cached: same answer
+}
+
+// The newest page's min/max box is the smallest of all; it must not compete with older pages.
+TEST(Quest, KeepsTheNewestTokensWhenOlderPagesBoundHigher) {
+  RandomCache c(16, 200, 4);
+  std::fill(c.q.begin(), c.q.end(), 1.0f);
+  for (int j = 0; j < 200; ++j)  // old keys point along q, the newest ones away from it
+    for (int d = 0; d < 16; ++d) c.k[j * 16 + d] = j < 176 ? std::fabs(c.k[j * 16 + d]) : -1.0f;
+  for (int j = 0; j < 200; ++j) c.cache.store(0, 0, j, &c.k[(size_t)j * 16], &c.v[(size_t)j * 16]);
+  for (int64_t budget : {48, 64, 5}) {
+    QuestSelector p({(double)budget, false}, {}, 1, 1);
+    const auto s = pick(p, c, 200);
+    EXPECT_EQ((int64_t)s.size(), budget == 5 ? 5 : 8 + (budget - 8) / 16 * 16) << budget;
+    EXPECT_TRUE(s.count(199)) << "budget " << budget << ": the newest token was dropped";
+    for (int32_t r = budget == 5 ? 195 : 192; r < 200; ++r) EXPECT_TRUE(s.count(r)) << budget;
+  }
+  // A whole newest page (n a multiple of 16) is kept too, though it bounds lowest.
+  QuestSelector p({48, false}, {}, 1, 1);
+  const auto s = pick(p, c, 192);
+  for (int32_t r = 176; r < 192; ++r) EXPECT_TRUE(s.count(r)) << r;
+  EXPECT_EQ(s.size(), 48u);
 }
 
 TEST(Sparq, AllDimsEqualsOracleAndFewDimsApproximate) {
