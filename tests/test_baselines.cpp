@@ -24,6 +24,13 @@ struct RandomCache {
   }
   KvHeadView view(int64_t n) const { return cache.view(0, 0, n); }
   AttentionQuery query(int64_t n) const { return {0, 0, 0, n - 1, q.data()}; }
+  // Rows >= m get their keys negated: what the cache holds once truncated to m and written again.
+  void negate_keys_from(int m) {
+    for (int j = m; j < T; ++j) {
+      for (int d = 0; d < D; ++d) k[(size_t)j * D + d] = -k[(size_t)j * D + d];
+      cache.store(0, 0, j, &k[(size_t)j * D], &v[(size_t)j * D]);
+    }
+  }
   float dot(int j) const {
     float s = 0;
     for (int d = 0; d < D; ++d) s += q[d] * k[(size_t)j * D + d];
@@ -169,6 +176,45 @@ TEST(SnapKv, KeepsWindowAndFreshTokensWithinBudget) {
     EXPECT_GE(s.size(), 20u);
     EXPECT_TRUE(s.count((int32_t)n - 1));  // its own token
   }
+}
+
+// Truncation (on_truncate) then other keys after the cut: no state of the cut rows survives.
+TEST(Truncate, QuestSummarisesTheRewrittenPagesAgain) {
+  RandomCache before(16, 200, 8), after(16, 200, 8);
+  after.negate_keys_from(40);  // page 2 (rows 32..47) is half rewritten
+  QuestSelector p({48, false}, {}, 1, 1), fresh({48, false}, {}, 1, 1);
+  pick(p, before, 200);  // summarises all 12 whole pages
+  p.on_truncate(40);
+  EXPECT_EQ(pick(p, after, 200), pick(fresh, after, 200));
+}
+
+TEST(Truncate, SnapKvForgetsTheQueriesAndSelectionOfCutTokens) {
+  RandomCache before(16, 200, 9), after(16, 200, 9);
+  after.negate_keys_from(30);
+  SnapKvSelector p({40, false}, {}, 1, 1, 16, 8, 16), fresh({40, false}, {}, 1, 1, 16, 8, 16);
+  std::vector<int32_t> rows;
+  for (int64_t n = 1; n <= 150; ++n) p.select(before.query(n), before.view(n), rows);  // selects at 145
+  p.on_truncate(30);
+  // Its window only held queries of cut tokens: now it knows what a fresh one does.
+  EXPECT_EQ(pick(p, after, 160), pick(fresh, after, 160));
+}
+
+TEST(Truncate, H2oDropsTheCutRowsAndKeepsItsEvictions) {
+  RandomCache before(16, 120, 10), after(16, 120, 10);
+  after.negate_keys_from(60);
+  H2oSelector p({20, false}, {}, 1, 1);
+  std::set<int32_t> last;
+  for (int64_t n = 1; n <= 120; ++n) {
+    std::vector<int32_t> rows;
+    if (p.select(before.query(n), before.view(n), rows)) last = std::set<int32_t>(rows.begin(), rows.end());
+  }
+  p.on_truncate(60);
+  std::set<int32_t> want;  // the rows before the cut it still kept, and the new one
+  for (int32_t r : last)
+    if (r < 60) want.insert(r);
+  ASSERT_LT(want.size(), 19u);
+  want.insert(60);
+  EXPECT_EQ(pick(p, after, 61), want);
 }
 
 // "Sparse attention with budget >= context must equal dense attention", for every policy.

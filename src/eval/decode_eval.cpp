@@ -26,6 +26,7 @@ class ShadowProbe final : public TokenSelector {
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& c) override {
     inner_->observe_prefill(layer, p0, n, q, c);
   }
+  void on_truncate(int64_t n) override { inner_->on_truncate(n); }
   bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) override {
     if (!inner_->select(query, kv, rows) || kv.n_tokens <= k_) {
       rows.clear();

@@ -62,6 +62,7 @@ class QuestSelector final : public SparseSelector {
   std::string_view description() const override {
     return "the newest 16-token page plus the pages with the best min/max upper bound of q.k";
   }
+  void on_truncate(int64_t n_tokens) override;
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -99,6 +100,7 @@ class H2oSelector final : public SparseSelector {
   std::string_view name() const override { return "h2o"; }
   std::string_view description() const override { return "heavy hitters by accumulated attention plus recent tokens"; }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
+  void on_truncate(int64_t n_tokens) override;
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -122,6 +124,7 @@ class SnapKvSelector final : public SparseSelector {
   std::string_view name() const override { return "snapkv"; }
   std::string_view description() const override { return "keep tokens the last queries attended to (pooled), re-select periodically"; }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
+  void on_truncate(int64_t n_tokens) override;
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;

@@ -37,6 +37,16 @@ void H2oSelector::on_dense_step(const AttentionQuery& q, const KvHeadView& kv) {
   accumulate(heads_[(size_t)q.layer * n_head_ + q.q_head], q.q, kv, nullptr, kv.n_tokens);
 }
 
+// Rows >= n_tokens go. The kept rows' scores keep the votes of the forgotten queries (undoing them
+// would take every step's weights), and the evictions among them stand, as in a cache that freed them.
+void H2oSelector::on_truncate(int64_t n_tokens) {
+  for (HeadState& s : heads_)
+    if ((int64_t)s.acc.size() > n_tokens) {
+      s.acc.resize(n_tokens);
+      s.kept.resize(n_tokens);
+    }
+}
+
 void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   HeadState& s = heads_[(size_t)q.layer * n_head_ + q.q_head];
   if ((int64_t)s.acc.size() > kv.n_tokens) s = HeadState{};

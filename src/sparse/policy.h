@@ -42,6 +42,9 @@ class TokenSelector {
   // Prefill queries of a layer (model dim order, [n, n_head * head_dim]) after its keys were cached,
   // for policies that select from what the prompt attended to (SnapKV). Default: ignored.
   virtual void observe_prefill(int /*layer*/, int64_t /*p0*/, int /*n*/, const float* /*q*/, const KvCache&) {}
+  // The session forgot rows >= n_tokens (truncate, reset); they will be written again, with other keys.
+  // Policies that keep per-row state drop that of those rows. Never concurrent with a selection.
+  virtual void on_truncate(int64_t /*n_tokens*/) {}
 };
 
 // Base of every sparse policy: layers listed as dense, and steps where the budget covers the whole

@@ -41,7 +41,7 @@ void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
   score.resize(last);
   {
     std::lock_guard<std::mutex> lock(st.mu);  // the query heads of one KV head share its page summaries
-    if (st.pages > full_pages) st.pages = 0;  // a new sequence reuses the policy: start over
+    if (st.pages > full_pages) st.pages = 0;  // a shorter cache without on_truncate: a new sequence
     st.lo.resize(full_pages * D);
     st.hi.resize(full_pages * D);
     for (; st.pages < full_pages; ++st.pages)
@@ -58,6 +58,13 @@ void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
   append_top_k(score.data(), last, more, 0, chosen);
   for (int32_t p : chosen)
     for (int64_t r = (int64_t)p * kPage; r < (int64_t)(p + 1) * kPage; ++r) rows.push_back((int32_t)r);
+}
+
+void QuestSelector::on_truncate(int64_t n_tokens) {
+  for (auto& st : stats_) {  // summaries of pages that reach row n_tokens or beyond are stale
+    std::lock_guard<std::mutex> lock(st->mu);
+    st->pages = std::min(st->pages, n_tokens / kPage);
+  }
 }
 
 }  // namespace fasa

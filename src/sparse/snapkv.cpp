@@ -26,6 +26,16 @@ void SnapKvSelector::observe_prefill(int layer, int64_t p0, int n, const float* 
       remember(heads_[(size_t)layer * n_head_ + h], p0 + t, q + ((size_t)t * n_head_ + h) * cache.head_dim());
 }
 
+void SnapKvSelector::on_truncate(int64_t n_tokens) {
+  for (HeadState& s : heads_) {
+    while (!s.window.empty() && s.window.back().first >= n_tokens) s.window.pop_back();  // forgotten tokens' queries
+    if (s.selected_at > n_tokens) {  // ranked over rows that are gone: select again
+      s.ranked.clear();
+      s.selected_at = -1;
+    }
+  }
+}
+
 void SnapKvSelector::on_dense_step(const AttentionQuery& q, const KvHeadView&) {
   remember(heads_[(size_t)q.layer * n_head_ + q.q_head], q.pos, q.q);
 }
