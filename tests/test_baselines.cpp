@@ -7,6 +7,7 @@
 
 #include "model/session.h"
 #include "ops/attention.h"
+#include "ops/kv_traffic.h"
 #include "sparse/baselines.h"
 #include "test_util.h"
 #include "fasa/error.h"
@@ -176,6 +177,30 @@ TEST(SnapKv, KeepsWindowAndFreshTokensWithinBudget) {
     EXPECT_GE(s.size(), 20u);
     EXPECT_TRUE(s.count((int32_t)n - 1));  // its own token
   }
+}
+
+// What selecting reads counts in the KV traffic (F16 cache: 2-byte elements).
+TEST(KvTraffic, SelectionReadsAreCounted) {
+  const uint64_t D = 32, n = 200, eb = 2;
+  RandomCache c((int)D, (int)n, 11);
+  auto counted = [&](TokenSelector& p, int64_t rows) {
+    const uint64_t b0 = kv_bytes_read();
+    std::vector<int32_t> picked;
+    p.select(c.query(rows), c.view(rows), picked);
+    return kv_bytes_read() - b0;
+  };
+  OracleSelector oracle({20, false}, {}, 1);
+  EXPECT_EQ(counted(oracle, n), n * D * eb);  // every whole key
+  SparqSelector sparq({20, false}, {}, 1, 4);
+  EXPECT_EQ(counted(sparq, n), n * 4 * eb);  // 4 dims of every key
+  QuestSelector quest({48, false}, {}, 1, 1);
+  const uint64_t summaries = 12 * 2 * D * sizeof(float);  // the 12 pages before the newest one
+  EXPECT_EQ(counted(quest, n), 12 * 16 * D * eb + summaries);  // their keys, once, to summarise them
+  EXPECT_EQ(counted(quest, n), summaries);
+  StreamSelector stream({20, false}, {}, 1, 8);
+  EXPECT_EQ(counted(stream, n), 0u);
+  H2oSelector h2o({100, false}, {}, 1, 1);
+  EXPECT_EQ(counted(h2o, 80), 80 * D * eb + 80 * sizeof(double));  // a dense step: every key, every score
 }
 
 // Truncation (on_truncate) then other keys after the cut: no state of the cut rows survives.

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/kv_traffic.h"
 #include "ops/topk.h"
 #include "sparse/baselines.h"
 
@@ -44,6 +45,8 @@ void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
     if (st.pages > full_pages) st.pages = 0;  // a shorter cache without on_truncate: a new sequence
     st.lo.resize(full_pages * D);
     st.hi.resize(full_pages * D);
+    // A completed page's keys are read once per KV head, to summarise it.
+    count_kv_bytes_read((uint64_t)(full_pages - st.pages) * kPage * D * kv_elem_bytes(kv.type));
     for (; st.pages < full_pages; ++st.pages)
       page_bounds(kv, st.pages * kPage, (st.pages + 1) * kPage, &st.lo[st.pages * D], &st.hi[st.pages * D]);
     for (int64_t p = 0; p < last; ++p) {
@@ -53,6 +56,7 @@ void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
       score[p] = s;
     }
   }
+  count_kv_bytes_read((uint64_t)last * 2 * D * sizeof(float));  // this head read every ranked page's summary
   thread_local std::vector<int32_t> chosen;
   chosen.clear();
   append_top_k(score.data(), last, more, 0, chosen);

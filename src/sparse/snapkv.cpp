@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "ops/attention.h"
+#include "ops/kv_traffic.h"
 #include "sparse/baselines.h"
 
 namespace fasa {
@@ -74,7 +75,9 @@ void SnapKvSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   if (s.selected_at < 0 || since < 0 || (every_ > 0 && since >= every_) || budget - since < budget / 2) reselect(s, kv);
   const int64_t fresh = n - s.selected_at;
   for (int64_t r = s.selected_at; r < n; ++r) rows.push_back((int32_t)r);
-  for (int64_t i = 0; i < budget - fresh && i < (int64_t)s.ranked.size(); ++i) rows.push_back(s.ranked[i]);
+  const int64_t from_ranked = std::clamp<int64_t>(budget - fresh, 0, (int64_t)s.ranked.size());
+  for (int64_t i = 0; i < from_ranked; ++i) rows.push_back(s.ranked[i]);
+  count_kv_bytes_read((uint64_t)from_ranked * sizeof(int32_t));  // the ranking (its keys: attention_weights)
 }
 
 }  // namespace fasa
