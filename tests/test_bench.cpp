@@ -2,9 +2,12 @@
 // the session consistent, and the KV bytes the kernels count equal the formula for each policy.
 #include <cmath>
 
+#include "calib/profile.h"
 #include "eval/bench.h"
+#include "eval/decode_eval.h"
 #include "model/session.h"
 #include "model/synthetic_model.h"
+#include "sparse/fasa_policy.h"
 #include "test_util.h"
 #include "fasa/error.h"
 
@@ -98,6 +101,35 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
     EXPECT_GE(head, (fasa_rows + tip_rows * 2 * fcs) / n_gen);
     EXPECT_LE(head, (fasa_rows + tip_rows * 4 * fcs) / n_gen);
   }
+}
+
+// FASA on a synthetic profile without --fcs scores calibration's default chunk count, and the
+// records name the count used.
+TEST(BenchRecords, ChunkCountIsTheOneUsed) {
+  const std::string path = test::temp_dir() + "/m.gguf";
+  write_synthetic_model(kTiny, DType::F32, path, 3);
+  auto m = load_model(path);
+  PolicyOptions p;
+  p.attn = "fasa";
+  p.synthetic_profile = true;
+  const int chunks = default_n_tip(m->config);
+  ASSERT_EQ(chunks, 2);  // n_rot 16 / 8
+  EXPECT_EQ(fasa_chunks(p, *m), chunks);
+  auto selector = make_selector(p, *m);
+  for (int h = 0; h < 4; ++h) EXPECT_EQ(dynamic_cast<FasaSelector&>(*selector).scored_dims(1, h).size(), 2u * chunks);
+  EXPECT_NE(policy_variant("fasa", p, *m).find("fcs=2 "), std::string::npos) << policy_variant("fasa", p, *m);
+  p.fcs = 3;
+  EXPECT_EQ(fasa_chunks(p, *m), 3);
+  EXPECT_NE(policy_variant("fasa", p, *m).find("fcs=3 "), std::string::npos);
+  p.fcs = 0;  // a profile's own count
+  p.profile = test::temp_dir() + "/five.profile.json";
+  Profile five = synthetic_profile(*m, 5, 1);
+  five.top_k = 8;  // as a calibration would have recorded
+  save_profile(five, p.profile);
+  EXPECT_EQ(fasa_chunks(p, *m), 5);
+  EXPECT_NE(policy_variant("fasa", p, *m).find("fcs=5 "), std::string::npos);
+  p.attn = "oracle";
+  EXPECT_EQ(fasa_chunks(p, *m), 0);
 }
 
 }  // namespace

@@ -87,6 +87,9 @@ struct Model;
 // Policy by name; throws fasa::Error listing the known names, or on a bad option/profile.
 std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& opts, const Model& model);
 std::vector<std::string> selector_names();
+// The frequency chunks per head FASA scores on with these options: --fcs, else the profile's, else
+// (synthetic profile) calibration's default; 0 for other policies. For the records of a run.
+int fasa_chunks(const PolicyOptions& opts, const Model& model);
 std::vector<int> parse_layer_list(const std::string& s);
 
 }  // namespace fasa
