@@ -9,6 +9,7 @@
 #include "ops/attention.h"
 #include "ops/kv_traffic.h"
 #include "sparse/baselines.h"
+#include "sparse/group_attention.h"
 #include "test_util.h"
 #include "fasa/error.h"
 
@@ -240,6 +241,83 @@ TEST(Truncate, H2oDropsTheCutRowsAndKeepsItsEvictions) {
   ASSERT_LT(want.size(), 19u);
   want.insert(60);
   EXPECT_EQ(pick(p, after, 61), want);
+}
+
+// A policy's own pick with `budget` rows (no dense shortcut), through the decode step's sparse path.
+class OwnPick final : public TokenSelector {
+ public:
+  OwnPick(SparseSelector& p, int64_t budget) : p_(p), budget_(budget) {}
+  std::string_view name() const override { return p_.name(); }
+  std::string_view description() const override { return "a policy's own pick of a fixed number of rows"; }
+  bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
+    bool sparse = false;
+    select_group(&q, 1, kv, &rows, &sparse);
+    return sparse;
+  }
+  void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+                    bool* sparse) override {
+    p_.pick_rows(queries, n_q, kv, budget_, rows);
+    std::fill(sparse, sparse + n_q, true);
+    picked.assign(rows, rows + n_q);
+  }
+  KeyLayout key_layout(int layer, int kv_head) const override { return p_.key_layout(layer, kv_head); }
+  std::vector<std::vector<int32_t>> picked;
+
+ private:
+  SparseSelector& p_;
+  int64_t budget_;
+};
+
+// Every policy's pick of all n rows, in its own order, gives dense attention; one row fewer does not.
+TEST(PolicyPicks, EveryRowEqualsDenseAttention) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const ModelConfig& c = m->config;
+  const int D = c.head_dim, group = c.n_head / c.n_head_kv, layer = 1;
+  const int64_t n = 100;  // 6 whole pages and a partial one for Quest
+  const float scale = 1.0f / std::sqrt((float)D);
+  const std::vector<float> q = test::random_floats((size_t)group * D, 12);  // model dim order
+  for (const std::string& name : selector_names()) {
+    if (name == "full") continue;
+    SCOPED_TRACE(name);
+    PolicyOptions o;
+    o.attn = name;
+    o.dense_layers = "";
+    o.synthetic_profile = true;
+    auto attend = [&](int64_t budget, std::vector<float>& dense) {  // [group, D] per KV head, both ways
+      const std::unique_ptr<TokenSelector> made = make_selector(o, *m);
+      auto* policy = dynamic_cast<SparseSelector*>(made.get());
+      EXPECT_NE(policy, nullptr);
+      std::vector<KeyLayout> layouts;
+      for (int g = 0; g < c.n_head_kv; ++g) layouts.push_back(policy->key_layout(layer, g));
+      KvCache cache(1, c.n_head_kv, D, n, layouts);
+      cache.fill_random(0, n, 5);
+      OwnPick own(*policy, budget);
+      FullAttention full;
+      std::vector<int32_t> all_rows(n);
+      std::iota(all_rows.begin(), all_rows.end(), 0);
+      std::vector<float> qg((size_t)group * D), out((size_t)c.n_head * D);
+      dense.resize(out.size());
+      GroupAttentionScratch scratch;
+      for (int g = 0; g < c.n_head_kv; ++g) {
+        for (int h = 0; h < group; ++h) cache.permute_query(0, g, &q[(size_t)h * D], &qg[(size_t)h * D]);
+        decode_group_attention(own, layer, g, n - 1, cache, 0, qg.data(), group, scale, &out[(size_t)g * group * D],
+                               scratch);
+        for (const auto& rows : own.picked) {
+          if (budget < n) continue;
+          EXPECT_EQ(rows.size(), (size_t)n) << "KV head " << g;
+          EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), std::set<int32_t>(all_rows.begin(), all_rows.end()));
+        }
+        decode_group_attention(full, layer, g, n - 1, cache, 0, qg.data(), group, scale,
+                               &dense[(size_t)g * group * D], scratch);
+      }
+      return out;
+    };
+    std::vector<float> dense;
+    const std::vector<float> all = attend(n, dense);
+    EXPECT_LE(test::normalized_error(all.data(), dense.data(), dense.size()), 1e-6);
+    const std::vector<float> fewer = attend(n - 1, dense);
+    EXPECT_GT(test::normalized_error(fewer.data(), dense.data(), dense.size()), 1e-4);
+  }
 }
 
 // "Sparse attention with budget >= context must equal dense attention", for every policy.

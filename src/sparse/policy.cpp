@@ -49,6 +49,12 @@ void SparseSelector::select_group(const AttentionQuery* queries, int n_q, const 
   pick_group(queries, n_q, kv, budget, rows);
 }
 
+void SparseSelector::pick_rows(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                               std::vector<int32_t>* rows) {
+  for (int i = 0; i < n_q; ++i) rows[i].clear();
+  pick_group(queries, n_q, kv, budget, rows);
+}
+
 void SparseSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
                                 std::vector<int32_t>* rows) {
   for (int i = 0; i < n_q; ++i) pick(queries[i], kv, budget, rows[i]);

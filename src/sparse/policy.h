@@ -56,9 +56,13 @@ class SparseSelector : public TokenSelector {
   void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
                     bool* sparse) final;
   KeyLayout key_layout(int layer, int kv_head) const final;
+  // pick_group() itself (rows cleared first), without select_group()'s dense shortcut when the
+  // budget covers the context, so budget may equal kv.n_tokens: lets tests check that a policy's own
+  // pick of every row gives dense attention.
+  void pick_rows(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>* rows);
 
  protected:
-  // Fill `rows` with at most `budget` (< kv.n_tokens) distinct rows.
+  // Fill `rows` with at most `budget` (<= kv.n_tokens; < from select) distinct rows.
   virtual void pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) = 0;
   // pick() for the query heads sharing one KV head. Default: pick() per head.
   virtual void pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
