@@ -124,9 +124,7 @@ ReferenceRun reference_run(const Model& m, const std::string& text, const TextEv
 std::string policy_variant(const std::string& policy, const PolicyOptions& o, const Model& m) {
   std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : o.dense_layers);
   if (policy == "fasa") {
-    PolicyOptions fasa = o;
-    fasa.attn = policy;
-    v = "fcs=" + std::to_string(fasa_chunks(fasa, m)) + " sharing=" + o.fc_sharing + " " + v;
+    v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + o.fc_sharing + " " + v;
     if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
   }
   if (policy == "stream") v = "sink=" + std::to_string(o.sink > 0 ? o.sink : 8) + " " + v;

@@ -58,7 +58,7 @@ void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t bu
   const int64_t recent = std::max<int64_t>(1, budget / 2), first_recent = kv.n_tokens - recent;
   int64_t kept = 0;
   for (char k : s.kept) kept += k;
-  uint64_t state_bytes = 2 * (uint64_t)kv.n_tokens;  // the flags: counted here, listed below
+  uint64_t state_bytes = 2 * (uint64_t)kv.n_tokens;  // the kept flags, read twice: summed above, listed below
   while (kept > budget) {
     int64_t worst = -1;
     for (int64_t j = 0; j < first_recent; ++j)
