@@ -31,6 +31,7 @@ struct BenchOptions {
 struct Row {
   std::string attn, test;
   PolicyOptions policy;
+  int fcs = 0;  // FASA's chunks per head as used (resolved from the profile or the synthetic default)
   BenchTest spec;
   BenchResult result;
 };
@@ -73,9 +74,9 @@ std::vector<PolicyOptions> variants(const BenchOptions& o) {
 }
 
 // The attn column: policy, budget, chunks, and for FASA-M where K_rest and V live.
-std::string attn_label(const PolicyOptions& p) {
+std::string attn_label(const PolicyOptions& p, int fcs) {
   if (p.attn == "full") return "full";
-  std::string s = p.attn + " b" + p.budget + (p.attn == "fasa" && p.fcs ? " fcs" + std::to_string(p.fcs) : "");
+  std::string s = p.attn + " b" + p.budget + (fcs ? " fcs" + std::to_string(fcs) : "");
   if (!p.kv_offload.empty()) s += " M:" + p.kv_offload.substr(0, p.kv_offload.find(':')) + (p.kv_prefetch ? "" : " no-pf");
   return s;
 }
@@ -99,12 +100,13 @@ int bench(BenchOptions o) {
         Row row;
         row.attn = p.attn;
         row.policy = p;
+        row.fcs = fasa_chunks(p, *model);
         row.test = "attn @ d" + std::to_string(depth);
         row.spec.depth = depth;
         row.spec.n_gen = o.n_gen;
         row.spec.random_fill = true;
         row.result = run_attention_bench(*model, p, depth, o.n_gen, o.repetitions, 1);
-        std::fprintf(stderr, "%s %s: %.2f steps/s\n", attn_label(p).c_str(), row.test.c_str(), row.result.mean());
+        std::fprintf(stderr, "%s %s: %.2f steps/s\n", attn_label(p, row.fcs).c_str(), row.test.c_str(), row.result.mean());
         rows.push_back(std::move(row));
       }
   }
@@ -114,6 +116,7 @@ int bench(BenchOptions o) {
         Row row;
         row.attn = p.attn;
         row.policy = p;
+        row.fcs = fasa_chunks(p, *model);
         row.spec.depth = depth;
         row.spec.random_fill = o.fill == "random";
         row.spec.repetitions = o.repetitions;
@@ -122,7 +125,7 @@ int bench(BenchOptions o) {
         row.test = (kind == 0 ? "pp" : "tg") + std::to_string(kind == 0 ? o.n_prompt : o.n_gen) +
                    (depth > 0 ? " @ d" + std::to_string(depth) : "");
         row.result = run_bench_test(*model, p, row.spec, 1);
-        std::fprintf(stderr, "%s %s: %.2f t/s\n", attn_label(p).c_str(), row.test.c_str(), row.result.mean());
+        std::fprintf(stderr, "%s %s: %.2f t/s\n", attn_label(p, row.fcs).c_str(), row.test.c_str(), row.result.mean());
         if (!p.kv_offload.empty() || !p.kv_fast_limit.empty())
           std::fprintf(stderr, "  %s\n", kv_memory_line(row.result.memory).c_str());
         rows.push_back(std::move(row));
@@ -160,7 +163,7 @@ int bench(BenchOptions o) {
                      {"n_gen", r.spec.n_gen}, {"n_depth", r.spec.depth}, {"avg_ts", r.result.mean()},
                      {"stddev_ts", r.result.stddev()}, {"median_ts", r.result.median()},
                      {"samples_ts", r.result.samples_ts}, {"attn", r.attn}, {"budget", r.attn == "full" ? "" : o.policy.budget},
-                     {"fcs", r.attn == "fasa" ? o.policy.fcs : 0}, {"fc_sharing", o.policy.fc_sharing},
+                     {"fcs", r.fcs}, {"fc_sharing", o.policy.fc_sharing},
                      {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
                      {"synthetic_profile", r.attn == "fasa" && synthetic}, {"type_k", o.policy.kv_type},
                      {"type_v", o.policy.kv_type},
@@ -179,7 +182,7 @@ int bench(BenchOptions o) {
   for (const Row& r : rows) {
     const std::string ts = md ? fmt("%.2f", r.result.mean()) + " ± " + fmt("%.2f", r.result.stddev())
                               : fmt("%.3f", r.result.mean()) + "," + fmt("%.3f", r.result.stddev());
-    const std::string attn = attn_label(r.policy);
+    const std::string attn = attn_label(r.policy, r.fcs);
     std::printf("%s%s%s%s GiB%s%s B%s%s%s%d%s%s%s%s%s%s%s%s%s%s%s\n", md ? "| " : "", name.c_str(), sep,
                 fmt("%.2f", size_gib).c_str(), sep, fmt("%.2f", params_b).c_str(), sep, attn.c_str(), sep, threads, sep,
                 r.test.c_str(), sep, ts.c_str(), sep,

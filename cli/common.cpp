@@ -19,7 +19,7 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budg
   cmd->add_option("--profile", o.profile, "FASA profile (from `fasa calibrate`)");
   cmd->add_flag("--synthetic-profile", o.synthetic_profile,
                 "FASA without a profile: seeded random chunks (speed and soak runs only; quality is meaningless)");
-  cmd->add_option("--fcs", o.fcs, "FASA: frequency chunks scored per head (default: the profile's)")
+  cmd->add_option("--fcs", o.fcs, "FASA: frequency chunks scored per head (default: the profile's; a synthetic profile's is calibration's default)")
       ->check(CLI::Range(1, 512));
   cmd->add_option("--fc-sharing", o.fc_sharing, "FASA: chunks chosen per query 'head' or per KV 'group'")
       ->capture_default_str();

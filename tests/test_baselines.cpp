@@ -1,12 +1,15 @@
 // Each baseline policy against a plain reference on random caches, and every policy through the model:
 // with a budget at least the context, all of them equal dense attention.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <set>
 
 #include "model/session.h"
 #include "ops/attention.h"
+#include "ops/kv_traffic.h"
 #include "sparse/baselines.h"
+#include "sparse/group_attention.h"
 #include "test_util.h"
 #include "fasa/error.h"
 
@@ -23,6 +26,13 @@ struct RandomCache {
   }
   KvHeadView view(int64_t n) const { return cache.view(0, 0, n); }
   AttentionQuery query(int64_t n) const { return {0, 0, 0, n - 1, q.data()}; }
+  // Rows >= m get their keys negated: what the cache holds once truncated to m and written again.
+  void negate_keys_from(int m) {
+    for (int j = m; j < T; ++j) {
+      for (int d = 0; d < D; ++d) k[(size_t)j * D + d] = -k[(size_t)j * D + d];
+      cache.store(0, 0, j, &k[(size_t)j * D], &v[(size_t)j * D]);
+    }
+  }
   float dot(int j) const {
     float s = 0;
     for (int d = 0; d < D; ++d) s += q[d] * k[(size_t)j * D + d];
@@ -82,29 +92,51 @@ TEST(Random, SeededDistinctAndUniform) {
   EXPECT_LT(*std::max_element(hits.begin(), hits.end()), 95);
 }
 
-TEST(Quest, ReadsTheBestPagesByUpperBound) {
-  RandomCache c(16, 200, 4);  // 12 full pages + one of 8 rows
+TEST(Quest, ReadsTheNewestPageAndTheBestOthersByUpperBound) {
+  RandomCache c(16, 200, 4);  // 12 full pages + the newest, of 8 rows
   QuestSelector p({48, false}, {}, 1, 1);
-  std::vector<float> bound(13);
-  for (int pg = 0; pg < 13; ++pg) {
+  std::vector<float> bound(12);
+  for (int pg = 0; pg < 12; ++pg) {
     float s = 0, best = -INFINITY;
     for (int d = 0; d < 16; ++d) {
       float lo = INFINITY, hi = -INFINITY;
-      for (int j = pg * 16; j < std::min(200, pg * 16 + 16); ++j) {
+      for (int j = pg * 16; j < pg * 16 + 16; ++j) {
         lo = std::min(lo, c.k[j * 16 + d]);
         hi = std::max(hi, c.k[j * 16 + d]);
       }
       s += std::max(c.q[d] * lo, c.q[d] * hi);
     }
-    for (int j = pg * 16; j < std::min(200, pg * 16 + 16); ++j) best = std::max(best, c.dot(j));
+    for (int j = pg * 16; j < pg * 16 + 16; ++j) best = std::max(best, c.dot(j));
     EXPECT_GE(s, best - 1e-4) << "the page score bounds every logit in the page";
     bound[pg] = s;
   }
-  std::set<int32_t> want;
-  for (int pg : top_by(bound, 3))
-    for (int j = pg * 16; j < std::min(200, pg * 16 + 16); ++j) want.insert(j);
+  std::set<int32_t> want;  // 8 newest rows, then 40 rows' worth of whole pages: the best 2
+  for (int j = 192; j < 200; ++j) want.insert(j);
+  for (int pg : top_by(bound, 2))
+    for (int j = pg * 16; j < pg * 16 + 16; ++j) want.insert(j);
   EXPECT_EQ(pick(p, c, 200), want);
   EXPECT_EQ(pick(p, c, 200), want);  // summaries are cached: same answer
+}
+
+// The newest page's min/max box is the smallest of all; it must not compete with older pages.
+TEST(Quest, KeepsTheNewestTokensWhenOlderPagesBoundHigher) {
+  RandomCache c(16, 200, 4);
+  std::fill(c.q.begin(), c.q.end(), 1.0f);
+  for (int j = 0; j < 200; ++j)  // old keys point along q, the newest ones away from it
+    for (int d = 0; d < 16; ++d) c.k[j * 16 + d] = j < 176 ? std::fabs(c.k[j * 16 + d]) : -1.0f;
+  for (int j = 0; j < 200; ++j) c.cache.store(0, 0, j, &c.k[(size_t)j * 16], &c.v[(size_t)j * 16]);
+  for (int64_t budget : {48, 64, 5}) {
+    QuestSelector p({(double)budget, false}, {}, 1, 1);
+    const auto s = pick(p, c, 200);
+    EXPECT_EQ((int64_t)s.size(), budget == 5 ? 5 : 8 + (budget - 8) / 16 * 16) << budget;
+    EXPECT_TRUE(s.count(199)) << "budget " << budget << ": the newest token was dropped";
+    for (int32_t r = budget == 5 ? 195 : 192; r < 200; ++r) EXPECT_TRUE(s.count(r)) << budget;
+  }
+  // A whole newest page (n a multiple of 16) is kept too, though it bounds lowest.
+  QuestSelector p({48, false}, {}, 1, 1);
+  const auto s = pick(p, c, 192);
+  for (int32_t r = 176; r < 192; ++r) EXPECT_TRUE(s.count(r)) << r;
+  EXPECT_EQ(s.size(), 48u);
 }
 
 TEST(Sparq, AllDimsEqualsOracleAndFewDimsApproximate) {
@@ -145,6 +177,146 @@ TEST(SnapKv, KeepsWindowAndFreshTokensWithinBudget) {
     EXPECT_LE(s.size(), 40u);
     EXPECT_GE(s.size(), 20u);
     EXPECT_TRUE(s.count((int32_t)n - 1));  // its own token
+  }
+}
+
+// What selecting reads counts in the KV traffic (F16 cache: 2-byte elements).
+TEST(KvTraffic, SelectionReadsAreCounted) {
+  const uint64_t D = 32, n = 200, eb = 2;
+  RandomCache c((int)D, (int)n, 11);
+  auto counted = [&](TokenSelector& p, int64_t rows) {
+    const uint64_t b0 = kv_bytes_read();
+    std::vector<int32_t> picked;
+    p.select(c.query(rows), c.view(rows), picked);
+    return kv_bytes_read() - b0;
+  };
+  OracleSelector oracle({20, false}, {}, 1);
+  EXPECT_EQ(counted(oracle, n), n * D * eb);  // every whole key
+  SparqSelector sparq({20, false}, {}, 1, 4);
+  EXPECT_EQ(counted(sparq, n), n * 4 * eb);  // 4 dims of every key
+  QuestSelector quest({48, false}, {}, 1, 1);
+  const uint64_t summaries = 12 * 2 * D * sizeof(float);  // the 12 pages before the newest one
+  EXPECT_EQ(counted(quest, n), 12 * 16 * D * eb + summaries);  // their keys, once, to summarise them
+  EXPECT_EQ(counted(quest, n), summaries);
+  StreamSelector stream({20, false}, {}, 1, 8);
+  EXPECT_EQ(counted(stream, n), 0u);
+  H2oSelector h2o({100, false}, {}, 1, 1);
+  EXPECT_EQ(counted(h2o, 80), 80 * D * eb + 80 * sizeof(double));  // a dense step: every key, every score
+}
+
+// Truncation (on_truncate) then other keys after the cut: no state of the cut rows survives.
+TEST(Truncate, QuestSummarisesTheRewrittenPagesAgain) {
+  RandomCache before(16, 200, 8), after(16, 200, 8);
+  after.negate_keys_from(40);  // page 2 (rows 32..47) is half rewritten
+  QuestSelector p({48, false}, {}, 1, 1), fresh({48, false}, {}, 1, 1);
+  pick(p, before, 200);  // summarises all 12 whole pages
+  p.on_truncate(40);
+  EXPECT_EQ(pick(p, after, 200), pick(fresh, after, 200));
+}
+
+TEST(Truncate, SnapKvForgetsTheQueriesAndSelectionOfCutTokens) {
+  RandomCache before(16, 200, 9), after(16, 200, 9);
+  after.negate_keys_from(30);
+  SnapKvSelector p({40, false}, {}, 1, 1, 16, 8, 16), fresh({40, false}, {}, 1, 1, 16, 8, 16);
+  std::vector<int32_t> rows;
+  for (int64_t n = 1; n <= 150; ++n) p.select(before.query(n), before.view(n), rows);  // selects at 145
+  p.on_truncate(30);
+  // Its window only held queries of cut tokens: now it knows what a fresh one does.
+  EXPECT_EQ(pick(p, after, 160), pick(fresh, after, 160));
+}
+
+TEST(Truncate, H2oDropsTheCutRowsAndKeepsItsEvictions) {
+  RandomCache before(16, 120, 10), after(16, 120, 10);
+  after.negate_keys_from(60);
+  H2oSelector p({20, false}, {}, 1, 1);
+  std::set<int32_t> last;
+  for (int64_t n = 1; n <= 120; ++n) {
+    std::vector<int32_t> rows;
+    if (p.select(before.query(n), before.view(n), rows)) last = std::set<int32_t>(rows.begin(), rows.end());
+  }
+  p.on_truncate(60);
+  std::set<int32_t> want;  // the rows before the cut it still kept, and the new one
+  for (int32_t r : last)
+    if (r < 60) want.insert(r);
+  ASSERT_LT(want.size(), 19u);
+  want.insert(60);
+  EXPECT_EQ(pick(p, after, 61), want);
+}
+
+// A policy's own pick with `budget` rows (no dense shortcut), through the decode step's sparse path.
+class OwnPick final : public TokenSelector {
+ public:
+  OwnPick(SparseSelector& p, int64_t budget) : p_(p), budget_(budget) {}
+  std::string_view name() const override { return p_.name(); }
+  std::string_view description() const override { return "a policy's own pick of a fixed number of rows"; }
+  bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
+    bool sparse = false;
+    select_group(&q, 1, kv, &rows, &sparse);
+    return sparse;
+  }
+  void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+                    bool* sparse) override {
+    p_.pick_rows(queries, n_q, kv, budget_, rows);
+    std::fill(sparse, sparse + n_q, true);
+    picked.assign(rows, rows + n_q);
+  }
+  KeyLayout key_layout(int layer, int kv_head) const override { return p_.key_layout(layer, kv_head); }
+  std::vector<std::vector<int32_t>> picked;
+
+ private:
+  SparseSelector& p_;
+  int64_t budget_;
+};
+
+// Every policy's pick of all n rows, in its own order, gives dense attention; one row fewer does not.
+TEST(PolicyPicks, EveryRowEqualsDenseAttention) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const ModelConfig& c = m->config;
+  const int D = c.head_dim, group = c.n_head / c.n_head_kv, layer = 1;
+  const int64_t n = 100;  // 6 whole pages and a partial one for Quest
+  const float scale = 1.0f / std::sqrt((float)D);
+  const std::vector<float> q = test::random_floats((size_t)group * D, 12);  // model dim order
+  for (const std::string& name : selector_names()) {
+    if (name == "full") continue;
+    SCOPED_TRACE(name);
+    PolicyOptions o;
+    o.attn = name;
+    o.dense_layers = "";
+    o.synthetic_profile = true;
+    auto attend = [&](int64_t budget, std::vector<float>& dense) {  // [group, D] per KV head, both ways
+      const std::unique_ptr<TokenSelector> made = make_selector(o, *m);
+      auto* policy = dynamic_cast<SparseSelector*>(made.get());
+      EXPECT_NE(policy, nullptr);
+      std::vector<KeyLayout> layouts;
+      for (int g = 0; g < c.n_head_kv; ++g) layouts.push_back(policy->key_layout(layer, g));
+      KvCache cache(1, c.n_head_kv, D, n, layouts);
+      cache.fill_random(0, n, 5);
+      OwnPick own(*policy, budget);
+      FullAttention full;
+      std::vector<int32_t> all_rows(n);
+      std::iota(all_rows.begin(), all_rows.end(), 0);
+      std::vector<float> qg((size_t)group * D), out((size_t)c.n_head * D);
+      dense.resize(out.size());
+      GroupAttentionScratch scratch;
+      for (int g = 0; g < c.n_head_kv; ++g) {
+        for (int h = 0; h < group; ++h) cache.permute_query(0, g, &q[(size_t)h * D], &qg[(size_t)h * D]);
+        decode_group_attention(own, layer, g, n - 1, cache, 0, qg.data(), group, scale, &out[(size_t)g * group * D],
+                               scratch);
+        for (const auto& rows : own.picked) {
+          if (budget < n) continue;
+          EXPECT_EQ(rows.size(), (size_t)n) << "KV head " << g;
+          EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), std::set<int32_t>(all_rows.begin(), all_rows.end()));
+        }
+        decode_group_attention(full, layer, g, n - 1, cache, 0, qg.data(), group, scale,
+                               &dense[(size_t)g * group * D], scratch);
+      }
+      return out;
+    };
+    std::vector<float> dense;
+    const std::vector<float> all = attend(n, dense);
+    EXPECT_LE(test::normalized_error(all.data(), dense.data(), dense.size()), 1e-6);
+    const std::vector<float> fewer = attend(n - 1, dense);
+    EXPECT_GT(test::normalized_error(fewer.data(), dense.data(), dense.size()), 1e-4);
   }
 }
 

@@ -2,9 +2,12 @@
 // the session consistent, and the KV bytes the kernels count equal the formula for each policy.
 #include <cmath>
 
+#include "calib/profile.h"
 #include "eval/bench.h"
+#include "eval/decode_eval.h"
 #include "model/session.h"
 #include "model/synthetic_model.h"
+#include "sparse/fasa_policy.h"
 #include "test_util.h"
 #include "fasa/error.h"
 
@@ -54,7 +57,8 @@ TEST(BenchSession, RandomFillAndTruncate) {
 
 // Bytes per decoded token the attention kernels report vs the formula: dense heads read each whole key
 // and value row (2-byte F16 or 4-byte F32 elements) once per KV head (GQA groups share the pass); a
-// sparse head reads its own selected rows; FASA's TIP scans each KV head's K_dom plane once.
+// sparse head reads its own selected rows; FASA's TIP scans each KV head's K_dom plane once; the
+// oracle and SparQ scan keys per query head.
 TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
   const std::string path = test::temp_dir() + "/m.gguf";
   write_synthetic_model(kTiny, DType::F32, path, 3);
@@ -79,20 +83,53 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
       p.kv_type = kv_type;
       return run_bench_test(*m, p, t, 1).kv_bytes_per_token;
     };
-    double full = 0, fasa_rows = 0, tip_rows = 0;
+    double full = 0, fasa_rows = 0, tip_rows = 0, head_scans = 0;
     for (int i = 0; i < n_gen; ++i) {
       const int rows = depth + i + 1;
       full += (double)L * HKV * rows * 2 * D * eb;
       fasa_rows += (double)HKV * rows * 2 * D * eb + (double)H * budget * 2 * D * eb;  // layer 0 stays dense
       tip_rows += (double)HKV * rows * eb;                                            // per K_dom dim scanned
+      head_scans += (double)H * rows * eb;  // per key dim that each query head scans for itself
     }
     EXPECT_DOUBLE_EQ(counted("full", "group"), full / n_gen);
+    // The baselines' own scans count too: oracle every whole key, SparQ head_dim/4 dims of each.
+    EXPECT_DOUBLE_EQ(counted("oracle", "group"), (fasa_rows + head_scans * D) / n_gen);
+    EXPECT_DOUBLE_EQ(counted("sparq", "group"), (fasa_rows + head_scans * D / 4) / n_gen);
     EXPECT_DOUBLE_EQ(counted("fasa", "group"), (fasa_rows + tip_rows * 2 * fcs) / n_gen);
     // Per-head chunk sets: the group's union plane, 2*fcs to 4*fcs dims wide, is scanned once.
     const double head = counted("fasa", "head");
     EXPECT_GE(head, (fasa_rows + tip_rows * 2 * fcs) / n_gen);
     EXPECT_LE(head, (fasa_rows + tip_rows * 4 * fcs) / n_gen);
   }
+}
+
+// FASA on a synthetic profile without --fcs scores calibration's default chunk count, and the
+// records name the count used.
+TEST(BenchRecords, ChunkCountIsTheOneUsed) {
+  const std::string path = test::temp_dir() + "/m.gguf";
+  write_synthetic_model(kTiny, DType::F32, path, 3);
+  auto m = load_model(path);
+  PolicyOptions p;
+  p.attn = "fasa";
+  p.synthetic_profile = true;
+  const int chunks = default_n_tip(m->config);
+  ASSERT_EQ(chunks, 2);  // n_rot 16 / 8
+  EXPECT_EQ(fasa_chunks(p, *m), chunks);
+  auto selector = make_selector(p, *m);
+  for (int h = 0; h < 4; ++h) EXPECT_EQ(dynamic_cast<FasaSelector&>(*selector).scored_dims(1, h).size(), 2u * chunks);
+  EXPECT_NE(policy_variant("fasa", p, *m).find("fcs=2 "), std::string::npos) << policy_variant("fasa", p, *m);
+  p.fcs = 3;
+  EXPECT_EQ(fasa_chunks(p, *m), 3);
+  EXPECT_NE(policy_variant("fasa", p, *m).find("fcs=3 "), std::string::npos);
+  p.fcs = 0;  // a profile's own count
+  p.profile = test::temp_dir() + "/five.profile.json";
+  Profile five = synthetic_profile(*m, 5, 1);
+  five.top_k = 8;  // as a calibration would have recorded
+  save_profile(five, p.profile);
+  EXPECT_EQ(fasa_chunks(p, *m), 5);
+  EXPECT_NE(policy_variant("fasa", p, *m).find("fcs=5 "), std::string::npos);
+  p.attn = "oracle";
+  EXPECT_EQ(fasa_chunks(p, *m), 0);
 }
 
 }  // namespace

@@ -42,6 +42,15 @@ class LastRows final : public TokenSelector {
   int n_;
 };
 
+class TruncationLog final : public TokenSelector {
+ public:
+  std::string_view name() const override { return "truncation-log"; }
+  std::string_view description() const override { return "records truncations"; }
+  bool select(const AttentionQuery&, const KvHeadView&, std::vector<int32_t>&) override { return false; }
+  void on_truncate(int64_t n) override { cuts.push_back(n); }
+  std::vector<int64_t> cuts;
+};
+
 std::vector<float> decode_logits(const Model& m, std::shared_ptr<TokenSelector> p, const std::vector<int32_t>& prompt,
                                  int32_t next) {
   Session s(m, {}, std::move(p));
@@ -76,6 +85,16 @@ TEST(SelectionSeam, FewerRowsChangeTheOutput) {
   // Budget >= context: the same rows, scored by the gathered-row kernel instead of the dense one (sums in
   // another order, through every layer).
   EXPECT_LE(test::normalized_error(last_all.data(), full.data(), full.size()), 5e-5);
+}
+
+TEST(SelectionSeam, TruncationIsToldToThePolicy) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  auto policy = std::make_shared<TruncationLog>();
+  Session s(*m, {}, policy);
+  s.fill_random(20, 1);
+  s.truncate(12);
+  s.reset();
+  EXPECT_EQ(policy->cuts, (std::vector<int64_t>{12, 0}));
 }
 
 TEST(SelectionSeam, PolicyRegistry) {

@@ -49,7 +49,7 @@ void run_dense_windows(const Model& m, const std::string& text, int64_t n_ctx, A
 Profile calibrate(const Model& m, const std::string& text, const std::string& text_name, const CalibrationOptions& o) {
   const ModelConfig& c = m.config;
   const FcLayout fcs(c);
-  const int n_tip = o.n_tip > 0 ? o.n_tip : std::max(1, c.n_rot / 8);
+  const int n_tip = o.n_tip > 0 ? o.n_tip : default_n_tip(c);
   if (n_tip > fcs.n_fc())
     throw Error("--fcs " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
   AgreementMeter meter(c, o.top_k, o.min_pos);

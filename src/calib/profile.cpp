@@ -122,6 +122,8 @@ void save_profile(const Profile& p, const std::string& path) {
   if (!out) fail(path, "write failed");
 }
 
+int default_n_tip(const ModelConfig& c) { return std::max(1, c.n_rot / 8); }
+
 Profile synthetic_profile(const Model& m, int n_tip, uint64_t seed) {
   const ModelConfig& c = m.config;
   Profile p;

@@ -49,6 +49,9 @@ struct Profile {
 void save_profile(const Profile& p, const std::string& path);
 // Throws fasa::Error naming the file on malformed content.
 Profile load_profile(const std::string& path);
+// Chunks per head a profile keeps when none are asked for: a quarter of the rotary ones (n_rot / 8),
+// at least 1. Calibration and synthetic profiles both use it.
+int default_n_tip(const ModelConfig& c);
 // Seeded random mean CA for every (layer, head, chunk): dominant chunks without calibration, for speed
 // measurements only (the selection is meaningless for quality).
 Profile synthetic_profile(const Model& m, int n_tip, uint64_t seed);

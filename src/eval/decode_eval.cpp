@@ -26,6 +26,7 @@ class ShadowProbe final : public TokenSelector {
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& c) override {
     inner_->observe_prefill(layer, p0, n, q, c);
   }
+  void on_truncate(int64_t n) override { inner_->on_truncate(n); }
   bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) override {
     if (!inner_->select(query, kv, rows) || kv.n_tokens <= k_) {
       rows.clear();
@@ -120,10 +121,10 @@ ReferenceRun reference_run(const Model& m, const std::string& text, const TextEv
   return ref;
 }
 
-std::string policy_variant(const std::string& policy, const PolicyOptions& o) {
+std::string policy_variant(const std::string& policy, const PolicyOptions& o, const Model& m) {
   std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : o.dense_layers);
   if (policy == "fasa") {
-    v = "fcs=" + (o.fcs ? std::to_string(o.fcs) : std::string("profile")) + " sharing=" + o.fc_sharing + " " + v;
+    v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + o.fc_sharing + " " + v;
     if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
   }
   if (policy == "stream") v = "sink=" + std::to_string(o.sink > 0 ? o.sink : 8) + " " + v;
@@ -153,7 +154,7 @@ std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref,
         full_done = name == "full";
       }
       if (s.n == 0) throw Error("no position was scored (is --score-from past the window length?)");
-      const std::string variant = policy_variant(name, po);
+      const std::string variant = policy_variant(name, po, m);
       const double nll = s.nll / s.n;
       for (auto [metric, value] : {std::pair<const char*, double>{"nll", nll}, {"ppl", std::exp(nll)},
                                    {"kld", s.kld / s.n}, {"top1", (double)s.top1 / s.n}})
@@ -184,7 +185,7 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
         hits += probe->agreement() * (double)probe->queries();
         queries += probe->queries();
       }
-      out.push_back({"ca", name, policy_variant(name, po), std::to_string(k), "ca", "", k,
+      out.push_back({"ca", name, policy_variant(name, po, m), std::to_string(k), "ca", "", k,
                      queries ? hits / (double)queries : 0.0, queries});
     }
   }

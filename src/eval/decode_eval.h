@@ -38,7 +38,8 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
                                                  const std::vector<int>& top_ks, const PolicyOptions& base,
                                                  const TextEvalOptions& o);
 
-// The options that shape a policy's choices, for the record ("fcs=8 sharing=group ...").
-std::string policy_variant(const std::string& policy, const PolicyOptions& o);
+// The options that shape a policy's choices (o.attn == policy), for the record ("fcs=8 sharing=group
+// ..."); the chunk count is the one used (resolved from the profile, or the synthetic profile's default).
+std::string policy_variant(const std::string& policy, const PolicyOptions& o, const Model& m);
 
 }  // namespace fasa

@@ -137,7 +137,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
       po.budget = budget;
       for (const auto& type : types) {
         const auto [correct, total] = score[name][budget][type];
-        out.push_back({"retrieval", name, policy_variant(name, po), budget, "accuracy", type, 0,
+        out.push_back({"retrieval", name, policy_variant(name, po, m), budget, "accuracy", type, 0,
                        (double)correct / total, total});
       }
     }

@@ -73,6 +73,7 @@ void Session::truncate(int64_t n) {
   if (n < 0 || n > n_past_) throw Error("truncate: " + std::to_string(n) + " is not within 0.." + std::to_string(n_past_));
   n_past_ = n;
   cache_.truncate(n);
+  policy_->on_truncate(n);
 }
 
 void Session::fill_random(int64_t n, uint64_t seed) {

@@ -25,6 +25,7 @@ void attention_weights(const float* q, const KvHeadView& kv, const int32_t* rows
   const double scale = 1.0 / std::sqrt((double)kv.head_dim);
   double m = -std::numeric_limits<double>::infinity(), sum = 0;
   for (int64_t j = 0; j < n_rows; ++j) m = std::max(m, p[j] = scale * key_dot(q, kv, rows ? rows[j] : j));
+  count_kv_bytes_read((uint64_t)n_rows * kv.head_dim * kv_elem_bytes(kv.type));  // the whole key rows
   for (int64_t j = 0; j < n_rows; ++j) sum += (p[j] = std::exp(p[j] - m));
   for (int64_t j = 0; j < n_rows; ++j) p[j] /= sum;
 }

@@ -30,7 +30,7 @@ std::string ServerMetrics::render(int active, int waiting) const {
   metric(out, "fasa_prompt_tokens_per_second", "gauge", "Prompt tokens per prefill second, over all requests.",
          prompt_seconds_ > 0 ? prompt_tokens_ / prompt_seconds_ : 0.0);
   metric(out, "fasa_requests_cancelled_total", "counter", "Generations cancelled by a client disconnect.", (double)cancelled_);
-  metric(out, "fasa_kv_bytes_read_total", "counter", "KV cache bytes read by the attention kernels.", (double)kv_bytes_read());
+  metric(out, "fasa_kv_bytes_read_total", "counter", "KV cache bytes read by the attention kernels and the selection policies.", (double)kv_bytes_read());
   metric(out, "fasa_requests_active", "gauge", "Generations running now.", active);
   metric(out, "fasa_requests_waiting", "gauge", "Requests waiting for a free slot.", waiting);
   return out;

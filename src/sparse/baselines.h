@@ -52,14 +52,17 @@ class RandomSelector final : public SparseSelector {
   uint64_t seed_;
 };
 
-// Quest: 16-token pages; a page's score bounds q.k from above with per-dim key min/max; the best
-// pages are read whole, up to the budget.
+// Quest: 16-token pages; the newest token's page is always read, and the other pages, ranked by an
+// upper bound of q.k from per-dim key min/max, are read whole in what remains of the budget.
 class QuestSelector final : public SparseSelector {
  public:
   static constexpr int kPage = 16;
   QuestSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head_kv);
   std::string_view name() const override { return "quest"; }
-  std::string_view description() const override { return "16-token pages ranked by a min/max upper bound of q.k"; }
+  std::string_view description() const override {
+    return "the newest 16-token page plus the pages with the best min/max upper bound of q.k";
+  }
+  void on_truncate(int64_t n_tokens) override;
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -97,6 +100,7 @@ class H2oSelector final : public SparseSelector {
   std::string_view name() const override { return "h2o"; }
   std::string_view description() const override { return "heavy hitters by accumulated attention plus recent tokens"; }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
+  void on_truncate(int64_t n_tokens) override;
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -120,6 +124,7 @@ class SnapKvSelector final : public SparseSelector {
   std::string_view name() const override { return "snapkv"; }
   std::string_view description() const override { return "keep tokens the last queries attended to (pooled), re-select periodically"; }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
+  void on_truncate(int64_t n_tokens) override;
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;

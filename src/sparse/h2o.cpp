@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ops/attention.h"
+#include "ops/kv_traffic.h"
 #include "sparse/baselines.h"
 
 namespace fasa {
@@ -18,6 +19,7 @@ void H2oSelector::accumulate(HeadState& s, const float* q, const KvHeadView& kv,
   p.resize(n);
   attention_weights(q, kv, rows, n, p.data());
   for (int64_t j = 0; j < n; ++j) s.acc[rows ? rows[j] : j] += p[j];
+  count_kv_bytes_read((uint64_t)n * sizeof(double));  // the scores updated (the keys: attention_weights)
 }
 
 void H2oSelector::observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
@@ -37,6 +39,16 @@ void H2oSelector::on_dense_step(const AttentionQuery& q, const KvHeadView& kv) {
   accumulate(heads_[(size_t)q.layer * n_head_ + q.q_head], q.q, kv, nullptr, kv.n_tokens);
 }
 
+// Rows >= n_tokens go. The kept rows' scores keep the votes of the forgotten queries (undoing them
+// would take every step's weights), and the evictions among them stand, as in a cache that freed them.
+void H2oSelector::on_truncate(int64_t n_tokens) {
+  for (HeadState& s : heads_)
+    if ((int64_t)s.acc.size() > n_tokens) {
+      s.acc.resize(n_tokens);
+      s.kept.resize(n_tokens);
+    }
+}
+
 void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   HeadState& s = heads_[(size_t)q.layer * n_head_ + q.q_head];
   if ((int64_t)s.acc.size() > kv.n_tokens) s = HeadState{};
@@ -46,16 +58,22 @@ void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t bu
   const int64_t recent = std::max<int64_t>(1, budget / 2), first_recent = kv.n_tokens - recent;
   int64_t kept = 0;
   for (char k : s.kept) kept += k;
+  uint64_t state_bytes = 2 * (uint64_t)kv.n_tokens;  // the kept flags, read twice: summed above, listed below
   while (kept > budget) {
     int64_t worst = -1;
     for (int64_t j = 0; j < first_recent; ++j)
-      if (s.kept[j] && (worst < 0 || s.acc[j] < s.acc[worst])) worst = j;
+      if (s.kept[j]) {
+        state_bytes += sizeof(double);
+        if (worst < 0 || s.acc[j] < s.acc[worst]) worst = j;
+      }
+    state_bytes += first_recent;
     if (worst < 0) break;
     s.kept[worst] = 0;
     --kept;
   }
   for (int64_t j = 0; j < kv.n_tokens; ++j)
     if (s.kept[j]) rows.push_back((int32_t)j);
+  count_kv_bytes_read(state_bytes);
   accumulate(s, q.q, kv, rows.data(), (int64_t)rows.size());
 }
 

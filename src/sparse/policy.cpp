@@ -49,6 +49,12 @@ void SparseSelector::select_group(const AttentionQuery* queries, int n_q, const 
   pick_group(queries, n_q, kv, budget, rows);
 }
 
+void SparseSelector::pick_rows(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                               std::vector<int32_t>* rows) {
+  for (int i = 0; i < n_q; ++i) rows[i].clear();
+  pick_group(queries, n_q, kv, budget, rows);
+}
+
 void SparseSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
                                 std::vector<int32_t>* rows) {
   for (int i = 0; i < n_q; ++i) pick(queries[i], kv, budget, rows[i]);
@@ -80,6 +86,12 @@ std::vector<int> parse_layer_list(const std::string& s) {
   return out;
 }
 
+int fasa_chunks(const PolicyOptions& o, const Model& model) {
+  if (o.attn != "fasa") return 0;
+  if (o.fcs > 0) return o.fcs;
+  return o.profile.empty() ? default_n_tip(model.config) : load_profile(o.profile).n_tip;
+}
+
 std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& o, const Model& model) {
   const ModelConfig& c = model.config;
   if (o.attn == "full") return std::make_unique<FullAttention>();
@@ -96,7 +108,8 @@ std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& o, const Model
   if (o.attn == "fasa") {
     if (o.profile.empty() && !o.synthetic_profile)
       throw Error("--attn fasa needs --profile PROFILE (make one with `fasa calibrate`)");
-    const Profile p = o.profile.empty() ? synthetic_profile(model, o.fcs > 0 ? o.fcs : 8, o.seed) : load_profile(o.profile);
+    const Profile p = o.profile.empty() ? synthetic_profile(model, o.fcs > 0 ? o.fcs : default_n_tip(c), o.seed)
+                                        : load_profile(o.profile);
     if (!o.profile.empty()) check_profile_matches(p, model, o.profile);
     FasaOptions f;
     f.budget = b;

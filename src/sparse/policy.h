@@ -42,6 +42,9 @@ class TokenSelector {
   // Prefill queries of a layer (model dim order, [n, n_head * head_dim]) after its keys were cached,
   // for policies that select from what the prompt attended to (SnapKV). Default: ignored.
   virtual void observe_prefill(int /*layer*/, int64_t /*p0*/, int /*n*/, const float* /*q*/, const KvCache&) {}
+  // The session forgot rows >= n_tokens (truncate, reset); they will be written again, with other keys.
+  // Policies that keep per-row state drop that of those rows. Never concurrent with a selection.
+  virtual void on_truncate(int64_t /*n_tokens*/) {}
 };
 
 // Base of every sparse policy: layers listed as dense, and steps where the budget covers the whole
@@ -53,9 +56,13 @@ class SparseSelector : public TokenSelector {
   void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
                     bool* sparse) final;
   KeyLayout key_layout(int layer, int kv_head) const final;
+  // pick_group() itself (rows cleared first), without select_group()'s dense shortcut when the
+  // budget covers the context, so budget may equal kv.n_tokens: lets tests check that a policy's own
+  // pick of every row gives dense attention.
+  void pick_rows(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>* rows);
 
  protected:
-  // Fill `rows` with at most `budget` (< kv.n_tokens) distinct rows.
+  // Fill `rows` with at most `budget` (<= kv.n_tokens; < from select) distinct rows.
   virtual void pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) = 0;
   // pick() for the query heads sharing one KV head. Default: pick() per head.
   virtual void pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
@@ -84,6 +91,9 @@ struct Model;
 // Policy by name; throws fasa::Error listing the known names, or on a bad option/profile.
 std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& opts, const Model& model);
 std::vector<std::string> selector_names();
+// The frequency chunks per head FASA scores on with these options: --fcs, else the profile's, else
+// (synthetic profile) calibration's default; 0 for other policies. For the records of a run.
+int fasa_chunks(const PolicyOptions& opts, const Model& model);
 std::vector<int> parse_layer_list(const std::string& s);
 
 }  // namespace fasa

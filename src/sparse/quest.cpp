@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/kv_traffic.h"
 #include "ops/topk.h"
 #include "sparse/baselines.h"
 
@@ -28,38 +29,46 @@ void page_bounds(const KvHeadView& kv, int64_t r0, int64_t r1, float* lo, float*
 
 void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   const int D = kv.head_dim;
-  const int64_t n = kv.n_tokens, full_pages = n / kPage, pages = (n + kPage - 1) / kPage;
+  const int64_t n = kv.n_tokens, full_pages = n / kPage, last = (n - 1) / kPage;  // last: the newest token's page
+  // The newest token's page is always read, as Quest's own kernels do: ranked by its min/max box, a
+  // partial page would usually lose to older pages and the newest tokens be dropped. A budget below
+  // a page keeps its newest rows.
+  for (int64_t r = std::max(last * kPage, n - budget); r < n; ++r) rows.push_back((int32_t)r);
+  // The rest of the budget, in whole pages, goes to the other pages with the best bounds.
+  const int64_t more = std::min(last, (budget - (int64_t)rows.size()) / kPage);
+  if (more <= 0) return;
   PageStats& st = *stats_[(size_t)q.layer * n_head_kv_ + q.kv_head];
-  thread_local std::vector<float> lo, hi, score;
-  lo.resize(D);
-  hi.resize(D);
-  score.resize(pages);
+  thread_local std::vector<float> score;  // [last]
+  score.resize(last);
   {
     std::lock_guard<std::mutex> lock(st.mu);  // the query heads of one KV head share its page summaries
-    if (st.pages > full_pages) st.pages = 0;  // a new sequence reuses the policy: start over
+    if (st.pages > full_pages) st.pages = 0;  // a shorter cache without on_truncate: a new sequence
     st.lo.resize(full_pages * D);
     st.hi.resize(full_pages * D);
+    // A completed page's keys are read once per KV head, to summarise it.
+    count_kv_bytes_read((uint64_t)(full_pages - st.pages) * kPage * D * kv_elem_bytes(kv.type));
     for (; st.pages < full_pages; ++st.pages)
       page_bounds(kv, st.pages * kPage, (st.pages + 1) * kPage, &st.lo[st.pages * D], &st.hi[st.pages * D]);
-    for (int64_t p = 0; p < pages; ++p) {
-      const float *l = lo.data(), *h = hi.data();
-      if (p < full_pages) {
-        l = st.lo.data() + p * D;
-        h = st.hi.data() + p * D;
-      } else {  // the last, partial page
-        page_bounds(kv, p * kPage, n, lo.data(), hi.data());
-      }
+    for (int64_t p = 0; p < last; ++p) {
+      const float *l = &st.lo[p * D], *h = &st.hi[p * D];
       float s = 0;
       for (int d = 0; d < D; ++d) s += std::max(q.q[d] * l[d], q.q[d] * h[d]);
       score[p] = s;
     }
   }
+  count_kv_bytes_read((uint64_t)last * 2 * D * sizeof(float));  // this head read every ranked page's summary
   thread_local std::vector<int32_t> chosen;
   chosen.clear();
-  append_top_k(score.data(), pages, std::max<int64_t>(1, budget / kPage), 0, chosen);
-  for (int32_t p : chosen)  // a budget below one page reads the start of the best page
-    for (int64_t r = (int64_t)p * kPage; r < std::min(n, (int64_t)(p + 1) * kPage) && (int64_t)rows.size() < budget; ++r)
-      rows.push_back((int32_t)r);
+  append_top_k(score.data(), last, more, 0, chosen);
+  for (int32_t p : chosen)
+    for (int64_t r = (int64_t)p * kPage; r < (int64_t)(p + 1) * kPage; ++r) rows.push_back((int32_t)r);
+}
+
+void QuestSelector::on_truncate(int64_t n_tokens) {
+  for (auto& st : stats_) {  // summaries of pages that reach row n_tokens or beyond are stale
+    std::lock_guard<std::mutex> lock(st->mu);
+    st->pages = std::min(st->pages, n_tokens / kPage);
+  }
 }
 
 }  // namespace fasa

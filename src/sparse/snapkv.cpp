@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "ops/attention.h"
+#include "ops/kv_traffic.h"
 #include "sparse/baselines.h"
 
 namespace fasa {
@@ -24,6 +25,16 @@ void SnapKvSelector::observe_prefill(int layer, int64_t p0, int n, const float* 
   for (int h = 0; h < n_head_; ++h)
     for (int t = std::max(0, n - window_); t < n; ++t)
       remember(heads_[(size_t)layer * n_head_ + h], p0 + t, q + ((size_t)t * n_head_ + h) * cache.head_dim());
+}
+
+void SnapKvSelector::on_truncate(int64_t n_tokens) {
+  for (HeadState& s : heads_) {
+    while (!s.window.empty() && s.window.back().first >= n_tokens) s.window.pop_back();  // forgotten tokens' queries
+    if (s.selected_at > n_tokens) {  // ranked over rows that are gone: select again
+      s.ranked.clear();
+      s.selected_at = -1;
+    }
+  }
 }
 
 void SnapKvSelector::on_dense_step(const AttentionQuery& q, const KvHeadView&) {
@@ -64,7 +75,9 @@ void SnapKvSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   if (s.selected_at < 0 || since < 0 || (every_ > 0 && since >= every_) || budget - since < budget / 2) reselect(s, kv);
   const int64_t fresh = n - s.selected_at;
   for (int64_t r = s.selected_at; r < n; ++r) rows.push_back((int32_t)r);
-  for (int64_t i = 0; i < budget - fresh && i < (int64_t)s.ranked.size(); ++i) rows.push_back(s.ranked[i]);
+  const int64_t from_ranked = std::clamp<int64_t>(budget - fresh, 0, (int64_t)s.ranked.size());
+  for (int64_t i = 0; i < from_ranked; ++i) rows.push_back(s.ranked[i]);
+  count_kv_bytes_read((uint64_t)from_ranked * sizeof(int32_t));  // the ranking (its keys: attention_weights)
 }
 
 }  // namespace fasa

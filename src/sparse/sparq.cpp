@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "ops/attention.h"
+#include "ops/kv_traffic.h"
 #include "ops/topk.h"
 #include "sparse/baselines.h"
 
@@ -22,6 +23,8 @@ void SparqSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
     }
     score[j] = s;
   }
+  // r dims of every key (this SparQ has no mean-value correction, so reads no values to select)
+  count_kv_bytes_read((uint64_t)kv.n_tokens * r * kv_elem_bytes(kv.type));
   append_top_k(score.data(), kv.n_tokens, budget, 0, rows);
 }
 
