@@ -113,6 +113,11 @@ TEST(EvalRetrieval, GeneratedTasksFitTheirLengthAndHoldTheirAnswers) {
   }
   o.haystack_file.clear();
   const auto a = generate_retrieval_tasks(m->tokenizer, o), b = generate_retrieval_tasks(m->tokenizer, o);
+  // Records per kind and length, per length, and overall.
+  const std::vector<RetrievalTask> two = {a[0], a.back()};
+  std::vector<std::string> types;
+  for (const auto& r : eval_retrieval(*m, two, {"full"}, {"64"}, PolicyOptions{})) types.push_back(r.task_type);
+  EXPECT_EQ(types, (std::vector<std::string>{"passkey@300", "all@300", "vartrack@1024", "all@1024", "all"}));
   EXPECT_EQ(a[7].prompt, b[7].prompt);
   o.seed = 1;
   EXPECT_NE(generate_retrieval_tasks(m->tokenizer, o)[7].prompt, a[7].prompt);

@@ -107,9 +107,16 @@ bool answered(const Model& m, std::shared_ptr<TokenSelector> policy, const Prefi
 std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<RetrievalTask>& tasks,
                                        const std::vector<std::string>& policies, const std::vector<std::string>& budgets,
                                        const PolicyOptions& base) {
+  // Types a task counts in: its own, "all", and for generated tasks ("KIND@LENGTH") "all@LENGTH".
+  auto groups = [](const RetrievalTask& t) {
+    std::vector<std::string> g = {t.type, "all"};
+    if (const size_t at = t.type.find('@'); at != std::string::npos) g.push_back("all" + t.type.substr(at));
+    return g;
+  };
   std::vector<std::string> types;
   for (auto& t : tasks)
-    if (std::find(types.begin(), types.end(), t.type) == types.end()) types.push_back(t.type);
+    for (const auto& g : groups(t))
+      if (g != "all" && std::find(types.begin(), types.end(), g) == types.end()) types.push_back(g);
   types.push_back("all");
   // score[policy][budget][type] = (correct, total). Each prompt is prefilled once for all policies.
   std::map<std::string, std::map<std::string, std::map<std::string, std::pair<int, int>>>> score;
@@ -122,7 +129,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
         po.attn = name;
         po.budget = budget;
         const bool ok = answered(m, make_selector(po, m), pre, t.answer);
-        for (const std::string& type : {t.type, std::string("all")}) {
+        for (const std::string& type : groups(t)) {
           score[name][budget][type].first += ok;
           score[name][budget][type].second += 1;
         }

@@ -136,3 +136,29 @@ class Llama(nn.Module):
         if select is not None:
             x = x[select]
         return self.lm_head(self.norm(x))
+
+
+def load_hf(folder):
+    """(Config, state dict) of a Llama Hugging Face directory with F32 or BF16 safetensors (e.g. kjv-tiny)."""
+    import json
+    import os
+    import struct
+    c = json.load(open(os.path.join(folder, "config.json")))
+    cfg = Config(vocab=c["vocab_size"], dim=c["hidden_size"], n_layer=c["num_hidden_layers"],
+                 n_head=c["num_attention_heads"], n_kv_head=c["num_key_value_heads"], ffn=c["intermediate_size"],
+                 rope_theta=c["rope_theta"], norm_eps=c["rms_norm_eps"], ctx=c["max_position_embeddings"])
+    raw = open(os.path.join(folder, "model.safetensors"), "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    sd = {}
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        buf = bytearray(raw[8 + n + a:8 + n + b])
+        if v["dtype"] == "BF16":
+            t = torch.frombuffer(buf, dtype=torch.bfloat16).float()
+        else:
+            t = torch.frombuffer(buf, dtype=torch.float32).clone()
+        sd[k[len("model."):] if k.startswith("model.") else k] = t.view(v["shape"])
+    return cfg, sd

@@ -26,14 +26,15 @@ from model import Config, Llama  # noqa: E402
 
 # name, context T, batch, max steps, early-stop accuracy, mix (copy, text, tasks)
 STAGES = [
-    ("copy", 256, 16, 1300, 0.6, (0.5, 0.0, 0.5)),
+    ("copy", 256, 16, 3000, 0.6, (0.7, 0.0, 0.3)),
     ("long1k", 1024, 4, 400, 1.01, (0.15, 0.25, 0.6)),
     ("long4k", 4096, 1, 200, 1.01, (0.15, 0.25, 0.6)),
 ]
 KINDS = tasks.RULER_KINDS + tasks.EVAL_KINDS
 BOS, EOS = 1, 2
 LOOKUP, TEXT = 1, 2  # what the loss is taken on: copied/looked-up tokens, or every token of natural text
-TEXT_WEIGHT = 0.5  # text rows add their mean loss at this weight, so their many tokens cannot drown lookups
+TEXT_WEIGHT = 0.5
+COPY_POOL = 512  # text rows add their mean loss at this weight, so their many tokens cannot drown lookups
 
 
 class Data:
@@ -45,6 +46,11 @@ class Data:
         tasks.NAMES[:] = self.names
         self.hay = tasks.Haystack(kjv, gcide)
         self.rng = random.Random(seed)
+        # Copy rows draw from the most frequent tokens: a copy circuit must be learned for every token
+        # it copies, and rare ones are seen too seldom for that to happen on this budget.
+        from collections import Counter
+        counts = Counter(self.sp.encode("".join(self.hay.pieces(random.Random(0), 400000, "mixed"))))
+        self.pool = [t for t, _ in counts.most_common(COPY_POOL + 3) if t > 2][:COPY_POOL]
 
     def text(self, n):
         ids = self.sp.encode("".join(self.hay.pieces(self.rng, n * 3, self.rng.choice(("kjv", "gcide", "mixed")))))
@@ -60,7 +66,7 @@ class Data:
             L = self.rng.randint(8, 32)
             if len(ids) < 2 * L + 8:
                 break
-            seg = [self.rng.randrange(259, 4096) for _ in range(L)]
+            seg = [self.rng.choice(self.pool) for _ in range(L)]
             a = self.rng.randrange(0, len(ids) - 2 * L)
             b = self.rng.randrange(a + L, len(ids) - L + 1)
             ids = ids[:a] + seg + ids[a:b - L] + seg + ids[b:]
