@@ -10,6 +10,7 @@ namespace fasa {
 
 namespace {
 
+constexpr size_t kMaxHaystackBytes = (size_t)256 << 20;  // far more text than any task needs
 const char* kNoise = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.\n";
 
 // Names the KJV-trained model has seen; any names work for other models.
@@ -21,9 +22,23 @@ const std::vector<std::string> kNames = {
     "Rebekah", "Reuben",  "Ruth",    "Samson",  "Samuel",   "Sarah",   "Saul",    "Seth",    "Simeon",  "Solomon",
     "Tamar",   "Uriah",   "Zadok",   "Zebulun", "Zerubbabel", "Zipporah"};
 
+// A fixed string hash (std::hash differs between standard libraries: tasks must not).
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Draws computed here rather than by <random>'s distributions, whose results differ between standard
+// libraries: a seed gives the same tasks everywhere.
 struct Rng {
   std::mt19937_64 g;
-  int64_t range(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); }  // [lo, hi]
+  int64_t range(int64_t lo, int64_t hi) { return lo + (int64_t)(g() % (uint64_t)(hi - lo + 1)); }  // [lo, hi]
+  double unit() { return (double)(g() >> 11) * 0x1.0p-53; }  // [0, 1)
+  template <class T>
+  void shuffle(std::vector<T>& v) {
+    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[(size_t)range(0, (int64_t)i - 1)]);
+  }
   std::string number(int digits) {
     int64_t lo = 1;
     for (int i = 1; i < digits; ++i) lo *= 10;
@@ -36,7 +51,7 @@ struct Rng {
   }
   std::vector<std::string> names(int n) {
     std::vector<std::string> v = kNames;
-    std::shuffle(v.begin(), v.end(), g);
+    shuffle(v);
     v.resize(n);
     return v;
   }
@@ -75,7 +90,7 @@ Skeleton skeleton(const std::string& kind, Rng& r) {
   } else if (kind == "multivalue") {
     const auto names = r.names(3);
     std::vector<std::string> who = {names[0], names[0], names[0], names[1], names[2]};
-    std::shuffle(who.begin(), who.end(), r.g);
+    r.shuffle(who);
     s.intro = "Each name below has one or more numbers.\n";
     for (const auto& n : who) {
       const std::string v = r.number(4);
@@ -122,8 +137,12 @@ class Haystack {
     std::ifstream in(path, std::ios::binary);
     if (!in) fail(path, "cannot open haystack");
     std::string line;
-    while (std::getline(in, line))
+    size_t bytes = 0;
+    while (std::getline(in, line)) {
+      if ((bytes += line.size() + 1) > kMaxHaystackBytes)
+        fail(path, "haystack larger than " + std::to_string(kMaxHaystackBytes >> 20) + " MiB");
       if (!line.empty()) lines_.push_back(line + "\n");
+    }
     if (lines_.empty()) fail(path, "haystack has no text");
   }
   std::vector<std::string> take(Rng& r, size_t n) const {
@@ -157,12 +176,12 @@ std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const 
     for (const auto& kind : o.kinds)
       for (int i = 0; i < o.n; ++i) {
         // One stream per (kind, length, index): a task does not change when others are added.
-        Rng r{std::mt19937_64(o.seed * 1000003u + std::hash<std::string>{}(kind) + (uint64_t)length * 7919u + i)};
+        Rng r{std::mt19937_64(o.seed * 1000003u + fnv1a(kind) + (uint64_t)length * 7919u + (uint64_t)i)};
         const Skeleton s = skeleton(kind, r);
         const int64_t room = length - (int64_t)tok.encode(" " + s.answer, false).size() - 2;
         // Haystack lines until the prompt fills the room: grow by estimate, then trim line by line.
         std::vector<double> depths(s.needles.size());
-        for (auto& d : depths) d = std::uniform_real_distribution<double>(0, 1)(r.g);
+        for (auto& d : depths) d = r.unit();
         std::sort(depths.begin(), depths.end());
         const int64_t fixed = (int64_t)tok.encode(lay_out(s, {}, depths), true).size();
         if (fixed > room)
