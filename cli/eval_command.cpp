@@ -92,14 +92,14 @@ Command add_eval_command(CLI::App& app) {
                                   "Generate RULER-style tasks of these kinds instead (passkey, multikey, multivalue, "
                                   "multineedle, vartrack; 'all')")
                       ->delimiter(',')->excludes(tasks_opt);
-  tasks_opt->excludes(gen_opt);
   ret->add_option("--length", o->gen.lengths, "Generated tasks: prompt + answer tokens, comma-separated")
-      ->delimiter(',')->capture_default_str()->check(CLI::Range((int64_t)64, (int64_t)1 << 24));
-  ret->add_option("--n", o->gen.n, "Generated tasks per kind and length")->capture_default_str()->check(CLI::Range(1, 1 << 20));
-  ret->add_option("--seed", o->gen.seed, "Generated tasks: random seed")->capture_default_str();
-  ret->add_option("--haystack", o->gen.haystack_file, "Generated tasks: text to hide the needles in (default: noise sentences)");
+      ->delimiter(',')->capture_default_str()->check(CLI::Range((int64_t)64, (int64_t)1 << 24))->needs(gen_opt);
+  ret->add_option("--n", o->gen.n, "Generated tasks per kind and length")->capture_default_str()->check(CLI::Range(1, 1 << 20))->needs(gen_opt);
+  ret->add_option("--seed", o->gen.seed, "Generated tasks: random seed")->capture_default_str()->needs(gen_opt);
+  ret->add_option("--haystack", o->gen.haystack_file, "Generated tasks: text to hide the needles in (default: noise sentences)")
+      ->needs(gen_opt);
   ret->add_option("--budget", o->budgets, "Budgets, comma-separated")->delimiter(',')->capture_default_str();
-  ret->add_option("--limit", o->per_type, "At most this many tasks per type (0: all)")->capture_default_str();
+  ret->add_option("--limit", o->per_type, "At most this many tasks per type (0: all)")->capture_default_str()->needs(tasks_opt);
 
   auto run = [o, ppl, ca, ret, gen_opt]() -> int {
     if (o->threads > 0) omp_set_num_threads(o->threads);

@@ -104,13 +104,26 @@ TEST(EvalRetrieval, GeneratedTasksFitTheirLengthAndHoldTheirAnswers) {
       const int64_t answer = (int64_t)m->tokenizer.encode(" " + t.answer, false).size();
       EXPECT_LE(n + answer, length) << t.id;
       EXPECT_GE(n, length * 8 / 10) << t.id;
-      const std::string last_value = t.answer.substr(t.answer.find_last_of(' ') + 1);
-      EXPECT_NE(t.prompt.find(last_value + "."), std::string::npos) << t.id << ": " << t.answer;
+      // The needle that answers: the question's last clause followed by the answer's first part, or for
+      // multivalue every value after the asked name.
+      const std::string clause = t.prompt.substr(t.prompt.rfind("? ") + 2);
+      if (t.type.rfind("multivalue", 0) == 0) {
+        const std::string name = clause.substr(15, clause.size() - 15 - 4);  // "The numbers of NAME are"
+        for (size_t a = 0, b; a < t.answer.size(); a = b + 2) {
+          b = std::min(t.answer.find(", ", a), t.answer.size());
+          EXPECT_NE(t.prompt.find("One number of " + name + " is " + t.answer.substr(a, b - a) + ".\n"),
+                    std::string::npos) << t.id;
+        }
+      } else {
+        const std::string first = t.answer.substr(0, t.answer.find(" = "));
+        EXPECT_NE(t.prompt.find(clause + " " + first), std::string::npos) << t.id << ": " << t.answer;
+      }
       if (!hay.empty()) {
         EXPECT_NE(t.prompt.find("dry land"), std::string::npos) << t.id;
       }
     }
   }
+  test::write_file(dir + "/empty.txt", "\r\n\n");
   o.haystack_file.clear();
   const auto a = generate_retrieval_tasks(m->tokenizer, o), b = generate_retrieval_tasks(m->tokenizer, o);
   // Records per kind and length, per length, and overall.
@@ -124,7 +137,9 @@ TEST(EvalRetrieval, GeneratedTasksFitTheirLengthAndHoldTheirAnswers) {
   for (auto [kinds, length, hay, expect] :
        {std::tuple<std::string, int64_t, std::string, std::string>{"nope", 1024, "", "unknown task kind 'nope'"},
         {"vartrack", 40, "", "too short for a vartrack task"},
-        {"passkey", 1024, dir + "/absent.txt", "absent.txt: cannot open haystack"}}) {
+        {"passkey", 1024, dir + "/absent.txt", "absent.txt: haystack is not a readable file"},
+        {"passkey", 1024, dir, "haystack is not a readable file"},
+        {"passkey", 1024, dir + "/empty.txt", "empty.txt: haystack has no text"}}) {
     TaskGenOptions bad;
     bad.kinds = {kinds};
     bad.lengths = {length};

@@ -1,6 +1,7 @@
 #include "eval/task_gen.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -31,6 +32,14 @@ uint64_t fnv1a(const std::string& s) {
 
 // Draws computed here rather than by <random>'s distributions, whose results differ between standard
 // libraries: a seed gives the same tasks everywhere.
+// splitmix64's finaliser: seeds that differ in one input give unrelated streams.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 struct Rng {
   std::mt19937_64 g;
   int64_t range(int64_t lo, int64_t hi) { return lo + (int64_t)(g() % (uint64_t)(hi - lo + 1)); }  // [lo, hi]
@@ -134,13 +143,15 @@ class Haystack {
       lines_ = {kNoise};
       return;
     }
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) fail(path, "haystack is not a readable file");
+    if (std::filesystem::file_size(path, ec) > kMaxHaystackBytes)
+      fail(path, "haystack larger than " + std::to_string(kMaxHaystackBytes >> 20) + " MiB");
     std::ifstream in(path, std::ios::binary);
     if (!in) fail(path, "cannot open haystack");
     std::string line;
-    size_t bytes = 0;
     while (std::getline(in, line)) {
-      if ((bytes += line.size() + 1) > kMaxHaystackBytes)
-        fail(path, "haystack larger than " + std::to_string(kMaxHaystackBytes >> 20) + " MiB");
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF text
       if (!line.empty()) lines_.push_back(line + "\n");
     }
     if (lines_.empty()) fail(path, "haystack has no text");
@@ -175,11 +186,10 @@ std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const 
   for (int64_t length : o.lengths)
     for (const auto& kind : o.kinds)
       for (int i = 0; i < o.n; ++i) {
-        // One stream per (kind, length, index): a task does not change when others are added.
-        Rng r{std::mt19937_64(o.seed * 1000003u + fnv1a(kind) + (uint64_t)length * 7919u + (uint64_t)i)};
+        // One stream per (seed, kind, length, index): a task does not change when others are added.
+        Rng r{std::mt19937_64(mix(mix(mix(mix(o.seed) ^ fnv1a(kind)) ^ (uint64_t)length) ^ (uint64_t)i))};
         const Skeleton s = skeleton(kind, r);
         const int64_t room = length - (int64_t)tok.encode(" " + s.answer, false).size() - 2;
-        // Haystack lines until the prompt fills the room: grow by estimate, then trim line by line.
         std::vector<double> depths(s.needles.size());
         for (auto& d : depths) d = r.unit();
         std::sort(depths.begin(), depths.end());
@@ -187,12 +197,12 @@ std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const 
         if (fixed > room)
           fail("--length", std::to_string(length) + " tokens is too short for a " + kind + " task (" +
                                std::to_string(fixed) + " without haystack)");
-        // Haystack lines until the prompt fills the room: a first guess from a sample, then trim.
+        // Haystack lines until the prompt fills the room: half again a guess from a sample, then trim.
         const std::vector<std::string> sample = hay.take(r, 8);
         int64_t sample_tokens = 0;
         for (auto& l : sample) sample_tokens += (int64_t)tok.encode(l, false).size();
         std::vector<std::string> lines =
-            hay.take(r, (size_t)((room - fixed) * 8 / std::max<int64_t>(1, sample_tokens) + 2));
+            hay.take(r, (size_t)((room - fixed) * 12 / std::max<int64_t>(1, sample_tokens) + 4));
         std::string prompt = lay_out(s, lines, depths);
         int64_t n_tok = (int64_t)tok.encode(prompt, true).size();
         while (n_tok > room && !lines.empty()) {
