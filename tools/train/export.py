@@ -167,7 +167,7 @@ def write_gguf(path, cfg, sd, name, f16):
 
 
 def write_safetensors(path, tensors):
-    header, off, blobs = {}, 0, []
+    header, off, blobs = {"__metadata__": {"format": "pt"}}, 0, []
     for k, v in tensors.items():
         a = v.float().numpy().astype(np.float32)
         header[k] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}

@@ -156,9 +156,9 @@ def load_hf(folder):
             continue
         a, b = v["data_offsets"]
         buf = bytearray(raw[8 + n + a:8 + n + b])
-        if v["dtype"] == "BF16":
-            t = torch.frombuffer(buf, dtype=torch.bfloat16).float()
-        else:
-            t = torch.frombuffer(buf, dtype=torch.float32).clone()
+        dtype = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}.get(v["dtype"])
+        if dtype is None:
+            raise ValueError(f"{folder}: tensor {k} has dtype {v['dtype']}, not BF16/F16/F32")
+        t = torch.frombuffer(buf, dtype=dtype).float()
         sd[k[len("model."):] if k.startswith("model.") else k] = t.view(v["shape"])
     return cfg, sd

@@ -193,4 +193,6 @@ def tokenize(sp, pieces):
         start = max(off, 0)
         mask.append(any(s <= start < e for s, e in spans) or any(start < s < off + n for s, _ in spans))
         off += n
+    if off != pos:  # the pieces must spell the text (no whitespace normalisation), or the mask is off
+        raise ValueError("tokenizer pieces do not cover the text byte for byte")
     return ids, mask

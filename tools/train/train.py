@@ -67,10 +67,10 @@ class Data:
             if len(ids) < 2 * L + 8:
                 break
             seg = [self.rng.choice(self.pool) for _ in range(L)]
-            a = self.rng.randrange(0, len(ids) - 2 * L)
-            b = self.rng.randrange(a + L, len(ids) - L + 1)
-            ids = ids[:a] + seg + ids[a:b - L] + seg + ids[b:]
-            mask = mask[:a] + [0] * L + mask[a:b - L] + [0] + [1] * (L - 1) + mask[b:]
+            a = self.rng.randrange(0, len(ids) - L + 1)  # insert both copies: earlier segments stay whole
+            b = self.rng.randrange(a, len(ids) + 1)
+            ids = ids[:a] + seg + ids[a:b] + seg + ids[b:]
+            mask = mask[:a] + [0] * L + mask[a:b] + [0] + [1] * (L - 1) + mask[b:]
         return ids[:n], [bool(v) for v in mask[:n]]
 
     def row(self, T, mix):
