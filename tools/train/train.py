@@ -3,7 +3,12 @@
   python3 tools/train/train.py --out ~/.cache/fasa-train/run1 [--resume]
 
 Stages (each logged to OUT/log.tsv; a checkpoint OUT/ckpt.pt after every --ckpt-every steps):
-  copy     T=256:  induction first: copied segments and lookups only, loss on the copied tokens;
+  induct   T=128:  rows of random tokens whose segments repeat, loss on the repeats only: induction heads
+                   form here or nowhere (anything else in the rows lengthens the plateau). The tokens
+                   come from the first 64 ids, then 256, 1024, all, each time the copy accuracy of the
+                   batch passes 70 %: on 64 ids the heads form in ~1000 steps, on all 4093 not in 2000;
+                   each widening is relearned in ~150 steps;
+  copy     T=256:  copied segments inside text, and lookups, loss on the copied tokens;
   long1k   T=1024: lookups at longer range, 25 % natural text (full loss), 15 % copy rows;
   long4k   T=4096: the target context, same mix (RoPE does not extrapolate: train at the length used).
 A stage ends after its step count, or early once lookup accuracy passes its goal.
@@ -24,11 +29,12 @@ import corpus  # noqa: E402
 import tasks  # noqa: E402
 from model import Config, Llama  # noqa: E402
 
-# name, context T, batch, max steps, early-stop accuracy, mix (copy, text, tasks)
+# name, context T, batch, max steps, early-stop accuracy, mix (repeat, copy, text, tasks)
 STAGES = [
-    ("copy", 256, 16, 3000, 0.6, (0.7, 0.0, 0.3)),
-    ("long1k", 1024, 4, 400, 1.01, (0.15, 0.25, 0.6)),
-    ("long4k", 4096, 1, 200, 1.01, (0.15, 0.25, 0.6)),
+    ("induct", 128, 16, 4000, 0.9, (1.0, 0.0, 0.0, 0.0)),
+    ("copy", 256, 16, 1000, 0.6, (0.0, 0.7, 0.0, 0.3)),
+    ("long1k", 1024, 4, 300, 1.01, (0.0, 0.15, 0.25, 0.6)),
+    ("long4k", 4096, 1, 150, 1.01, (0.0, 0.15, 0.25, 0.6)),
 ]
 KINDS = tasks.RULER_KINDS + tasks.EVAL_KINDS
 BOS, EOS = 1, 2
@@ -51,6 +57,7 @@ class Data:
         from collections import Counter
         counts = Counter(self.sp.encode("".join(self.hay.pieces(random.Random(0), 400000, "mixed"))))
         self.pool = [t for t, _ in counts.most_common(COPY_POOL + 3) if t > 2][:COPY_POOL]
+        self.repeat_ids = 64  # repeat rows draw ids 3 .. 3 + repeat_ids - 1 (the induct curriculum widens it)
 
     def text(self, n):
         ids = self.sp.encode("".join(self.hay.pieces(self.rng, n * 3, self.rng.choice(("kjv", "gcide", "mixed")))))
@@ -73,6 +80,17 @@ class Data:
             mask = mask[:a] + [0] * L + mask[a:b] + [0] + [1] * (L - 1) + mask[b:]
         return ids[:n], [bool(v) for v in mask[:n]]
 
+    def repeat_row(self, n):
+        """Only random tokens: 1-4 segments, each written twice in a row; loss on the second copy after
+        its first token. Nothing else to predict, so the copy signal is the whole gradient."""
+        ids, mask = [], []
+        while len(ids) < n - 8:
+            L = self.rng.randint(4, max(4, min(32, (n - len(ids)) // 2)))  # short: the plateau grows with distance
+            seg = [self.rng.randrange(3, 3 + self.repeat_ids) for _ in range(L)]
+            ids += seg + seg
+            mask += [0] * L + [0] + [1] * (L - 1)
+        return ids[:n], [bool(v) for v in mask[:n]]
+
     def row(self, T, mix):
         """One training row of exactly T tokens: BOS + document(s); pad with EOS (no loss)."""
         ids, mask = [], []
@@ -80,8 +98,10 @@ class Data:
             room = T - len(ids) - 1
             r = self.rng.random()
             if r < mix[0]:
-                d, m = self.copy_row(room)
+                d, m = self.repeat_row(room)
             elif r < mix[0] + mix[1]:
+                d, m = self.copy_row(room)
+            elif r < mix[0] + mix[1] + mix[2]:
                 d = self.text(self.rng.randint(min(room, 64), room))
                 m = [TEXT] * len(d)
             else:
@@ -92,7 +112,7 @@ class Data:
                 d, m = doc
             ids += [BOS] + d
             mask += [False] + [TEXT if v == TEXT else LOOKUP if v else 0 for v in m]
-            if not ids or mix[1] == 0:
+            if not ids or mix[2] == 0:
                 break
         ids, mask = ids[:T], mask[:T]
         pad = T - len(ids)
@@ -101,6 +121,23 @@ class Data:
     def batch(self, T, B, mix):
         rows = [self.row(T, mix) for _ in range(B)]
         return torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
+
+
+@torch.no_grad()
+def copy_accuracy(model, data, T, rows=16):
+    """Share of the repeated tokens of fresh random-repeat rows predicted by argmax: induction at work."""
+    model.eval()
+    saved = data.rng.getstate(), data.repeat_ids
+    data.rng.seed(4321 + T)
+    data.repeat_ids = data.sp.vocab_size() - 3  # every id: the accuracy the curriculum is heading for
+    ids, mask = data.batch(T, rows, (1.0, 0.0, 0.0, 0.0))
+    data.rng.setstate(saved[0])
+    data.repeat_ids = saved[1]
+    sel = mask[:, 1:] > 0
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(ids[:, :-1], sel)
+    model.train()
+    return (logits.argmax(-1) == ids[:, 1:][sel]).float().mean().item()
 
 
 @torch.no_grad()
@@ -160,13 +197,20 @@ def main():
         opt.load_state_dict(st["opt"])
         stage, step, total = st["stage"], st["step"], st["total"]
         data.rng.setstate(st["rng"])
+        data.repeat_ids = st["repeat_ids"]
         torch.set_rng_state(st["torch_rng"])
         print(f"resumed at stage {STAGES[stage][0] if stage < len(STAGES) else 'done'} step {step}", flush=True)
     log = open(os.path.join(a.out, "log.tsv"), "a")
     json.dump(cfg.to_dict(), open(os.path.join(a.out, "config.json"), "w"))
+
+    def checkpoint():
+        save(ck, dict(model=model.state_dict(), opt=opt.state_dict(), stage=stage, step=step, total=total,
+                      rng=data.rng.getstate(), repeat_ids=data.repeat_ids, torch_rng=torch.get_rng_state(),
+                      cfg=cfg.to_dict()))
+
     while stage < len(STAGES):
         name, T, B, max_steps, goal, mix = STAGES[stage]
-        t0 = time.time()
+        t0, step0 = time.time(), step
         while step < max_steps:
             lr = a.lr * min(1.0, (total + 1) / 100)  # short warm-up, then constant (through the plateau)
             for g in opt.param_groups:
@@ -181,33 +225,40 @@ def main():
             ce = F.cross_entropy(logits.float(), y[sel], reduction="none")
             k = kind[sel]
             loss = sum(ce[k == v].mean() * w for v, w in ((LOOKUP, 1.0), (TEXT, TEXT_WEIGHT)) if (k == v).any())
+            if mix[0] == 1.0 and data.repeat_ids < data.sp.vocab_size() - 3:
+                hit = (logits.argmax(-1) == y[sel]).float().mean().item()
+                if hit > 0.7:
+                    data.repeat_ids = min(data.sp.vocab_size() - 3, data.repeat_ids * 4)
+                    msg = f"{name}\t{step}\t{total}\twiden\t{data.repeat_ids}\tbatch copy accuracy {hit:.3f}"
+                    print(msg, flush=True)
+                    log.write(msg + "\n")
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
             step += 1
             total += 1
-            line = f"{name}\t{step}\t{total}\tloss\t{loss.item():.4f}\t{(time.time() - t0) / step:.2f}s/step"
+            line = f"{name}\t{step}\t{total}\tloss\t{loss.item():.4f}\t{(time.time() - t0) / (step - step0):.2f}s/step"
             if step % 10 == 0:
                 print(line, flush=True)
             log.write(line + "\n")
             done = False
             if step % a.eval_every == 0 or step == max_steps:
-                acc = lookup_accuracy(model, data, T)
-                mean = sum(acc.values()) / len(acc)
-                msg = f"{name}\t{step}\t{total}\tacc\t{mean:.3f}\t" + " ".join(f"{k}={v:.2f}" for k, v in acc.items())
+                copy = copy_accuracy(model, data, T)
+                acc = lookup_accuracy(model, data, T) if mix[0] < 1 else {}
+                mean = sum(acc.values()) / len(acc) if acc else copy
+                msg = f"{name}\t{step}\t{total}\tacc\t{mean:.3f}\tcopy={copy:.3f} " + " ".join(
+                    f"{k}={v:.2f}" for k, v in acc.items())
                 print(msg, flush=True)
                 log.write(msg + "\n")
                 done = mean >= goal
             log.flush()
             if step % a.ckpt_every == 0 or done or step == max_steps:
-                save(ck, dict(model=model.state_dict(), opt=opt.state_dict(), stage=stage, step=step, total=total,
-                              rng=data.rng.getstate(), torch_rng=torch.get_rng_state(), cfg=cfg.to_dict()))
+                checkpoint()
             if done:
                 break
         stage, step = stage + 1, 0
-        save(ck, dict(model=model.state_dict(), opt=opt.state_dict(), stage=stage, step=step, total=total,
-                      rng=data.rng.getstate(), torch_rng=torch.get_rng_state(), cfg=cfg.to_dict()))
+        checkpoint()
     torch.save(model.state_dict(), os.path.join(a.out, "final.pt"))
     print("training done", flush=True)
 
