@@ -297,6 +297,27 @@ TEST_F(ServerTest, FullQueueIsTurnedAwayAndHangingUpCancels) {
   EXPECT_LT(metric_value(s, "fasa_generated_tokens_total"), 2 * 900);
 }
 
+// cpp-httplib's default SO_REUSEPORT let a second server share a busy port and take half its requests.
+TEST_F(ServerTest, ASecondServerOnABusyPortIsRefused) {
+  TestServer first(*engine_, options());
+  ServerOptions o = options();
+  o.host = "127.0.0.1";
+  o.port = first.port();
+  Server second(*engine_, o);
+  EXPECT_THROW(
+      {
+        try {
+          second.bind();
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find(":" + std::to_string(first.port()) + ": cannot listen"), std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      Error);
+  EXPECT_EQ(first.client().Get("/health")->status, 200);
+}
+
 TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
   ServerOptions o = options();
   o.max_prompt_tokens = 32;

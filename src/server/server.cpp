@@ -96,6 +96,7 @@ Server::Server(const Engine& engine, ServerOptions opts) : impl_(std::make_uniqu
   const int pool = s.opts.parallel + s.opts.queue + 4;
   s.http.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
   s.http.set_payload_max_length(s.opts.max_body_bytes);
+  s.http.set_socket_options(exclusive_listen_options);
   s.routes();
 }
 

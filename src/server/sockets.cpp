@@ -70,6 +70,11 @@ PeerSocket::PeerSocket(int local_port, const std::string& remote_addr, int remot
   });
 }
 
+void exclusive_listen_options(int fd) {
+  int yes = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+}
+
 bool raise_listen_backlog(int port, int backlog) {
   const int fd = find_fd([&](int fd) {
     int listening = 0, lport;

@@ -19,6 +19,11 @@ class PeerSocket {
   int fd_ = -1;
 };
 
+// Socket options for the listening socket: SO_REUSEADDR (restart at once after a stop) but not
+// SO_REUSEPORT, which cpp-httplib sets by default and which lets a second server bind the same port
+// and silently take half of its connections.
+void exclusive_listen_options(int fd);
+
 // Raises the accept backlog of the socket listening on `port`: with cpp-httplib's 5, a burst of new
 // connections overflows the queue and clients stall on retransmits, then fail. False if not found.
 bool raise_listen_backlog(int port, int backlog);
