@@ -1,5 +1,6 @@
 // fasa — the command-line front end. Each subcommand lives in its own file.
 #include <cstdio>
+#include <cstring>
 
 #include "cli/commands.h"
 #include "fasa/error.h"
@@ -7,6 +8,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"fasa: long-context decoding with Frequency-Aware Sparse Attention"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "fasa " FASA_VERSION);
   const fasa::cli::Command commands[] = {
       fasa::cli::add_run_command(app),
       fasa::cli::add_calibrate_command(app),
@@ -18,6 +20,11 @@ int main(int argc, char** argv) {
       fasa::cli::add_bench_command(app),
       fasa::cli::add_serve_command(app),
   };
+  if (argc == 1 || std::strcmp(argv[1], "help") == 0) {  // as `fasa --help`, like llama.cpp's tools
+    app.name(argv[0]);
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
