@@ -95,12 +95,13 @@ int bench(BenchOptions o) {
   std::vector<Row> rows;
   if (o.attention_only) {
     if (o.n_gen <= 0) throw Error("--attention-only times -n decode steps; -n must be positive");
-    for (const PolicyOptions& p : variants(o))
+    for (const PolicyOptions& p : variants(o)) {
+      const int fcs = fasa_chunks(p, *model);  // reads the profile: once per variant, not per row
       for (int64_t depth : o.depths) {
         Row row;
         row.attn = p.attn;
         row.policy = p;
-        row.fcs = fasa_chunks(p, *model);
+        row.fcs = fcs;
         row.test = "attn @ d" + std::to_string(depth);
         row.spec.depth = depth;
         row.spec.n_gen = o.n_gen;
@@ -109,14 +110,16 @@ int bench(BenchOptions o) {
         std::fprintf(stderr, "%s %s: %.2f steps/s\n", attn_label(p, row.fcs).c_str(), row.test.c_str(), row.result.mean());
         rows.push_back(std::move(row));
       }
+    }
   }
-  for (const PolicyOptions& p : o.attention_only ? std::vector<PolicyOptions>{} : variants(o))
+  for (const PolicyOptions& p : o.attention_only ? std::vector<PolicyOptions>{} : variants(o)) {
+    const int fcs = fasa_chunks(p, *model);
     for (int64_t depth : o.depths)
       for (int kind = 0; kind < 2; ++kind) {
         Row row;
         row.attn = p.attn;
         row.policy = p;
-        row.fcs = fasa_chunks(p, *model);
+        row.fcs = fcs;
         row.spec.depth = depth;
         row.spec.random_fill = o.fill == "random";
         row.spec.repetitions = o.repetitions;
@@ -130,6 +133,7 @@ int bench(BenchOptions o) {
           std::fprintf(stderr, "  %s\n", kv_memory_line(row.result.memory).c_str());
         rows.push_back(std::move(row));
       }
+  }
 
   const int threads = omp_get_max_threads();
   const double weight_bytes = (double)model->weight_bytes();
