@@ -1,7 +1,7 @@
 #pragma once
 // RULER-style retrieval tasks generated at a requested length, so that any model can be measured at
-// long context without data files. The text matches tools/train/tasks.py (ruler_doc), which trained
-// the bundled model on other random values: an intro line, a haystack with the needle lines placed at
+// long context without data files. The text matches tools/train/tasks.py (ruler_doc), which trains
+// the retrieval model on other random values: an intro line, a haystack with the needle lines placed at
 // random depths, and a question whose answer the greedy continuation must start with.
 #include <cstdint>
 #include <string>
