@@ -43,8 +43,8 @@ STAGES = [
 KINDS = tasks.RULER_KINDS + tasks.EVAL_KINDS
 BOS, EOS = 1, 2
 LOOKUP, TEXT = 1, 2  # what the loss is taken on: copied/looked-up tokens, or every token of natural text
-TEXT_WEIGHT = 0.5
-COPY_POOL = 512  # text rows add their mean loss at this weight, so their many tokens cannot drown lookups
+TEXT_WEIGHT = 0.5  # text rows add their mean loss at this weight, so their many tokens cannot drown lookups
+COPY_POOL = 512  # copy rows draw their segments from this many most frequent tokens
 
 
 class Data:
