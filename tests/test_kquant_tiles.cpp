@@ -1,0 +1,86 @@
+// The prefill kernel for K-quant weights (ops/kquant_tiles.h) against the decode kernel it must equal
+// bit for bit, and the whole matmul against the scalar reference.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/kquant_tiles.h"
+#include "ops/matmul.h"
+#include "test_util.h"
+
+namespace fasa {
+namespace {
+
+// A row of random blocks: any quants, scales and mins (every bit pattern), d and dmin small halves.
+std::string random_k_row(DType t, int64_t n, std::mt19937& rng) {
+  std::string row(dtype_bytes(t, n), '\0');
+  for (auto& c : row) c = (char)(rng() & 0xff);
+  const size_t block = dtype_bytes(t, 256);
+  auto put = [&](size_t at) {
+    const uint16_t v = fp32_to_fp16(0.001f * (float)((int)(rng() % 200) - 100));
+    std::memcpy(&row[at], &v, 2);
+  };
+  for (int64_t b = 0; b < n / 256; ++b) {
+    if (t == DType::Q6_K) {
+      put(b * block + 208);
+    } else {
+      put(b * block);
+      put(b * block + 2);
+    }
+  }
+  return row;
+}
+
+class KquantTileTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(KquantTileTest, EqualsTheDecodeKernelExactly) {
+  const DType t = GetParam();
+  if (!has_kquant_tiles(t)) GTEST_SKIP() << "no tiled K-quant kernel in this build (it needs AVX512-VNNI)";
+  std::mt19937 rng(7);
+  for (int64_t n : {256, 2048}) {
+    std::vector<std::string> data;
+    const void* rows[kTileGroupRows];
+    for (int r = 0; r < kTileGroupRows; ++r) {
+      data.push_back(random_k_row(t, n, rng));
+      rows[r] = data.back().data();
+    }
+    for (int n_tokens : {1, 4, 7}) {  // tokens: one, a whole pass of 4, and passes with a remainder
+      std::vector<QuantizedActs> x(n_tokens);
+      for (int k = 0; k < n_tokens; ++k)
+        quantize_acts(t, test::random_floats(n, 30 + k, 4.0f).data(), n, x[k]);
+      const int64_t ldy = kTileGroupRows + 3;  // a stride wider than the group, as in a matmul
+      std::vector<float> y(n_tokens * ldy, -1.0f);
+      kquant_tile(t, rows, x.data(), n_tokens, n, y.data(), ldy);
+      for (int k = 0; k < n_tokens; ++k)
+        for (int r = 0; r < kTileGroupRows; ++r)
+          ASSERT_EQ(y[k * ldy + r], dot_direct(t, rows[r], x[k], n))
+              << dtype_name(t) << " n=" << n << " token " << k << " row " << r;
+    }
+  }
+}
+
+// The matmul takes the tiled kernel for whole groups and the decode kernel for the rows after them.
+TEST_P(KquantTileTest, MatmulMatchesReference) {
+  const DType t = GetParam();
+  std::mt19937 rng(8);
+  const int64_t rows = 2 * kTileGroupRows + 5, cols = 512;
+  std::string data;
+  for (int r = 0; r < rows; ++r) data += random_k_row(t, cols, rng);
+  const Matrix W{t, rows, cols, dtype_bytes(t, cols), reinterpret_cast<const uint8_t*>(data.data())};
+  for (int n : {1, 6}) {
+    auto X = test::random_floats((size_t)n * cols, 12);
+    std::vector<float> Y(n * rows), R(n * rows);
+    matmul(W, X.data(), n, Y.data());
+    matmul_reference(W, X.data(), n, R.data());
+    EXPECT_LE(test::normalized_error(Y.data(), R.data(), Y.size()), 1e-5) << dtype_name(t) << " n=" << n;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KQuants, KquantTileTest, ::testing::Values(DType::Q4_K, DType::Q5_K, DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace fasa
