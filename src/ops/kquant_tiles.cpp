@@ -15,6 +15,9 @@ namespace fasa {
 namespace {
 
 #if FASA_KQUANT_TILES
+// GCC 12's own AVX-512 headers trip -Wmaybe-uninitialized (the unmasked forms' undefined source).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 constexpr int R = kTileGroupRows;
 
 // One group of 16 rows unpacked, per super-block b of 256 columns:
@@ -65,9 +68,6 @@ inline __m512i broadcast_pair(int32_t lo, int32_t hi) {
   return _mm512_set1_epi32((int32_t)((uint32_t)(uint16_t)lo | ((uint32_t)(uint16_t)hi << 16)));
 }
 
-// GCC 12 warns about the undefined source of the unmasked forms (its own headers): these take zeros.
-inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(0xFFFF, v); }
-
 // TT tokens against the packed group: per super-block the exact integer sums for 16 rows in 16 lanes,
 // then dot_direct's float expression.   y: TT rows with stride ldy
 template <bool Q6, int TT>
@@ -104,12 +104,12 @@ void multiply_tokens(const PackedGroup& g, const QuantizedActs* x, int64_t n, fl
     for (int t = 0; t < TT; ++t) {
       const __m512 xd = _mm512_set1_ps(x[t].d[b]);
       if constexpr (Q6) {
-        const __m512i sum = _mm512_sub_epi32(isum[t], _mm512_maskz_slli_epi32(0xFFFF, other[t], 5));
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xd), to_float(sum), acc[t]);
+        const __m512i sum = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(other[t], 5));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xd), _mm512_cvtepi32_ps(sum), acc[t]);
       } else {
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xd), to_float(isum[t]), acc[t]);
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xd), _mm512_cvtepi32_ps(isum[t]), acc[t]);
         const __m512 dmin = _mm512_loadu_ps(&g.dmin[b * R]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, xd), to_float(other[t]), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, xd), _mm512_cvtepi32_ps(other[t]), acc[t]);
       }
     }
   }
@@ -123,6 +123,7 @@ void multiply_all(const PackedGroup& g, const QuantizedActs* x, int n_tokens, in
   for (; t + kTokens <= n_tokens; t += kTokens) multiply_tokens<Q6, kTokens>(g, x + t, n, y + t * ldy, ldy);
   for (; t < n_tokens; ++t) multiply_tokens<Q6, 1>(g, x + t, n, y + t * ldy, ldy);
 }
+#pragma GCC diagnostic pop
 #endif
 
 }  // namespace
