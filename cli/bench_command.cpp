@@ -19,6 +19,7 @@ struct BenchOptions {
   std::string model = FASA_DEFAULT_MODEL;
   int n_prompt = 512, n_gen = 128, repetitions = 5, threads = 0;
   std::vector<int64_t> depths = {0};
+  std::vector<std::string> pgs;  // "N,M": prefill N tokens then decode M, timed together
   std::vector<std::string> attns = {"full", "fasa"};
   std::string fill = "prefill", output = "md";
   bool membw = false;
@@ -112,10 +113,20 @@ int bench(BenchOptions o) {
       }
     }
   }
+  std::vector<std::pair<int, int>> tests;  // (prompt tokens, decoded tokens) of each test
+  if (o.n_prompt > 0) tests.emplace_back(o.n_prompt, 0);
+  if (o.n_gen > 0) tests.emplace_back(0, o.n_gen);
+  for (const std::string& pg : o.pgs) {
+    int n = 0, m = 0;
+    char end = 0;
+    if (std::sscanf(pg.c_str(), "%d,%d%c", &n, &m, &end) != 2 || n < 1 || m < 1 || n > (1 << 20) || m > (1 << 20))
+      throw Error("-pg wants N,M (prompt tokens, then decoded tokens; both positive), not '" + pg + "'");
+    tests.emplace_back(n, m);
+  }
   for (const PolicyOptions& p : o.attention_only ? std::vector<PolicyOptions>{} : variants(o)) {
     const int fcs = fasa_chunks(p, *model);
     for (int64_t depth : o.depths)
-      for (int kind = 0; kind < 2; ++kind) {
+      for (const auto& [n_prompt, n_gen] : tests) {
         Row row;
         row.attn = p.attn;
         row.policy = p;
@@ -123,10 +134,10 @@ int bench(BenchOptions o) {
         row.spec.depth = depth;
         row.spec.random_fill = o.fill == "random";
         row.spec.repetitions = o.repetitions;
-        (kind == 0 ? row.spec.n_prompt : row.spec.n_gen) = kind == 0 ? o.n_prompt : o.n_gen;
-        if ((kind == 0 ? o.n_prompt : o.n_gen) <= 0) continue;
-        row.test = (kind == 0 ? "pp" : "tg") + std::to_string(kind == 0 ? o.n_prompt : o.n_gen) +
-                   (depth > 0 ? " @ d" + std::to_string(depth) : "");
+        row.spec.n_prompt = n_prompt;
+        row.spec.n_gen = n_gen;
+        row.test = (n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "") + (n_prompt > 0 && n_gen > 0 ? "+" : "") +
+                   (n_gen > 0 ? "tg" + std::to_string(n_gen) : "") + (depth > 0 ? " @ d" + std::to_string(depth) : "");
         row.result = run_bench_test(*model, p, row.spec, 1);
         std::fprintf(stderr, "%s %s: %.2f t/s\n", attn_label(p, row.fcs).c_str(), row.test.c_str(), row.result.mean());
         if (!p.kv_offload.empty() || !p.kv_fast_limit.empty())
@@ -141,6 +152,8 @@ int bench(BenchOptions o) {
     std::string n = "KV " + o.policy.kv_type;
     if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
     if (r.attn == "fasa" && synthetic) n += ", synthetic profile";
+    if (r.spec.n_prompt > 0 && r.spec.n_gen > 0)  // what a user waits for: the whole prefill + decode
+      n += ", total " + fmt("%.2f", (r.spec.n_prompt + r.spec.n_gen) / r.result.median()) + " s (median)";
     if (!r.policy.kv_offload.empty() && !o.attention_only) {
       const KvMemory& m = r.result.memory;
       n += ", KV MiB fast " + fmt("%.1f", m.fast / 1048576.0) + " / slow " + fmt("%.1f", m.slow / 1048576.0) +
@@ -157,7 +170,8 @@ int bench(BenchOptions o) {
   };
   auto gbps = [&](const Row& r) {  // bytes a decode step reads (weights + counted KV) times steps/s
     const double weights = o.attention_only ? 0.0 : weight_bytes;
-    return r.spec.n_gen > 0 ? (weights + r.result.kv_bytes_per_token) * r.result.mean() / 1e9 : 0.0;
+    const bool decode_only = r.spec.n_gen > 0 && r.spec.n_prompt == 0;
+    return decode_only ? (weights + r.result.kv_bytes_per_token) * r.result.mean() / 1e9 : 0.0;
   };
   if (o.output == "json") {
     nlohmann::json out = nlohmann::json::array();
@@ -191,7 +205,7 @@ int bench(BenchOptions o) {
                 fmt("%.2f", size_gib).c_str(), sep, fmt("%.2f", params_b).c_str(), sep, attn.c_str(), sep, threads, sep,
                 r.test.c_str(), sep, ts.c_str(), sep,
                 r.spec.n_gen > 0 ? fmt("%.2f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "", sep,
-                r.spec.n_gen > 0 ? fmt("%.1f", gbps(r)).c_str() : "", sep, notes(r).c_str(), md ? " |" : "");
+                gbps(r) > 0 ? fmt("%.1f", gbps(r)).c_str() : "", sep, notes(r).c_str(), md ? " |" : "");
   }
   return 0;
 }
@@ -204,6 +218,8 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "Model: a .gguf file or a Hugging Face directory")->capture_default_str();
   cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp test (0: none)")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-n,--n-gen", o->n_gen, "Decoded tokens per tg test (0: none)")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--pg", o->pgs, "Prefill N tokens then decode M, timed together: N,M (as llama-bench's -pg, "
+                 "which also works); t/s counts both, notes give the total time");
   cmd->add_option("-d,--n-depth", o->depths, "Depths (tokens already cached), comma-separated")
       ->delimiter(',')->capture_default_str()->check(CLI::Range((int64_t)0, (int64_t)1 << 26));
   cmd->add_option("--attn", o->attns, "Policies, comma-separated")->delimiter(',')->capture_default_str();

@@ -1,6 +1,7 @@
 // fasa — the command-line front end. Each subcommand lives in its own file.
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "cli/commands.h"
 #include "fasa/error.h"
@@ -25,8 +26,15 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   }
+  // llama.cpp's multi-letter single-dash flags, read as the long options they are here (CLI11 takes one
+  // letter after a single dash).
+  const struct { const char *llama, *ours; } aliases[] = {{"-pg", "--pg"}};
+  std::vector<char*> args(argv, argv + argc);
+  for (char*& a : args)
+    for (const auto& alias : aliases)
+      if (std::strcmp(a, alias.llama) == 0) a = const_cast<char*>(alias.ours);
   try {
-    app.parse(argc, argv);
+    app.parse((int)args.size(), args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

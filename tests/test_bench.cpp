@@ -103,6 +103,28 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
   }
 }
 
+// A prefill-then-decode test (-pg) times both parts, and counts KV bytes for the decoded tokens only:
+// each reads the prompt's rows and those decoded before it.
+TEST(BenchCounting, PromptThenDecodeCountsTheDecodedTokens) {
+  const std::string path = test::temp_dir() + "/m.gguf";
+  write_synthetic_model(kTiny, DType::F32, path, 3);
+  auto m = load_model(path);
+  const int L = 2, HKV = 2, D = 16, n_prompt = 12, n_gen = 3;
+  BenchTest t;
+  t.n_prompt = n_prompt;
+  t.n_gen = n_gen;
+  t.repetitions = 2;
+  PolicyOptions p;
+  p.attn = "full";
+  p.kv_type = "f32";
+  const BenchResult r = run_bench_test(*m, p, t, 1);
+  double want = 0;
+  for (int i = 0; i < n_gen; ++i) want += (double)L * HKV * (n_prompt + i + 1) * 2 * D * 4;
+  EXPECT_DOUBLE_EQ(r.kv_bytes_per_token, want / n_gen);
+  ASSERT_EQ(r.samples_ts.size(), 2u);
+  EXPECT_GT(r.samples_ts[0], 0);
+}
+
 // FASA on a synthetic profile without --fcs scores calibration's default chunk count, and the
 // records name the count used.
 TEST(BenchRecords, ChunkCountIsTheOneUsed) {

@@ -15,7 +15,8 @@ namespace fasa {
 
 struct BenchTest {
   int n_prompt = 0;       // > 0: a prompt-processing test of this many tokens
-  int n_gen = 0;          // > 0: a decode test of this many tokens
+  int n_gen = 0;          // > 0: a decode test of this many tokens (both: prefill, then decode, timed
+                          // together as llama-bench's -pg; t/s counts both)
   int64_t depth = 0;      // tokens already in the cache
   bool random_fill = false;  // fill the depth with random K/V instead of a prefill
   int repetitions = 5;
