@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""fasa bench beside llama.cpp's llama-bench on the same GGUF, interleaved, as a markdown table of ratios.
+
+  LLAMA_BENCH=/path/to/llama-bench tools/compare-llama-bench.py MODEL.gguf [-p 512] [-n 32] [-d 0,4096]
+      [--pg 8192,256] [-r 5] [-t 2] [--attn full]
+
+Each repetition runs every test once in fasa, then once in llama-bench (-fa 1, F16 KV, the same
+threads, depth and token counts), so both see the same machine state; the table gives the median and
+spread (min-max) of each side's t/s and the ratio of the medians. The project does not build llama.cpp:
+build the peer in a scratch folder (see docs) and point LLAMA_BENCH at it.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_json(cmd, env=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out[out.index("["):])
+
+
+def tests(a):
+    """(label, n_prompt, n_gen, depth) of every test."""
+    out = []
+    for d in a.depths:
+        at = f" @ d{d}" if d else ""
+        if a.p:
+            out.append((f"pp{a.p}{at}", a.p, 0, d))
+        if a.n:
+            out.append((f"tg{a.n}{at}", 0, a.n, d))
+        for pg in a.pg:
+            n, m = (int(v) for v in pg.split(","))
+            out.append((f"pp{n}+tg{m}{at}", n, m, d))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model")
+    ap.add_argument("-p", type=int, default=512)
+    ap.add_argument("-n", type=int, default=32)
+    ap.add_argument("-d", dest="depths", type=lambda s: [int(v) for v in s.split(",")], default=[0])
+    ap.add_argument("--pg", action="append", default=[], help="N,M: prefill N then decode M (repeatable)")
+    ap.add_argument("-r", type=int, default=5, help="repetitions (interleaved)")
+    ap.add_argument("-t", type=int, default=2)
+    ap.add_argument("--attn", default="full", help="fasa's policy (llama.cpp always attends in full)")
+    ap.add_argument("--fasa", default=os.path.join(ROOT, "build", "fasa"))
+    a = ap.parse_args()
+    peer = os.environ.get("LLAMA_BENCH")
+    if not peer or not os.path.exists(peer):
+        sys.exit("set LLAMA_BENCH to a llama-bench binary (built outside this repository)")
+    peer_env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(peer) + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+    samples = {}  # (label, side) -> [t/s]
+    for rep in range(a.r):
+        for label, n_prompt, n_gen, depth in tests(a):
+            sizes = ["-p", str(n_prompt), "-n", str(n_gen)] if not (n_prompt and n_gen) else \
+                    ["-p", "0", "-n", "0", "-pg", f"{n_prompt},{n_gen}"]
+            common = sizes + ["-d", str(depth), "-r", "1", "-t", str(a.t), "-o", "json"]
+            ours = run_json([a.fasa, "bench", "-m", a.model, "--attn", a.attn] + common)
+            theirs = run_json([peer, "-m", a.model, "-fa", "1"] + common, env=peer_env)
+            samples.setdefault((label, "fasa"), []).append(ours[0]["avg_ts"])
+            samples.setdefault((label, "llama"), []).append(theirs[0]["avg_ts"])
+            print(f"rep {rep + 1}/{a.r} {label}: fasa {ours[0]['avg_ts']:.2f}, llama.cpp {theirs[0]['avg_ts']:.2f} t/s",
+                  file=sys.stderr)
+    name = os.path.basename(a.model)
+    print(f"{name}, {a.t} threads, fasa --attn {a.attn} vs llama-bench -fa 1, {a.r} interleaved repetitions\n")
+    print("| test | fasa t/s median (min-max) | llama.cpp t/s median (min-max) | fasa / llama.cpp |")
+    print("|---|---|---|---|")
+    for label, *_ in tests(a):
+        f, l = samples[(label, "fasa")], samples[(label, "llama")]
+        print(f"| {label} | {statistics.median(f):.2f} ({min(f):.2f}-{max(f):.2f}) | "
+              f"{statistics.median(l):.2f} ({min(l):.2f}-{max(l):.2f}) | "
+              f"{statistics.median(f) / statistics.median(l):.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
