@@ -156,16 +156,14 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
   const float scale = 1.0f / std::sqrt((float)D);
   const int64_t p0 = n_past_;
 
-  std::vector<float> x((size_t)n * E);        // [n, E] residual stream
-  std::vector<float> xb((size_t)n * E);       // [n, E] normed input / projection output
-  std::vector<float> q((size_t)n * q_dim);    // [n, H*D]
-  std::vector<float> k((size_t)n * kv_dim);   // [n, HKV*D]
-  std::vector<float> v((size_t)n * kv_dim);   // [n, HKV*D]
-  std::vector<float> att((size_t)n * q_dim);  // [n, H*D] attention output per head
-  std::vector<float> gate((size_t)n * F);     // [n, F]
-  std::vector<float> up((size_t)n * F);       // [n, F]
-  std::vector<float> cs((size_t)n * planes * 2);  // [n, planes, 2] RoPE cos/sin per position
+  Activations& a = act_;  // shapes: session.h
+  for (auto [buf, per_token] : {std::pair{&a.x, E}, {&a.xb, E}, {&a.q, q_dim}, {&a.att, q_dim}, {&a.k, kv_dim},
+                                {&a.v, kv_dim}, {&a.gate, F}, {&a.up, F}, {&a.cs, planes * 2}})
+    buf->resize((size_t)n * per_token);  // every element is written below before it is read
+  std::vector<float> &x = a.x, &xb = a.xb, &q = a.q, &att = a.att, &k = a.k, &v = a.v, &gate = a.gate,
+                     &up = a.up, &cs = a.cs;
 
+#pragma omp parallel for schedule(static) if (n > 1)
   for (int t = 0; t < n; ++t) {
     dequantize_row(w.tok_embd.type, w.tok_embd.row(tokens[t]), &x[(size_t)t * E], E);
     rope_cos_sin(inv_freq_.data(), planes, p0 + t, &cs[(size_t)t * planes * 2]);
@@ -173,10 +171,12 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
 
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
+#pragma omp parallel for schedule(static) if (n > 1)
     for (int t = 0; t < n; ++t) rms_norm(&x[(size_t)t * E], L.attn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
     matmul(L.wq, xb.data(), n, q.data());
     matmul(L.wk, xb.data(), n, k.data());
     matmul(L.wv, xb.data(), n, v.data());
+#pragma omp parallel for schedule(static) if (n > 1)
     for (int t = 0; t < n; ++t) {
       if (c.qkv_bias) {
         for (int i = 0; i < q_dim; ++i) q[(size_t)t * q_dim + i] += L.bq[i];
@@ -197,9 +197,10 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
       }
       rope(&q[(size_t)t * q_dim], H, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
       rope(&k[(size_t)t * kv_dim], HKV, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
+    }
+    for (int t = 0; t < n; ++t)  // in order: an offloaded cache appends to its tail chunk
       for (int h = 0; h < HKV; ++h)
         cache_.store(l, h, p0 + t, &k[(size_t)t * kv_dim + h * D], &v[(size_t)t * kv_dim + h * D]);
-    }
     if (observer_) observer_->on_queries(l, p0, n, q.data(), cache_);
     if (!decode) policy_->observe_prefill(l, p0, n, q.data(), cache_);
 
@@ -231,14 +232,19 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
     }
 
     matmul(L.wo, att.data(), n, xb.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
-
-    for (int t = 0; t < n; ++t) rms_norm(&x[(size_t)t * E], L.ffn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int t = 0; t < n; ++t) {
+      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += xb[(size_t)t * E + i];
+      rms_norm(&x[(size_t)t * E], L.ffn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
+    }
     matmul(L.w_gate, xb.data(), n, gate.data());
     matmul(L.w_up, xb.data(), n, up.data());
-    swiglu(gate.data(), up.data(), (int64_t)n * F);
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int t = 0; t < n; ++t) swiglu(&gate[(size_t)t * F], &up[(size_t)t * F], F);
     matmul(L.w_down, gate.data(), n, xb.data());
-    for (size_t i = 0; i < x.size(); ++i) x[i] += xb[i];
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int t = 0; t < n; ++t)
+      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += xb[(size_t)t * E + i];
   }
   n_past_ += n;
 

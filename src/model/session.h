@@ -76,6 +76,15 @@ class Session {
   int64_t n_past_ = 0;
   std::vector<float> inv_freq_;  // [n_rot/2]
   std::vector<float> logits_;    // [n_vocab] of the last evaluated token
+  // forward()'s activations for n tokens, kept between calls: allocating them for every ubatch and
+  // decode step cost page faults and clearing (a tenth of a small model's prefill).
+  struct Activations {
+    std::vector<float> x, xb;       // [n, E] residual stream; normed input / projection output
+    std::vector<float> q, att;      // [n, H*D] queries; attention output per head
+    std::vector<float> k, v;        // [n, HKV*D]
+    std::vector<float> gate, up;    // [n, F]
+    std::vector<float> cs;          // [n, n_rot/2, 2] RoPE cos/sin per position
+  } act_;
 };
 
 }  // namespace fasa

@@ -11,34 +11,33 @@ namespace fasa {
 
 namespace {
 
-float hsum(const VecF& v) {
-  float s = 0;
-  for (int i = 0; i < kVecF; ++i) s += v[i];
-  return s;
-}
+// Float weights, several tokens: a panel of kPanelRows rows is dequantized once per call and stored
+// column-major, so each step over the columns loads kPanelRows weights as two vectors and multiplies
+// them by one broadcast activation per token: the sums stay in kPanelTokens x 2 vector registers and
+// leave as contiguous output rows (no horizontal sums, which cost as much as the products at the
+// few hundred columns of a small model).
+constexpr int kPanelRows = 2 * kVecF, kPanelTokens = 6;
 
-// A tile's accumulators fill the registers: 6 x 4 of 32 with AVX-512, 4 x 4 of 16 otherwise.
-constexpr int kTileRows = kVecF == 16 ? 6 : 4, kTileTokens = 4;
-
-// Y[t, r] for kTileRows weight rows x kTileTokens tokens at once: each loaded vector is used several times.
-//   w: [kTileRows, cols] dequantized rows; x: token rows with stride cols; y: token rows with stride ld.
-void multiply_tile(const float* w, const float* x, int64_t cols, float* y, int64_t ld) {
-  VecF acc[kTileRows][kTileTokens] = {};
-  int64_t c = 0;
-  for (; c + kVecF <= cols; c += kVecF) {
-    VecF xj[kTileTokens];
-    for (int j = 0; j < kTileTokens; ++j) xj[j] = load_vec(x + j * cols + c);
-    for (int i = 0; i < kTileRows; ++i) {
-      const VecF wi = load_vec(w + i * cols + c);
-      for (int j = 0; j < kTileTokens; ++j) acc[i][j] += wi * xj[j];
+// y[j * ld + i] = sum_c panel[c * kPanelRows + i] * x[j * cols + c] for j < NT tokens, i < kPanelRows.
+template <int NT>
+void multiply_panel(const float* panel, const float* x, int64_t cols, float* y, int64_t ld, int64_t n_rows) {
+  VecF acc[NT][2] = {};
+  for (int64_t c = 0; c < cols; ++c) {
+    const VecF w0 = load_vec(panel + c * kPanelRows), w1 = load_vec(panel + c * kPanelRows + kVecF);
+    for (int j = 0; j < NT; ++j) {
+      const float xj = x[j * cols + c];
+      acc[j][0] += w0 * xj;
+      acc[j][1] += w1 * xj;
     }
   }
-  for (int i = 0; i < kTileRows; ++i)
-    for (int j = 0; j < kTileTokens; ++j) {
-      float s = hsum(acc[i][j]);
-      for (int64_t k = c; k < cols; ++k) s += w[i * cols + k] * x[j * cols + k];
-      y[j * ld + i] = s;
+  for (int j = 0; j < NT; ++j) {
+    if (n_rows == kPanelRows) {
+      store_vec(y + j * ld, acc[j][0]);
+      store_vec(y + j * ld + kVecF, acc[j][1]);
+    } else {  // the matrix's last, partial panel
+      for (int64_t i = 0; i < n_rows; ++i) y[j * ld + i] = i < kVecF ? acc[j][0][i] : acc[j][1][i - kVecF];
     }
+  }
 }
 
 // W's whole groups of kDirectRows rows from its packed copy: group g with group g + half, so each
@@ -118,21 +117,25 @@ void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
     for (int64_t r = 0; r < rows; ++r) Y[r] = dot_row(W.type, W.row(r), X, cols);
     return;
   }
-  // Several tokens: each thread dequantizes a tile of rows once and multiplies it with every token.
-  const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+  // Several tokens: each thread dequantizes a panel of rows once and multiplies it with every token.
+  const int64_t panels = (rows + kPanelRows - 1) / kPanelRows;
 #pragma omp parallel
   {
-    std::vector<float> w((size_t)kTileRows * cols);  // [kTileRows, cols] this thread's dequantized rows
+    std::vector<float> w((size_t)kPanelRows * cols);      // [kPanelRows, cols] the panel's rows
+    std::vector<float> panel((size_t)cols * kPanelRows);  // [cols, kPanelRows] the same, column-major
 #pragma omp for schedule(static)
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      const int64_t r0 = tile * kTileRows, nr = std::min<int64_t>(kTileRows, rows - r0);
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t r0 = p * kPanelRows, nr = std::min<int64_t>(kPanelRows, rows - r0);
+      std::fill(w.begin(), w.end(), 0.0f);
       for (int64_t i = 0; i < nr; ++i) dequantize_row(W.type, W.row(r0 + i), &w[i * cols], cols);
+      for (int64_t i = 0; i < kPanelRows; ++i)
+        for (int64_t c = 0; c < cols; ++c) panel[c * kPanelRows + i] = w[i * cols + c];
+      float* y = Y + r0;
+      const float* x = X;
       int t = 0;
-      if (nr == kTileRows)
-        for (; t + kTileTokens <= n_tokens; t += kTileTokens)
-          multiply_tile(w.data(), X + (int64_t)t * cols, cols, Y + (int64_t)t * rows + r0, rows);
-      for (; t < n_tokens; ++t)
-        for (int64_t i = 0; i < nr; ++i) Y[(int64_t)t * rows + r0 + i] = dot_f32(&w[i * cols], X + (int64_t)t * cols, cols);
+      for (; t + kPanelTokens <= n_tokens; t += kPanelTokens)
+        multiply_panel<kPanelTokens>(panel.data(), x + (int64_t)t * cols, cols, y + (int64_t)t * rows, rows, nr);
+      for (; t < n_tokens; ++t) multiply_panel<1>(panel.data(), x + (int64_t)t * cols, cols, y + (int64_t)t * rows, rows, nr);
     }
   }
 }
