@@ -2,11 +2,11 @@
 """fasa bench beside llama.cpp's llama-bench on the same GGUF, interleaved, as a markdown table of ratios.
 
   LLAMA_BENCH=/path/to/llama-bench tools/compare-llama-bench.py MODEL.gguf [-p 512] [-n 32] [-d 0,4096]
-      [--pg 8192,256] [-r 5] [-t 2] [--attn full]
+      [--pg 8192,256] [-r 5] [--inner 3] [-t 2] [--attn full]
 
-Each repetition runs every test once in fasa, then once in llama-bench (-fa 1, F16 KV, the same
-threads, depth and token counts), so both see the same machine state; the table gives the median and
-spread (min-max) of each side's t/s and the ratio of the medians. The project does not build llama.cpp:
+Each repetition runs every test in fasa, then in llama-bench (-fa 1, F16 KV, the same threads, depth
+and token counts, --inner runs each after the tools' own warm-up), so both see the same machine state;
+the table gives the median and spread (min-max) of the repetitions' t/s and the ratio of the medians. The project does not build llama.cpp:
 build the peer in a scratch folder (see docs) and point LLAMA_BENCH at it.
 """
 import argparse
@@ -47,6 +47,7 @@ def main():
     ap.add_argument("-d", dest="depths", type=lambda s: [int(v) for v in s.split(",")], default=[0])
     ap.add_argument("--pg", action="append", default=[], help="N,M: prefill N then decode M (repeatable)")
     ap.add_argument("-r", type=int, default=5, help="repetitions (interleaved)")
+    ap.add_argument("--inner", type=int, default=3, help="runs of each test per repetition and tool (their mean)")
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("--attn", default="full", help="fasa's policy (llama.cpp always attends in full)")
     ap.add_argument("--fasa", default=os.path.join(ROOT, "build", "fasa"))
@@ -60,7 +61,7 @@ def main():
         for label, n_prompt, n_gen, depth in tests(a):
             sizes = ["-p", str(n_prompt), "-n", str(n_gen)] if not (n_prompt and n_gen) else \
                     ["-p", "0", "-n", "0", "-pg", f"{n_prompt},{n_gen}"]
-            common = sizes + ["-d", str(depth), "-r", "1", "-t", str(a.t), "-o", "json"]
+            common = sizes + ["-d", str(depth), "-r", str(a.inner), "-t", str(a.t), "-o", "json"]
             ours = run_json([a.fasa, "bench", "-m", a.model, "--attn", a.attn] + common)
             theirs = run_json([peer, "-m", a.model, "-fa", "1"] + common, env=peer_env)
             samples.setdefault((label, "fasa"), []).append(ours[0]["avg_ts"])
@@ -68,7 +69,8 @@ def main():
             print(f"rep {rep + 1}/{a.r} {label}: fasa {ours[0]['avg_ts']:.2f}, llama.cpp {theirs[0]['avg_ts']:.2f} t/s",
                   file=sys.stderr)
     name = os.path.basename(a.model)
-    print(f"{name}, {a.t} threads, fasa --attn {a.attn} vs llama-bench -fa 1, {a.r} interleaved repetitions\n")
+    print(f"{name}, {a.t} threads, fasa --attn {a.attn} vs llama-bench -fa 1, {a.r} interleaved repetitions "
+          f"of {a.inner} runs\n")
     print("| test | fasa t/s median (min-max) | llama.cpp t/s median (min-max) | fasa / llama.cpp |")
     print("|---|---|---|---|")
     for label, *_ in tests(a):

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "ops/float_vec.h"
-#include "ops/kquant_tiles.h"
+#include "ops/quant_tiles.h"
 #include "ops/quant_dot.h"
 
 namespace fasa {
@@ -64,13 +64,13 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
   std::vector<QuantizedActs> xq(n_tokens);
 #pragma omp parallel for schedule(static) if (n_tokens > 1)
   for (int t = 0; t < n_tokens; ++t) quantize_acts(W.type, X + (int64_t)t * cols, cols, xq[t]);
-  if (n_tokens > 1 && has_kquant_tiles(W.type)) {
+  if (n_tokens > 1 && has_quant_tiles(W.type)) {
     const int64_t whole = rows / kTileGroupRows * kTileGroupRows;
 #pragma omp parallel for schedule(static)
     for (int64_t r0 = 0; r0 < whole; r0 += kTileGroupRows) {
       const void* group[kTileGroupRows];
       for (int i = 0; i < kTileGroupRows; ++i) group[i] = W.row(r0 + i);
-      kquant_tile(W.type, group, xq.data(), n_tokens, cols, Y + r0, rows);
+      quant_tile(W.type, group, xq.data(), n_tokens, cols, Y + r0, rows);
     }
     for (int64_t r = whole; r < rows; ++r)
       for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_direct(W.type, W.row(r), xq[t], cols);

@@ -1,4 +1,4 @@
-// The prefill kernel for K-quant weights (ops/kquant_tiles.h) against the decode kernel it must equal
+// The prefill kernel for quantized weights (ops/quant_tiles.h) against the decode kernel it must equal
 // bit for bit, and the whole matmul against the scalar reference.
 #include <gtest/gtest.h>
 
@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "ops/kquant_tiles.h"
+#include "ops/quant_tiles.h"
 #include "ops/matmul.h"
 #include "test_util.h"
 
 namespace fasa {
 namespace {
 
-// A row of random blocks: any quants, scales and mins (every bit pattern), d and dmin small halves.
+// A row of random blocks: any quants, scales and mins (every bit pattern), d (and dmin) small halves.
 std::string random_k_row(DType t, int64_t n, std::mt19937& rng) {
   std::string row(dtype_bytes(t, n), '\0');
   for (auto& c : row) c = (char)(rng() & 0xff);
@@ -23,6 +23,10 @@ std::string random_k_row(DType t, int64_t n, std::mt19937& rng) {
     const uint16_t v = fp32_to_fp16(0.001f * (float)((int)(rng() % 200) - 100));
     std::memcpy(&row[at], &v, 2);
   };
+  if (t == DType::Q8_0) {  // quants anything, including -128 and 127
+    for (int64_t b = 0; b < n / 32; ++b) put(b * 34);
+    return row;
+  }
   for (int64_t b = 0; b < n / 256; ++b) {
     if (t == DType::Q6_K) {
       put(b * block + 208);
@@ -34,11 +38,11 @@ std::string random_k_row(DType t, int64_t n, std::mt19937& rng) {
   return row;
 }
 
-class KquantTileTest : public ::testing::TestWithParam<DType> {};
+class QuantTileTest : public ::testing::TestWithParam<DType> {};
 
-TEST_P(KquantTileTest, EqualsTheDecodeKernelExactly) {
+TEST_P(QuantTileTest, EqualsTheDecodeKernelExactly) {
   const DType t = GetParam();
-  if (!has_kquant_tiles(t)) GTEST_SKIP() << "no tiled K-quant kernel in this build (it needs AVX512-VNNI)";
+  if (!has_quant_tiles(t)) GTEST_SKIP() << "no tiled kernel in this build (it needs AVX512-VNNI)";
   std::mt19937 rng(7);
   for (int64_t n : {256, 2048}) {
     std::vector<std::string> data;
@@ -53,7 +57,7 @@ TEST_P(KquantTileTest, EqualsTheDecodeKernelExactly) {
         quantize_acts(t, test::random_floats(n, 30 + k, 4.0f).data(), n, x[k]);
       const int64_t ldy = kTileGroupRows + 3;  // a stride wider than the group, as in a matmul
       std::vector<float> y(n_tokens * ldy, -1.0f);
-      kquant_tile(t, rows, x.data(), n_tokens, n, y.data(), ldy);
+      quant_tile(t, rows, x.data(), n_tokens, n, y.data(), ldy);
       for (int k = 0; k < n_tokens; ++k)
         for (int r = 0; r < kTileGroupRows; ++r)
           ASSERT_EQ(y[k * ldy + r], dot_direct(t, rows[r], x[k], n))
@@ -63,7 +67,7 @@ TEST_P(KquantTileTest, EqualsTheDecodeKernelExactly) {
 }
 
 // The matmul takes the tiled kernel for whole groups and the decode kernel for the rows after them.
-TEST_P(KquantTileTest, MatmulMatchesReference) {
+TEST_P(QuantTileTest, MatmulMatchesReference) {
   const DType t = GetParam();
   std::mt19937 rng(8);
   const int64_t rows = 2 * kTileGroupRows + 5, cols = 512;
@@ -79,7 +83,7 @@ TEST_P(KquantTileTest, MatmulMatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KQuants, KquantTileTest, ::testing::Values(DType::Q4_K, DType::Q5_K, DType::Q6_K),
+INSTANTIATE_TEST_SUITE_P(Quants, QuantTileTest, ::testing::Values(DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -1,10 +1,10 @@
-#include "ops/kquant_tiles.h"
+#include "ops/quant_tiles.h"
 
 #include <cstring>
 #include <vector>
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define FASA_KQUANT_TILES 1
+#define FASA_QUANT_TILES 1
 #include <immintrin.h>
 #endif
 
@@ -14,13 +14,13 @@ namespace fasa {
 
 namespace {
 
-#if FASA_KQUANT_TILES
+#if FASA_QUANT_TILES
 // GCC 12's own AVX-512 headers trip -Wmaybe-uninitialized (the unmasked forms' undefined source).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 constexpr int R = kTileGroupRows;
 
-// One group of 16 rows unpacked, per super-block b of 256 columns:
+// One group of 16 K-quant rows unpacked, per super-block b of 256 columns:
 struct PackedGroup {
   std::vector<uint8_t> q;      // [n/256][64 chunks][16 rows][4] the quants as unsigned bytes (Q6_K: + 32)
   std::vector<int32_t> scale;  // [n/256][subs][16] integer scale per sub-block and row
@@ -116,6 +116,55 @@ void multiply_tokens(const PackedGroup& g, const QuantizedActs* x, int64_t n, fl
   for (int t = 0; t < TT; ++t) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
+// One group of 16 Q8_0 rows, per block b of 32 columns:
+struct PackedQ8 {
+  std::vector<uint8_t> q;  // [n/32][8 chunks][16 rows][4] the quants + 128
+  std::vector<float> d;    // [n/32][16] the rows' scales
+};
+
+void pack_q8_0(const void* const* rows, int64_t n, PackedQ8& g) {
+  const int64_t nb = n / 32;
+  g.q.resize((size_t)nb * 32 * R);
+  g.d.resize((size_t)nb * R);
+  for (int r = 0; r < R; ++r) {
+    const uint8_t* p = static_cast<const uint8_t*>(rows[r]);
+    for (int64_t b = 0; b < nb; ++b, p += 34) {
+      g.d[b * R + r] = fp16_at(p);
+      uint8_t* q = &g.q[(size_t)b * 32 * R];
+      for (int c = 0; c < 8; ++c)
+        for (int e = 0; e < 4; ++e) q[(c * R + r) * 4 + e] = (uint8_t)((int8_t)p[2 + 4 * c + e] + 128);
+    }
+  }
+}
+
+// TT tokens against a packed Q8_0 group: per row and token, eight float lanes (one per 4-column chunk
+// of a block) accumulate d_w * d_x * chunk sum over the blocks, as dot_direct's 8-lane vector does.
+template <int TT>
+void multiply_q8_tokens(const PackedQ8& g, const QuantizedActs* x, int64_t n, float* y, int64_t ldy) {
+  __m512 acc[TT][8];
+  for (auto& a : acc)
+    for (auto& c : a) c = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m512 dw = _mm512_loadu_ps(&g.d[b * R]);
+    __m512 d[TT];
+    for (int t = 0; t < TT; ++t) d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(x[t].d[b]));
+    for (int c = 0; c < 8; ++c) {
+      const __m512i w = _mm512_loadu_si512(&g.q[((size_t)b * 8 + c) * 4 * R]);
+      for (int t = 0; t < TT; ++t) {
+        // (w + 128) . x - 128 * sum(x) = w . x
+        const __m512i sum = _mm512_dpbusd_epi32(_mm512_set1_epi32(x[t].minus128_sum4[b * 8 + c]), w,
+                                                broadcast4(x[t].q.data() + b * 32 + 4 * c));
+        acc[t][c] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(sum), acc[t][c]);
+      }
+    }
+  }
+  for (int t = 0; t < TT; ++t) {  // the eight lanes summed in hsum_avx's order
+    const __m512 a = _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][4]), _mm512_add_ps(acc[t][2], acc[t][6]));
+    const __m512 b = _mm512_add_ps(_mm512_add_ps(acc[t][1], acc[t][5]), _mm512_add_ps(acc[t][3], acc[t][7]));
+    _mm512_storeu_ps(y + t * ldy, _mm512_add_ps(a, b));
+  }
+}
+
 template <bool Q6>
 void multiply_all(const PackedGroup& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y, int64_t ldy) {
   constexpr int kTokens = 4;  // per pass over the group: each weight load serves this many
@@ -128,19 +177,28 @@ void multiply_all(const PackedGroup& g, const QuantizedActs* x, int n_tokens, in
 
 }  // namespace
 
-bool has_kquant_tiles(DType t) {
-#if FASA_KQUANT_TILES
-  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+bool has_quant_tiles(DType t) {
+#if FASA_QUANT_TILES
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q8_0;
 #else
   (void)t;
   return false;
 #endif
 }
 
-void kquant_tile(DType t, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
+void quant_tile(DType t, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
                  int64_t ldy) {
-  if (!has_kquant_tiles(t)) throw Error(std::string("no tiled kernel for tensor type ") + dtype_name(t));
-#if FASA_KQUANT_TILES
+  if (!has_quant_tiles(t)) throw Error(std::string("no tiled kernel for tensor type ") + dtype_name(t));
+#if FASA_QUANT_TILES
+  if (t == DType::Q8_0) {
+    constexpr int kTokens = 2;  // per pass: eight accumulators per token fill the registers
+    thread_local PackedQ8 q8;
+    pack_q8_0(rows, n, q8);
+    int k = 0;
+    for (; k + kTokens <= n_tokens; k += kTokens) multiply_q8_tokens<kTokens>(q8, x + k, n, y + k * ldy, ldy);
+    for (; k < n_tokens; ++k) multiply_q8_tokens<1>(q8, x + k, n, y + k * ldy, ldy);
+    return;
+  }
   thread_local PackedGroup g;
   pack_group(t, rows, n, g);
   if (t == DType::Q6_K)

@@ -1,0 +1,28 @@
+#pragma once
+// The prefill matmul's kernel for quantized weights (Q4_K, Q5_K, Q6_K, Q8_0): many tokens against 16
+// weight rows. The decode kernels (ops/quant_dot.h) unpack every weight block for every token; with a
+// ubatch of tokens that unpacking costs more than the products. Here a group of 16 rows is unpacked
+// once per call into a layout where one 64-byte load holds 4 consecutive quants of all 16 rows (as
+// unsigned bytes: Q6_K + 32, Q8_0 + 128), so one vpdpbusd adds 4 products to each of the 16 rows' sums,
+// and that load serves several tokens.
+// The integer sums are exact and the float steps are dot_direct's, in its order (K-quants: per
+// super-block; Q8_0: per block, in 8 lanes of 4-column chunks summed as hsum_avx sums them), so results
+// are bit-identical to dot_direct (llama.cpp's per-block sums).
+#include <cstdint>
+
+#include "ops/dtype.h"
+#include "ops/quant_dot.h"
+
+namespace fasa {
+
+constexpr int kTileGroupRows = 16;
+
+// True for Q4_K, Q5_K, Q6_K and Q8_0 where the build has AVX512-VNNI.
+bool has_quant_tiles(DType weight_type);
+
+// y[t * ldy + r] = rows[r] . x[t] for r < kTileGroupRows, t < n_tokens.
+//   rows: kTileGroupRows weight rows of n columns; x: n_tokens activation rows quantized for weight_type.
+void quant_tile(DType weight_type, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n,
+                 float* y, int64_t ldy);
+
+}  // namespace fasa
