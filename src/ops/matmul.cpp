@@ -61,7 +61,11 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
 // Quantized weights: activations rounded to int8 once per token, each row unpacked once per call.
 void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
   const int64_t rows = W.rows, cols = W.cols;
-  std::vector<QuantizedActs> xq(n_tokens);
+  // [n_tokens] kept, their buffers reused call after call; the reference is what the threads below share
+  // (the name of a thread_local would be each thread's own vector inside a parallel region).
+  thread_local std::vector<QuantizedActs> kept;
+  std::vector<QuantizedActs>& xq = kept;
+  if (xq.size() < (size_t)n_tokens) xq.resize(n_tokens);
 #pragma omp parallel for schedule(static) if (n_tokens > 1)
   for (int t = 0; t < n_tokens; ++t) quantize_acts(W.type, X + (int64_t)t * cols, cols, xq[t]);
   if (n_tokens > 1 && has_quant_tiles(W.type)) {
