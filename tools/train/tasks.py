@@ -146,6 +146,35 @@ def eval_style_doc(rng, kind, hay, names, words):
     raise ValueError(kind)
 
 
+def drill_doc(rng, hay, names, words, n_tokens):
+    """Many keyed lines of every format, then several questions: the value follows a key of several
+    tokens (4 digits, a name, 4 letters) whose last token (":", " is", " =") is shared by every line, so
+    only a head that matches the whole key finds it. The eval formats give one such question per ~1000
+    tokens; this gives one per ~20, the density the key matching needs to form."""
+    formats = {
+        "records": (lambda: f"{rng.randint(1000, 9999)}", lambda: num(rng, 5),
+                    "Record {k}: {v}.\n", "What is the number of Record {k}? Record {k}:"),
+        "names": (lambda: rng.choice(names), lambda: num(rng, 4),
+                  "The favourite number of {k} is {v}.\n", "The favourite number of {k} is"),
+        "wordof": (lambda: rng.choice(names), lambda: rng.choice(words),
+                   "The word of {k} is {v}.\n", "The word of {k} is"),
+        "vartrack": (lambda: var_name(rng), lambda: num(rng, 5),
+                     "VAR {k} = {v}.\n", "What is the value of VAR {k}? VAR {k} ="),
+    }
+    fmt = formats[rng.choice(list(formats))] if rng.random() < 0.7 else None  # one format, or mixed
+    lines = {}
+    for _ in range(rng.randint(4, max(4, min(24, n_tokens // 20)))):  # a keyed line is ~12 tokens
+        f = fmt or formats[rng.choice(list(formats))]
+        k = f[0]()
+        if (k, f[2]) not in lines:
+            lines[(k, f[2])] = (f, f[1]())
+    needles = [f[2].format(k=k, v=v) for (k, _), (f, v) in lines.items()]
+    ctx = place(rng, hay, needles)
+    asked = rng.sample(list(lines.items()), min(len(lines), rng.randint(2, 6)))
+    qa = [(f[3].format(k=k), f" {v}") for (k, _), (f, v) in asked]
+    return ctx, [(q, a + ".\n") for q, a in qa[:-1]] + [qa[-1]]
+
+
 NAMES = []
 
 
@@ -156,10 +185,12 @@ def NAMES_SAMPLE(rng, n):
 def build(rng, sp, kind, hay_src, names, words, n_tokens):
     """(ids, target mask) of a document of at most n_tokens tokens, the questions at the end; None if
     its needles and questions alone need more."""
-    budget = int(n_tokens * 2.5)
+    budget = int(n_tokens * (1.0 if kind == "drill" else 2.5))  # characters of haystack
     while True:
         hay = hay_src.pieces(rng, budget)
-        if kind in RULER_KINDS:
+        if kind == "drill":
+            ctx, qa = drill_doc(rng, hay, names, words, n_tokens)
+        elif kind in RULER_KINDS:
             ctx, qa = ruler_doc(rng, kind, hay)
         else:
             ctx, qa = eval_style_doc(rng, kind, hay, names, words)

@@ -33,12 +33,13 @@ import corpus  # noqa: E402
 import tasks  # noqa: E402
 from model import Config, Llama  # noqa: E402
 
-# name, context T, batch, max steps, early-stop accuracy, mix (repeat, copy, text, tasks)
+# name, context T, batch, max steps, early-stop accuracy, mix (repeat, copy, text, tasks, drill)
 STAGES = [
-    ("induct", 128, 16, 4000, 0.9, (1.0, 0.0, 0.0, 0.0)),
-    ("copy", 256, 16, 3000, 0.8, (0.25, 0.35, 0.0, 0.4)),
-    ("long1k", 1024, 4, 600, 0.8, (0.1, 0.1, 0.25, 0.55)),
-    ("long4k", 4096, 1, 400, 1.01, (0.1, 0.1, 0.25, 0.55)),
+    ("induct", 128, 16, 4000, 0.9, (1.0, 0.0, 0.0, 0.0, 0.0)),
+    ("copy", 256, 16, 3000, 0.8, (0.25, 0.35, 0.0, 0.4, 0.0)),
+    ("keys", 256, 16, 3000, 0.9, (0.15, 0.1, 0.1, 0.25, 0.4)),
+    ("long1k", 1024, 4, 600, 0.8, (0.1, 0.1, 0.25, 0.45, 0.1)),
+    ("long4k", 4096, 1, 400, 1.01, (0.1, 0.1, 0.25, 0.45, 0.1)),
 ]
 KINDS = tasks.RULER_KINDS + tasks.EVAL_KINDS
 BOS, EOS = 1, 2
@@ -110,7 +111,8 @@ class Data:
                 m = [TEXT] * len(d)
             else:
                 n = self.rng.randint(min(room, 200 + room // 4), room) if not ids else room
-                doc = tasks.build(self.rng, self.sp, self.rng.choice(KINDS), self.hay, self.names, self.words, n)
+                kind = "drill" if r >= sum(mix[:4]) else self.rng.choice(KINDS)
+                doc = tasks.build(self.rng, self.sp, kind, self.hay, self.names, self.words, n)
                 if doc is None:
                     break
                 d, m = doc
@@ -134,7 +136,7 @@ def copy_accuracy(model, data, T, rows=16):
     saved = data.rng.getstate(), data.repeat_ids
     data.rng.seed(4321 + T)
     data.repeat_ids = data.sp.vocab_size() - 3  # every id: the accuracy the curriculum is heading for
-    ids, mask = data.batch(T, rows, (1.0, 0.0, 0.0, 0.0))
+    ids, mask = data.batch(T, rows, (1.0, 0.0, 0.0, 0.0, 0.0))
     data.rng.setstate(saved[0])
     data.repeat_ids = saved[1]
     sel = mask[:, 1:] > 0
