@@ -370,8 +370,10 @@ float dot_q6_k_row(const uint8_t* p, const QuantizedActs& x, int64_t n) {
 
 #if FASA_KQUANT_512
 // GCC 12's own AVX-512 headers trip -Wmaybe-uninitialized (the unmasked forms' undefined source).
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // The K-quants' decode kernels with 512-bit VNNI, one row at a time (two rows side by side ran at half
 // the speed from DRAM). Per super-block the same exact integer sums as dot_k4_row / dot_q6_k_row, reduced
 // to one int32, then the same float expression: bit-identical results.
@@ -453,7 +455,9 @@ float dot_q6_k_row512(const uint8_t* row, const QuantizedActs& x, int64_t n) {
   }
   return sum;
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 template <int NR>
