@@ -131,7 +131,7 @@ TEST_P(KernelTest, DotMatchesReference) {
 
 TEST_P(KernelTest, MatmulMatchesReferenceForOneAndManyTokens) {
   const DType t = GetParam();
-  // rows: whole tiles (of 4 or 6) and a partial one; float rows also end past the last whole vector
+  // rows: whole panels (of 32 or 16) and a partial one; float rows also end past the last whole vector
   const int64_t rows = 37, cols = dtype_traits((uint32_t)t)->block == 1 ? 330 : 320;
   std::string data;
   for (int r = 0; r < rows; ++r) data += random_row(t, cols, 100 + r);

@@ -62,6 +62,8 @@ TEST_P(QuantTileTest, EqualsTheDecodeKernelExactly) {
         for (int r = 0; r < kTileGroupRows; ++r)
           ASSERT_EQ(y[k * ldy + r], dot_direct(t, rows[r], x[k], n))
               << dtype_name(t) << " n=" << n << " token " << k << " row " << r;
+      for (int k = 0; k < n_tokens; ++k)  // nothing written past the group's 16 columns
+        for (int64_t r = kTileGroupRows; r < ldy; ++r) ASSERT_EQ(y[k * ldy + r], -1.0f) << "token " << k;
     }
   }
 }

@@ -150,8 +150,9 @@ float dot_super_blocks(const UnpackedRow& w, const QuantizedActs& x) {
         msum += w.imin[b * kSubs + s] * xs;
       }
     }
-    sum += w.d[b] * x.d[b] * (float)isum;
-    if (w.has_offset) sum -= w.dmin[b] * x.d[b] * (float)msum;
+    // Explicit fused steps: every kernel below rounds them the same way, whatever the compiler fuses.
+    sum = std::fma(w.d[b] * x.d[b], (float)isum, sum);
+    if (w.has_offset) sum = std::fma(-(w.dmin[b] * x.d[b]), (float)msum, sum);
   }
   return sum;
 }
@@ -330,8 +331,8 @@ float dot_k4_row(const uint8_t* p, const QuantizedActs& x, int64_t n, bool fifth
         msum += mv * (x.sum16[b * 16 + 2 * s] + x.sum16[b * 16 + 2 * s + 1]);
       }
     }
-    sum += fp16_at(p) * x.d[b] * (float)hsum_epi32(isum);
-    sum -= fp16_at(p + 2) * x.d[b] * (float)msum;
+    sum = std::fma(fp16_at(p) * x.d[b], (float)hsum_epi32(isum), sum);
+    sum = std::fma(-(fp16_at(p + 2) * x.d[b]), (float)msum, sum);
   }
   return sum;
 }
@@ -362,7 +363,7 @@ float dot_q6_k_row(const uint8_t* p, const QuantizedActs& x, int64_t n) {
         isum = _mm256_add_epi32(isum, scaled_products(q[k], xq + 16 * s, scales));
       }
     }
-    sum += fp16_at(p + 208) * x.d[b] * (float)(hsum_epi32(isum) - 32 * offset);
+    sum = std::fma(fp16_at(p + 208) * x.d[b], (float)(hsum_epi32(isum) - 32 * offset), sum);
   }
   return sum;
 }
@@ -419,8 +420,8 @@ float dot_k4_row512(const uint8_t* row, const QuantizedActs& x, int64_t n, bool 
       isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dp, lanes_of(scales, 2 * g, 2 * g + 1)));
     }
     const int32_t msum = _mm512_reduce_add_epi32(_mm512_mullo_epi32(mins, xs32));
-    sum += fp16_at(p) * x.d[b] * (float)_mm512_reduce_add_epi32(isum);
-    sum -= fp16_at(p + 2) * x.d[b] * (float)msum;
+    sum = std::fma(fp16_at(p) * x.d[b], (float)_mm512_reduce_add_epi32(isum), sum);
+    sum = std::fma(-(fp16_at(p + 2) * x.d[b]), (float)msum, sum);
   }
   return sum;
 }
@@ -451,7 +452,7 @@ float dot_q6_k_row512(const uint8_t* row, const QuantizedActs& x, int64_t n) {
         isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(idx, scales)));
       }
     }
-    sum += fp16_at(p + 208) * x.d[b] * (float)_mm512_reduce_add_epi32(isum);
+    sum = std::fma(fp16_at(p + 208) * x.d[b], (float)_mm512_reduce_add_epi32(isum), sum);
   }
   return sum;
 }

@@ -71,8 +71,7 @@ inline __m512i broadcast_pair(int32_t lo, int32_t hi) {
 }
 
 // TT tokens against the packed group: per super-block the exact integer sums for 16 rows in 16 lanes,
-// then dot_direct's float expression, written as its multiply and add so that the compiler fuses both
-// or neither (GCC's intrinsics are plain vector arithmetic).   y: TT rows with stride ldy
+// then dot_direct's fused float steps (std::fma there, whatever the compiler).   y: TT rows with stride ldy
 template <bool Q6, int TT>
 void multiply_tokens(const PackedGroup& g, const QuantizedActs* x, int64_t n, float* y, int64_t ldy) {
   constexpr int kSubs = Q6 ? 16 : 8, kChunks = 64 / kSubs;  // 4-column chunks per sub-block
@@ -108,11 +107,11 @@ void multiply_tokens(const PackedGroup& g, const QuantizedActs* x, int64_t n, fl
       const __m512 xd = _mm512_set1_ps(x[t].d[b]);
       if constexpr (Q6) {
         const __m512i sum = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(other[t], 5));
-        acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_mul_ps(d, xd), _mm512_cvtepi32_ps(sum)));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xd), _mm512_cvtepi32_ps(sum), acc[t]);
       } else {
-        acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(_mm512_mul_ps(d, xd), _mm512_cvtepi32_ps(isum[t])));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xd), _mm512_cvtepi32_ps(isum[t]), acc[t]);
         const __m512 dmin = _mm512_loadu_ps(&g.dmin[b * R]);
-        acc[t] = _mm512_sub_ps(acc[t], _mm512_mul_ps(_mm512_mul_ps(dmin, xd), _mm512_cvtepi32_ps(other[t])));
+        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, xd), _mm512_cvtepi32_ps(other[t]), acc[t]);
       }
     }
   }
