@@ -133,16 +133,15 @@ void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
 #pragma omp for schedule(static)
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t r0 = p * kPanelRows, nr = std::min<int64_t>(kPanelRows, rows - r0);
-      std::fill(w.begin(), w.end(), 0.0f);
       for (int64_t i = 0; i < nr; ++i) dequantize_row(W.type, W.row(r0 + i), &w[i * cols], cols);
+      std::fill(w.begin() + nr * cols, w.end(), 0.0f);  // the last, partial panel: zero rows after the matrix's
       for (int64_t i = 0; i < kPanelRows; ++i)
         for (int64_t c = 0; c < cols; ++c) panel[c * kPanelRows + i] = w[i * cols + c];
       float* y = Y + r0;
-      const float* x = X;
       int t = 0;
       for (; t + kPanelTokens <= n_tokens; t += kPanelTokens)
-        multiply_panel<kPanelTokens>(panel.data(), x + (int64_t)t * cols, cols, y + (int64_t)t * rows, rows, nr);
-      for (; t < n_tokens; ++t) multiply_panel<1>(panel.data(), x + (int64_t)t * cols, cols, y + (int64_t)t * rows, rows, nr);
+        multiply_panel<kPanelTokens>(panel.data(), X + (int64_t)t * cols, cols, y + (int64_t)t * rows, rows, nr);
+      for (; t < n_tokens; ++t) multiply_panel<1>(panel.data(), X + (int64_t)t * cols, cols, y + (int64_t)t * rows, rows, nr);
     }
   }
 }

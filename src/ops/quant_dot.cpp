@@ -393,9 +393,9 @@ float dot_k4_row512(const uint8_t* row, const QuantizedActs& x, int64_t n, bool 
   float sum = 0.0f;
   for (int64_t b = 0; b < n / 256; ++b) {
     const int8_t* xq = x.q.data() + b * 256;
+    const __m512i xs16 = _mm512_loadu_si512(&x.sum16[b * 16]);
     const __m512i xs32 = _mm512_add_epi32(  // the activations' sums per sub-block of 32, in lanes 0-7
-        _mm512_maskz_compress_epi32(0x5555, _mm512_loadu_si512(&x.sum16[b * 16])),
-        _mm512_maskz_compress_epi32(0xAAAA, _mm512_loadu_si512(&x.sum16[b * 16])));
+        _mm512_maskz_compress_epi32(0x5555, xs16), _mm512_maskz_compress_epi32(0xAAAA, xs16));
     const uint8_t* p = row + b * block_bytes;
     uint32_t a, bb, c;
     std::memcpy(&a, p + 4, 4), std::memcpy(&bb, p + 8, 4), std::memcpy(&c, p + 12, 4);
