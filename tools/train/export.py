@@ -35,8 +35,9 @@ N_LAST = 4   # positions whose logits are kept per prompt
 N_GREEDY = 16
 
 
-def read_gguf_kv(path):
-    """[(key, type, value)] of a GGUF file's metadata (arrays as (elem_type, list))."""
+def read_gguf(path, with_tensors=False):
+    """[(key, type, value)] of a GGUF file's metadata (arrays as (elem_type, list)) and, with_tensors,
+    {name: float32 array in row-major [rows, cols]} of its F32/F16 tensors."""
     b = open(path, "rb").read()
     o = [4]
 
@@ -60,13 +61,29 @@ def read_gguf_kv(path):
         return rd(SCALAR[t])
 
     rd("I")
-    rd("Q")
-    out = []
+    n_tensors = rd("Q")
+    kv = []
     for _ in range(rd("Q")):
         k = rs()
         t = rd("I")
-        out.append((k, t, val(t)))
-    return out
+        kv.append((k, t, val(t)))
+    if not with_tensors:
+        return kv
+    infos = []
+    for _ in range(n_tensors):
+        name = rs()
+        dims = [rd("Q") for _ in range(rd("I"))]
+        infos.append((name, dims, rd("I"), rd("Q")))
+    align = next((v for k, _, v in kv if k == "general.alignment"), 32)
+    base = (o[0] + align - 1) // align * align
+    tensors = {}
+    for name, dims, typ, off in infos:
+        if typ not in (GGUF_F32, GGUF_F16):
+            raise ValueError(f"{path}: tensor {name} is neither F32 nor F16")
+        n = int(np.prod(dims))
+        a = np.frombuffer(b, np.float16 if typ == GGUF_F16 else np.float32, n, base + off)
+        tensors[name] = a.astype(np.float32).reshape(list(reversed(dims)))
+    return kv, tensors
 
 
 class GgufWriter:
@@ -121,6 +138,33 @@ def permute_rope(w, n_head):
     return w.reshape(n_head, 2, hd // 2, inp).swapaxes(1, 2).reshape(out, inp)
 
 
+def unpermute_rope(w, n_head):
+    """The inverse of permute_rope: GGUF's interleaved pairs -> HF half-split rows."""
+    out, inp = w.shape
+    hd = out // n_head
+    return w.reshape(n_head, hd // 2, 2, inp).swapaxes(1, 2).reshape(out, inp)
+
+
+def load_gguf_weights(path, cfg):
+    """A model.py state dict from a GGUF this script wrote (F16 or F32): to continue training from a
+    shipped model when its checkpoints are gone."""
+    _, t = read_gguf(path, with_tensors=True)
+    sd = {"embed_tokens.weight": t["token_embd.weight"], "norm.weight": t["output_norm.weight"],
+          "lm_head.weight": t["output.weight"]}
+    for i in range(cfg.n_layer):
+        p, b = f"layers.{i}.", f"blk.{i}."
+        sd[p + "input_layernorm.weight"] = t[b + "attn_norm.weight"]
+        sd[p + "self_attn.q_proj.weight"] = unpermute_rope(t[b + "attn_q.weight"], cfg.n_head)
+        sd[p + "self_attn.k_proj.weight"] = unpermute_rope(t[b + "attn_k.weight"], cfg.n_kv_head)
+        sd[p + "self_attn.v_proj.weight"] = t[b + "attn_v.weight"]
+        sd[p + "self_attn.o_proj.weight"] = t[b + "attn_output.weight"]
+        sd[p + "post_attention_layernorm.weight"] = t[b + "ffn_norm.weight"]
+        sd[p + "mlp.gate_proj.weight"] = t[b + "ffn_gate.weight"]
+        sd[p + "mlp.up_proj.weight"] = t[b + "ffn_up.weight"]
+        sd[p + "mlp.down_proj.weight"] = t[b + "ffn_down.weight"]
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}
+
+
 def rounded(sd, f16):
     """The weights as the GGUF stores them: 2-D ones through float16 when f16, all in float32."""
     return {k: (v.half().float() if f16 and v.dim() == 2 else v.float()) for k, v in sd.items()}
@@ -139,7 +183,7 @@ def write_gguf(path, cfg, sd, name, f16):
         w.add("llama." + k, T_U32, v)
     w.add("llama.attention.layer_norm_rms_epsilon", T_F32, cfg.norm_eps)
     w.add("llama.rope.freq_base", T_F32, cfg.rope_theta)
-    for k, t, v in read_gguf_kv(os.path.join(SHARED_TINY, "kjv-tiny-f32.gguf")):
+    for k, t, v in read_gguf(os.path.join(SHARED_TINY, "kjv-tiny-f32.gguf")):
         if k.startswith("tokenizer."):
             w.add(k, t, v)
 
