@@ -232,6 +232,7 @@ Command add_bench_command(CLI::App& app) {
                 "Time one layer's decode attention (all its heads, random K/V at each depth) for -n steps");
   o->policy.budget = "256";
   add_policy_options(cmd, o->policy, false, false);
+  add_gpu_options(cmd);
   cmd->add_option("--kv-offload", o->offloads,
                   "FASA rows per KV placement, comma-separated: none (resident, FASA-C), ram, file:DIR (FASA-M)")
       ->delimiter(',')->capture_default_str();

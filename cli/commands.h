@@ -25,6 +25,10 @@ Command add_make_model_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 
+// llama.cpp's GPU options (-ngl N, -fa on|off|auto), accepted so its command lines work here and
+// ignored with one note: this engine runs on the CPU.
+void add_gpu_options(CLI::App* cmd);
+
 // The policy options every command that decodes takes (--attn, --profile, --budget, ...).
 // with_kv_offload: also --kv-offload, --kv-fast-limit, --kv-prefetch (bench takes lists of its own).
 void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budget = true, bool with_kv_offload = true);

@@ -47,6 +47,16 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budg
       ->check(CLI::IsMember({"on", "off"}));
 }
 
+void add_gpu_options(CLI::App* cmd) {
+  auto note = [](const std::string&) {
+    static bool said = false;
+    if (!said) std::fprintf(stderr, "note: -ngl / -fa are ignored: fasa runs on the CPU\n");
+    said = true;
+  };
+  cmd->add_option_function<std::string>("--n-gpu-layers", note, "Ignored (llama.cpp's -ngl N): CPU only");
+  cmd->add_option_function<std::string>("--flash-attn", note, "Ignored (llama.cpp's -fa on|off|auto): CPU only");
+}
+
 nlohmann::json kv_memory_json(const KvMemory& m) {
   return {{"kv_fast_bytes", m.fast},     {"kv_slow_bytes", m.slow},
           {"kv_full_bytes", m.full},     {"kv_page_cache_bytes", m.page_cache},

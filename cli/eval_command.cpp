@@ -57,6 +57,7 @@ void add_common(CLI::App* cmd, EvalOptions& o) {
   cmd->add_option("--plot-metric", o.plot_metric, "Metric to plot (default: kld, ca or accuracy)");
   cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
   add_policy_options(cmd, o.policy, false);
+  add_gpu_options(cmd);
 }
 
 void add_text(CLI::App* cmd, EvalOptions& o) {

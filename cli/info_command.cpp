@@ -1,4 +1,4 @@
-// `fasa info MODEL`: what a user checks first about a model file.
+// `fasa info [-m] MODEL`: what a user checks first about a model file.
 #include <cstdio>
 #include <map>
 
@@ -45,9 +45,10 @@ int info_main(const std::string& path) {
 }  // namespace
 
 Command add_info_command(CLI::App& app) {
-  auto path = std::make_shared<std::string>();
+  auto path = std::make_shared<std::string>(FASA_DEFAULT_MODEL);
   CLI::App* cmd = app.add_subcommand("info", "Architecture, size, tensor types, RoPE and tokenizer of a model");
-  cmd->add_option("model", *path, "A .gguf file or a Hugging Face directory")->required();
+  auto* named = cmd->add_option("-m,--model", *path, "A .gguf file or a Hugging Face directory")->capture_default_str();
+  cmd->add_option("model", *path, "The same, as llama.cpp's tools and earlier versions take it")->excludes(named);
   return {cmd, [path] { return info_main(*path); }};
 }
 

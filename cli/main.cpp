@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
   }
   // llama.cpp's multi-letter single-dash flags, read as the long options they are here (CLI11 takes one
   // letter after a single dash).
-  const struct { const char *llama, *ours; } aliases[] = {{"-pg", "--pg"}};
+  const struct { const char *llama, *ours; } aliases[] = {
+      {"-pg", "--pg"}, {"-ngl", "--n-gpu-layers"}, {"-fa", "--flash-attn"}};
   std::vector<char*> args(argv, argv + argc);
   for (char*& a : args)
     for (const auto& alias : aliases)

@@ -3,6 +3,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iostream>
+#include <iterator>
+#include <random>
 #include <string>
 
 #include "cli/commands.h"
@@ -15,8 +18,12 @@ namespace {
 struct RunOptions {
   std::string model = FASA_DEFAULT_MODEL;
   std::string prompt;
-  std::string prompt_file;
-  int n_predict = 64;
+  std::string prompt_file;     // "-": standard input
+  bool prompt_given = false;   // -p, even -p ""
+  bool escape = false;         // -e: \n, \t, \\ ... in -p
+  bool display_prompt = true;
+  bool seed_given = false;
+  int n_predict = 64;          // -1: until the end of the context or an end token
   int64_t n_ctx = 0;
   int threads = 0;
   PolicyOptions policy;
@@ -26,32 +33,68 @@ struct RunOptions {
   std::string stats_json;  // where to write the run's figures as JSON
 };
 
-int run(const RunOptions& o) {
-  if (o.prompt.empty() == o.prompt_file.empty()) throw Error("give exactly one of -p PROMPT or -f FILE");
+// llama.cpp's -e: the escapes a shell makes awkward to type.
+std::string unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 == s.size()) {
+      out += s[i];
+      continue;
+    }
+    switch (const char c = s[++i]) {
+      case 'n': out += '\n'; break;
+      case 't': out += '\t'; break;
+      case 'r': out += '\r'; break;
+      case '\\': case '\'': case '"': out += c; break;
+      default: out += '\\'; out += c;
+    }
+  }
+  return out;
+}
+
+std::string read_prompt(const RunOptions& o) {
+  if (o.prompt_given == !o.prompt_file.empty()) throw Error("give exactly one of -p PROMPT or -f FILE");
+  if (o.prompt_given) return o.escape ? unescape(o.prompt) : o.prompt;
+  if (o.prompt_file != "-") return read_text_file(o.prompt_file);
+  return std::string(std::istreambuf_iterator<char>(std::cin), {});
+}
+
+int run(RunOptions o) {
+  const std::string prompt = read_prompt(o);
   if (o.threads > 0) omp_set_num_threads(o.threads);
-  const std::string prompt = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
+  if (o.sampling.temperature > 0 && !o.seed_given) {  // as llama.cpp: a fresh seed, said so it can be repeated
+    o.sampling.seed = std::random_device{}();
+    std::fprintf(stderr, "sampling seed: %llu\n", (unsigned long long)o.sampling.seed);
+  }
 
   Engine engine(o.model);
   std::vector<int32_t> ids = engine.tokenize(prompt, true);
   if (ids.empty()) throw Error("the prompt is empty and the model adds no BOS token");
-  const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(engine.info().n_ctx_train, (int64_t)ids.size() + o.n_predict);
-  const bool truncate = (int64_t)ids.size() + o.n_predict > n_ctx && o.truncate_prompt && n_ctx - o.n_predict >= 2;
+  const int64_t n_train = engine.info().n_ctx_train;
+  if (o.n_ctx > n_train && n_train > 0)
+    std::fprintf(stderr, "warning: -c %lld is above the %lld tokens the model was trained on; quality usually falls past it\n",
+                 (long long)o.n_ctx, (long long)n_train);
+  const int64_t n_prompt = (int64_t)ids.size();
+  const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : o.n_predict < 0 ? n_train : std::min<int64_t>(n_train, n_prompt + o.n_predict);
+  const bool truncate = o.truncate_prompt && o.n_predict >= 0 && n_prompt + o.n_predict > n_ctx && n_ctx - o.n_predict >= 2;
   if (truncate) {
     // Keep the first token (BOS) and the most recent ones.
     const size_t keep = n_ctx - o.n_predict - 1, before = ids.size();
     ids.erase(ids.begin() + 1, ids.end() - keep);
     std::fprintf(stderr, "prompt truncated: kept the first and the last %zu of %zu tokens\n", keep, before);
+  } else if (o.n_predict < 0 || n_prompt + o.n_predict > n_ctx) {  // generation stops at the end of the context
+    if (n_prompt >= n_ctx && o.n_predict != 0)
+      throw Error("prompt (" + std::to_string(n_prompt) + " tokens) leaves no room in the context size " +
+                  std::to_string(n_ctx) + " (raise -c, or --truncate-prompt)");
+    o.n_predict = (int)std::max<int64_t>(0, n_ctx - n_prompt);
   }
-  if ((int64_t)ids.size() + o.n_predict > n_ctx)
-    throw Error("prompt (" + std::to_string(ids.size()) + " tokens) + " + std::to_string(o.n_predict) +
-                " to generate exceed the context size " + std::to_string(n_ctx) + " (raise -c, or --truncate-prompt)");
   ContextOptions co;
   co.policy = o.policy;
   co.n_ctx = n_ctx;
   Context ctx(engine, co);
 
   const std::string shown = truncate ? "..." + engine.detokenize(ids) : prompt;  // the text the model sees
-  std::fputs(shown.c_str(), stdout);
+  if (o.display_prompt) std::fputs(shown.c_str(), stdout);
   std::fflush(stdout);
   ctx.feed_tokens(ids);
   GenerationOptions gen;
@@ -95,17 +138,25 @@ Command add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt");
   cmd->add_option("-m,--model", o->model, "Model: a .gguf file or a Hugging Face directory")
       ->capture_default_str();
-  cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
-  cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file");
-  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  cmd->add_option_function<std::string>(
+      "-p,--prompt", [o](const std::string& p) { o->prompt = p, o->prompt_given = true; }, "Prompt text");
+  cmd->add_flag("-e,--escape", o->escape, "Process escapes (\\n, \\t, \\\\, \\', \\\") in the prompt");
+  cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file ('-': standard input)");
+  cmd->add_flag("!--no-display-prompt", o->display_prompt, "Do not echo the prompt before the generated text");
+  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until the end of the context)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 24));
   cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size (default: prompt + n, at most the model's)")
       ->check(CLI::Range((int64_t)1, (int64_t)1 << 24));
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
   add_policy_options(cmd, o->policy);
+  add_gpu_options(cmd);
   cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", o->sampling.top_k, "Top-k sampling; 0 = off")->capture_default_str();
   cmd->add_option("--top-p", o->sampling.top_p, "Top-p (nucleus) sampling; 1 = off")->capture_default_str();
-  cmd->add_option("--seed", o->sampling.seed, "Sampling seed")->capture_default_str();
+  cmd->add_option_function<uint64_t>(
+      "-s,--seed", [o](uint64_t s) { o->sampling.seed = s, o->seed_given = true; },
+      "Sampling seed (default: a random one, printed to stderr)");
   cmd->add_option("--stats-json", o->stats_json,
                   "Write the run's speeds and KV memory (kv_fast_bytes, kv_slow_bytes, kv_full_bytes, rss_bytes) to FILE");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");

@@ -58,6 +58,7 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("-t,--threads", s.threads, "Threads shared by the parallel generations (default: all cores)")
       ->check(CLI::Range(1, 1024));
   add_policy_options(cmd, s.policy);
+  add_gpu_options(cmd);
   return {cmd, [o, cmd] { return serve(*o, cmd->count("--attn") > 0); }};
 }
 

@@ -158,11 +158,13 @@ TEST(EvalRetrieval, SharedPrefillEqualsOwnPrefill) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   const auto prompt = m->tokenizer.encode(kText, true);
   struct Rec : AttentionObserver {
-    std::vector<std::vector<float>> q = std::vector<std::vector<float>>(6);
+    explicit Rec(const ModelConfig& c) : q(c.n_layer), row((size_t)c.n_head * c.head_dim) {}
+    std::vector<std::vector<float>> q;
+    size_t row;
     void on_queries(int l, int64_t, int n, const float* x, const KvCache&) override {
-      q[l].insert(q[l].end(), x, x + (size_t)n * 256);
+      q[l].insert(q[l].end(), x, x + (size_t)n * row);
     }
-  } rec;
+  } rec(m->config);
   SessionOptions so;
   so.n_ctx = (int64_t)prompt.size() + 4;
   so.n_ubatch = 16;  // several prefill chunks, as long prompts have

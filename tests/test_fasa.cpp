@@ -3,6 +3,7 @@
 // the selection equals a brute-force TIP reference).
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <set>
@@ -124,27 +125,28 @@ TEST(Calibration, TokenWindowsRepeatBos) {
   ASSERT_EQ(w.size(), 2u);
   EXPECT_EQ(w[0], (std::vector<int32_t>{1, 10, 11, 12}));
   EXPECT_EQ(w[1], (std::vector<int32_t>{1, 13, 14}));
+  EXPECT_THROW(token_windows(t, 1, 1), Error);  // a BOS alone fills a 1-token window: no progress
 }
 
-// A quick profile of the bundled model from a short text.
-const std::string& bundled_profile() {
-  static const std::string path = [] {
-    auto m = load_model(FASA_BUNDLED_MODEL);
-    CalibrationOptions o;
-    o.top_k = 16;
-    o.min_pos = 32;
-    o.n_ctx = 160;
-    std::string text = "In the beginning God created the heaven and the earth. And the earth was without form, and "
-                       "void; and darkness was upon the face of the deep. And the Spirit of God moved upon the face "
-                       "of the waters. And God said, Let there be light: and there was light. And God saw the light, "
-                       "that it was good: and God divided the light from the darkness.";
-    Profile p = calibrate(*m, text + "\n" + text, "genesis", o);
-    std::string out = test::temp_dir() + "/bundled.profile.json";
-    save_profile(p, out);
-    return out;
-  }();
-  return path;
+// A quick profile of a model (the bundled one unless named) from a short text, made once per model.
+const std::string& quick_profile(const std::string& model_path = FASA_BUNDLED_MODEL) {
+  static std::map<std::string, std::string> made;
+  if (auto it = made.find(model_path); it != made.end()) return it->second;
+  auto m = load_model(model_path);
+  CalibrationOptions o;
+  o.top_k = 16;
+  o.min_pos = 32;
+  o.n_ctx = 160;
+  std::string text = "In the beginning God created the heaven and the earth. And the earth was without form, and "
+                     "void; and darkness was upon the face of the deep. And the Spirit of God moved upon the face "
+                     "of the waters. And God said, Let there be light: and there was light. And God saw the light, "
+                     "that it was good: and God divided the light from the darkness.";
+  Profile p = calibrate(*m, text + "\n" + text, "genesis", o);
+  std::string out = test::temp_dir() + "/profile" + std::to_string(made.size()) + ".json";
+  save_profile(p, out);
+  return made[model_path] = out;
 }
+const std::string& bundled_profile() { return quick_profile(); }
 
 TEST(Profile, RoundTripAndMatch) {
   auto m = load_model(FASA_BUNDLED_MODEL);
@@ -159,8 +161,8 @@ TEST(Profile, RoundTripAndMatch) {
   EXPECT_EQ(q.mean_ca, p.mean_ca);
   EXPECT_EQ(q.model, p.model);
   EXPECT_NO_THROW(check_profile_matches(p, *m, bundled_profile()));
-  for (int l = 0; l < 6; ++l)
-    for (int h = 0; h < 4; ++h) {
+  for (int l = 0; l < m->config.n_layer; ++l)
+    for (int h = 0; h < m->config.n_head; ++h) {
       auto f = p.dominant_fcs(l, h, 8, FcSharing::Head);
       EXPECT_EQ(std::set<int>(f.begin(), f.end()).size(), 8u);
       for (size_t i = 1; i < f.size(); ++i) EXPECT_GE(p.ca(l, h, f[i - 1]), p.ca(l, h, f[i]));
@@ -169,10 +171,12 @@ TEST(Profile, RoundTripAndMatch) {
 
 TEST(Profile, AnotherModelIsAClearError) {
   FASA_REQUIRE_SHARED();
-  const Profile p = load_profile(bundled_profile());
-  auto same_shape = load_model(test::shared_dir() + "/models/kjv-tiny/kjv-tiny-f32.gguf");  // other weights bytes
+  const std::string tiny = test::shared_dir() + "/models/kjv-tiny/kjv-tiny-";
+  const Profile p = load_profile(quick_profile(tiny + "f16.gguf"));
+  auto same_shape = load_model(tiny + "f32.gguf");  // the same model, other weight bytes
+  auto bundled = load_model(FASA_BUNDLED_MODEL);
   auto other = load_model(test::shared_dir() + "/models/qwen2-rand/qwen2-rand-f32.gguf");
-  for (const Model* m : {same_shape.get(), other.get()}) {
+  for (const Model* m : {same_shape.get(), bundled.get(), other.get()}) {
     try {
       check_profile_matches(p, *m, "P.json");
       ADD_FAILURE() << "accepted a profile of another model: " << m->path;
@@ -202,9 +206,9 @@ TEST(Profile, CorruptProfilesAreClearErrors) {
       {"not_profile", "{\"format\": \"other\"}", "not a fasa profile"},
       {"format_not_a_string", "{\"format\": 5}", "unexpected JSON content"},
       {"version", edit("\"version\": 1", "\"version\": 7"), "version 7 is not supported"},
-      {"missing_heads", edit("\"heads\"", "\"sdaeh\""), "'heads' must list 24"},
+      {"missing_heads", edit("\"heads\"", "\"sdaeh\""), "'heads' must list 16"},
       {"bad_n_fc", edit("\"n_fc\": 32", "\"n_fc\": 31"), "n_fc 31 does not match"},
-      {"huge_layers", edit("\"n_layer\": 6", "\"n_layer\": 99999999"), "out of range"},
+      {"huge_layers", edit("\"n_layer\": 4", "\"n_layer\": 99999999"), "out of range"},
       {"string_for_number", edit("\"n_tip\": 8", "\"n_tip\": \"8\""), "not an integer"},
       {"float_for_integer", edit("\"n_tip\": 8", "\"n_tip\": 2e82"), "not an integer"},  // found by fuzz_profile
       {"ca_row_too_long", edit("\"ca\": [", "\"ca\": [0.5, "), "'ca' must hold n_fc values"},
@@ -230,7 +234,7 @@ std::shared_ptr<FasaSelector> fasa_policy(const Model& m, Budget b, FcSharing sh
   o.budget = b;
   o.sharing = sh;
   o.dense_layers = std::move(dense);
-  return std::make_shared<FasaSelector>(load_profile(bundled_profile()), m.config, o);
+  return std::make_shared<FasaSelector>(load_profile(quick_profile(m.path)), m.config, o);
 }
 
 std::vector<int32_t> greedy(const Model& m, std::shared_ptr<TokenSelector> p, const std::vector<int32_t>& prompt, int n,
@@ -254,7 +258,9 @@ TEST(FasaDecoding, BudgetAtLeastContextEqualsDenseInEveryLayer) {
   for (FcSharing sh : {FcSharing::Group, FcSharing::Head}) {
     const auto got = greedy(*m, fasa_policy(*m, {100000, false}, sh, {}), prompt, 16, &fasa_logits);
     EXPECT_EQ(got, full);
-    EXPECT_LE(test::normalized_error(fasa_logits.data(), full_logits.data(), full_logits.size()), 1e-5);
+    // every row attended, the keys' dot products summed as K_dom + K_rest parts: float rounding only,
+    // carried through 4 layers and 16 steps (7.4e-5 measured on the bundled model; 1e-3 is a wrong row)
+    EXPECT_LE(test::normalized_error(fasa_logits.data(), full_logits.data(), full_logits.size()), 2e-4);
   }
   // A budget of 1.0 (the whole context) too; and a small budget does change the result.
   const auto whole = greedy(*m, fasa_policy(*m, {1.0, true}, FcSharing::Group, {}), prompt, 16, &fasa_logits);
@@ -265,7 +271,7 @@ TEST(FasaDecoding, BudgetAtLeastContextEqualsDenseInEveryLayer) {
 
 TEST(FasaDecoding, GoldenPromptsWithHugeBudgetMatchFullAttention) {
   FASA_REQUIRE_SHARED();
-  auto m = load_model(FASA_BUNDLED_MODEL);
+  auto m = load_model(test::shared_dir() + "/models/kjv-tiny/kjv-tiny-f16.gguf");
   auto j = nlohmann::json::parse(test::read_file(test::shared_dir() + "/models/kjv-tiny/golden/golden.json"));
   for (auto& c : j["cases"]) {
     if (c["variant"] != "f16") continue;
@@ -375,6 +381,8 @@ TEST(FasaDecoding, OptionErrors) {
   EXPECT_THROW(Budget::parse("abc"), Error);
   EXPECT_THROW(Budget::parse("2.5"), Error);
   EXPECT_EQ(Budget::parse("0.25").tokens(100), 25);
+  EXPECT_EQ(Budget::parse("1.0").tokens(100), 100);  // the server passes a JSON 1.0 on as "1.0"
+  EXPECT_EQ(Budget::parse("1").tokens(100), 1);
   EXPECT_EQ(Budget::parse("256").tokens(100), 256);
   EXPECT_THROW(parse_fc_sharing("both"), Error);
   EXPECT_EQ(parse_layer_list("0,2"), (std::vector<int>{0, 2}));

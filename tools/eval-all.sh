@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-eval-results}
 SHARED=${FASA_SHARED:-../shared}
 FASA=./build/fasa
-MODEL=models/kjv-tiny-f16.gguf
+MODEL=models/kjv-recall-f16.gguf
 mkdir -p "$OUT"
 POLICIES=full,oracle,fasa,stream,snapkv,quest,h2o,sparq,random
 BUDGETS=32,64,128,256

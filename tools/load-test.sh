@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=${1:-32} REQUESTS=${2:-20} PARALLEL=${3:-2} PORT=${4:-8097}
-MODEL=${MODEL:-models/kjv-tiny-f16.gguf}
+MODEL=${MODEL:-models/kjv-recall-f16.gguf}
 
 ./build/fasa serve -m "$MODEL" --host 127.0.0.1 --port "$PORT" --parallel "$PARALLEL" \
   --queue "$CLIENTS" -c 512 -t 2 2> /tmp/fasa-load-server.log &
