@@ -6,6 +6,15 @@
 #include "cli/commands.h"
 #include "fasa/error.h"
 
+namespace {
+// Options whose value is free text, which may itself look like a flag.
+bool takes_text(const char* option) {
+  for (const char* o : {"-p", "--prompt", "-f", "--file"})
+    if (std::strcmp(option, o) == 0) return true;
+  return false;
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"fasa: long-context decoding with Frequency-Aware Sparse Attention"};
   app.require_subcommand(1);
@@ -27,13 +36,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   // llama.cpp's multi-letter single-dash flags, read as the long options they are here (CLI11 takes one
-  // letter after a single dash).
+  // letter after a single dash). Only where a value follows, so a prompt "-fa" (as in -p -fa) stays text.
   const struct { const char *llama, *ours; } aliases[] = {
       {"-pg", "--pg"}, {"-ngl", "--n-gpu-layers"}, {"-fa", "--flash-attn"}};
   std::vector<char*> args(argv, argv + argc);
-  for (char*& a : args)
+  for (size_t i = 1; i + 1 < args.size(); ++i)
     for (const auto& alias : aliases)
-      if (std::strcmp(a, alias.llama) == 0) a = const_cast<char*>(alias.ours);
+      if (std::strcmp(args[i], alias.llama) == 0 && args[i + 1][0] != '-' && !takes_text(args[i - 1]))
+        args[i] = const_cast<char*>(alias.ours);
   try {
     app.parse((int)args.size(), args.data());
   } catch (const CLI::ParseError& e) {

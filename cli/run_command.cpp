@@ -83,9 +83,9 @@ int run(RunOptions o) {
     ids.erase(ids.begin() + 1, ids.end() - keep);
     std::fprintf(stderr, "prompt truncated: kept the first and the last %zu of %zu tokens\n", keep, before);
   } else if (o.n_predict < 0 || n_prompt + o.n_predict > n_ctx) {  // generation stops at the end of the context
-    if (n_prompt >= n_ctx && o.n_predict != 0)
+    if (n_prompt > n_ctx || (n_prompt == n_ctx && o.n_predict != 0))
       throw Error("prompt (" + std::to_string(n_prompt) + " tokens) leaves no room in the context size " +
-                  std::to_string(n_ctx) + " (raise -c, or --truncate-prompt)");
+                  std::to_string(n_ctx) + (o.truncate_prompt ? " (raise -c)" : " (raise -c, or --truncate-prompt)"));
     o.n_predict = (int)std::max<int64_t>(0, n_ctx - n_prompt);
   }
   ContextOptions co;
@@ -154,9 +154,9 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", o->sampling.top_k, "Top-k sampling; 0 = off")->capture_default_str();
   cmd->add_option("--top-p", o->sampling.top_p, "Top-p (nucleus) sampling; 1 = off")->capture_default_str();
-  cmd->add_option_function<uint64_t>(
-      "-s,--seed", [o](uint64_t s) { o->sampling.seed = s, o->seed_given = true; },
-      "Sampling seed (default: a random one, printed to stderr)");
+  cmd->add_option_function<int64_t>(
+      "-s,--seed", [o](int64_t s) { o->sampling.seed = (uint64_t)s, o->seed_given = s >= 0; },
+      "Sampling seed (default or -1: a random one, printed to stderr)");
   cmd->add_option("--stats-json", o->stats_json,
                   "Write the run's speeds and KV memory (kv_fast_bytes, kv_slow_bytes, kv_full_bytes, rss_bytes) to FILE");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");

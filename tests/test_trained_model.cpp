@@ -60,7 +60,7 @@ double accuracy(const std::vector<EvalRecord>& r, const std::string& policy) {
 
 // 20 generated 1024-token tasks (4 of each kind, seed fixed): full attention and FASA at a budget of
 // 1/8 (128 tokens, 8 of 32 chunks, profile calibrated here on other generated prompts) above floors
-// set below what was measured when the model was trained (see README), and StreamingLLM far below.
+// set below what was measured when the model was exported, and StreamingLLM far below.
 TEST(TrainedModel, RetrievesAtLongRangeWithFullAttentionAndFasa) {
   auto m = load_model(kModel);
   TaskGenOptions g;
