@@ -81,7 +81,7 @@ std::vector<float> AgreementMeter::mean_fc_ca() const {
 int64_t AgreementMeter::fc_queries() const { return fc_count_.empty() ? 0 : fc_count_[0]; }
 
 std::vector<std::vector<int32_t>> token_windows(const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos) {
-  if (n_ctx < 2) throw Error("calibration windows need a context of at least 2 tokens");  // else no progress
+  if (n_ctx < 2) throw Error("token windows need a context of at least 2 tokens");  // else no progress
   std::vector<std::vector<int32_t>> out;
   const bool has_bos = bos >= 0 && !tokens.empty() && tokens[0] == bos;
   size_t i = 0;

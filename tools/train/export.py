@@ -35,9 +35,9 @@ N_LAST = 4   # positions whose logits are kept per prompt
 N_GREEDY = 16
 
 
-def read_gguf(path, with_tensors=False):
-    """[(key, type, value)] of a GGUF file's metadata (arrays as (elem_type, list)) and, with_tensors,
-    {name: float32 array in row-major [rows, cols]} of its F32/F16 tensors."""
+def read_gguf(path):
+    """([(key, type, value)] of a GGUF file's metadata (arrays as (elem_type, list)),
+    {name: F32/F16 array, row-major [rows, cols], a view of the file's bytes})."""
     b = open(path, "rb").read()
     o = [4]
 
@@ -67,8 +67,6 @@ def read_gguf(path, with_tensors=False):
         k = rs()
         t = rd("I")
         kv.append((k, t, val(t)))
-    if not with_tensors:
-        return kv
     infos = []
     for _ in range(n_tensors):
         name = rs()
@@ -82,7 +80,7 @@ def read_gguf(path, with_tensors=False):
             raise ValueError(f"{path}: tensor {name} is neither F32 nor F16")
         n = int(np.prod(dims))
         a = np.frombuffer(b, np.float16 if typ == GGUF_F16 else np.float32, n, base + off)
-        tensors[name] = a.astype(np.float32).reshape(list(reversed(dims)))
+        tensors[name] = a.reshape(list(reversed(dims)))
     return kv, tensors
 
 
@@ -148,7 +146,7 @@ def unpermute_rope(w, n_head):
 def load_gguf_weights(path, cfg):
     """A model.py state dict from a GGUF this script wrote (F16 or F32): to continue training from a
     shipped model when its checkpoints are gone."""
-    _, t = read_gguf(path, with_tensors=True)
+    _, t = read_gguf(path)
     sd = {"embed_tokens.weight": t["token_embd.weight"], "norm.weight": t["output_norm.weight"],
           "lm_head.weight": t["output.weight"]}
     for i in range(cfg.n_layer):
@@ -162,7 +160,7 @@ def load_gguf_weights(path, cfg):
         sd[p + "mlp.gate_proj.weight"] = t[b + "ffn_gate.weight"]
         sd[p + "mlp.up_proj.weight"] = t[b + "ffn_up.weight"]
         sd[p + "mlp.down_proj.weight"] = t[b + "ffn_down.weight"]
-    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}
+    return {k: torch.from_numpy(v.astype(np.float32)) for k, v in sd.items()}
 
 
 def rounded(sd, f16):
@@ -183,7 +181,7 @@ def write_gguf(path, cfg, sd, name, f16):
         w.add("llama." + k, T_U32, v)
     w.add("llama.attention.layer_norm_rms_epsilon", T_F32, cfg.norm_eps)
     w.add("llama.rope.freq_base", T_F32, cfg.rope_theta)
-    for k, t, v in read_gguf(os.path.join(SHARED_TINY, "kjv-tiny-f32.gguf")):
+    for k, t, v in read_gguf(os.path.join(SHARED_TINY, "kjv-tiny-f32.gguf"))[0]:
         if k.startswith("tokenizer."):
             w.add(k, t, v)
 
