@@ -24,9 +24,9 @@ int serve(ServeOptions o, bool attn_given) {
   o.server.model_name = std::filesystem::path(o.model).filename().string();
   Server server(engine, o.server);
   const int port = server.bind();
-  std::fprintf(stderr, "fasa serve: %s (%s) on http://%s:%d — %d parallel, queue %d, attn %s\n", o.model.c_str(),
+  std::fprintf(stderr, "fasa serve: %s (%s) on http://%s:%d — %d parallel, queue %d, attn %s%s\n", o.model.c_str(),
                engine.info().arch.c_str(), o.server.host.c_str(), port, o.server.parallel, o.server.queue,
-               o.server.policy.attn.c_str());
+               o.server.policy.attn.c_str(), o.server.api_key.empty() ? "" : ", API key required");
   running_server = &server;
   std::signal(SIGINT, [](int) { running_server->stop(); });
   std::signal(SIGTERM, [](int) { running_server->stop(); });
@@ -44,10 +44,12 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "Model: a .gguf file or a Hugging Face directory")->capture_default_str();
   cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
-  cmd->add_option("--parallel", s.parallel, "Generations running at once")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--parallel", s.parallel, "Slots generating at once (llama.cpp's -np); each keeps its prompt cache")
+      ->capture_default_str()->check(CLI::Range(1, 256));
   cmd->add_option("--queue", s.queue, "Requests that may wait for a slot; more get 503")->capture_default_str()
       ->check(CLI::Range(0, 4096));
-  cmd->add_option("-c,--ctx", s.n_ctx, "Context per request, prompt + reply (default: the model's)")
+  cmd->add_option("-c,--ctx-size,--ctx", s.n_ctx,
+                  "Context of all slots together, each getting an equal share, as llama-server's (default: the model's)")
       ->check(CLI::Range((int64_t)1, (int64_t)1 << 24));
   cmd->add_option("--max-prompt-tokens", s.max_prompt_tokens, "Longest prompt accepted (default: context - 1)")
       ->check(CLI::Range((int64_t)1, (int64_t)1 << 24));
@@ -57,6 +59,10 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 24));
   cmd->add_option("-t,--threads", s.threads, "Threads shared by the parallel generations (default: all cores)")
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on every request but /health")
+      ->envname("FASA_API_KEY");
+  cmd->add_option("--cors", s.cors_origin, "Allow browser requests from this origin ('*': any)");
+  cmd->add_flag("!--log-disable", s.log_requests, "No line per request on stderr");
   add_policy_options(cmd, s.policy);
   add_gpu_options(cmd);
   return {cmd, [o, cmd] { return serve(*o, cmd->count("--attn") > 0); }};

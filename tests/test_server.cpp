@@ -355,6 +355,17 @@ TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": 42}]})"},
       {"/v1/chat/completions", R"({"messages": ["hello"]})"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"},
+      // OpenAI fields the server does not honour are refused, not ignored
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})"},
+      {"/v1/completions", R"({"prompt": "x", "frequency_penalty": 0.5})"},
+      {"/v1/completions", R"({"prompt": "x", "logit_bias": {"5": 100}})"},
+      {"/v1/completions", R"({"prompt": "x", "no_such_field": 1})"},
+      {"/v1/completions", R"({"prompt": "x", "logprobs": 99})"},
+      {"/v1/completions", R"({"prompt": "x", "logprobs": 1, "stream": true})"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 0})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"},
   };
   for (const auto& [path, body] : bad) {
     auto res = s.client().Post(path.c_str(), body, "application/json");
@@ -371,6 +382,139 @@ TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
   EXPECT_EQ(missing->status, 404);
   EXPECT_TRUE(json::parse(missing->body).contains("error"));
   post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 2}});
+  // The values that mean "off" are what clients send by default: accepted.
+  post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 2}, {"frequency_penalty", 0}, {"presence_penalty", 0},
+                                   {"logit_bias", json::object()}, {"best_of", 1}, {"user", "u1"}});
+}
+
+TEST_F(ServerTest, ApiKeyGuardsEverythingButHealthAndCorsAnswersPreflights) {
+  ServerOptions o = options();
+  o.api_key = "s3cret";
+  o.cors_origin = "https://example.org";
+  TestServer s(*engine_, o);
+  auto health = s.client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(health->get_header_value("Access-Control-Allow-Origin"), "https://example.org");
+  for (const auto& auth : {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer wrong"}}}) {
+    auto models = s.client().Get("/v1/models", auth);
+    ASSERT_TRUE(models);
+    EXPECT_EQ(models->status, 401);
+    EXPECT_TRUE(json::parse(models->body)["error"]["message"].is_string());
+    auto post = s.client().Post("/v1/completions", auth, json{{"prompt", kPrompt}}.dump(), "application/json");
+    ASSERT_TRUE(post);
+    EXPECT_EQ(post->status, 401);
+  }
+  const httplib::Headers good = {{"Authorization", "Bearer s3cret"}};
+  auto models = s.client().Get("/v1/models", good);
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  auto post = s.client().Post("/v1/completions", good, json{{"prompt", kPrompt}, {"max_tokens", 2}}.dump(), "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 200) << post->body;
+  auto preflight = s.client().Options("/v1/chat/completions");
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 204);
+  EXPECT_NE(preflight->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+}
+
+TEST_F(ServerTest, ModelsByIdAndResponseIdsDifferAcrossServers) {
+  ServerOptions o = options();
+  o.model_name = "kjv-recall";
+  std::string first_id;
+  for (int run = 0; run < 2; ++run) {
+    TestServer s(*engine_, o);
+    auto m = s.client().Get("/v1/models/kjv-recall");
+    ASSERT_TRUE(m);
+    ASSERT_EQ(m->status, 200);
+    const json model = json::parse(m->body);
+    EXPECT_EQ(model["id"], "kjv-recall");
+    EXPECT_GT(model["created"].get<int64_t>(), 1700000000);
+    auto none = s.client().Get("/v1/models/other");
+    ASSERT_TRUE(none);
+    EXPECT_EQ(none->status, 404);
+    const json r = post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 1}});
+    if (run == 0) first_id = r["id"];
+    else EXPECT_NE(r["id"], first_id);
+  }
+}
+
+// Log-probabilities: the API's distribution at each position; with echo, the prompt's tokens first.
+TEST_F(ServerTest, CompletionLogprobsAndEchoMatchTheModel) {
+  TestServer s(*engine_, options());
+  const json r = post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 3}, {"temperature", 0},
+                                                  {"logprobs", 2}, {"echo", true}});
+  const std::vector<int32_t> prompt = engine_->tokenize(kPrompt, true);
+  const json& lp = r["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), prompt.size() + 3) << lp.dump();
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());  // nothing predicts the first token
+  // The prompt's token logprobs against a context fed token by token.
+  Context ctx(*engine_, {});
+  ctx.feed_tokens({prompt[0]});
+  std::vector<TokenLogprob> each;
+  ctx.feed_tokens({prompt.begin() + 1, prompt.end()}, &each, 2);
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), each[i - 1].logprob, 1e-4) << i;
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 2u);
+  }
+  // Greedy: each generated token is the most likely one, so its logprob is the top alternative's.
+  for (size_t i = prompt.size(); i < prompt.size() + 3; ++i) {
+    double best = -1e30;
+    for (const auto& [tok, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), best, 1e-6);
+  }
+  EXPECT_EQ(r["choices"][0]["text"].get<std::string>().rfind(engine_->detokenize(prompt), 0), 0u);
+  // lm-evaluation-harness scores a continuation with echo and max_tokens 0.
+  const json score = post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 0}, {"logprobs", 0}, {"echo", true}});
+  EXPECT_EQ(score["choices"][0]["logprobs"]["tokens"].size(), prompt.size());
+  EXPECT_EQ(score["usage"]["completion_tokens"], 0);
+}
+
+TEST_F(ServerTest, ChatLogprobsAndTheDeveloperRole) {
+  TestServer s(*engine_, options());
+  const json r = post_json(s, "/v1/chat/completions",
+                           {{"messages", {{{"role", "developer"}, {"content", "Answer briefly."}}, {{"role", "user"}, {"content", "Hi"}}}},
+                            {"max_tokens", 4}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 3}});
+  const json& content = r["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), r["usage"]["completion_tokens"].get<size_t>());
+  ASSERT_FALSE(content.empty());
+  std::string text;
+  for (const json& t : content) {
+    EXPECT_EQ(t["top_logprobs"].size(), 3u);
+    EXPECT_EQ(t["logprob"], t["top_logprobs"][0]["logprob"]);  // greedy took the most likely token
+    text += t["token"].get<std::string>();
+  }
+  EXPECT_EQ(text, r["choices"][0]["message"]["content"]);
+}
+
+// A slot keeps its context: a second request that starts with the first one's prompt prefills only
+// the rest, and replies exactly what a fresh context replies, for every policy whose state is the cache.
+TEST_F(ServerTest, PromptCacheReusesAPrefixAndRepliesAsAFreshContext) {
+  TestServer s(*engine_, options(/*parallel=*/1));
+  const std::string doc = std::string(kPrompt) + " Ge1:2 And the earth was without form, and void; and darkness was upon the face of the deep.";
+  for (const char* attn : {"full", "fasa", "quest", "stream"}) {
+    PolicyOptions p = options().policy;
+    p.attn = attn;
+    p.budget = "8";
+    const json body = {{"max_tokens", 8}, {"temperature", 0}, {"attn", attn}, {"budget", 8}};
+    json first = body, second = body;
+    first["prompt"] = doc;
+    second["prompt"] = doc + " Ge1:3 And God said,";
+    const json a = post_json(s, "/v1/completions", first);
+    EXPECT_EQ(a["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << attn;
+    const json b = post_json(s, "/v1/completions", second);
+    const int64_t n_first = (int64_t)engine_->tokenize(doc, true).size();
+    EXPECT_GE(b["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), n_first - 2) << attn;
+    EXPECT_EQ(b["timings"]["cache_n"], b["usage"]["prompt_tokens_details"]["cached_tokens"]);
+    EXPECT_EQ(b["choices"][0]["text"], api_greedy(*engine_, second["prompt"], 8, p)) << attn;
+    // cache_prompt false: nothing reused, the same reply
+    json again = second;
+    again["cache_prompt"] = false;
+    const json c = post_json(s, "/v1/completions", again);
+    EXPECT_EQ(c["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    EXPECT_EQ(c["choices"][0]["text"], b["choices"][0]["text"]);
+  }
 }
 
 }  // namespace

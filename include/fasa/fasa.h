@@ -23,6 +23,7 @@
 
 #include "fasa/error.h"
 #include "fasa/kv_memory.h"
+#include "fasa/logprob.h"
 #include "fasa/options.h"
 
 namespace fasa {
@@ -59,6 +60,7 @@ class Engine {
   // written in the text become those tokens (chat prompts).
   std::vector<int32_t> tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
   std::string detokenize(const std::vector<int32_t>& ids) const;
+  std::string token_text(int32_t id) const;  // the bytes one token stands for (may be part of a UTF-8 character)
   // The prompt text for a conversation, in the model's chat format, ending where the reply begins.
   std::string chat_prompt(const std::vector<ChatMessage>& messages) const;
   // Throws fasa::Error when the policy options are invalid for this model (unknown name, bad budget,
@@ -80,6 +82,7 @@ struct ContextOptions {
 
 struct GenerationOptions {
   int max_tokens = 64;
+  int logprobs = -1;              // >= 0: record each generated token's log-probability and this many alternatives
   SamplerOptions sampling;
   bool ignore_eos = false;        // keep going past end-of-generation tokens
   std::vector<std::string> stop;  // generation ends before the first occurrence of any of these
@@ -87,6 +90,8 @@ struct GenerationOptions {
 
 struct GenerationResult {
   std::string text;            // everything generated (stop string excluded)
+  std::vector<int32_t> tokens;          // the tokens generated, end token excluded
+  std::vector<TokenLogprob> logprobs;   // per generated token, with GenerationOptions::logprobs >= 0
   std::string finish_reason;   // "stop" (end token or stop string), "length", or "cancelled" (callback)
   int n_tokens = 0;            // tokens generated
   double seconds = 0;          // decode wall time
@@ -111,12 +116,17 @@ class Context {
 
   // Appends text (BOS first if the context is empty and the model wants one); returns the tokens added.
   int64_t feed(std::string_view text, bool parse_special = false);
-  void feed_tokens(const std::vector<int32_t>& ids);
+  // With `logprobs`, also each fed token's log-probability given what precedes it ([ids.size()]),
+  // with `top_n` alternatives.
+  void feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs = nullptr, int top_n = 0);
   // Samples up to opts.max_tokens tokens after what was fed, streaming text to `on_text`.
   GenerationResult generate(const GenerationOptions& opts, const TextCallback& on_text = {});
 
   int64_t n_past() const;
   int64_t n_ctx() const;
+  const std::vector<int32_t>& tokens() const { return tokens_; }  // [n_past()] fed and generated, in order
+  // Forgets positions >= n (n <= n_past()): the start of a cached prompt is kept for the next one.
+  void truncate(int64_t n);
   const ContextStats& stats() const { return stats_; }
   KvMemory kv_memory() const;  // where the KV cache lives now
   std::string policy_summary() const;  // e.g. "fasa: budget 256 per head, TIP reads 25.0% of key dims"
@@ -129,6 +139,7 @@ class Context {
   std::shared_ptr<TokenSelector> policy_;
   std::unique_ptr<Session> session_;
   std::vector<int32_t> unevaluated_;  // the last sampled token, evaluated when the context goes on
+  std::vector<int32_t> tokens_;       // [n_past()]
   ContextStats stats_;
 };
 

@@ -25,6 +25,8 @@ struct PolicyOptions {
   std::string kv_offload;          // FASA-M: "" (all resident), "ram" or "file:DIR" for K_rest and V
   std::string kv_fast_limit;       // cap on the KV cache's fast memory: bytes, or with K/M/G; "" = none
   bool kv_prefetch = true;         // FASA-M: fetch the next layer's likely rows in the background
+
+  bool operator==(const PolicyOptions&) const = default;
 };
 
 // Next-token choice: greedy at temperature 0, otherwise top-k -> temperature -> top-p, seeded.

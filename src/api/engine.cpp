@@ -34,6 +34,7 @@ std::vector<int32_t> Engine::tokenize(std::string_view text, bool add_bos, bool 
 }
 
 std::string Engine::detokenize(const std::vector<int32_t>& ids) const { return model_->tokenizer.decode(ids); }
+std::string Engine::token_text(int32_t id) const { return model_->tokenizer.token_text(id); }
 
 std::string Engine::chat_prompt(const std::vector<ChatMessage>& messages) const {
   return render_chat(detect_chat_format(model_->chat_template), messages);
@@ -67,7 +68,7 @@ int64_t Context::feed(std::string_view text, bool parse_special) {
   return (int64_t)ids.size();
 }
 
-void Context::feed_tokens(const std::vector<int32_t>& ids) {
+void Context::feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs, int top_n) {
   std::vector<int32_t> all = std::move(unevaluated_);
   unevaluated_.clear();
   all.insert(all.end(), ids.begin(), ids.end());
@@ -75,10 +76,33 @@ void Context::feed_tokens(const std::vector<int32_t>& ids) {
   if (session_->n_past() + (int64_t)all.size() > n_ctx())
     throw Error("the prompt (" + std::to_string(session_->n_past() + all.size()) + " tokens) does not fit the context of " +
                 std::to_string(n_ctx()) + " tokens");
+  if (logprobs) {  // what predicts ids[0]: the logits before this call, or the row of the unevaluated token
+    logprobs->clear();
+    if (all.size() == ids.size() && !ids.empty())
+      logprobs->push_back(session_->n_past() > 0 ? token_logprob(session_->logits(), ids[0], top_n)
+                                                 : TokenLogprob{ids[0], false, 0, {}});
+  }
   const auto t0 = Clock::now();
-  eval(all);
+  std::vector<float> rows;  // [all.size(), n_vocab]
+  if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
+  session_->eval(all, logprobs ? &rows : nullptr);
+  if (logprobs) {
+    const size_t V = (size_t)engine_.info().n_vocab;
+    for (size_t i = all.size() - ids.size() + logprobs->size(); i < all.size(); ++i)
+      logprobs->push_back(token_logprob({rows.data() + (i - 1) * V, V}, all[i], top_n));
+  }
   stats_.prompt_seconds += seconds_since(t0);
   stats_.prompt_tokens += (int64_t)ids.size();
+  tokens_.insert(tokens_.end(), ids.begin(), ids.end());
+}
+
+void Context::truncate(int64_t n) {
+  if (n < 0 || n > n_past()) throw Error("truncate: " + std::to_string(n) + " is not within 0.." + std::to_string(n_past()));
+  if (n <= session_->n_past()) {
+    unevaluated_.clear();
+    session_->truncate(n);
+  }
+  tokens_.resize(n);
 }
 
 GenerationResult Context::generate(const GenerationOptions& opts, const TextCallback& on_text) {
@@ -104,12 +128,14 @@ GenerationResult Context::generate(const GenerationOptions& opts, const TextCall
       break;
     }
     ++r.n_tokens;
+    r.tokens.push_back(next);
+    tokens_.push_back(next);
+    if (opts.logprobs >= 0) r.logprobs.push_back(token_logprob(session_->logits(), next, opts.logprobs));
     const std::string piece = stream.push(tok.token_text(next));
     if (stream.stopped()) r.finish_reason = "stop";
     if (!emit(piece)) r.finish_reason = "cancelled";
-    if (r.finish_reason != "length") break;
     // The last token is evaluated only if the context goes on (a later feed or generate).
-    if (i + 1 == opts.max_tokens || session_->n_past() == n_ctx()) {
+    if (r.finish_reason != "length" || i + 1 == opts.max_tokens || session_->n_past() == n_ctx()) {
       unevaluated_ = {next};
       break;
     }

@@ -19,6 +19,21 @@ int32_t argmax(std::span<const float> logits) {
   return (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
+TokenLogprob token_logprob(std::span<const float> logits, int32_t id, int top_n) {
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits) sum += std::exp((double)(x - max));
+  const float log_z = max + (float)std::log(sum);
+  TokenLogprob t{id, true, logits[id] - log_z, {}};
+  const int n = (int)logits.size(), k = std::clamp(top_n, 0, n);
+  std::vector<int32_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  for (int i = 0; i < k; ++i) t.top.emplace_back(idx[i], logits[idx[i]] - log_z);
+  return t;
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
   if (opts_.temperature == 0.0f) return argmax(logits);
   const int n = (int)logits.size();

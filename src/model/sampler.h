@@ -4,6 +4,7 @@
 #include <random>
 #include <span>
 
+#include "fasa/logprob.h"
 #include "fasa/options.h"
 
 namespace fasa {
@@ -20,5 +21,8 @@ class Sampler {
 
 // Index of the largest logit (the lowest index on ties).
 int32_t argmax(std::span<const float> logits);
+
+// log softmax(logits)[id], and the top_n most likely tokens with theirs.
+TokenLogprob token_logprob(std::span<const float> logits, int32_t id, int top_n);
 
 }  // namespace fasa

@@ -1,6 +1,7 @@
 #include "server/request.h"
 
 #include <cmath>
+#include <set>
 #include <nlohmann/json.hpp>
 
 namespace fasa {
@@ -89,8 +90,9 @@ std::vector<ChatMessage> get_messages(const json& body) {
     const json* content = field(m, "content");
     if (!role || !role->is_string()) bad("messages[].role", "must be a string");
     const std::string& r = role->get_ref<const std::string&>();
-    if (r != "system" && r != "user" && r != "assistant") bad("messages[].role", "must be system, user or assistant");
-    out.push_back({r, message_text(content)});
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant")
+      bad("messages[].role", "must be system, developer, user or assistant");
+    out.push_back({r == "developer" ? "system" : r, message_text(content)});  // OpenAI's newer name for system
   }
   return out;
 }
@@ -114,6 +116,27 @@ void get_prompt(const json& body, CompletionRequest& r) {
   }
 }
 
+// Fields this server reads, per endpoint; llama-server's extensions (top_k, ignore_eos, cache_prompt)
+// and ours (the attention policy) included.
+const std::set<std::string> kCommonFields = {"model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop",
+                                             "stream", "stream_options", "n", "user", "ignore_eos", "cache_prompt",
+                                             "logprobs", "attn", "budget", "fcs", "fc_sharing"};
+const std::set<std::string> kChatFields = {"messages", "max_completion_tokens", "top_logprobs"};
+const std::set<std::string> kCompletionFields = {"prompt", "echo"};
+
+// A field this server does not implement is an error, so a client never silently gets something other
+// than it asked for, unless it holds OpenAI's value for "off" (clients and harnesses send those).
+void check_fields(const json& body, bool chat) {
+  for (const auto& [name, v] : body.items()) {
+    if (kCommonFields.count(name) || (chat ? kChatFields : kCompletionFields).count(name)) continue;
+    const bool off = v.is_null() || (v.is_number() && v.get<double>() == 0 && name.find("penalty") != std::string::npos) ||
+                     (name == "best_of" && v == 1) || (name == "logit_bias" && v.is_object() && v.empty()) ||
+                     ((name == "tools" || name == "functions") && v.is_array() && v.empty()) ||
+                     (name == "response_format" && v == json{{"type", "text"}}) || (name == "suffix" && v == "");
+    if (!off) bad(name, "is not supported by this server");
+  }
+}
+
 }  // namespace
 
 CompletionRequest parse_completion_request(std::string_view text, bool chat, const RequestLimits& limits,
@@ -122,16 +145,29 @@ CompletionRequest parse_completion_request(std::string_view text, bool chat, con
   if (body.is_discarded()) throw BadRequest("the request body is not valid JSON");
   if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
 
+  check_fields(body, chat);
   CompletionRequest r;
   r.chat = chat;
   if (chat) r.messages = get_messages(body);
   else get_prompt(body, r);
   if (get_int(body, "n", 1, 1, 1) != 1) bad("n", "must be 1");
   r.stream = get_bool(body, "stream", false);
+  if (const json* so = field(body, "stream_options"); so && (!so->is_object() || !so->value("include_usage", true)))
+    bad("stream_options", "may only be {\"include_usage\": true} (the last chunk always has the usage)");
+  r.echo = !chat && get_bool(body, "echo", false);
+  r.cache_prompt = get_bool(body, "cache_prompt", true);
 
   GenerationOptions& g = r.gen;
   g.max_tokens = (int)get_int(body, chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-                              limits.max_tokens, 1, limits.max_tokens_limit);
+                              limits.max_tokens, r.echo ? 0 : 1, limits.max_tokens_limit);
+  // Completions: logprobs is the number of alternatives; chat: a flag, with top_logprobs alternatives.
+  if (!chat) {
+    g.logprobs = (int)get_int(body, "logprobs", -1, 0, 20);
+  } else if (get_bool(body, "logprobs", false)) {
+    g.logprobs = (int)get_int(body, "top_logprobs", 0, 0, 20);
+  } else if (field(body, "top_logprobs")) {
+    bad("top_logprobs", "needs 'logprobs': true");
+  }
   // OpenAI's defaults: temperature 1, no top-p cut; top_k is an extension (0: off).
   g.sampling.temperature = (float)get_number(body, "temperature", 1.0, 0.0, 100.0);
   g.sampling.top_p = (float)get_number(body, "top_p", 1.0, 1e-6, 1.0);

@@ -27,11 +27,14 @@ struct CompletionRequest {
   std::vector<int32_t> prompt_ids;    // completions: a prompt given as token ids
   std::vector<ChatMessage> messages;  // chat
   bool stream = false;
-  GenerationOptions gen;
+  bool echo = false;                  // completions: the prompt goes before the reply (with its logprobs)
+  bool cache_prompt = true;           // reuse a slot's cached prefix of this prompt
+  GenerationOptions gen;              // gen.logprobs: alternatives per token, -1 when logprobs are not asked
   PolicyOptions policy;               // the server's, with the request's attn/budget/fcs/fc_sharing
 };
 
-// `defaults`: the server's policy. Throws BadRequest.
+// `defaults`: the server's policy. Throws BadRequest, also for an OpenAI field the server does not
+// honour (tools, response_format, penalties...) unless it holds the value that means "off".
 CompletionRequest parse_completion_request(std::string_view body, bool chat, const RequestLimits& limits,
                                            const PolicyOptions& defaults);
 

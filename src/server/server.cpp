@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "server/admission.h"
@@ -37,11 +39,28 @@ class HttpError : public std::runtime_error {
   int status;
 };
 
-// Releases the admission slot when the request's last owner (handler or stream) is done.
-struct Slot {
-  explicit Slot(Admission& a) : admission(a) {}
-  ~Slot() { admission.leave(); }
+using Clock = std::chrono::steady_clock;
+
+// What the request log line says about the request this thread serves (handler, stream and logger of
+// one request run on one thread).
+struct RequestLog {
+  Clock::time_point start;
+  int64_t prompt_tokens = -1, cached_tokens = 0, generated_tokens = 0;
+};
+thread_local RequestLog request_log;
+
+// A slot: one generation at a time. Its context stays after the request (prompt cache).
+struct SlotState {
+  std::unique_ptr<Context> ctx;
+  PolicyOptions policy;  // the one ctx was made with
+};
+
+// Gives the admission slot back when the request's last owner (handler or stream) is done.
+struct SlotLease {
+  SlotLease(Admission& a, int index) : admission(a), index(index) {}
+  ~SlotLease() { admission.leave(index); }
   Admission& admission;
+  int index;
 };
 
 // One accepted completion request, ready to generate.
@@ -50,34 +69,69 @@ struct Job {
   std::vector<int32_t> prompt;  // token ids
   std::string id;
   int64_t created = 0;
-  std::shared_ptr<Slot> slot;
+  std::shared_ptr<SlotLease> slot;
   PeerSocket peer;
+  int64_t cached_tokens = 0;                 // prompt tokens the slot's cache already held
+  std::vector<TokenLogprob> prompt_logprobs;  // echo with logprobs: [prompt.size()]
+  double prompt_seconds = 0;
 };
+
+int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return (int64_t)i;
+}
 
 // OpenAI's token counts of one reply.
 json usage(const Job& job, const GenerationResult& r) {
   const int64_t n_prompt = (int64_t)job.prompt.size();
-  return {{"prompt_tokens", n_prompt}, {"completion_tokens", r.n_tokens}, {"total_tokens", n_prompt + r.n_tokens}};
+  return {{"prompt_tokens", n_prompt},
+          {"completion_tokens", r.n_tokens},
+          {"total_tokens", n_prompt + r.n_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens}}}};
+}
+
+// A random hex string, so response ids differ across restarts of the server.
+std::string random_hex(int n) {
+  std::random_device rd;
+  std::mt19937_64 g(((uint64_t)rd() << 32) ^ rd() ^ (uint64_t)Clock::now().time_since_epoch().count());
+  std::string s;
+  for (int i = 0; i < n; ++i) s += "0123456789abcdef"[g() & 15];
+  return s;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
 
 struct Server::Impl {
   Impl(const Engine& e, ServerOptions o)
-      : engine(e), opts(std::move(o)), admission(opts.parallel, opts.queue) {}
+      : engine(e), opts(std::move(o)), admission(opts.parallel, opts.queue), slots(opts.parallel) {}
 
   const Engine& engine;
   ServerOptions opts;
   Admission admission;
+  std::vector<SlotState> slots;  // [parallel]; a slot is touched only by the request holding it
   ServerMetrics metrics;
   httplib::Server http;
+  const std::string id_prefix = random_hex(8);
+  const int64_t started = unix_now();
   std::atomic<uint64_t> next_id{1};
+  int64_t slot_ctx = 0;  // tokens per slot
   int threads_per_slot = 1;
 
   void routes();
+  json model_object() const;
+  bool authorized(const httplib::Request& req, httplib::Response& res) const;
   void complete(const httplib::Request& req, httplib::Response& res, bool chat);
   std::shared_ptr<Job> accept(const httplib::Request& req, bool chat);
+  Context& prefill(Job& job);
   GenerationResult generate(Job& job, const TextCallback& on_text);
+  json token_json(const TokenLogprob& t, bool chat) const;
+  json logprobs_json(const Job& job, const GenerationResult& r) const;
   json completion_body(const Job& job, const GenerationResult& r) const;
   json chunk(const Job& job, const json& choice) const;
   bool stream(const std::shared_ptr<Job>& job, httplib::DataSink& sink);
@@ -87,7 +141,11 @@ Server::Server(const Engine& engine, ServerOptions opts) : impl_(std::make_uniqu
   Impl& s = *impl_;
   if (s.opts.parallel < 1 || s.opts.queue < 0) throw Error("--parallel must be >= 1 and --queue >= 0");
   if (s.opts.n_ctx <= 0) s.opts.n_ctx = engine.info().n_ctx_train;
-  if (s.opts.max_prompt_tokens <= 0 || s.opts.max_prompt_tokens >= s.opts.n_ctx) s.opts.max_prompt_tokens = s.opts.n_ctx - 1;
+  s.slot_ctx = s.opts.n_ctx / s.opts.parallel;  // as llama-server: -c is shared by the slots
+  if (s.slot_ctx < 2)
+    throw Error("a context of " + std::to_string(s.opts.n_ctx) + " tokens leaves less than 2 per slot for " +
+                std::to_string(s.opts.parallel) + " parallel slots");
+  if (s.opts.max_prompt_tokens <= 0 || s.opts.max_prompt_tokens >= s.slot_ctx) s.opts.max_prompt_tokens = s.slot_ctx - 1;
   if (s.opts.model_name.empty()) s.opts.model_name = engine.info().path;
   engine.check_policy(s.opts.policy);
   const int threads = s.opts.threads > 0 ? s.opts.threads : omp_get_max_threads();
@@ -114,16 +172,47 @@ int Server::bind() {
 void Server::run() { impl_->http.listen_after_bind(); }
 void Server::stop() { impl_->http.stop(); }
 
+json Server::Impl::model_object() const {
+  const ModelInfo& m = engine.info();
+  return {{"id", opts.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "fasa"},
+          {"meta", {{"arch", m.arch}, {"format", m.format}, {"n_params", m.n_params}, {"n_ctx", opts.n_ctx},
+                    {"n_ctx_slot", slot_ctx}, {"n_ctx_train", m.n_ctx_train}, {"n_vocab", m.n_vocab},
+                    {"chat_format", m.chat_format}, {"attn", opts.policy.attn}}}};
+}
+
+// With an API key, every request but GET /health (and CORS preflights) carries it as a bearer token.
+bool Server::Impl::authorized(const httplib::Request& req, httplib::Response& res) const {
+  if (opts.api_key.empty() || req.path == "/health" || req.method == "OPTIONS") return true;
+  if (req.get_header_value("Authorization") == "Bearer " + opts.api_key) return true;
+  send_error(res, 401, "invalid or missing API key (send 'Authorization: Bearer <key>')");
+  res.set_header("WWW-Authenticate", "Bearer");
+  return false;
+}
+
 void Server::Impl::routes() {
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    request_log = {Clock::now()};
+    if (!opts.cors_origin.empty() && req.method == "OPTIONS") {  // a browser's preflight
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "86400");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
+  });
+  http.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (!opts.cors_origin.empty()) res.set_header("Access-Control-Allow-Origin", opts.cors_origin);
+  });
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    const ModelInfo& m = engine.info();
-    json model = {{"id", opts.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "fasa"},
-                  {"meta", {{"arch", m.arch}, {"format", m.format}, {"n_params", m.n_params}, {"n_ctx", opts.n_ctx},
-                            {"n_vocab", m.n_vocab}, {"chat_format", m.chat_format}, {"attn", opts.policy.attn}}}};
-    res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
+    res.set_content(dump({{"object", "list"}, {"data", json::array({model_object()})}}), "application/json");
+  });
+  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] != opts.model_name) return send_error(res, 404, "no model '" + std::string(req.matches[1]) + "' here");
+    res.set_content(dump(model_object()), "application/json");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(admission.active(), admission.waiting()), "text/plain; version=0.0.4");
@@ -141,7 +230,18 @@ void Server::Impl::routes() {
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     send_error(res, 500, "internal error");
   });
-  http.set_logger([this](const httplib::Request&, const httplib::Response& res) { metrics.count_response(res.status); });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics.count_response(res.status);
+    if (!opts.log_requests) return;
+    const RequestLog& l = request_log;
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - l.start).count();
+    std::string tokens;
+    if (l.prompt_tokens >= 0)
+      tokens = " prompt " + std::to_string(l.prompt_tokens) + " (cached " + std::to_string(l.cached_tokens) +
+               ") + " + std::to_string(l.generated_tokens) + " generated";
+    std::fprintf(stderr, "%s %s %s %d%s %.0f ms\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(),
+                 res.status, tokens.c_str(), ms);
+  });
 }
 
 // Parses and checks a request, tokenizes its prompt and takes a slot; throws HttpError.
@@ -154,6 +254,7 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, bool chat
     throw HttpError(400, e.what());
   }
   CompletionRequest& r = job->request;
+  if (r.stream && r.gen.logprobs >= 0) throw HttpError(400, "'logprobs' are not available with 'stream'");
   if (chat) {
     job->prompt = engine.tokenize(engine.chat_prompt(r.messages), true, /*parse_special=*/true);
   } else if (!r.prompt_ids.empty()) {
@@ -169,45 +270,139 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, bool chat
     throw HttpError(400, "the prompt has " + std::to_string(n) + " tokens; this server takes at most " +
                              std::to_string(opts.max_prompt_tokens));
   // The reply ends with finish_reason "length" where the context runs out.
-  r.gen.max_tokens = (int)std::min<int64_t>(r.gen.max_tokens, opts.n_ctx - n);
+  r.gen.max_tokens = (int)std::min<int64_t>(r.gen.max_tokens, slot_ctx - n);
 
-  if (!admission.enter()) throw HttpError(503, "the server is busy: all slots and the queue are taken; retry later");
-  job->slot = std::make_shared<Slot>(admission);
-  job->id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
-  job->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const int slot = admission.enter([&](int s) {
+    const Context* c = slots[s].ctx.get();
+    return c ? common_prefix(c->tokens(), job->prompt) : 0;
+  });
+  if (slot < 0) throw HttpError(503, "the server is busy: all slots and the queue are taken; retry later");
+  job->slot = std::make_shared<SlotLease>(admission, slot);
+  job->id = (chat ? "chatcmpl-" : "cmpl-") + id_prefix + "-" + std::to_string(next_id++);
+  job->created = unix_now();
   job->peer = PeerSocket(req.local_port, req.remote_addr, req.remote_port);
   return job;
 }
 
+// The slot's context holding the job's prompt: what it already held of the prompt's start is kept,
+// the rest prefilled. A new context when the request's policy differs from the slot's.
+Context& Server::Impl::prefill(Job& job) {
+  SlotState& slot = slots[job.slot->index];
+  const CompletionRequest& r = job.request;
+  if (!slot.ctx || !(slot.policy == r.policy)) {
+    slot.ctx.reset();
+    ContextOptions co;
+    co.policy = r.policy;
+    co.n_ctx = slot_ctx;
+    co.threads = threads_per_slot;
+    slot.ctx = std::make_unique<Context>(engine, co);
+    slot.policy = r.policy;
+  }
+  Context& ctx = *slot.ctx;
+  const bool echo_logprobs = r.echo && r.gen.logprobs >= 0;  // every prompt token's logits are needed
+  const int64_t n = (int64_t)job.prompt.size();
+  // At least two tokens are prefilled again: one token would take the decode path, where a sparse
+  // policy reads a subset, and the prompt's last logits would differ from a fresh prefill's.
+  int64_t keep = r.cache_prompt && !echo_logprobs ? common_prefix(ctx.tokens(), job.prompt) : 0;
+  keep = std::max<int64_t>(0, std::min(keep, n - 2));
+  try {
+    ctx.truncate(keep);
+    const double before = ctx.stats().prompt_seconds;
+    ctx.feed_tokens({job.prompt.begin() + keep, job.prompt.end()}, echo_logprobs ? &job.prompt_logprobs : nullptr,
+                    r.gen.logprobs);
+    job.prompt_seconds = ctx.stats().prompt_seconds - before;
+  } catch (...) {
+    slot.ctx.reset();  // a context left half-fed is not reused
+    throw;
+  }
+  job.cached_tokens = keep;
+  request_log.prompt_tokens = n;
+  request_log.cached_tokens = keep;
+  return ctx;
+}
+
 GenerationResult Server::Impl::generate(Job& job, const TextCallback& on_text) {
-  ContextOptions co;
-  co.policy = job.request.policy;
-  co.n_ctx = (int64_t)job.prompt.size() + job.request.gen.max_tokens;
-  co.threads = threads_per_slot;
-  Context ctx(engine, co);
-  ctx.feed_tokens(job.prompt);
-  GenerationResult r = ctx.generate(job.request.gen, [&](std::string_view piece) {
-    return !job.peer.closed() && (!on_text || on_text(piece));
-  });
-  const ContextStats& st = ctx.stats();
-  metrics.count_generation(st.prompt_tokens, st.generated_tokens, st.prompt_seconds, st.decode_seconds,
-                           r.finish_reason == "cancelled");
+  Context& ctx = prefill(job);
+  GenerationResult r;
+  const double decode_before = ctx.stats().decode_seconds;
+  try {
+    r = ctx.generate(job.request.gen, [&](std::string_view piece) {
+      return !job.peer.closed() && (!on_text || on_text(piece));
+    });
+  } catch (...) {
+    slots[job.slot->index].ctx.reset();
+    throw;
+  }
+  request_log.generated_tokens = r.n_tokens;
+  metrics.count_generation((int64_t)job.prompt.size() - job.cached_tokens, r.n_tokens, job.prompt_seconds,
+                           ctx.stats().decode_seconds - decode_before, r.finish_reason == "cancelled");
   return r;
 }
 
-json Server::Impl::completion_body(const Job& job, const GenerationResult& r) const {
+// One token in OpenAI's chat logprobs shape (token, logprob, bytes), or its text for completions.
+json Server::Impl::token_json(const TokenLogprob& t, bool chat) const {
+  const std::string text = engine.token_text(t.id);
+  if (!chat) return text;
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(c);
+  return {{"token", text}, {"logprob", t.logprob}, {"bytes", bytes}};
+}
+
+// OpenAI's `logprobs` of a choice: chat {"content": [...]}, completions the legacy lists (with echo,
+// the prompt's tokens first; the first token of a context has none).
+json Server::Impl::logprobs_json(const Job& job, const GenerationResult& r) const {
   const bool chat = job.request.chat;
-  json choice = chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", r.text}}}, {"finish_reason", r.finish_reason}}
-                     : json{{"index", 0}, {"text", r.text}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
+  if (chat) {
+    json content = json::array();
+    for (const TokenLogprob& t : r.logprobs) {
+      json entry = token_json(t, true);
+      entry["top_logprobs"] = json::array();
+      for (const auto& [id, lp] : t.top) entry["top_logprobs"].push_back(token_json({id, true, lp, {}}, true));
+      content.push_back(entry);
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  size_t offset = 0;
+  auto add = [&](const TokenLogprob& t) {
+    const std::string text = engine.token_text(t.id);
+    tokens.push_back(text);
+    offsets.push_back(offset);
+    offset += text.size();
+    if (!t.known) {
+      token_logprobs.push_back(nullptr);
+      top.push_back(nullptr);
+      return;
+    }
+    token_logprobs.push_back(t.logprob);
+    json alternatives = json::object();
+    for (const auto& [id, lp] : t.top) alternatives[engine.token_text(id)] = lp;
+    top.push_back(alternatives);
+  };
+  for (const TokenLogprob& t : job.prompt_logprobs) add(t);
+  for (const TokenLogprob& t : r.logprobs) add(t);
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+json Server::Impl::completion_body(const Job& job, const GenerationResult& r) const {
+  const CompletionRequest& q = job.request;
+  const json logprobs = q.gen.logprobs >= 0 ? logprobs_json(job, r) : json(nullptr);
+  json choice = q.chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", r.text}}},
+                              {"logprobs", logprobs}, {"finish_reason", r.finish_reason}}
+                       : json{{"index", 0}, {"text", q.echo ? engine.detokenize(job.prompt) + r.text : r.text},
+                              {"logprobs", logprobs}, {"finish_reason", r.finish_reason}};
+  const int64_t prompt_n = (int64_t)job.prompt.size() - job.cached_tokens;
   return {{"id", job.id},
-          {"object", chat ? "chat.completion" : "text_completion"},
+          {"object", q.chat ? "chat.completion" : "text_completion"},
           {"created", job.created},
           {"model", opts.model_name},
           {"choices", json::array({choice})},
           {"usage", usage(job, r)},
-          {"timings", {{"predicted_n", r.n_tokens}, {"predicted_ms", r.seconds * 1e3},
+          {"timings", {{"cache_n", job.cached_tokens}, {"prompt_n", prompt_n}, {"prompt_ms", job.prompt_seconds * 1e3},
+                       {"prompt_per_second", job.prompt_seconds > 0 ? prompt_n / job.prompt_seconds : 0.0},
+                       {"predicted_n", r.n_tokens}, {"predicted_ms", r.seconds * 1e3},
                        {"predicted_per_second", r.seconds > 0 ? r.n_tokens / r.seconds : 0.0}}},
-          {"attn", job.request.policy.attn}};
+          {"attn", q.policy.attn}};
 }
 
 json Server::Impl::chunk(const Job& job, const json& choice) const {
@@ -232,6 +427,7 @@ bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& si
   };
   if (chat && !send(chunk(*job, {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}})))
     return false;
+  if (job->request.echo && !send(chunk(*job, piece_choice(engine.detokenize(job->prompt))))) return false;
   GenerationResult r;
   try {
     r = generate(*job, [&](std::string_view piece) { return send(chunk(*job, piece_choice(piece))); });

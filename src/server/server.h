@@ -1,8 +1,9 @@
 #pragma once
 // `fasa serve`: an OpenAI-compatible HTTP server over one Engine. Endpoints: POST /v1/completions,
-// POST /v1/chat/completions (both with `stream`), GET /v1/models, GET /health, GET /metrics.
-// `parallel` generations run at once, `queue` more wait, the rest get 503; a client that hangs up
-// cancels its generation.
+// POST /v1/chat/completions (both with `stream`), GET /v1/models[/{id}], GET /health, GET /metrics.
+// `parallel` slots generate at once, `queue` more requests wait, the rest get 503; a client that hangs
+// up cancels its generation. Each slot keeps its context after a request: the next request that
+// starts with the same tokens prefills only the rest (llama-server's prompt cache).
 #include <memory>
 #include <string>
 
@@ -16,13 +17,16 @@ struct ServerOptions {
   int port = 8080;             // 0: any free port (see Server::bind)
   int parallel = 1;            // generations at once
   int queue = 32;              // requests waiting for a slot; beyond that: 503
-  int64_t n_ctx = 0;           // tokens per request (prompt + reply); 0: the model's training context
-  int64_t max_prompt_tokens = 0;  // 0: n_ctx - 1
+  int64_t n_ctx = 0;           // tokens of all slots together (each has n_ctx / parallel); 0: the model's training context
+  int64_t max_prompt_tokens = 0;  // 0: a slot's context - 1
   int threads = 0;             // OpenMP threads shared by the slots; 0: all cores
   size_t max_body_bytes = 1 << 20;
   RequestLimits limits;
   PolicyOptions policy;        // the default policy; requests may change attn, budget, fcs, fc_sharing
   std::string model_name;      // reported by /v1/models and in responses
+  std::string api_key;         // non-empty: requests but GET /health need "Authorization: Bearer <key>"
+  std::string cors_origin;     // non-empty: allow browser requests from this origin ("*": any)
+  bool log_requests = true;    // one line per request on stderr
 };
 
 class Server {

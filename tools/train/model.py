@@ -42,6 +42,9 @@ class RMSNorm(nn.Module):
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
 
 
+QUERY_BLOCK = 512  # queries per block of the causal attention without a fused kernel
+
+
 def rope_tables(cfg, T, device):
     """cos, sin: [T, head_dim] for the half-split (rotate_half) layout."""
     hd = cfg.head_dim
@@ -80,13 +83,22 @@ class Attention(nn.Module):
         v = v.repeat_interleave(rep, dim=1)
         if hasattr(F, "scaled_dot_product_attention"):  # PyTorch >= 2: fused kernel
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:  # Debian's 1.13: f32 scores in one baddbmm (bias = causal mask), no bf16<->f32 casts of [T, T]
+        else:  # Debian's 1.13: f32 scores in baddbmm (bias = causal mask), no bf16<->f32 casts of [T, T]
             qf = (q.float() * (1.0 / math.sqrt(hd))).reshape(B * c.n_head, T, hd)
             kf = k.float().reshape(B * c.n_head, T, hd)
-            s = torch.baddbmm(mask.expand(B * c.n_head, T, T), qf, kf.transpose(1, 2))  # [B*H, T, T]
-            o = torch.bmm(torch.softmax(s, dim=-1), v.float().reshape(B * c.n_head, T, hd))
+            vf = v.float().reshape(B * c.n_head, T, hd)
+            o = torch.cat([self.causal_block(qf, kf, vf, mask, s, min(T, s + QUERY_BLOCK))
+                           for s in range(0, T, QUERY_BLOCK)], dim=1)
             o = o.view(B, c.n_head, T, hd).type_as(x)
         return self.o_proj(o.transpose(1, 2).reshape(B, T, c.n_head * hd))
+
+
+    @staticmethod
+    def causal_block(q, k, v, mask, s, e):
+        """Attention of queries s..e-1 over keys 0..e-1 ([B*H, e-s, hd]): the keys after a block are all
+        masked, so skipping them halves the score work and memory at T=4096 (8 blocks: 36/64 of it)."""
+        scores = torch.baddbmm(mask[s:e, :e].expand(q.shape[0], e - s, e), q[:, s:e], k[:, :e].transpose(1, 2))
+        return torch.bmm(torch.softmax(scores, dim=-1), v[:, :e])
 
 
 class MLP(nn.Module):

@@ -66,9 +66,11 @@ def place(rng, hay, needles):
     return out
 
 
-def ruler_doc(rng, kind, hay):
+def ruler_doc(rng, kind, hay, more=False):
     """(context pieces, [(question, answer)]) for one RULER-style kind; hay: list of haystack pieces.
-    The same text as src/eval/task_gen.cpp (a question whose answer is judged by prefix)."""
+    The same text as src/eval/task_gen.cpp (a question whose answer is judged by prefix). With `more`
+    (training rows) the kinds with several needles ask about up to three of them: at 4096 tokens a
+    step is one row, and one answer per document is a thin signal for the time a step takes."""
     if kind == "passkey":
         k = num(rng, 5)
         ctx = ["There is a pass key hidden in this text. Find it and remember it.\n"]
@@ -79,24 +81,25 @@ def ruler_doc(rng, kind, hay):
         vals = [num(rng, 5) for _ in keys]
         ctx = ["Here is a list of records. Each record has a number.\n"]
         ctx += place(rng, hay, [f"Record {k}: {v}.\n" for k, v in zip(keys, vals)])
-        i = rng.randrange(len(keys))
-        return ctx, [(f"What is the number of Record {keys[i]}? Record {keys[i]}:", " " + vals[i])]
+        asked = rng.sample(range(len(keys)), 3 if more else 1)
+        return ctx, [(f"What is the number of Record {keys[i]}? Record {keys[i]}:", " " + vals[i]) for i in asked]
     if kind == "multivalue":
         names = NAMES_SAMPLE(rng, 3)
         lines = [(n, num(rng, 4)) for n in [names[0]] * 3 + names[1:]]
         rng.shuffle(lines)
         ctx = ["Each name below has one or more numbers.\n"]
         ctx += place(rng, hay, [f"One number of {n} is {v}.\n" for n, v in lines])
-        ans = ", ".join(v for n, v in lines if n == names[0])
-        return ctx, [(f"What are all the numbers of {names[0]}? The numbers of {names[0]} are", " " + ans)]
+        asked = rng.sample(names, 3) if more else names[:1]
+        return ctx, [(f"What are all the numbers of {n}? The numbers of {n} are",
+                      " " + ", ".join(v for m, v in lines if m == n)) for n in asked]
     if kind == "multineedle":
         names = NAMES_SAMPLE(rng, 4)
         vals = [num(rng, 4) for _ in names]
         ctx = ["Here are some favourite numbers.\n"]
         ctx += place(rng, hay, [f"The favourite number of {n} is {v}.\n" for n, v in zip(names, vals)])
-        i = rng.randrange(len(names))
+        asked = rng.sample(range(len(names)), 3 if more else 1)
         return ctx, [(f"What is the favourite number of {names[i]}? The favourite number of {names[i]} is",
-                      " " + vals[i])]
+                      " " + vals[i]) for i in asked]
     if kind == "vartrack":
         a, b, c, d, e = (var_name(rng) for _ in range(5))
         v, w = num(rng, 5), num(rng, 5)
@@ -107,7 +110,10 @@ def ruler_doc(rng, kind, hay):
             src = chain if chain and (not other or rng.random() < 0.6) else other
             needles.append(src.pop(0))
         ctx = ["Follow the chain of variables.\n"] + place(rng, hay, needles)
-        return ctx, [(f"What is the value of VAR {c}? VAR {c} =", f" VAR {b} = VAR {a} = {v}")]
+        qa = [(f"What is the value of VAR {c}? VAR {c} =", f" VAR {b} = VAR {a} = {v}")]
+        if more:
+            qa = [(f"What is the value of VAR {e}? VAR {e} =", f" VAR {d} = {w}")] + qa
+        return ctx, qa
     raise ValueError(kind)
 
 
@@ -161,6 +167,8 @@ def drill_doc(rng, hay, names, words, n_tokens):
         "vartrack": (lambda: var_name(rng), lambda: num(rng, 5),
                      "VAR {k} = {v}.\n", "What is the value of VAR {k}? VAR {k} ="),
     }
+    if rng.random() < 0.25:
+        return multivalue_drill(rng, hay, names, n_tokens)
     fmt = formats[rng.choice(list(formats))] if rng.random() < 0.7 else None  # one format, or mixed
     lines = {}
     for _ in range(rng.randint(4, max(4, min(24, n_tokens // 20)))):  # a keyed line is ~12 tokens
@@ -175,6 +183,20 @@ def drill_doc(rng, hay, names, words, n_tokens):
     return ctx, [(q, a + ".\n") for q, a in qa[:-1]] + [qa[-1]]
 
 
+def multivalue_drill(rng, hay, names, n_tokens):
+    """Names with one to three numbers each, lines shuffled, then "all the numbers of X" questions: the
+    answer lists X's numbers in the order they appear, so after each value the lookup must move on to
+    X's next line, not the first again. multivalue stayed at 0 % at every length without these rows."""
+    who = rng.sample(names, rng.randint(2, max(2, min(8, n_tokens // 40))))
+    lines = [(n, num(rng, 4)) for n in who for _ in range(rng.choice((1, 2, 3, 3)))]
+    rng.shuffle(lines)
+    ctx = ["Each name below has one or more numbers.\n"]
+    ctx += place(rng, hay, [f"One number of {n} is {v}.\n" for n, v in lines])
+    qa = [(f"What are all the numbers of {n}? The numbers of {n} are", " " + ", ".join(v for m, v in lines if m == n))
+          for n in rng.sample(who, min(len(who), rng.randint(2, 4)))]
+    return ctx, [(q, a + ".\n") for q, a in qa[:-1]] + [qa[-1]]
+
+
 NAMES = []
 
 
@@ -182,19 +204,20 @@ def NAMES_SAMPLE(rng, n):
     return rng.sample(NAMES, n)
 
 
-def build(rng, sp, kind, hay_src, names, words, n_tokens):
+def build(rng, sp, kind, hay_src, names, words, n_tokens, more=False):
     """(ids, target mask) of a document of at most n_tokens tokens, the questions at the end; None if
-    its needles and questions alone need more."""
+    its needles and questions alone need more. `more`: several questions where the kind allows."""
     budget = int(n_tokens * (1.0 if kind == "drill" else 2.5))  # characters of haystack
     while True:
         hay = hay_src.pieces(rng, budget)
         if kind == "drill":
             ctx, qa = drill_doc(rng, hay, names, words, n_tokens)
         elif kind in RULER_KINDS:
-            ctx, qa = ruler_doc(rng, kind, hay)
+            ctx, qa = ruler_doc(rng, kind, hay, more)
         else:
             ctx, qa = eval_style_doc(rng, kind, hay, names, words)
         pieces = [(p, False) for p in ctx]
+        qa = [(q, a + ".\n\n") for q, a in qa[:-1]] + qa[-1:] if kind in RULER_KINDS else qa
         for q, a in qa:
             if pieces and not pieces[-1][0].endswith("\n"):
                 pieces.append(("\n", False))

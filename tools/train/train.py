@@ -49,7 +49,7 @@ STAGES = [
     ("text", 512, 8, 2500, 1.01, (0.05, 0.05, 0.5, 0.2, 0.1, 0.1)),
     ("long1k", 1024, 4, 600, 0.8, (0.1, 0.1, 0.25, 0.4, 0.1, 0.05)),
     ("long2k", 2048, 2, 300, 1.01, (0.1, 0.1, 0.25, 0.4, 0.1, 0.05)),
-    ("long4k", 4096, 1, 500, 1.01, (0.1, 0.1, 0.25, 0.4, 0.1, 0.05)),
+    ("long4k", 4096, 1, 500, 1.01, (0.05, 0.1, 0.25, 0.4, 0.15, 0.05)),
 ]
 KINDS = tasks.RULER_KINDS + tasks.EVAL_KINDS
 # Task rows draw the kinds that need several lookups or a multi-token key twice as often: after `text`,
@@ -140,7 +140,7 @@ class Data:
             else:
                 n = self.rng.randint(min(room, 200 + room // 4), room) if not ids else room
                 kind = "drill" if r >= sum(mix[:4]) else self.rng.choice(TASK_DRAW)
-                doc = tasks.build(self.rng, self.sp, kind, self.hay, self.names, self.words, n)
+                doc = tasks.build(self.rng, self.sp, kind, self.hay, self.names, self.words, n, more=True)
                 if doc is None:
                     break
                 d, m = doc
