@@ -3,7 +3,10 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <algorithm>
+#include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -17,7 +20,9 @@ namespace {
 
 struct BenchOptions {
   std::string model = FASA_DEFAULT_MODEL;
-  int n_prompt = 512, n_gen = 128, repetitions = 5, threads = 0;
+  std::vector<int> n_prompts = {512}, n_gens = {128}, threads = {0};  // comma lists, as llama-bench's
+  int repetitions = 5;
+  bool warmup = true;
   std::vector<int64_t> depths = {0};
   std::vector<std::string> pgs;  // "N,M": prefill N tokens then decode M, timed together
   std::vector<std::string> attns = {"full", "fasa"};
@@ -33,6 +38,7 @@ struct Row {
   std::string attn, test;
   PolicyOptions policy;
   int fcs = 0;  // FASA's chunks per head as used (resolved from the profile or the synthetic default)
+  int threads = 0;
   BenchTest spec;
   BenchResult result;
 };
@@ -82,40 +88,55 @@ std::string attn_label(const PolicyOptions& p, int fcs) {
   return s;
 }
 
+// The budget as JSON: a token count or a fraction of the context, a number either way.
+nlohmann::json budget_json(const std::string& b) {
+  char* end = nullptr;
+  const double v = std::strtod(b.c_str(), &end);
+  return end && *end == 0 ? nlohmann::json(v == (double)(int64_t)v ? nlohmann::json((int64_t)v) : nlohmann::json(v))
+                          : nlohmann::json(b);
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  return "";
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+// A CSV cell: quoted when it holds a comma or a quote.
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 int bench(BenchOptions o) {
-  if (o.threads > 0) omp_set_num_threads(o.threads);
-  if (o.membw) return membw(o.repetitions);
+  if (o.membw) {
+    if (o.threads[0] > 0) omp_set_num_threads(o.threads[0]);
+    return membw(o.repetitions);
+  }
   if (o.fill != "prefill" && o.fill != "random") throw Error("--fill must be 'prefill' or 'random'");
-  if (o.output != "md" && o.output != "csv" && o.output != "json") throw Error("-o must be md, csv or json");
+  if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
+    throw Error("-o must be md, csv, json or jsonl");
   auto model = load_model(o.model);
   const std::string name = std::filesystem::path(o.model).filename().string();
   const double size_gib = model->weight_bytes() / 1073741824.0, params_b = model->n_params() / 1e9;
   const bool synthetic = o.policy.profile.empty();
   o.policy.synthetic_profile = synthetic;
 
-  std::vector<Row> rows;
-  if (o.attention_only) {
-    if (o.n_gen <= 0) throw Error("--attention-only times -n decode steps; -n must be positive");
-    for (const PolicyOptions& p : variants(o)) {
-      const int fcs = fasa_chunks(p, *model);  // reads the profile: once per variant, not per row
-      for (int64_t depth : o.depths) {
-        Row row;
-        row.attn = p.attn;
-        row.policy = p;
-        row.fcs = fcs;
-        row.test = "attn @ d" + std::to_string(depth);
-        row.spec.depth = depth;
-        row.spec.n_gen = o.n_gen;
-        row.spec.random_fill = true;
-        row.result = run_attention_bench(*model, p, depth, o.n_gen, o.repetitions, 1);
-        std::fprintf(stderr, "%s %s: %.2f steps/s\n", attn_label(p, row.fcs).c_str(), row.test.c_str(), row.result.mean());
-        rows.push_back(std::move(row));
-      }
-    }
-  }
   std::vector<std::pair<int, int>> tests;  // (prompt tokens, decoded tokens) of each test
-  if (o.n_prompt > 0) tests.emplace_back(o.n_prompt, 0);
-  if (o.n_gen > 0) tests.emplace_back(0, o.n_gen);
+  for (int n : o.n_prompts)
+    if (n > 0) tests.emplace_back(n, 0);
+  for (int n : o.n_gens)
+    if (n > 0) tests.emplace_back(0, n);
   for (const std::string& pg : o.pgs) {
     int n = 0, m = 0;
     char end = 0;
@@ -123,30 +144,46 @@ int bench(BenchOptions o) {
       throw Error("-pg wants N,M (prompt tokens, then decoded tokens; both positive), not '" + pg + "'");
     tests.emplace_back(n, m);
   }
-  for (const PolicyOptions& p : o.attention_only ? std::vector<PolicyOptions>{} : variants(o)) {
-    const int fcs = fasa_chunks(p, *model);
-    for (int64_t depth : o.depths)
-      for (const auto& [n_prompt, n_gen] : tests) {
-        Row row;
-        row.attn = p.attn;
-        row.policy = p;
-        row.fcs = fcs;
-        row.spec.depth = depth;
-        row.spec.random_fill = o.fill == "random";
-        row.spec.repetitions = o.repetitions;
-        row.spec.n_prompt = n_prompt;
-        row.spec.n_gen = n_gen;
-        row.test = (n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "") + (n_prompt > 0 && n_gen > 0 ? "+" : "") +
-                   (n_gen > 0 ? "tg" + std::to_string(n_gen) : "") + (depth > 0 ? " @ d" + std::to_string(depth) : "");
-        row.result = run_bench_test(*model, p, row.spec, 1);
-        std::fprintf(stderr, "%s %s: %.2f t/s\n", attn_label(p, row.fcs).c_str(), row.test.c_str(), row.result.mean());
-        if (!p.kv_offload.empty() || !p.kv_fast_limit.empty())
-          std::fprintf(stderr, "  %s\n", kv_memory_line(row.result.memory).c_str());
-        rows.push_back(std::move(row));
-      }
+  if (o.attention_only && std::find_if(tests.begin(), tests.end(), [](auto t) { return t.second > 0; }) == tests.end())
+    throw Error("--attention-only times -n decode steps; -n must be positive");
+
+  std::vector<Row> rows;
+  const int all_cores = omp_get_max_threads();
+  for (int nt : o.threads) {
+    omp_set_num_threads(nt > 0 ? nt : all_cores);
+    for (const PolicyOptions& p : variants(o)) {
+      const int fcs = fasa_chunks(p, *model);  // reads the profile: once per variant, not per row
+      for (int64_t depth : o.depths)
+        for (const auto& [n_prompt, n_gen] : tests) {
+          if (o.attention_only && (n_prompt > 0 || n_gen == 0)) continue;
+          Row row;
+          row.attn = p.attn;
+          row.policy = p;
+          row.fcs = fcs;
+          row.threads = omp_get_max_threads();
+          row.spec.depth = depth;
+          row.spec.random_fill = o.attention_only || o.fill == "random";
+          row.spec.repetitions = o.repetitions;
+          row.spec.warmup = o.warmup;
+          row.spec.n_prompt = n_prompt;
+          row.spec.n_gen = n_gen;
+          if (o.attention_only) {
+            row.test = "attn @ d" + std::to_string(depth);
+            row.result = run_attention_bench(*model, p, depth, n_gen, o.repetitions, 1);
+          } else {
+            row.test = (n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "") + (n_prompt > 0 && n_gen > 0 ? "+" : "") +
+                       (n_gen > 0 ? "tg" + std::to_string(n_gen) : "") + (depth > 0 ? " @ d" + std::to_string(depth) : "");
+            row.result = run_bench_test(*model, p, row.spec, 1);
+          }
+          std::fprintf(stderr, "%s %s, %d threads: %.2f %s\n", attn_label(p, row.fcs).c_str(), row.test.c_str(),
+                       row.threads, row.result.mean(), o.attention_only ? "steps/s" : "t/s");
+          if (!o.attention_only && (!p.kv_offload.empty() || !p.kv_fast_limit.empty()))
+            std::fprintf(stderr, "  %s\n", kv_memory_line(row.result.memory).c_str());
+          rows.push_back(std::move(row));
+        }
+    }
   }
 
-  const int threads = omp_get_max_threads();
   const double weight_bytes = (double)model->weight_bytes();
   auto notes = [&](const Row& r) {
     std::string n = "KV " + o.policy.kv_type;
@@ -163,7 +200,8 @@ int bench(BenchOptions o) {
     if (o.attention_only) {
       n += ", one layer's attention";
       for (const Row& full : rows)  // the speed-up over dense attention at the same depth
-        if (r.attn != "full" && full.attn == "full" && full.spec.depth == r.spec.depth && full.result.median() > 0)
+        if (r.attn != "full" && full.attn == "full" && full.spec.depth == r.spec.depth && full.threads == r.threads &&
+            full.result.median() > 0)
           n += ", " + fmt("%.2fx", r.result.median() / full.result.median()) + " full";
     }
     return n;
@@ -173,14 +211,17 @@ int bench(BenchOptions o) {
     const bool decode_only = r.spec.n_gen > 0 && r.spec.n_prompt == 0;
     return decode_only ? (weights + r.result.kv_bytes_per_token) * r.result.mean() / 1e9 : 0.0;
   };
-  if (o.output == "json") {
+  if (o.output == "json" || o.output == "jsonl") {
     nlohmann::json out = nlohmann::json::array();
+    const std::string cpu = cpu_name(), when = utc_now();
     for (const Row& r : rows) {
-      out.push_back({{"model_filename", o.model}, {"model_size", model->weight_bytes()},
-                     {"model_n_params", model->n_params()}, {"n_threads", threads}, {"n_prompt", r.spec.n_prompt},
-                     {"n_gen", r.spec.n_gen}, {"n_depth", r.spec.depth}, {"avg_ts", r.result.mean()},
-                     {"stddev_ts", r.result.stddev()}, {"median_ts", r.result.median()},
-                     {"samples_ts", r.result.samples_ts}, {"attn", r.attn}, {"budget", r.attn == "full" ? "" : o.policy.budget},
+      out.push_back({{"build_version", FASA_VERSION}, {"cpu_info", cpu}, {"backends", "CPU"}, {"test_time", when},
+                     {"model_filename", o.model}, {"model_type", model->config.arch}, {"model_size", model->weight_bytes()},
+                     {"model_n_params", model->n_params()}, {"n_threads", r.threads}, {"n_prompt", r.spec.n_prompt},
+                     {"n_gen", r.spec.n_gen}, {"n_depth", r.spec.depth}, {"repetitions", o.repetitions},
+                     {"warmup", o.warmup}, {"avg_ts", r.result.mean()}, {"stddev_ts", r.result.stddev()},
+                     {"median_ts", r.result.median()}, {"samples_ts", r.result.samples_ts}, {"attn", r.attn},
+                     {"budget", r.attn == "full" ? nlohmann::json(nullptr) : budget_json(o.policy.budget)},
                      {"fcs", r.fcs}, {"fc_sharing", o.policy.fc_sharing},
                      {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
                      {"synthetic_profile", r.attn == "fasa" && synthetic}, {"type_k", o.policy.kv_type},
@@ -189,24 +230,29 @@ int bench(BenchOptions o) {
                      {"kv_offload", r.policy.kv_offload}, {"kv_prefetch", !r.policy.kv_offload.empty() && r.policy.kv_prefetch}});
       if (!o.attention_only) out.back().update(kv_memory_json(r.result.memory));
     }
-    std::printf("%s\n", out.dump(2).c_str());
+    if (o.output == "json") std::printf("%s\n", out.dump(2).c_str());
+    else for (const auto& row : out) std::printf("%s\n", row.dump().c_str());  // one object per line
     return 0;
   }
-  const bool md = o.output == "md";
-  const char* sep = md ? " | " : ",";
-  if (md) std::printf("| model | size | params | attn | threads | test | t/s | KV MiB/token | GB/s | notes |\n"
-                      "|---|---|---|---|---|---|---|---|---|---|\n");
-  else std::printf("model,size_gib,params_b,attn,threads,test,avg_ts,stddev_ts,kv_mib_per_token,gbps,notes\n");
-  for (const Row& r : rows) {
-    const std::string ts = md ? fmt("%.2f", r.result.mean()) + " ± " + fmt("%.2f", r.result.stddev())
-                              : fmt("%.3f", r.result.mean()) + "," + fmt("%.3f", r.result.stddev());
-    const std::string attn = attn_label(r.policy, r.fcs);
-    std::printf("%s%s%s%s GiB%s%s B%s%s%s%d%s%s%s%s%s%s%s%s%s%s%s\n", md ? "| " : "", name.c_str(), sep,
-                fmt("%.2f", size_gib).c_str(), sep, fmt("%.2f", params_b).c_str(), sep, attn.c_str(), sep, threads, sep,
-                r.test.c_str(), sep, ts.c_str(), sep,
-                r.spec.n_gen > 0 ? fmt("%.2f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "", sep,
-                gbps(r) > 0 ? fmt("%.1f", gbps(r)).c_str() : "", sep, notes(r).c_str(), md ? " |" : "");
+  if (o.output == "csv") {  // numbers only in numeric columns, units in the header
+    std::printf("model,size_gib,params_b,attn,budget,fcs,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,median_ts,"
+                "kv_mib_per_token,gbps,notes\n");
+    for (const Row& r : rows)
+      std::printf("%s,%.4f,%.4f,%s,%s,%d,%d,%s,%d,%d,%lld,%.3f,%.3f,%.3f,%s,%s,%s\n", csv_cell(name).c_str(), size_gib,
+                  params_b, r.attn.c_str(), r.attn == "full" ? "" : csv_cell(o.policy.budget).c_str(), r.fcs, r.threads,
+                  csv_cell(r.test).c_str(), r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, r.result.mean(),
+                  r.result.stddev(), r.result.median(),
+                  r.spec.n_gen > 0 ? fmt("%.4f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
+                  gbps(r) > 0 ? fmt("%.2f", gbps(r)).c_str() : "", csv_cell(notes(r)).c_str());
+    return 0;
   }
+  std::printf("| model | size | params | attn | threads | test | t/s | KV MiB/token | GB/s | notes |\n"
+              "|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows)
+    std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n", name.c_str(), size_gib, params_b,
+                attn_label(r.policy, r.fcs).c_str(), r.threads, r.test.c_str(), r.result.mean(), r.result.stddev(),
+                r.spec.n_gen > 0 ? fmt("%.2f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
+                gbps(r) > 0 ? fmt("%.1f", gbps(r)).c_str() : "", notes(r).c_str());
   return 0;
 }
 
@@ -216,17 +262,21 @@ Command add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "Prompt and decode speed per attention policy and depth (llama-bench rows)");
   cmd->add_option("-m,--model", o->model, "Model: a .gguf file or a Hugging Face directory")->capture_default_str();
-  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp test (0: none)")->capture_default_str()->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("-n,--n-gen", o->n_gen, "Decoded tokens per tg test (0: none)")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-p,--n-prompt", o->n_prompts, "Prompt tokens per pp test, comma-separated (0: none)")
+      ->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-n,--n-gen", o->n_gens, "Decoded tokens per tg test, comma-separated (0: none)")
+      ->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--pg", o->pgs, "Prefill N tokens then decode M, timed together: N,M (as llama-bench's -pg, "
                  "which also works); t/s counts both, notes give the total time");
   cmd->add_option("-d,--n-depth", o->depths, "Depths (tokens already cached), comma-separated")
       ->delimiter(',')->capture_default_str()->check(CLI::Range((int64_t)0, (int64_t)1 << 26));
   cmd->add_option("--attn", o->attns, "Policies, comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_option("-r,--repetitions", o->repetitions, "Repetitions of each test")->capture_default_str()->check(CLI::Range(1, 1000));
-  cmd->add_option("-o,--output", o->output, "md, csv or json")->capture_default_str();
+  cmd->add_option("-o,--output", o->output, "md, csv, json or jsonl")->capture_default_str();
+  cmd->add_flag("!--no-warmup", o->warmup, "No untimed run of each test before its repetitions");
   cmd->add_option("--fill", o->fill, "How the depth is filled: 'prefill' (random tokens) or 'random' K/V")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
+  cmd->add_option("-t,--threads", o->threads, "Threads, comma-separated (default: all cores)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
   cmd->add_flag("--membw", o->membw, "Only measure memory read bandwidth (STREAM-like sum over 1 GiB)");
   cmd->add_flag("--attention-only", o->attention_only,
                 "Time one layer's decode attention (all its heads, random K/V at each depth) for -n steps");

@@ -58,15 +58,16 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
     else s.eval(random_tokens(t.depth));
   }
   BenchResult r;
-  const int32_t warm = token(rng);
-  s.eval(std::span<const int32_t>(&warm, 1));  // warm-up: pages in the weights, spins up the threads
-  for (int rep = 0; rep < t.repetitions; ++rep) {
+  // Repetition -1 is the warm-up: it pages in the weights, spins up the threads and sizes the
+  // scratch buffers for this test's shapes, untimed (as llama-bench's).
+  for (int rep = t.warmup ? -1 : 0; rep < t.repetitions; ++rep) {
     s.truncate(t.depth);
     const auto prompt = random_tokens(t.n_prompt), ids = random_tokens(t.n_gen);
     const auto t0 = std::chrono::steady_clock::now();
     if (t.n_prompt > 0) s.eval(prompt);
     const uint64_t bytes0 = kv_bytes_read();
     for (int32_t id : ids) s.eval(std::span<const int32_t>(&id, 1));
+    if (rep < 0) continue;
     r.samples_ts.push_back((t.n_prompt + t.n_gen) / seconds_since(t0));
     if (t.n_gen > 0) r.kv_bytes_per_token = (double)(kv_bytes_read() - bytes0) / t.n_gen;
   }

@@ -20,6 +20,7 @@ struct BenchTest {
   int64_t depth = 0;      // tokens already in the cache
   bool random_fill = false;  // fill the depth with random K/V instead of a prefill
   int repetitions = 5;
+  bool warmup = true;     // one untimed run of the whole test first (the first timed one was slower)
 };
 
 struct BenchResult {
