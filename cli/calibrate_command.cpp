@@ -22,6 +22,7 @@ struct CalibrateOptions {
 
 int calibrate_main(const CalibrateOptions& o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
+  check_writable(o.output);
   auto model = load_model(o.model);
   const std::string text = read_text_file(o.text_file);
   const auto t0 = std::chrono::steady_clock::now();

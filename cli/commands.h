@@ -40,4 +40,8 @@ std::string kv_memory_line(const KvMemory& m);
 // Whole file as a string; throws fasa::Error naming the file.
 std::string read_text_file(const std::string& path);
 
+// Throws fasa::Error naming the file when it cannot be written (missing folder, no permission), so a
+// long job fails before its work rather than after it.
+void check_writable(const std::string& path);
+
 }  // namespace fasa::cli

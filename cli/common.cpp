@@ -1,5 +1,7 @@
 // Options and helpers shared by the subcommands.
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -89,6 +91,17 @@ std::string read_text_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+void check_writable(const std::string& path) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a file to write");
+  {
+    std::ofstream out(path, std::ios::app);  // opens without truncating an existing file
+    if (!out) fail(path, std::string("cannot write here (") + std::strerror(errno) + ")");
+  }
+  if (!existed) std::filesystem::remove(path, ec);
 }
 
 }  // namespace fasa::cli

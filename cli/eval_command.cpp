@@ -19,7 +19,7 @@ struct EvalOptions {
   std::string model = FASA_DEFAULT_MODEL;
   std::string text_file;
   std::string tasks_file;
-  std::vector<std::string> attn = {"full", "fasa"};
+  std::vector<std::string> attn = {"full", "fasa"};  // without --attn: fasa only where a profile is given
   std::vector<std::string> budgets = {"64"};
   std::vector<int> top_k = {16, 64, 256};
   TextEvalOptions text;
@@ -50,7 +50,8 @@ std::string text_title(const EvalOptions& o, const ReferenceRun& ref) {
 
 void add_common(CLI::App* cmd, EvalOptions& o) {
   cmd->add_option("-m,--model", o.model, "Model")->capture_default_str();
-  cmd->add_option("--attn", o.attn, "Policies, comma-separated")->delimiter(',')->capture_default_str();
+  cmd->add_option("--attn", o.attn, "Policies, comma-separated (default: full, and fasa where --profile is given)")
+      ->delimiter(',');
   cmd->add_option("--json", o.json, "Also write the records as JSON");
   cmd->add_option("--csv", o.csv, "Also write the records as CSV");
   cmd->add_option("--plot", o.plot, "Also plot a metric against the budget (PNG)");
@@ -104,6 +105,15 @@ Command add_eval_command(CLI::App& app) {
 
   auto run = [o, ppl, ca, ret, gen_opt]() -> int {
     if (o->threads > 0) omp_set_num_threads(o->threads);
+    // Without --attn: full attention, and FASA beside it where a profile was given (it needs one).
+    const CLI::App* sub = ret->parsed() ? ret : ppl->parsed() ? ppl : ca;
+    if (sub->count("--attn") == 0 && o->policy.profile.empty() && !o->policy.synthetic_profile) {
+      o->attn = {"full"};
+      std::fprintf(stderr, "note: full attention only; add --profile FILE (from fasa calibrate) for fasa, or --attn "
+                           "with other policies (stream, snapkv, quest, h2o, sparq, oracle, random)\n");
+    }
+    for (const std::string& out : {o->json, o->csv, o->plot})  // before the work, not after it
+      if (!out.empty()) check_writable(out);
     auto model = load_model(o->model);
     for (auto& name : o->attn) {  // fail on a bad policy or option before hours of work
       PolicyOptions po = o->policy;

@@ -195,7 +195,8 @@ TEST(EvalReports, MarkdownJsonCsv) {
                                {"retrieval", "full", "", "64", "accuracy", "all", 0, 0.75, 4}};
   const std::string md = records_markdown(r);
   EXPECT_NE(md.find("| fasa [fcs=8] | 0.5000 | 0.2500 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("### retrieval accuracy (all)"), std::string::npos) << md;
+  EXPECT_NE(md.find("### retrieval accuracy (all), %"), std::string::npos) << md;
+  EXPECT_NE(md.find("### ppl kld, nats"), std::string::npos) << md;
   EXPECT_NE(md.find("75.0"), std::string::npos);
   const std::string dir = test::temp_dir();
   write_records_json(r, dir + "/r.json");
@@ -205,11 +206,17 @@ TEST(EvalReports, MarkdownJsonCsv) {
   EXPECT_EQ(j[0]["metric"], "kld");
   EXPECT_EQ(j[0]["value"], 0.5);
   EXPECT_EQ(j[2]["task_type"], "all");
+  EXPECT_EQ(j[2]["value"], 75.0);  // shares in percent, as in the markdown
+  EXPECT_EQ(j[2]["unit"], "%");
   write_records_plot(r, "kld", dir + "/kld.png");
   EXPECT_EQ(test::read_file(dir + "/kld.png").substr(1, 3), "PNG");
   EXPECT_THROW(write_records_plot(r, "nll", dir + "/none.png"), Error);
   write_records_csv(r, dir + "/r.csv");
-  EXPECT_EQ(test::read_file(dir + "/r.csv").rfind("eval,policy,variant,budget,metric,task_type,topk,value,n\n", 0), 0u);
+  const std::string csv = test::read_file(dir + "/r.csv");
+  EXPECT_EQ(csv.rfind("eval,policy,variant,budget,metric,task_type,topk,value,unit,n\n", 0), 0u);
+  EXPECT_NE(csv.find("retrieval,full,\"\",64,accuracy,all,0,75,%,4"), std::string::npos) << csv;
+  const std::vector<EvalRecord> ca = {{"ca", "fasa", "", "16", "ca", "", 16, 0.5, 3}};
+  EXPECT_NE(records_markdown(ca).find("| policy \\ top-K | 16 |"), std::string::npos) << records_markdown(ca);
 }
 
 }  // namespace

@@ -11,10 +11,14 @@
 namespace fasa {
 
 namespace {
+// Shares (top-1 agreement, accuracy, CA) are written in percent in every format, the rest as measured.
+bool in_percent(const EvalRecord& r) { return r.metric == "top1" || r.metric == "accuracy" || r.metric == "ca"; }
+double shown(const EvalRecord& r) { return in_percent(r) ? 100 * r.value : r.value; }
+std::string unit(const EvalRecord& r) { return in_percent(r) ? "%" : r.metric == "kld" || r.metric == "nll" ? "nats" : ""; }
+
 std::string fmt(const EvalRecord& r) {
   char b[64];
-  const bool percent = r.metric == "top1" || r.metric == "accuracy" || r.metric == "ca";
-  std::snprintf(b, sizeof b, percent ? "%.1f" : "%.4f", percent ? 100 * r.value : r.value);
+  std::snprintf(b, sizeof b, in_percent(r) ? "%.1f" : "%.4f", shown(r));
   return b;
 }
 }  // namespace
@@ -30,8 +34,9 @@ std::string records_markdown(const std::vector<EvalRecord>& records) {
     v.push_back(s);
   };
   for (const auto& r : records) {
-    std::string table = r.eval + " " + r.metric;  // (for ca the budget column is K)
+    std::string table = r.eval + " " + r.metric;
     if (!r.task_type.empty()) table += " (" + r.task_type + ")";
+    if (!unit(r).empty()) table += ", " + unit(r);
     const std::string row = r.policy + (r.variant.empty() ? "" : " [" + r.variant + "]");
     add_unique(tables, table);
     add_unique(rows[table], row);
@@ -39,8 +44,8 @@ std::string records_markdown(const std::vector<EvalRecord>& records) {
     cell[table][row][r.budget] = fmt(r);
   }
   std::ostringstream md;
-  for (const auto& t : tables) {
-    md << "\n### " << t << "\n\n| policy \\ budget |";
+  for (const auto& t : tables) {  // CA tables' columns are the K each policy selects, the others' the budget
+    md << "\n### " << t << "\n\n| policy \\ " << (t.rfind("ca ", 0) == 0 ? "top-K" : "budget") << " |";
     for (auto& b : budgets) md << " " << b << " |";
     md << "\n|---|";
     for (size_t i = 0; i < budgets.size(); ++i) md << "---|";
@@ -61,7 +66,7 @@ void write_records_json(const std::vector<EvalRecord>& records, const std::strin
   nlohmann::json j = nlohmann::json::array();
   for (const auto& r : records) {
     nlohmann::json e = {{"eval", r.eval}, {"policy", r.policy}, {"variant", r.variant}, {"budget", r.budget},
-                        {"metric", r.metric}, {"value", r.value}, {"n", r.n}};
+                        {"metric", r.metric}, {"value", shown(r)}, {"unit", unit(r)}, {"n", r.n}};
     if (r.eval == "retrieval") e["task_type"] = r.task_type;
     if (r.eval == "ca") e["topk"] = r.topk;
     j.push_back(e);
@@ -73,10 +78,10 @@ void write_records_json(const std::vector<EvalRecord>& records, const std::strin
 
 void write_records_csv(const std::vector<EvalRecord>& records, const std::string& path) {
   std::ofstream out(path);
-  out << "eval,policy,variant,budget,metric,task_type,topk,value,n\n";
+  out << "eval,policy,variant,budget,metric,task_type,topk,value,unit,n\n";
   for (const auto& r : records)
     out << r.eval << "," << r.policy << ",\"" << r.variant << "\"," << r.budget << "," << r.metric << ","
-        << r.task_type << "," << r.topk << "," << r.value << "," << r.n << "\n";
+        << r.task_type << "," << r.topk << "," << shown(r) << "," << unit(r) << "," << r.n << "\n";
   if (!out) fail(path, "cannot write");
 }
 

@@ -16,13 +16,19 @@ ProgressBar::~ProgressBar() {
 
 void ProgressBar::advance(int64_t n) {
   done_ += n;
-  if (!tty_) return;
   const auto now = std::chrono::steady_clock::now();
-  if (done_ < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  // A terminal gets a bar redrawn in place; a log file or pipe a line every few seconds.
+  const auto period = tty_ ? std::chrono::milliseconds(100) : std::chrono::milliseconds(5000);
+  if ((done_ < total_ || !tty_) && now - last_draw_ < period) return;
   last_draw_ = now;
   const double frac = (double)done_ / (double)total_;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double eta = frac > 0 ? elapsed * (1 - frac) / frac : 0;
+  if (!tty_) {
+    std::fprintf(stderr, "%s: %3d%% (%lld of %lld), %.0fs elapsed, ETA %.0fs\n", label_.c_str(), (int)(frac * 100),
+                 (long long)done_, (long long)total_, elapsed, eta);
+    return;
+  }
   constexpr int kWidth = 30;
   std::string bar(kWidth, ' ');
   for (int i = 0; i < (int)(frac * kWidth); ++i) bar[i] = '=';

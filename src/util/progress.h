@@ -1,5 +1,6 @@
 #pragma once
-// A one-line progress bar with ETA on stderr, drawn only when stderr is a terminal.
+// Progress with an ETA on stderr: a bar redrawn in place on a terminal, otherwise (a log, CI) a line
+// every few seconds.
 #include <chrono>
 #include <cstdint>
 #include <string>
