@@ -35,8 +35,11 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budg
   cmd->add_option("--snapkv-window", o.snapkv_window, "SnapKV: observation window")->capture_default_str();
   cmd->add_option("--snapkv-every", o.snapkv_every, "SnapKV: re-select every N decode steps (0: never)")
       ->capture_default_str();
-  cmd->add_option("--kv-type", o.kv_type, "KV cache element type: f16 (half the bytes read per step) or f32")
+  // llama.cpp's -ctk/-ctv name it too; K and V share one type here (the last one given).
+  cmd->add_option("--kv-type,--cache-type-k,--cache-type-v", o.kv_type,
+                  "KV cache element type of K and V: f16 (half the bytes read per step) or f32 (llama.cpp's -ctk/-ctv)")
       ->check(CLI::IsMember({"f16", "f32"}))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
       ->capture_default_str();
   if (!with_kv_offload) return;
   cmd->add_option("--kv-offload", o.kv_offload,
