@@ -182,6 +182,9 @@ TEST(Profile, AnotherModelIsAClearError) {
       ADD_FAILURE() << "accepted a profile of another model: " << m->path;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("P.json: profile was calibrated for another model"), std::string::npos);
+      // Same shape, other weights: the error says to calibrate for this file.
+      const bool shape_matches = m == same_shape.get();
+      EXPECT_EQ(std::string(e.what()).find("fasa calibrate -m " + m->path) != std::string::npos, shape_matches) << e.what();
     }
   }
 }

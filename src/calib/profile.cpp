@@ -203,6 +203,16 @@ void check_profile_matches(const Profile& p, const Model& m, const std::string& 
            std::to_string(f.n_head_kv) + " heads x " + std::to_string(f.head_dim) + " (rot " + std::to_string(f.n_rot) +
            ", " + f.rope_layout + "), vocab " + std::to_string(f.n_vocab) + ", weights " + f.weights_hash;
   };
+  // The same shape with other weights is another quantization, a fine-tune, or another model of that
+  // shape: without the unquantized weights they look alike, so a profile is keyed to the exact weights
+  // and the error says how to get one for this file.
+  ModelFingerprint shape = mine;
+  shape.weights_hash = p.model.weights_hash;
+  if (p.model == shape)
+    fail(path, "profile was calibrated for another model: the shape matches but the weights differ (profile " +
+                   p.model.weights_hash + ", " + m.path + " " + mine.weights_hash +
+                   "; another quantization or fine-tune?). Calibrate for this file: fasa calibrate -m " + m.path +
+                   " -f TEXT -o PROFILE");
   fail(path, "profile was calibrated for another model: profile has " + show(p.model) + "; model " + m.path +
                  " has " + show(mine));
 }
