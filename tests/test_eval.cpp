@@ -1,8 +1,13 @@
 // The evaluation harness: sanity relations that must hold whatever the model (full vs itself, the
 // oracle's agreement with the exact top-K), task-file validation, and the report formats.
+#include <cairo.h>
+
+#include <array>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "eval/decode_eval.h"
+#include "eval/heatmap.h"
 #include "eval/plot.h"
 #include "eval/retrieval.h"
 #include "eval/task_gen.h"
@@ -187,6 +192,61 @@ TEST(EvalRetrieval, SharedPrefillEqualsOwnPrefill) {
       EXPECT_LE(test::normalized_error(b.data(), want.data(), want.size()), 1e-6) << name;
     }
   }
+}
+
+// Pixels (ARGB32) of a PNG, read back with Cairo.
+std::vector<uint32_t> png_pixels(const std::string& path, int& w, int& h) {
+  cairo_surface_t* s = cairo_image_surface_create_from_png(path.c_str());
+  EXPECT_EQ(cairo_surface_status(s), CAIRO_STATUS_SUCCESS) << path;
+  w = cairo_image_surface_get_width(s);
+  h = cairo_image_surface_get_height(s);
+  std::vector<uint32_t> px((size_t)w * h);
+  const unsigned char* data = cairo_image_surface_get_data(s);
+  for (int y = 0; y < h; ++y)
+    std::memcpy(&px[(size_t)y * w], data + (size_t)y * cairo_image_surface_get_stride(s), (size_t)w * 4);
+  cairo_surface_destroy(s);
+  return px;
+}
+
+// A head's chosen chunk is outlined: marking one cell changes the picture inside that one cell only.
+TEST(EvalReports, HeatmapOutlinesTheChosenChunks) {
+  Heatmap hm;
+  hm.title = "mean CA";
+  hm.row_axis = "query head";
+  hm.col_axis = "frequency chunk";
+  hm.value_label = "mean CA";
+  hm.row_labels = {"head 0", "head 1"};
+  hm.cols = 8;
+  for (int i = 0; i < 16; ++i) hm.values.push_back(i / 15.0f);
+  hm.marked = {{}, {}};
+  const std::string dir = test::temp_dir();
+  write_heatmap_png(hm, dir + "/plain.png");
+  int w = 0, h = 0;
+  const auto plain = png_pixels(dir + "/plain.png", w, h);
+  // The box of pixels that marking (row, col) changes.
+  auto changed_box = [&](int row, int col) {
+    hm.marked = {{}, {}};
+    hm.marked[row] = {col};
+    write_heatmap_png(hm, dir + "/marked.png");
+    int w2 = 0, h2 = 0;
+    const auto px = png_pixels(dir + "/marked.png", w2, h2);
+    EXPECT_EQ(w2, w);
+    EXPECT_EQ(h2, h);
+    std::array<int, 5> box = {w, -1, h, -1, 0};  // x0, x1, y0, y1, pixels changed
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        if (px[(size_t)y * w + x] != plain[(size_t)y * w + x]) {
+          box = {std::min(box[0], x), std::max(box[1], x), std::min(box[2], y), std::max(box[3], y), box[4] + 1};
+        }
+    return box;
+  };
+  const auto a = changed_box(1, 5), b = changed_box(0, 5), c = changed_box(1, 6);
+  EXPECT_GT(a[4], 40);                                 // a frame, not a speck
+  EXPECT_LE(a[1] - a[0], 22) << a[0] << ".." << a[1];  // within one cell
+  EXPECT_LE(a[3] - a[2], 22) << a[2] << ".." << a[3];
+  EXPECT_EQ(a[2] - b[2], 22);                          // a row lower than row 0's
+  EXPECT_EQ(c[0] - a[0], 22);                          // a column left of column 6's
+  EXPECT_THROW(write_heatmap_png(hm, dir + "/no-such-dir/x.png"), Error);
 }
 
 TEST(EvalReports, MarkdownJsonCsv) {

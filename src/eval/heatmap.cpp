@@ -1,51 +1,66 @@
 #include "eval/heatmap.h"
 
 #include <algorithm>
+#include <cstdio>
 
-#include "eval/canvas.h"
+#include "eval/figure.h"
 #include "fasa/error.h"
 
 namespace fasa {
 
-namespace {
-
-// Viridis, sampled at 5 points and interpolated.
-Rgb colormap(float v) {
-  static const float stops[5][3] = {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
-  v = std::clamp(v, 0.0f, 1.0f) * 4.0f;
-  const int i = std::min(3, (int)v);
-  const float t = v - (float)i;
-  Rgb c;
-  for (int k = 0; k < 3; ++k) c[k] = (uint8_t)(stops[i][k] + t * (stops[i + 1][k] - stops[i][k]));
-  return c;
-}
-
-}  // namespace
-
 void write_heatmap_png(const Heatmap& h, const std::string& path) {
   const int rows = (int)h.row_labels.size(), cols = h.cols;
-  if (rows <= 0 || cols <= 0 || h.values.size() != (size_t)rows * cols) throw Error("heatmap: inconsistent shape");
-  const int cell = 22, left = 110, top = 60, bar_w = 18;
-  const int width = left + cols * cell + 40 + bar_w + 90, height = top + rows * cell + 70;
-  Canvas c(width, height);
-  c.text(left, 14, h.title, 3);
+  if (rows <= 0 || cols <= 0 || h.values.size() != (size_t)rows * cols || (!h.marked.empty() && (int)h.marked.size() != rows))
+    throw Error("heatmap: inconsistent shape");
+  const double cell = 22, left = 90, top = 56, bar_w = 18;
+  const double bx = left + cols * cell + 36, bh = std::max(rows * cell, 120.0);
+  Figure f((int)(bx + bar_w + 60), (int)(top + std::max(rows * cell, bh) + 64));
+  cairo_t* cr = f.cr();
+  f.text(left, 26, h.title, 16);
   for (int r = 0; r < rows; ++r) {
-    c.text(left - 10 - Canvas::text_width(h.row_labels[r]), top + r * cell + 5, h.row_labels[r]);
-    for (int k = 0; k < cols; ++k)
-      c.rect(left + k * cell, top + r * cell, left + (k + 1) * cell - 1, top + (r + 1) * cell - 1,
-             colormap(h.values[(size_t)r * cols + k]));
+    f.text(left - 8, top + r * cell + cell * 0.68, h.row_labels[r], 12, 1);
+    for (int k = 0; k < cols; ++k) {
+      f.color(viridis(h.values[(size_t)r * cols + k]));
+      cairo_rectangle(cr, left + k * cell, top + r * cell, cell, cell);
+      cairo_fill(cr);
+    }
   }
-  const int label_step = cols > 32 ? 8 : 4;
-  for (int k = 0; k < cols; k += label_step) c.text(left + k * cell + 4, top + rows * cell + 6, std::to_string(k));
-  c.text(left, top + rows * cell + 34, h.col_axis);
-  c.text(6, top - 22, h.row_axis);
-  // Colour bar from 0 (bottom) to 1 (top).
-  const int bx = left + cols * cell + 40, bh = std::max(rows * cell, 100);
-  for (int y = 0; y < bh; ++y) c.rect(bx, top + y, bx + bar_w, top + y + 1, colormap(1.0f - (float)y / (float)(bh - 1)));
-  c.text(bx + bar_w + 4, top - 2, "1.0");
-  c.text(bx + bar_w + 4, top + bh - 12, "0.0");
-  c.text(bx - 6, top - 22, "mean CA");
-  c.save_png(path);
+  // Each row's chosen columns: a white frame inside a dark one, visible on every colour of the map.
+  if (!h.marked.empty())
+    for (int r = 0; r < rows; ++r)
+      for (int k : h.marked[r]) {
+        if (k < 0 || k >= cols) continue;
+        for (const auto& [inset, c] : {std::pair{1.5, Rgb{0, 0, 0}}, std::pair{3.5, Rgb{1, 1, 1}}}) {
+          f.color(c);
+          cairo_set_line_width(cr, 2);
+          cairo_rectangle(cr, left + k * cell + inset, top + r * cell + inset, cell - 2 * inset, cell - 2 * inset);
+          cairo_stroke(cr);
+        }
+      }
+  const int step = cols > 32 ? 8 : 4;
+  for (int k = 0; k < cols; k += step) {
+    const double x = left + (k + 0.5) * cell;
+    f.line(x, top + rows * cell, x, top + rows * cell + 5, {0, 0, 0}, 1);
+    f.text(x, top + rows * cell + 18, std::to_string(k), 11, 0.5);
+  }
+  f.text(left + cols * cell / 2, top + rows * cell + 38, h.col_axis + (h.marked.empty() ? "" : " (outlined: chosen)"),
+         13, 0.5);
+  f.text(18, top + rows * cell / 2, h.row_axis, 13, 0.5, {0, 0, 0}, -1.5707963);
+  // Colour bar from 0 (bottom) to 1 (top), ticks every 0.25.
+  for (int y = 0; y < (int)bh; ++y) {
+    f.color(viridis(1.0 - y / (bh - 1)));
+    cairo_rectangle(cr, bx, top + y, bar_w, 1.5);
+    cairo_fill(cr);
+  }
+  for (int t = 0; t <= 4; ++t) {
+    const double y = top + bh - bh * t / 4;
+    char b[16];
+    std::snprintf(b, sizeof b, "%.2g", t / 4.0);
+    f.line(bx + bar_w, y, bx + bar_w + 4, y, {0, 0, 0}, 1);
+    f.text(bx + bar_w + 7, y + 4, b, 11);
+  }
+  f.text(bx + bar_w / 2, top - 8, h.value_label, 12, 0.5);
+  f.save_png(path);
 }
 
 }  // namespace fasa

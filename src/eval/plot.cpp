@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <map>
 
-#include "eval/canvas.h"
+#include "eval/figure.h"
 #include "fasa/error.h"
 
 namespace fasa {
@@ -16,12 +16,13 @@ void write_records_plot(const std::vector<EvalRecord>& records, const std::strin
   auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
     if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
   };
+  const bool percent = metric == "top1" || metric == "accuracy" || metric == "ca";  // as the tables show them
   for (const auto& r : records) {
     if (r.metric != metric || (!r.task_type.empty() && r.task_type != "all")) continue;
     const std::string name = r.policy + (r.variant.empty() ? "" : " [" + r.variant + "]");
     add_unique(budgets, r.budget);
     add_unique(series, name);
-    y[name][r.budget] = r.value;
+    y[name][r.budget] = percent ? 100 * r.value : r.value;
   }
   if (series.empty()) fail(path, "no '" + metric + "' records to plot");
   double lo = INFINITY, hi = -INFINITY;
@@ -32,47 +33,60 @@ void write_records_plot(const std::vector<EvalRecord>& records, const std::strin
   lo -= pad;
   hi += pad;
 
-  int legend_w = 0;
-  for (auto& s : series) legend_w = std::max(legend_w, Canvas::text_width(s));
-  const int left = 110, top = 50, pw = 520, ph = 360, right = legend_w + 60;
-  Canvas c(left + pw + right, top + ph + 80);
-  c.text(left, 12, metric + " vs budget", 3);
-  c.line(left, top, left, top + ph, {0, 0, 0}, 2);
-  c.line(left, top + ph, left + pw, top + ph, {0, 0, 0}, 2);
-  auto px = [&](size_t i) { return left + (int)((i + 0.5) * pw / budgets.size()); };
-  auto py = [&](double v) { return top + (int)((hi - v) / (hi - lo) * ph); };
-  for (int t = 0; t <= 4; ++t) {  // y ticks
+  const bool ca = metric == "ca";
+  const std::string x_axis = ca ? "top-K (tokens each policy selects)" : "budget (tokens per head, or share of the context)";
+  const std::string y_axis = metric + (percent ? " (%)" : metric == "kld" ? " (nats)" : "");
+  Figure probe(1, 1);
+  double legend_w = 0;
+  for (auto& s : series) legend_w = std::max(legend_w, probe.text_width(s, 12));
+  const double left = 80, top = 48, pw = 520, ph = 340;
+  Figure f((int)(left + pw + legend_w + 60), (int)(top + ph + 70));
+  f.text(left, 28, metric + " vs " + (ca ? "top-K" : "budget"), 16);
+  f.line(left, top, left, top + ph, {0, 0, 0});
+  f.line(left, top + ph, left + pw, top + ph, {0, 0, 0});
+  auto px = [&](size_t i) { return left + (i + 0.5) * pw / budgets.size(); };
+  auto py = [&](double v) { return top + (hi - v) / (hi - lo) * ph; };
+  for (int t = 0; t <= 4; ++t) {  // y ticks and light grid lines
     const double v = lo + (hi - lo) * t / 4;
     char b[32];
     std::snprintf(b, sizeof b, "%.3g", v);
-    c.line(left - 6, py(v), left, py(v), {0, 0, 0}, 2);
-    c.text(left - 12 - Canvas::text_width(b), py(v) - 6, b);
+    f.line(left + 1, py(v), left + pw, py(v), {0.9, 0.9, 0.9}, 1);
+    f.line(left - 5, py(v), left, py(v), {0, 0, 0}, 1);
+    f.text(left - 8, py(v) + 4, b, 11, 1);
   }
   for (size_t i = 0; i < budgets.size(); ++i) {
-    c.line(px(i), top + ph, px(i), top + ph + 6, {0, 0, 0}, 2);
-    c.text(px(i) - Canvas::text_width(budgets[i]) / 2, top + ph + 12, budgets[i]);
+    f.line(px(i), top + ph, px(i), top + ph + 5, {0, 0, 0}, 1);
+    f.text(px(i), top + ph + 19, budgets[i], 11, 0.5);
   }
-  c.text(left + pw / 2 - Canvas::text_width("budget (tokens per head)") / 2, top + ph + 44, "budget (tokens per head)");
-  c.text(8, top - 24, metric);
-  static const Rgb palette[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40}, {148, 103, 189},
-                                {140, 86, 75}, {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207}};
+  f.text(left + pw / 2, top + ph + 44, x_axis, 13, 0.5);
+  f.text(22, top + ph / 2, y_axis, 13, 0.5, {0, 0, 0}, -1.5707963);
+  static const Rgb palette[] = {{0.12, 0.47, 0.71}, {1.0, 0.5, 0.05},  {0.17, 0.63, 0.17}, {0.84, 0.15, 0.16},
+                                {0.58, 0.4, 0.74},  {0.55, 0.34, 0.29}, {0.89, 0.47, 0.76}, {0.5, 0.5, 0.5},
+                                {0.74, 0.74, 0.13}, {0.09, 0.75, 0.81}};
+  cairo_t* cr = f.cr();
   for (size_t s = 0; s < series.size(); ++s) {
     const Rgb col = palette[s % 10];
-    int prev_x = -1, prev_y = -1;
+    f.color(col);
+    cairo_set_line_width(cr, 2.5);
+    bool started = false;
     for (size_t i = 0; i < budgets.size(); ++i) {
       auto it = y[series[s]].find(budgets[i]);
       if (it == y[series[s]].end()) continue;
-      const int x = px(i), yy = py(it->second);
-      if (prev_x >= 0) c.line(prev_x, prev_y, x, yy, col, 3);
-      c.rect(x - 4, yy - 4, x + 4, yy + 4, col);
-      prev_x = x;
-      prev_y = yy;
+      started ? cairo_line_to(cr, px(i), py(it->second)) : cairo_move_to(cr, px(i), py(it->second));
+      started = true;
     }
-    const int ly = top + 10 + (int)s * 22;
-    c.rect(left + pw + 20, ly, left + pw + 40, ly + 12, col);
-    c.text(left + pw + 46, ly - 1, series[s]);
+    cairo_stroke(cr);
+    for (size_t i = 0; i < budgets.size(); ++i) {
+      auto it = y[series[s]].find(budgets[i]);
+      if (it == y[series[s]].end()) continue;
+      cairo_arc(cr, px(i), py(it->second), 4, 0, 2 * M_PI);
+      cairo_fill(cr);
+    }
+    const double ly = top + 12 + s * 22;
+    f.line(left + pw + 16, ly - 4, left + pw + 38, ly - 4, col, 2.5);
+    f.text(left + pw + 44, ly, series[s], 12);
   }
-  c.save_png(path);
+  f.save_png(path);
 }
 
 }  // namespace fasa

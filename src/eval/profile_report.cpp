@@ -94,10 +94,12 @@ std::vector<std::string> write_profile_heatmaps(const Profile& p, const std::str
     hm.title = "mean CA, layer " + std::to_string(l) + " (K=" + std::to_string(p.top_k) + ")";
     hm.row_axis = "query head";
     hm.col_axis = "frequency chunk";
+    hm.value_label = "mean CA";
     hm.cols = p.n_fc;
     for (int h = 0; h < p.model.n_head; ++h) {
       hm.row_labels.push_back("head " + std::to_string(h));
       for (int f = 0; f < p.n_fc; ++f) hm.values.push_back(p.ca(l, h, f));
+      hm.marked.push_back(p.dominant_fcs(l, h, p.n_tip, FcSharing::Head));  // the profile's chunks per head
     }
     paths.push_back(dir + "/ca_layer_" + std::to_string(l) + ".png");
     write_heatmap_png(hm, paths.back());
