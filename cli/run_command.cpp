@@ -96,16 +96,23 @@ int run(RunOptions o) {
   const std::string shown = truncate ? "..." + engine.detokenize(ids) : prompt;  // the text the model sees
   if (o.display_prompt) std::fputs(shown.c_str(), stdout);
   std::fflush(stdout);
-  ctx.feed_tokens(ids);
   GenerationOptions gen;
   gen.max_tokens = o.n_predict;
   gen.sampling = o.sampling;
   gen.ignore_eos = o.ignore_eos;
-  const GenerationResult r = ctx.generate(gen, [](std::string_view piece) {
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
+  GenerationResult r;
+  try {
+    ctx.feed_tokens(ids);
+    r = ctx.generate(gen, [](std::string_view piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+  } catch (...) {  // the error goes on a line of its own, not after the streamed text
+    std::fputc('\n', stdout);
     std::fflush(stdout);
-    return true;
-  });
+    throw;
+  }
   std::fputc('\n', stdout);
 
   const ContextStats& st = ctx.stats();
