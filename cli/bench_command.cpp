@@ -164,11 +164,11 @@ int bench(BenchOptions o) {
           row.spec.depth = depth;
           row.spec.random_fill = o.attention_only || o.fill == "random";
           row.spec.repetitions = o.repetitions;
-          row.spec.warmup = o.warmup;
+          row.spec.warmup = o.warmup || o.attention_only;  // the attention bench always warms up one step
           row.spec.n_prompt = n_prompt;
           row.spec.n_gen = n_gen;
           if (o.attention_only) {
-            row.test = "attn @ d" + std::to_string(depth);
+            row.test = "attn x" + std::to_string(n_gen) + " @ d" + std::to_string(depth);
             row.result = run_attention_bench(*model, p, depth, n_gen, o.repetitions, 1);
           } else {
             row.test = (n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "") + (n_prompt > 0 && n_gen > 0 ? "+" : "") +
@@ -201,6 +201,7 @@ int bench(BenchOptions o) {
       n += ", one layer's attention";
       for (const Row& full : rows)  // the speed-up over dense attention at the same depth
         if (r.attn != "full" && full.attn == "full" && full.spec.depth == r.spec.depth && full.threads == r.threads &&
+            full.spec.n_gen == r.spec.n_gen &&
             full.result.median() > 0)
           n += ", " + fmt("%.2fx", r.result.median() / full.result.median()) + " full";
     }
@@ -219,7 +220,7 @@ int bench(BenchOptions o) {
                      {"model_filename", o.model}, {"model_type", model->config.arch}, {"model_size", model->weight_bytes()},
                      {"model_n_params", model->n_params()}, {"n_threads", r.threads}, {"n_prompt", r.spec.n_prompt},
                      {"n_gen", r.spec.n_gen}, {"n_depth", r.spec.depth}, {"repetitions", o.repetitions},
-                     {"warmup", o.warmup}, {"avg_ts", r.result.mean()}, {"stddev_ts", r.result.stddev()},
+                     {"warmup", r.spec.warmup}, {"avg_ts", r.result.mean()}, {"stddev_ts", r.result.stddev()},
                      {"median_ts", r.result.median()}, {"samples_ts", r.result.samples_ts}, {"attn", r.attn},
                      {"budget", r.attn == "full" ? nlohmann::json(nullptr) : budget_json(o.policy.budget)},
                      {"fcs", r.fcs}, {"fc_sharing", o.policy.fc_sharing},

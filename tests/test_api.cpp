@@ -84,6 +84,51 @@ TEST_F(ApiTest, ContextContinuesAcrossFeedsAndGenerations) {
   EXPECT_EQ(b.text, want);
 }
 
+// truncate() back to the prompt, then generate: the same reply as the first time (the logits of the
+// prompt's last token are evaluated again, not those of the last generated token); tokens() follows.
+TEST_F(ApiTest, TruncateBackToThePromptRepliesAsBefore) {
+  Context ctx(*engine_, {});
+  ctx.feed(kPrompt);
+  const std::vector<int32_t> prompt = engine_->tokenize(kPrompt, true);
+  EXPECT_EQ(ctx.tokens(), prompt);
+  const GenerationResult a = ctx.generate(greedy(8));
+  EXPECT_EQ((int64_t)ctx.tokens().size(), ctx.n_past());
+  EXPECT_EQ(std::vector<int32_t>(ctx.tokens().begin() + prompt.size(), ctx.tokens().end()), a.tokens);
+  ctx.truncate((int64_t)prompt.size());
+  EXPECT_EQ(ctx.tokens(), prompt);
+  EXPECT_EQ(ctx.generate(greedy(8)).text, a.text);
+  ctx.truncate(3);  // and a shorter prefix, fed the rest again
+  ctx.feed_tokens({prompt.begin() + 3, prompt.end()});
+  EXPECT_EQ(ctx.generate(greedy(8)).text, a.text);
+  EXPECT_THROW(ctx.truncate(ctx.n_past() + 1), Error);
+}
+
+// Log-probabilities of fed tokens: chunked evaluation gives what one token at a time gives.
+TEST_F(ApiTest, FedTokensLogprobsEqualStepByStep) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 3; ++i) {  // > 256 tokens: several chunks
+    const std::vector<int32_t> t = engine_->tokenize(std::string(kPrompt) + " And the earth was without form, and void; "
+                                                     "and darkness was upon the face of the deep. And the Spirit of God "
+                                                     "moved upon the face of the waters.", i == 0);
+    for (int k = 0; k < 4; ++k) ids.insert(ids.end(), t.begin(), t.end());
+  }
+  ASSERT_GT(ids.size(), 300u);
+  Context chunked(*engine_, {});
+  std::vector<TokenLogprob> lp;
+  chunked.feed_tokens(ids, &lp, 3);
+  ASSERT_EQ(lp.size(), ids.size());
+  EXPECT_FALSE(lp[0].known);
+  for (size_t i = 2; i < ids.size(); i += 97) {  // a sample of positions, each fed as a 2-token prefill
+    Context c(*engine_, {});
+    std::vector<TokenLogprob> one;
+    c.feed_tokens({ids.begin(), ids.begin() + i});
+    c.feed_tokens({ids[i]}, &one, 3);
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_NEAR(one[0].logprob, lp[i].logprob, 1e-3) << i;
+    EXPECT_EQ(one[0].top[0].first, lp[i].top[0].first) << i;
+  }
+}
+
 TEST_F(ApiTest, CallbackCancels) {
   Context ctx(*engine_, {});
   ctx.feed(kPrompt);

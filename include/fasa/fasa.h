@@ -126,7 +126,11 @@ class Context {
   int64_t n_ctx() const;
   const std::vector<int32_t>& tokens() const { return tokens_; }  // [n_past()] fed and generated, in order
   // Forgets positions >= n (n <= n_past()): the start of a cached prompt is kept for the next one.
+  // Token n-1 is evaluated again by the next feed or generate (its logits went with the rest).
   void truncate(int64_t n);
+  // Whether a truncated context continues exactly as a fresh one fed the same tokens would (false for
+  // policies that keep votes of forgotten queries: H2O, SnapKV).
+  bool prefix_reuse_is_exact() const;
   const ContextStats& stats() const { return stats_; }
   KvMemory kv_memory() const;  // where the KV cache lives now
   std::string policy_summary() const;  // e.g. "fasa: budget 256 per head, TIP reads 25.0% of key dims"

@@ -69,27 +69,37 @@ int64_t Context::feed(std::string_view text, bool parse_special) {
 }
 
 void Context::feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs, int top_n) {
+  const int64_t n_all = (int64_t)(unevaluated_.size() + ids.size());
+  if (n_all == 0) return;
+  if (session_->n_past() + n_all > n_ctx())
+    throw Error("the prompt (" + std::to_string(session_->n_past() + n_all) + " tokens) does not fit the context of " +
+                std::to_string(n_ctx()) + " tokens");
   std::vector<int32_t> all = std::move(unevaluated_);
   unevaluated_.clear();
   all.insert(all.end(), ids.begin(), ids.end());
-  if (all.empty()) return;
-  if (session_->n_past() + (int64_t)all.size() > n_ctx())
-    throw Error("the prompt (" + std::to_string(session_->n_past() + all.size()) + " tokens) does not fit the context of " +
-                std::to_string(n_ctx()) + " tokens");
-  if (logprobs) {  // what predicts ids[0]: the logits before this call, or the row of the unevaluated token
+  const auto t0 = Clock::now();
+  if (!logprobs) {
+    eval(all);
+  } else {  // what predicts ids[0]: the logits before this call, or the row of the pending token
     logprobs->clear();
-    if (all.size() == ids.size() && !ids.empty())
+    if (all.size() == ids.size())
       logprobs->push_back(session_->n_past() > 0 ? token_logprob(session_->logits(), ids[0], top_n)
                                                  : TokenLogprob{ids[0], false, 0, {}});
-  }
-  const auto t0 = Clock::now();
-  std::vector<float> rows;  // [all.size(), n_vocab]
-  if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
-  session_->eval(all, logprobs ? &rows : nullptr);
-  if (logprobs) {
-    const size_t V = (size_t)engine_.info().n_vocab;
-    for (size_t i = all.size() - ids.size() + logprobs->size(); i < all.size(); ++i)
-      logprobs->push_back(token_logprob({rows.data() + (i - 1) * V, V}, all[i], top_n));
+    // Chunks of a few hundred tokens bound the logits kept ([chunk, n_vocab]); none of one token
+    // after the first, which would take the decode path instead of the dense prefill.
+    const size_t V = (size_t)engine_.info().n_vocab, first = all.size() - ids.size(), chunk = 256;
+    std::vector<float> rows;  // [chunk, n_vocab]
+    for (size_t at = 0; at < all.size();) {
+      size_t n = std::min(chunk, all.size() - at);
+      if (all.size() - at - n == 1) ++n;
+      if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
+      session_->eval({all.data() + at, n}, &rows);
+      for (size_t i = std::max(at + 1, first + logprobs->size()); i < at + n + 1 && i < all.size(); ++i)
+        logprobs->push_back(token_logprob(i < at + n ? std::span<const float>(rows.data() + (i - at - 1) * V, V)
+                                                     : session_->logits(),
+                                          all[i], top_n));
+      at += n;
+    }
   }
   stats_.prompt_seconds += seconds_since(t0);
   stats_.prompt_tokens += (int64_t)ids.size();
@@ -99,11 +109,16 @@ void Context::feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogp
 void Context::truncate(int64_t n) {
   if (n < 0 || n > n_past()) throw Error("truncate: " + std::to_string(n) + " is not within 0.." + std::to_string(n_past()));
   if (n <= session_->n_past()) {
+    // The logits of position n-1 are gone with the rows after it: that token waits to be evaluated
+    // again, so the next feed or generate starts from its logits.
+    session_->truncate(std::max<int64_t>(0, n - 1));
     unevaluated_.clear();
-    session_->truncate(n);
+    if (n > 0) unevaluated_.push_back(tokens_[n - 1]);
   }
   tokens_.resize(n);
 }
+
+bool Context::prefix_reuse_is_exact() const { return policy_->truncate_is_exact(); }
 
 GenerationResult Context::generate(const GenerationOptions& opts, const TextCallback& on_text) {
   if (!unevaluated_.empty()) feed_tokens({});

@@ -129,7 +129,9 @@ const std::set<std::string> kCompletionFields = {"prompt", "echo"};
 void check_fields(const json& body, bool chat) {
   for (const auto& [name, v] : body.items()) {
     if (kCommonFields.count(name) || (chat ? kChatFields : kCompletionFields).count(name)) continue;
-    const bool off = v.is_null() || (v.is_number() && v.get<double>() == 0 && name.find("penalty") != std::string::npos) ||
+    const double neutral_penalty = name == "repeat_penalty" ? 1.0 : 0.0;  // llama.cpp's multiplies, OpenAI's add
+    const bool off = v.is_null() ||
+                     (v.is_number() && v.get<double>() == neutral_penalty && name.find("penalty") != std::string::npos) ||
                      (name == "best_of" && v == 1) || (name == "logit_bias" && v.is_object() && v.empty()) ||
                      ((name == "tools" || name == "functions") && v.is_array() && v.empty()) ||
                      (name == "response_format" && v == json{{"type", "text"}}) || (name == "suffix" && v == "");

@@ -4,7 +4,9 @@
 #include <omp.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
+#include <limits>
 #include <cstdio>
 #include <random>
 #include <nlohmann/json.hpp>
@@ -52,7 +54,9 @@ thread_local RequestLog request_log;
 // A slot: one generation at a time. Its context stays after the request (prompt cache).
 struct SlotState {
   std::unique_ptr<Context> ctx;
-  PolicyOptions policy;  // the one ctx was made with
+  PolicyOptions policy;   // the one ctx was made with
+  int64_t reusable = 0;   // tokens of ctx a later prompt may reuse: those prefilled densely (or all, for full attention)
+  uint64_t last_used = 0;
 };
 
 // Gives the admission slot back when the request's last owner (handler or stream) is done.
@@ -119,13 +123,14 @@ struct Server::Impl {
   httplib::Server http;
   const std::string id_prefix = random_hex(8);
   const int64_t started = unix_now();
-  std::atomic<uint64_t> next_id{1};
+  std::atomic<uint64_t> next_id{1}, next_use{1};
   int64_t slot_ctx = 0;  // tokens per slot
   int threads_per_slot = 1;
 
   void routes();
   json model_object() const;
   bool authorized(const httplib::Request& req, httplib::Response& res) const;
+  httplib::Server::Handler guarded(httplib::Server::Handler handler) const;
   void complete(const httplib::Request& req, httplib::Response& res, bool chat);
   std::shared_ptr<Job> accept(const httplib::Request& req, bool chat);
   Context& prefill(Job& job);
@@ -182,7 +187,7 @@ json Server::Impl::model_object() const {
 
 // With an API key, every request but GET /health (and CORS preflights) carries it as a bearer token.
 bool Server::Impl::authorized(const httplib::Request& req, httplib::Response& res) const {
-  if (opts.api_key.empty() || req.path == "/health" || req.method == "OPTIONS") return true;
+  if (opts.api_key.empty()) return true;
   if (req.get_header_value("Authorization") == "Bearer " + opts.api_key) return true;
   send_error(res, 401, "invalid or missing API key (send 'Authorization: Bearer <key>')");
   res.set_header("WWW-Authenticate", "Bearer");
@@ -199,7 +204,7 @@ void Server::Impl::routes() {
       res.set_header("Access-Control-Max-Age", "86400");
       return httplib::Server::HandlerResponse::Handled;
     }
-    return authorized(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
+    return httplib::Server::HandlerResponse::Unhandled;
   });
   http.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
     if (!opts.cors_origin.empty()) res.set_header("Access-Control-Allow-Origin", opts.cors_origin);
@@ -207,18 +212,20 @@ void Server::Impl::routes() {
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  http.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump({{"object", "list"}, {"data", json::array({model_object()})}}), "application/json");
-  });
-  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+  }));
+  http.Get(R"(/v1/models/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
     if (req.matches[1] != opts.model_name) return send_error(res, 404, "no model '" + std::string(req.matches[1]) + "' here");
     res.set_content(dump(model_object()), "application/json");
-  });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  }));
+  http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(admission.active(), admission.waiting()), "text/plain; version=0.0.4");
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
+  }));
+  http.Post("/v1/completions",
+            guarded([this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); }));
+  http.Post("/v1/chat/completions",
+            guarded([this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); }));
   // Unknown paths, oversized bodies and the like: the same JSON error shape as our own errors.
   http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
@@ -232,16 +239,26 @@ void Server::Impl::routes() {
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics.count_response(res.status);
+    const RequestLog l = request_log;
+    request_log = {};  // a response written without routing (a malformed request line) logs no stale figures
     if (!opts.log_requests) return;
-    const RequestLog& l = request_log;
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - l.start).count();
-    std::string tokens;
+    std::string tokens, time;
     if (l.prompt_tokens >= 0)
       tokens = " prompt " + std::to_string(l.prompt_tokens) + " (cached " + std::to_string(l.cached_tokens) +
                ") + " + std::to_string(l.generated_tokens) + " generated";
-    std::fprintf(stderr, "%s %s %s %d%s %.0f ms\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(),
-                 res.status, tokens.c_str(), ms);
+    if (l.start != Clock::time_point{})
+      time = " " + std::to_string((int64_t)std::chrono::duration<double, std::milli>(Clock::now() - l.start).count()) + " ms";
+    std::fprintf(stderr, "%s %s %s %d%s%s\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(), res.status,
+                 tokens.c_str(), time.c_str());
   });
+}
+
+// A route that needs the API key (checked once the body is read: refusing earlier would leave the
+// body on a kept-alive connection, read as the next request).
+httplib::Server::Handler Server::Impl::guarded(httplib::Server::Handler handler) const {
+  return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    if (authorized(req, res)) handler(req, res);
+  };
 }
 
 // Parses and checks a request, tokenizes its prompt and takes a slot; throws HttpError.
@@ -272,12 +289,16 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, bool chat
   // The reply ends with finish_reason "length" where the context runs out.
   r.gen.max_tokens = (int)std::min<int64_t>(r.gen.max_tokens, slot_ctx - n);
 
+  // The free slot whose cache holds the longest start of this prompt under the same policy; among
+  // equals, the one used least recently (its cache is the least likely to be wanted again).
   const int slot = admission.enter([&](int s) {
-    const Context* c = slots[s].ctx.get();
-    return c ? common_prefix(c->tokens(), job->prompt) : 0;
+    const SlotState& st = slots[s];
+    const int64_t shared = st.ctx && st.policy == r.policy ? common_prefix(st.ctx->tokens(), job->prompt) : 0;
+    return std::min(shared, st.reusable) * (int64_t)1'000'000'000 - (int64_t)(st.last_used % 1'000'000'000);
   });
   if (slot < 0) throw HttpError(503, "the server is busy: all slots and the queue are taken; retry later");
   job->slot = std::make_shared<SlotLease>(admission, slot);
+  slots[slot].last_used = next_use++;
   job->id = (chat ? "chatcmpl-" : "cmpl-") + id_prefix + "-" + std::to_string(next_id++);
   job->created = unix_now();
   job->peer = PeerSocket(req.local_port, req.remote_addr, req.remote_port);
@@ -285,28 +306,35 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, bool chat
 }
 
 // The slot's context holding the job's prompt: what it already held of the prompt's start is kept,
-// the rest prefilled. A new context when the request's policy differs from the slot's.
+// the rest prefilled. A new context when the request's policy differs from the slot's or the prompt
+// and reply outgrow it (contexts grow in powers of two up to the slot's share, so short requests do
+// not allocate a whole slot's KV cache).
 Context& Server::Impl::prefill(Job& job) {
   SlotState& slot = slots[job.slot->index];
   const CompletionRequest& r = job.request;
-  if (!slot.ctx || !(slot.policy == r.policy)) {
+  const int64_t n = (int64_t)job.prompt.size(), need = n + r.gen.max_tokens;
+  if (!slot.ctx || !(slot.policy == r.policy) || slot.ctx->n_ctx() < need) {
     slot.ctx.reset();
     ContextOptions co;
     co.policy = r.policy;
-    co.n_ctx = slot_ctx;
+    co.n_ctx = std::min<int64_t>(slot_ctx, (int64_t)std::bit_ceil((uint64_t)std::max<int64_t>(need, 512)));
     co.threads = threads_per_slot;
     slot.ctx = std::make_unique<Context>(engine, co);
     slot.policy = r.policy;
+    slot.reusable = 0;
   }
   Context& ctx = *slot.ctx;
   const bool echo_logprobs = r.echo && r.gen.logprobs >= 0;  // every prompt token's logits are needed
-  const int64_t n = (int64_t)job.prompt.size();
-  // At least two tokens are prefilled again: one token would take the decode path, where a sparse
-  // policy reads a subset, and the prompt's last logits would differ from a fresh prefill's.
-  int64_t keep = r.cache_prompt && !echo_logprobs ? common_prefix(ctx.tokens(), job.prompt) : 0;
-  keep = std::max<int64_t>(0, std::min(keep, n - 2));
+  // Reused: the shared start, at most what was prefilled densely (a sparse policy's decoded tokens have
+  // keys of a sparse pass), and never all of the prompt: its last token is evaluated again for its
+  // logits, and truncate() evaluates the one before it again too, so at least two go through the
+  // dense prefill, as in a fresh context.
+  int64_t keep = r.cache_prompt && !echo_logprobs && ctx.prefix_reuse_is_exact()
+                     ? std::min(common_prefix(ctx.tokens(), job.prompt), slot.reusable) : 0;
+  keep = std::max<int64_t>(0, std::min(keep, n - 1));
   try {
     ctx.truncate(keep);
+    slot.reusable = 0;
     const double before = ctx.stats().prompt_seconds;
     ctx.feed_tokens({job.prompt.begin() + keep, job.prompt.end()}, echo_logprobs ? &job.prompt_logprobs : nullptr,
                     r.gen.logprobs);
@@ -315,9 +343,10 @@ Context& Server::Impl::prefill(Job& job) {
     slot.ctx.reset();  // a context left half-fed is not reused
     throw;
   }
-  job.cached_tokens = keep;
+  slot.reusable = r.policy.attn == "full" ? std::numeric_limits<int64_t>::max() : n;
+  job.cached_tokens = std::max<int64_t>(0, keep - 1);  // the last kept token is evaluated again
   request_log.prompt_tokens = n;
-  request_log.cached_tokens = keep;
+  request_log.cached_tokens = job.cached_tokens;
   return ctx;
 }
 
@@ -363,7 +392,8 @@ json Server::Impl::logprobs_json(const Job& job, const GenerationResult& r) cons
     return {{"content", content}};
   }
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-  size_t offset = 0;
+  // Byte offsets into the prompt and reply's token texts, as OpenAI's: the reply's start after the prompt.
+  size_t offset = job.request.echo ? 0 : engine.detokenize(job.prompt).size();
   auto add = [&](const TokenLogprob& t) {
     const std::string text = engine.token_text(t.id);
     tokens.push_back(text);
@@ -376,7 +406,7 @@ json Server::Impl::logprobs_json(const Job& job, const GenerationResult& r) cons
     }
     token_logprobs.push_back(t.logprob);
     json alternatives = json::object();
-    for (const auto& [id, lp] : t.top) alternatives[engine.token_text(id)] = lp;
+    for (const auto& [id, lp] : t.top) alternatives.emplace(engine.token_text(id), lp);  // tokens of one text: the likeliest
     top.push_back(alternatives);
   };
   for (const TokenLogprob& t : job.prompt_logprobs) add(t);

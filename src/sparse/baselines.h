@@ -101,6 +101,7 @@ class H2oSelector final : public SparseSelector {
   std::string_view description() const override { return "heavy hitters by accumulated attention plus recent tokens"; }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
   void on_truncate(int64_t n_tokens) override;
+  bool truncate_is_exact() const override { return false; }
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -125,6 +126,7 @@ class SnapKvSelector final : public SparseSelector {
   std::string_view description() const override { return "keep tokens the last queries attended to (pooled), re-select periodically"; }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
   void on_truncate(int64_t n_tokens) override;
+  bool truncate_is_exact() const override { return false; }
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;

@@ -45,6 +45,10 @@ class TokenSelector {
   // The session forgot rows >= n_tokens (truncate, reset); they will be written again, with other keys.
   // Policies that keep per-row state drop that of those rows. Never concurrent with a selection.
   virtual void on_truncate(int64_t /*n_tokens*/) {}
+  // Whether, after on_truncate(n), the policy is as a fresh context that was fed the same n tokens
+  // (false where its state keeps votes of forgotten queries: H2O, SnapKV). A server's prompt cache
+  // reuses a prefix only where it is.
+  virtual bool truncate_is_exact() const { return true; }
 };
 
 // Base of every sparse policy: layers listed as dense, and steps where the budget covers the whole
