@@ -242,14 +242,14 @@ void Server::Impl::routes() {
     const RequestLog l = request_log;
     request_log = {};  // a response written without routing (a malformed request line) logs no stale figures
     if (!opts.log_requests) return;
-    std::string tokens, time;
+    char tokens[96] = "", time[32] = "";
     if (l.prompt_tokens >= 0)
-      tokens = " prompt " + std::to_string(l.prompt_tokens) + " (cached " + std::to_string(l.cached_tokens) +
-               ") + " + std::to_string(l.generated_tokens) + " generated";
+      std::snprintf(tokens, sizeof tokens, " prompt %lld (cached %lld) + %lld generated", (long long)l.prompt_tokens,
+                    (long long)l.cached_tokens, (long long)l.generated_tokens);
     if (l.start != Clock::time_point{})
-      time = " " + std::to_string((int64_t)std::chrono::duration<double, std::milli>(Clock::now() - l.start).count()) + " ms";
+      std::snprintf(time, sizeof time, " %.0f ms", std::chrono::duration<double, std::milli>(Clock::now() - l.start).count());
     std::fprintf(stderr, "%s %s %s %d%s%s\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(), res.status,
-                 tokens.c_str(), time.c_str());
+                 tokens, time);
   });
 }
 
