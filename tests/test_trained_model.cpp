@@ -47,9 +47,10 @@ TEST(TrainedModel, MatchesTheTrainingCodesForwardPass) {
   }
 }
 
-// Measured when the model was exported (2026-11-24): full 0.80, fasa 0.70, stream 0.00 (20 tasks, steps
-// of 0.05). Floors leave room for kernel-order changes, not for a broken selection.
-constexpr double kFullFloor = 0.65, kFasaFloor = 0.55, kStreamCeiling = 0.25;
+// Measured when the model was exported (2026-11-24, run8): full 0.60, fasa 0.60, stream 0.00 (20 tasks,
+// steps of 0.05: passkey, multikey and multineedle all right, multivalue and vartrack not). Floors leave
+// room for kernel-order changes, not for a broken selection.
+constexpr double kFullFloor = 0.50, kFasaFloor = 0.45, kStreamCeiling = 0.25;
 
 double accuracy(const std::vector<EvalRecord>& r, const std::string& policy) {
   for (auto& x : r)
