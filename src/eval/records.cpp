@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -26,6 +27,7 @@ std::string fmt(const EvalRecord& r) {
 std::string records_markdown(const std::vector<EvalRecord>& records) {
   // Group by table, keeping first-seen order of tables, rows and columns.
   std::vector<std::string> tables, budgets;
+  std::set<std::string> top_k_tables;  // CA tables' columns are the K each policy selects
   std::map<std::string, std::vector<std::string>> rows;                       // table -> row labels
   std::map<std::string, std::map<std::string, std::map<std::string, std::string>>> cell;  // table, row, budget
   auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
@@ -34,18 +36,19 @@ std::string records_markdown(const std::vector<EvalRecord>& records) {
     v.push_back(s);
   };
   for (const auto& r : records) {
-    std::string table = r.eval + " " + r.metric;
+    std::string table = r.eval == r.metric ? r.eval : r.eval + " " + r.metric;  // "ca", not "ca ca"
     if (!r.task_type.empty()) table += " (" + r.task_type + ")";
     if (!unit(r).empty()) table += ", " + unit(r);
     const std::string row = r.policy + (r.variant.empty() ? "" : " [" + r.variant + "]");
     add_unique(tables, table);
+    if (r.eval == "ca") top_k_tables.insert(table);
     add_unique(rows[table], row);
     add_unique(budgets, r.budget);
     cell[table][row][r.budget] = fmt(r);
   }
   std::ostringstream md;
   for (const auto& t : tables) {  // CA tables' columns are the K each policy selects, the others' the budget
-    md << "\n### " << t << "\n\n| policy \\ " << (t.rfind("ca ", 0) == 0 ? "top-K" : "budget") << " |";
+    md << "\n### " << t << "\n\n| policy \\ " << (top_k_tables.count(t) ? "top-K" : "budget") << " |";
     for (auto& b : budgets) md << " " << b << " |";
     md << "\n|---|";
     for (size_t i = 0; i < budgets.size(); ++i) md << "---|";
