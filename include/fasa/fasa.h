@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -136,7 +137,7 @@ class Context {
   std::string policy_summary() const;  // e.g. "fasa: budget 256 per head, TIP reads 25.0% of key dims"
 
  private:
-  void eval(const std::vector<int32_t>& ids);
+  void eval(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);  // on the context's threads
 
   const Engine& engine_;
   ContextOptions opts_;

@@ -57,9 +57,9 @@ Context::~Context() = default;
 int64_t Context::n_past() const { return session_->n_past() + (int64_t)unevaluated_.size(); }
 int64_t Context::n_ctx() const { return session_->n_ctx(); }
 
-void Context::eval(const std::vector<int32_t>& ids) {
+void Context::eval(std::span<const int32_t> ids, std::vector<float>* all_logits) {
   if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
-  session_->eval(ids);
+  session_->eval(ids, all_logits);
 }
 
 int64_t Context::feed(std::string_view text, bool parse_special) {
@@ -92,8 +92,7 @@ void Context::feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogp
     for (size_t at = 0; at < all.size();) {
       size_t n = std::min(chunk, all.size() - at);
       if (all.size() - at - n == 1) ++n;
-      if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
-      session_->eval({all.data() + at, n}, &rows);
+      eval({all.data() + at, n}, &rows);
       for (size_t i = std::max(at + 1, first + logprobs->size()); i < at + n + 1 && i < all.size(); ++i)
         logprobs->push_back(token_logprob(i < at + n ? std::span<const float>(rows.data() + (i - at - 1) * V, V)
                                                      : session_->logits(),
@@ -154,7 +153,7 @@ GenerationResult Context::generate(const GenerationOptions& opts, const TextCall
       unevaluated_ = {next};
       break;
     }
-    eval({next});
+    eval({&next, 1});
   }
   if (r.finish_reason != "cancelled") emit(stream.finish());
   r.seconds = seconds_since(t0);
