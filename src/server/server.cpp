@@ -321,7 +321,6 @@ Context& Server::Impl::prefill(Job& job) {
     co.threads = threads_per_slot;
     slot.ctx = std::make_unique<Context>(engine, co);
     slot.policy = r.policy;
-    slot.reusable = 0;
   }
   Context& ctx = *slot.ctx;
   const bool echo_logprobs = r.echo && r.gen.logprobs >= 0;  // every prompt token's logits are needed
@@ -334,7 +333,6 @@ Context& Server::Impl::prefill(Job& job) {
   keep = std::max<int64_t>(0, std::min(keep, n - 1));
   try {
     ctx.truncate(keep);
-    slot.reusable = 0;
     const double before = ctx.stats().prompt_seconds;
     ctx.feed_tokens({job.prompt.begin() + keep, job.prompt.end()}, echo_logprobs ? &job.prompt_logprobs : nullptr,
                     r.gen.logprobs);
