@@ -65,7 +65,7 @@ std::vector<PolicyOptions> variants(const BenchOptions& o) {
   for (const std::string& attn : o.attns) {
     PolicyOptions p = o.policy;
     p.attn = attn;
-    if (attn != "fasa") {
+    if (!policy_info(attn).has_k_dom) {
       out.push_back(p);
       continue;
     }
@@ -82,7 +82,7 @@ std::vector<PolicyOptions> variants(const BenchOptions& o) {
 
 // The attn column: policy, budget, chunks, and for FASA-M where K_rest and V live.
 std::string attn_label(const PolicyOptions& p, int fcs) {
-  if (p.attn == "full") return "full";
+  if (policy_info(p.attn).dense) return p.attn;
   std::string s = p.attn + " b" + p.budget + (fcs ? " fcs" + std::to_string(fcs) : "");
   if (!p.kv_offload.empty()) s += " M:" + p.kv_offload.substr(0, p.kv_offload.find(':')) + (p.kv_prefetch ? "" : " no-pf");
   return s;
@@ -188,7 +188,7 @@ int bench(BenchOptions o) {
   auto notes = [&](const Row& r) {
     std::string n = "KV " + o.policy.kv_type;
     if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
-    if (r.attn == "fasa" && synthetic) n += ", synthetic profile";
+    if (policy_info(r.attn).has_k_dom && synthetic) n += ", synthetic profile";
     if (r.spec.n_prompt > 0 && r.spec.n_gen > 0)  // what a user waits for: the whole prefill + decode
       n += ", total " + fmt("%.2f", (r.spec.n_prompt + r.spec.n_gen) / r.result.median()) + " s (median)";
     if (!r.policy.kv_offload.empty() && !o.attention_only) {
@@ -200,7 +200,7 @@ int bench(BenchOptions o) {
     if (o.attention_only) {
       n += ", one layer's attention";
       for (const Row& full : rows)  // the speed-up over dense attention at the same depth
-        if (r.attn != "full" && full.attn == "full" && full.spec.depth == r.spec.depth && full.threads == r.threads &&
+        if (!policy_info(r.attn).dense && policy_info(full.attn).dense && full.spec.depth == r.spec.depth && full.threads == r.threads &&
             full.spec.n_gen == r.spec.n_gen &&
             full.result.median() > 0)
           n += ", " + fmt("%.2fx", r.result.median() / full.result.median()) + " full";
@@ -222,10 +222,10 @@ int bench(BenchOptions o) {
                      {"n_gen", r.spec.n_gen}, {"n_depth", r.spec.depth}, {"repetitions", o.repetitions},
                      {"warmup", r.spec.warmup}, {"avg_ts", r.result.mean()}, {"stddev_ts", r.result.stddev()},
                      {"median_ts", r.result.median()}, {"samples_ts", r.result.samples_ts}, {"attn", r.attn},
-                     {"budget", r.attn == "full" ? nlohmann::json(nullptr) : budget_json(o.policy.budget)},
+                     {"budget", policy_info(r.attn).dense ? nlohmann::json(nullptr) : budget_json(o.policy.budget)},
                      {"fcs", r.fcs}, {"fc_sharing", o.policy.fc_sharing},
                      {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
-                     {"synthetic_profile", r.attn == "fasa" && synthetic}, {"type_k", o.policy.kv_type},
+                     {"synthetic_profile", policy_info(r.attn).has_k_dom && synthetic}, {"type_k", o.policy.kv_type},
                      {"type_v", o.policy.kv_type},
                      {"kv_bytes_read_per_token", r.result.kv_bytes_per_token}, {"achieved_gbps", gbps(r)},
                      {"kv_offload", r.policy.kv_offload}, {"kv_prefetch", !r.policy.kv_offload.empty() && r.policy.kv_prefetch}});
@@ -240,7 +240,7 @@ int bench(BenchOptions o) {
                 "kv_mib_per_token,gbps,notes\n");
     for (const Row& r : rows)
       std::printf("%s,%.4f,%.4f,%s,%s,%d,%d,%s,%d,%d,%lld,%.3f,%.3f,%.3f,%s,%s,%s\n", csv_cell(name).c_str(), size_gib,
-                  params_b, r.attn.c_str(), r.attn == "full" ? "" : csv_cell(o.policy.budget).c_str(), r.fcs, r.threads,
+                  params_b, r.attn.c_str(), policy_info(r.attn).dense ? "" : csv_cell(o.policy.budget).c_str(), r.fcs, r.threads,
                   csv_cell(r.test).c_str(), r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, r.result.mean(),
                   r.result.stddev(), r.result.median(),
                   r.spec.n_gen > 0 ? fmt("%.4f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",

@@ -9,7 +9,7 @@
 #include "ops/attention.h"
 #include "ops/kv_traffic.h"
 #include "sparse/baselines.h"
-#include "sparse/group_attention.h"
+#include "select/group_attention.h"
 #include "test_util.h"
 #include "fasa/error.h"
 
@@ -248,7 +248,6 @@ class OwnPick final : public TokenSelector {
  public:
   OwnPick(SparseSelector& p, int64_t budget) : p_(p), budget_(budget) {}
   std::string_view name() const override { return p_.name(); }
-  std::string_view description() const override { return "a policy's own pick of a fixed number of rows"; }
   bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
     bool sparse = false;
     select_group(&q, 1, kv, &rows, &sparse);
@@ -360,16 +359,22 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
 INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy, ::testing::ValuesIn(selector_names()),
                          [](const auto& info) { return info.param; });
 
-TEST(Policies, EachHasADescription) {
+// Each registry row makes a policy of its own name; only full is dense, only FASA has a K_dom plane.
+TEST(Policies, RegistryRowsMatchTheirPolicies) {
   auto m = load_model(FASA_BUNDLED_MODEL);
-  for (const auto& name : selector_names()) {
-    if (name == "fasa") continue;
+  for (const PolicyInfo& info : policy_registry()) {
     PolicyOptions o;
-    o.attn = name;
+    o.attn = info.name;
+    o.synthetic_profile = true;
     auto p = make_selector(o, *m);
-    EXPECT_EQ(p->name(), name);
-    EXPECT_FALSE(p->description().empty());
+    EXPECT_EQ(p->name(), info.name);
+    EXPECT_GT(std::string(info.description).size(), 10u);
+    EXPECT_EQ(info.dense, o.attn == "full") << info.name;
+    EXPECT_EQ(info.has_k_dom, o.attn == "fasa") << info.name;
+    EXPECT_EQ(p->key_layout(1, 0).n_dom > 0, info.has_k_dom) << info.name;  // layer 0 is dense by default
   }
+  EXPECT_EQ(&policy_info("quest"), &policy_registry()[5]);
+  EXPECT_THROW(policy_info("nope"), Error);
 }
 
 }  // namespace

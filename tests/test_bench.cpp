@@ -6,7 +6,7 @@
 #include "eval/bench.h"
 #include "eval/decode_eval.h"
 #include "model/session.h"
-#include "model/synthetic_model.h"
+#include "eval/synthetic_model.h"
 #include "sparse/fasa_policy.h"
 #include "test_util.h"
 #include "fasa/error.h"

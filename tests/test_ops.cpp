@@ -5,6 +5,7 @@
 #include <numeric>
 #include <random>
 
+#include "model/config.h"
 #include "ops/elementwise.h"
 #include "ops/topk.h"
 #include "test_util.h"

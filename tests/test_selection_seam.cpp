@@ -7,6 +7,7 @@
 #include <set>
 
 #include "model/session.h"
+#include "sparse/policy.h"
 #include "ops/attention.h"
 #include "test_util.h"
 #include "fasa/error.h"
@@ -17,7 +18,6 @@ namespace {
 class AllRowsShuffled final : public TokenSelector {
  public:
   std::string_view name() const override { return "all-shuffled"; }
-  std::string_view description() const override { return "every row, explicitly, in a random order"; }
   bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
     rows.resize(kv.n_tokens);
     std::iota(rows.begin(), rows.end(), 0);
@@ -34,7 +34,6 @@ class LastRows final : public TokenSelector {
  public:
   explicit LastRows(int n) : n_(n) {}
   std::string_view name() const override { return "last-n"; }
-  std::string_view description() const override { return "the n most recent rows"; }
   bool select(const AttentionQuery&, const KvHeadView& kv, std::vector<int32_t>& rows) override {
     for (int64_t r = std::max<int64_t>(0, kv.n_tokens - n_); r < kv.n_tokens; ++r) rows.push_back((int32_t)r);
     return true;
@@ -45,7 +44,6 @@ class LastRows final : public TokenSelector {
 class TruncationLog final : public TokenSelector {
  public:
   std::string_view name() const override { return "truncation-log"; }
-  std::string_view description() const override { return "records truncations"; }
   bool select(const AttentionQuery&, const KvHeadView&, std::vector<int32_t>&) override { return false; }
   void on_truncate(int64_t n) override { cuts.push_back(n); }
   std::vector<int64_t> cuts;
@@ -101,7 +99,7 @@ TEST(SelectionSeam, PolicyRegistry) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   PolicyOptions o;
   EXPECT_EQ(make_selector(o, *m)->name(), "full");
-  EXPECT_FALSE(make_selector(o, *m)->description().empty());
+  EXPECT_EQ(make_selector(o, *m)->summary(), "full");
   o.attn = "nope";
   EXPECT_THROW(make_selector(o, *m), Error);
   o.attn = "fasa";  // without a profile

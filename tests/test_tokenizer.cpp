@@ -8,7 +8,7 @@
 
 #include "io/gguf.h"
 #include "model/model.h"
-#include "model/pretokenizer.h"
+#include "tokenizer/pretokenizer.h"
 #include "fasa/error.h"
 #include "test_util.h"
 

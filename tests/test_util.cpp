@@ -1,6 +1,6 @@
 #include "test_util.h"
 
-#include "model/synthetic_model.h"
+#include "eval/synthetic_model.h"
 
 #include <unistd.h>
 

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fasa/chat.h"
 #include "fasa/error.h"
 #include "fasa/kv_memory.h"
 #include "fasa/logprob.h"
@@ -32,11 +33,6 @@ namespace fasa {
 struct Model;
 class Session;
 class TokenSelector;
-
-struct ChatMessage {
-  std::string role;     // "system", "user" or "assistant"
-  std::string content;
-};
 
 struct ModelInfo {
   std::string path;
@@ -132,6 +128,9 @@ class Context {
   // Whether a truncated context continues exactly as a fresh one fed the same tokens would (false for
   // policies that keep votes of forgotten queries: H2O, SnapKV).
   bool prefix_reuse_is_exact() const;
+  // Whether decoding attends to every token (full attention): then generated tokens' KV rows are what
+  // a prefill of them would write, and a prompt cache may reuse them too.
+  bool decode_is_dense() const;
   const ContextStats& stats() const { return stats_; }
   KvMemory kv_memory() const;  // where the KV cache lives now
   std::string policy_summary() const;  // e.g. "fasa: budget 256 per head, TIP reads 25.0% of key dims"

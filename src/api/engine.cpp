@@ -10,7 +10,7 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/session.h"
-#include "sparse/fasa_policy.h"
+#include "sparse/policy.h"
 
 namespace fasa {
 
@@ -119,6 +119,8 @@ void Context::truncate(int64_t n) {
 
 bool Context::prefix_reuse_is_exact() const { return policy_->truncate_is_exact(); }
 
+bool Context::decode_is_dense() const { return policy_info(opts_.policy.attn).dense; }
+
 GenerationResult Context::generate(const GenerationOptions& opts, const TextCallback& on_text) {
   if (!unevaluated_.empty()) feed_tokens({});
   if (session_->n_past() == 0) throw Error("generate: feed a prompt first");
@@ -168,14 +170,6 @@ KvMemory Context::kv_memory() const {
   return m;
 }
 
-std::string Context::policy_summary() const {
-  char buf[160];
-  if (auto* f = dynamic_cast<const FasaSelector*>(policy_.get())) {
-    std::snprintf(buf, sizeof buf, "fasa: budget %s per head, TIP reads K_dom = %.1f%% of key dims in sparse layers",
-                  opts_.policy.budget.c_str(), 100 * f->kdom_share());
-    return buf;
-  }
-  return std::string(policy_->name());
-}
+std::string Context::policy_summary() const { return policy_->summary(); }
 
 }  // namespace fasa

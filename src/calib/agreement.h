@@ -1,5 +1,5 @@
 #pragma once
-// Contextual agreement (FASA-SPEC §2) of single frequency chunks: for one query over keys k_0..k_p,
+// Contextual agreement (docs/FASA.md §2) of single frequency chunks: for one query over keys k_0..k_p,
 //   CA_K(i) = |TopK(q.k) ∩ TopK(q^[i].k^[i])| / K.
 // Measured on dense runs through an AttentionObserver: every query at position p >= min_pos with
 // more than K keys counts (keys = rows 0..p). (Compound CA of whole selection rules, FASA's included,

@@ -1,5 +1,5 @@
 #pragma once
-// Offline calibration (FASA-SPEC §3): dense runs over a calibration text measure the mean CA of every
+// Offline calibration (docs/FASA.md §2): dense runs over a calibration text measure the mean CA of every
 // (layer, query head, chunk); the profile keeps it all and names each head's n_tip best chunks.
 #include <functional>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 // Frequency chunks (FCs): RoPE rotates each head in independent 2-D planes; plane i is FC i. Which
-// two dims form it depends on the layout (FASA-SPEC §1). Dims past n_rot (partial rotary) are not
+// two dims form it depends on the layout (docs/FASA.md §1). Dims past n_rot (partial rotary) are not
 // rotated; they are paired as extra, position-free chunks.
 #include <array>
 

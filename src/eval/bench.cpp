@@ -9,7 +9,7 @@
 #include <omp.h>
 
 #include "model/session.h"
-#include "sparse/group_attention.h"
+#include "select/group_attention.h"
 #include "ops/kv_traffic.h"
 #include "fasa/error.h"
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "calib/agreement.h"
+#include "sparse/baselines.h"
 #include "model/sampler.h"
 #include "model/session.h"
 #include "ops/attention.h"
@@ -21,7 +22,7 @@ class ShadowProbe final : public TokenSelector {
  public:
   ShadowProbe(std::unique_ptr<TokenSelector> inner, int k) : inner_(std::move(inner)), k_(k) {}
   std::string_view name() const override { return inner_->name(); }
-  std::string_view description() const override { return inner_->description(); }
+  std::string summary() const override { return inner_->summary(); }
   KeyLayout key_layout(int layer, int kv_head) const override { return inner_->key_layout(layer, kv_head); }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& c) override {
     inner_->observe_prefill(layer, p0, n, q, c);
@@ -122,13 +123,14 @@ ReferenceRun reference_run(const Model& m, const std::string& text, const TextEv
 }
 
 std::string policy_variant(const std::string& policy, const PolicyOptions& o, const Model& m) {
+  const PolicyInfo& info = policy_info(policy);
+  if (info.dense) return "";
   std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : o.dense_layers);
-  if (policy == "fasa") {
+  if (info.has_k_dom) {
     v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + o.fc_sharing + " " + v;
     if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
   }
-  if (policy == "stream") v = "sink=" + std::to_string(o.sink > 0 ? o.sink : 8) + " " + v;
-  if (policy == "full") v = "";
+  if (policy == "stream") v = "sink=" + std::to_string(stream_sink(o)) + " " + v;
   return v;
 }
 
@@ -144,14 +146,14 @@ std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref,
       po.attn = name;
       po.budget = budget;
       Scores s;
-      if (name == "full" && full_done) {
+      if (policy_info(name).dense && full_done) {
         s = full_scores;
       } else {
         ProgressBar bar("ppl " + name + " @ " + budget, total_steps(ref));
         for (size_t w = 0; w < ref.windows.size(); ++w)
           decode_window(m, make_selector(po, m), ref.windows[w], ref.logits[w], o.score_from, s, bar);
         full_scores = s;
-        full_done = name == "full";
+        full_done = policy_info(name).dense;
       }
       if (s.n == 0) throw Error("no position was scored (is --score-from past the window length?)");
       const std::string variant = policy_variant(name, po, m);
@@ -170,7 +172,7 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
                                                  const TextEvalOptions& o) {
   std::vector<EvalRecord> out;
   for (const auto& name : policies) {
-    if (name == "full") continue;  // selects everything: nothing to measure
+    if (policy_info(name).dense) continue;  // selects everything: nothing to measure
     for (int k : top_ks) {
       PolicyOptions po = base;
       po.attn = name;

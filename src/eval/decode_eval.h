@@ -1,5 +1,5 @@
 #pragma once
-// Token-by-token evaluation of a policy on text windows (FASA-SPEC §7: selection applied before every
+// Token-by-token evaluation of a policy on text windows (selection applied before every
 // prediction; no dense prefix — early positions whose context fits the budget are dense by nature).
 // Against full attention at the same positions: mean NLL, KL divergence and top-1 agreement; and,
 // in shadow mode, the policy's contextual agreement with the exact top-K on the dense trajectory.

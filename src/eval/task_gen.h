@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "eval/retrieval.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace fasa {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fasa/fasa.h"
+#include "fasa/chat.h"
 
 namespace fasa {
 

@@ -3,13 +3,9 @@
 #include <string>
 #include <vector>
 
-namespace fasa {
+#include "ops/rope_layout.h"
 
-// Which two dims of a head form RoPE plane i (= frequency chunk i).
-enum class RopeLayout {
-  Normal,  // (2i, 2i+1): GGUF arch llama (the converter permutes HF Q/K rows)
-  Neox,    // (i, i + n_rot/2): Hugging Face checkpoints, GGUF qwen2
-};
+namespace fasa {
 
 struct ModelConfig {
   std::string arch;        // "llama", "qwen2" or "qwen3"
@@ -35,8 +31,6 @@ struct ModelConfig {
   // Throws fasa::Error naming `source` when a value is out of range or inconsistent.
   void validate(const std::string& source) const;
 };
-
-const char* rope_layout_name(RopeLayout l);
 
 // Llama-3 rope scaling rule (HF "rope_type": "llama3"): per-plane frequency divisors.   [n_rot/2]
 std::vector<float> llama3_rope_factors(int n_rot, float base, float factor, float low_freq_factor,

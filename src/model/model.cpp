@@ -10,8 +10,6 @@
 
 namespace fasa {
 
-const char* rope_layout_name(RopeLayout l) { return l == RopeLayout::Normal ? "normal" : "neox"; }
-
 std::vector<float> ModelConfig::rope_inv_freq() const {
   std::vector<float> f(n_rot / 2);
   for (int i = 0; i < n_rot / 2; ++i) {

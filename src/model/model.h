@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "model/config.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "model/weights.h"
 
 namespace fasa {

@@ -10,7 +10,7 @@
 
 #include "ops/attention.h"
 #include "ops/causal_attention.h"
-#include "sparse/group_attention.h"
+#include "select/group_attention.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "fasa/error.h"
@@ -25,16 +25,6 @@ std::vector<KeyLayout> key_layouts(const TokenSelector& policy, const ModelConfi
   return out;
 }
 }  // namespace
-
-SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {
-  SessionOptions so;
-  so.n_ctx = n_ctx;
-  so.kv_type = kv_type_from_name(policy.kv_type);
-  so.offload = parse_kv_offload(policy.kv_offload, policy.kv_fast_limit, policy.kv_prefetch);
-  if (so.offload.tier != KvOffloadOptions::Tier::None && policy.attn != "fasa")
-    throw Error("--kv-offload works with --attn fasa: its heads keep the K_dom plane they score on in fast memory");
-  return so;
-}
 
 Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenSelector> policy)
     : model_(model),

@@ -9,7 +9,7 @@
 
 #include "kv/kv_cache.h"
 #include "model/model.h"
-#include "sparse/policy.h"
+#include "select/token_selector.h"
 
 namespace fasa {
 
@@ -28,10 +28,6 @@ struct SessionOptions {
   DType kv_type = DType::F16;  // KV cache elements: F16 (half the bytes per step) or F32 (exact)
   KvOffloadOptions offload;    // FASA-M: where K_rest and V live
 };
-
-// The cache options of `policy` for a context of n_ctx tokens (0: the model's); throws fasa::Error
-// on a bad value, or offloading without a policy that scores on a K_dom plane.
-SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx);
 
 class Session {
  public:

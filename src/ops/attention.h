@@ -3,7 +3,7 @@
 // attention" half of the selection seam. Reads only the rows it is given (gather, don't mask).
 #include <cstdint>
 
-#include "kv/kv_cache.h"
+#include "ops/kv_view.h"
 
 namespace fasa {
 

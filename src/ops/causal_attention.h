@@ -4,7 +4,7 @@
 // instead of once per position.
 #include <cstdint>
 
-#include "kv/kv_cache.h"
+#include "ops/kv_view.h"
 
 namespace fasa {
 

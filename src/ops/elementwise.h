@@ -4,7 +4,7 @@
 #include <bit>
 #include <cstdint>
 
-#include "model/config.h"
+#include "ops/rope_layout.h"
 
 namespace fasa {
 

@@ -1,7 +1,7 @@
 #pragma once
 #include <cstdint>
 
-#include "model/weights.h"
+#include "ops/matrix.h"
 
 namespace fasa {
 

@@ -341,7 +341,7 @@ Context& Server::Impl::prefill(Job& job) {
     slot.ctx.reset();  // a context left half-fed is not reused
     throw;
   }
-  slot.reusable = r.policy.attn == "full" ? std::numeric_limits<int64_t>::max() : n;
+  slot.reusable = ctx.decode_is_dense() ? std::numeric_limits<int64_t>::max() : n;
   job.cached_tokens = std::max<int64_t>(0, keep - 1);  // the last kept token is evaluated again
   request_log.prompt_tokens = n;
   request_log.cached_tokens = job.cached_tokens;

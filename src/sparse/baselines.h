@@ -1,6 +1,7 @@
 #pragma once
-// The baselines FASA is compared with (FASA-SPEC §6), each a small SparseSelector: they share the
-// budget and dense-layer handling and differ only in which rows they pick.
+// The baselines FASA is compared with (one line each in the registry, src/sparse/policy.cpp), each a
+// small SparseSelector: they share the budget and dense-layer handling and differ only in which rows
+// they pick.
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -16,7 +17,6 @@ class OracleSelector final : public SparseSelector {
  public:
   using SparseSelector::SparseSelector;
   std::string_view name() const override { return "oracle"; }
-  std::string_view description() const override { return "exact top tokens by full attention logits (upper bound)"; }
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -25,10 +25,10 @@ class OracleSelector final : public SparseSelector {
 // StreamingLLM: the first `sink` tokens plus the most recent ones.
 class StreamSelector final : public SparseSelector {
  public:
+  static constexpr int kDefaultSink = 8;
   StreamSelector(Budget b, const std::vector<int>& dense, int n_layer, int sink)
       : SparseSelector(b, dense, n_layer), sink_(sink) {}
   std::string_view name() const override { return "stream"; }
-  std::string_view description() const override { return "attention sinks plus a window of recent tokens"; }
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -36,6 +36,8 @@ class StreamSelector final : public SparseSelector {
  private:
   int sink_;
 };
+// Its sink count with these options: --sink, else the default.
+inline int stream_sink(const PolicyOptions& o) { return o.sink > 0 ? o.sink : StreamSelector::kDefaultSink; }
 
 // Uniformly random tokens, seeded by (seed, layer, head, position): reproducible.
 class RandomSelector final : public SparseSelector {
@@ -43,7 +45,6 @@ class RandomSelector final : public SparseSelector {
   RandomSelector(Budget b, const std::vector<int>& dense, int n_layer, uint64_t seed)
       : SparseSelector(b, dense, n_layer), seed_(seed) {}
   std::string_view name() const override { return "random"; }
-  std::string_view description() const override { return "uniformly random tokens (seeded)"; }
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -59,9 +60,6 @@ class QuestSelector final : public SparseSelector {
   static constexpr int kPage = 16;
   QuestSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head_kv);
   std::string_view name() const override { return "quest"; }
-  std::string_view description() const override {
-    return "the newest 16-token page plus the pages with the best min/max upper bound of q.k";
-  }
   void on_truncate(int64_t n_tokens) override;
 
  protected:
@@ -84,7 +82,6 @@ class SparqSelector final : public SparseSelector {
   SparqSelector(Budget b, const std::vector<int>& dense, int n_layer, int r)
       : SparseSelector(b, dense, n_layer), r_(r) {}
   std::string_view name() const override { return "sparq"; }
-  std::string_view description() const override { return "approximate scores on the query's largest dims, then top tokens"; }
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -98,7 +95,6 @@ class H2oSelector final : public SparseSelector {
  public:
   H2oSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head);
   std::string_view name() const override { return "h2o"; }
-  std::string_view description() const override { return "heavy hitters by accumulated attention plus recent tokens"; }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
   void on_truncate(int64_t n_tokens) override;
   bool truncate_is_exact() const override { return false; }
@@ -123,7 +119,6 @@ class SnapKvSelector final : public SparseSelector {
  public:
   SnapKvSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head, int head_dim, int window, int every);
   std::string_view name() const override { return "snapkv"; }
-  std::string_view description() const override { return "keep tokens the last queries attended to (pooled), re-select periodically"; }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
   void on_truncate(int64_t n_tokens) override;
   bool truncate_is_exact() const override { return false; }

@@ -1,6 +1,7 @@
 #include "sparse/fasa_policy.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <set>
 
@@ -56,6 +57,13 @@ FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOpt
       }
       layouts_.push_back(std::move(layout));
     }
+}
+
+std::string FasaSelector::summary() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "fasa: budget %s per head, TIP reads K_dom = %.1f%% of key dims in sparse layers",
+                budget_.str().c_str(), 100 * kdom_share());
+  return buf;
 }
 
 double FasaSelector::kdom_share() const {

@@ -1,5 +1,5 @@
 #pragma once
-// FASA (FASA-SPEC §4): per decode step, layer and query head,
+// FASA (docs/FASA.md §4): per decode step, layer and query head,
 //   TIP: score every cached token on only the head's dominant chunks, S_j = q_dom . k_dom_j;
 //   keep the top N_fac (the budget), optionally with forced sink and recent tokens inside it;
 //   FAC: exact attention over the gathered full rows (done by the session's gathered attention).
@@ -25,9 +25,7 @@ class FasaSelector final : public SparseSelector {
  public:
   FasaSelector(const Profile& profile, const ModelConfig& config, FasaOptions opts);
   std::string_view name() const override { return "fasa"; }
-  std::string_view description() const override {
-    return "score tokens on each head's dominant RoPE frequency chunks, attend exactly to the top ones";
-  }
+  std::string summary() const override;  // with the budget and the share of key dims TIP reads
 
   // Mean share of key dims in the K_dom planes of the sparse layers: what TIP reads per token.
   double kdom_share() const;

@@ -1,7 +1,5 @@
 #pragma once
-// The token-selection seam. Each decode step, for every layer and query head, a policy picks the
-// cache rows that head attends to (or "all"); gathered_attention then runs exact attention over just
-// those rows. FASA and every baseline are policies; the model code never changes for them.
+// The sparse policies' common base and the factory that makes any policy by name.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -9,47 +7,11 @@
 #include <vector>
 
 #include "fasa/options.h"
-#include "kv/kv_cache.h"
+#include "model/session.h"
+#include "select/token_selector.h"
 #include "sparse/budget.h"
 
 namespace fasa {
-
-// What a policy sees for one (layer, query head) at one decode step.
-struct AttentionQuery {
-  int layer = 0;
-  int q_head = 0;
-  int kv_head = 0;        // the KV head this query head reads (GQA)
-  int64_t pos = 0;        // position of the token being decoded (its own row is kv.n_tokens - 1)
-  const float* q = nullptr;  // [head_dim] post-RoPE query, in the cache's dim order (see KeyLayout)
-};
-
-class TokenSelector {
- public:
-  virtual ~TokenSelector() = default;
-  virtual std::string_view name() const = 0;
-  virtual std::string_view description() const = 0;
-  // Return false to attend to every row of `kv`; otherwise fill `rows` with distinct row indices
-  // < kv.n_tokens (any order) and return true. Called concurrently for different heads of one layer.
-  virtual bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) = 0;
-  // select() for the n_q query heads sharing one KV head (queries[i], rows[i], sparse[i] = its
-  // result), which is how a decode step asks. Default: select() per head; policies that can score
-  // the cache once for the whole group (FASA's TIP) override it.
-  virtual void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
-                            std::vector<int32_t>* rows, bool* sparse);
-  // The key layout this policy wants for (layer, KV head): which dims form the K_dom plane it scores
-  // on. Asked once, when a session builds its cache. Default: identity, no K_dom.
-  virtual KeyLayout key_layout(int /*layer*/, int /*kv_head*/) const { return {}; }
-  // Prefill queries of a layer (model dim order, [n, n_head * head_dim]) after its keys were cached,
-  // for policies that select from what the prompt attended to (SnapKV). Default: ignored.
-  virtual void observe_prefill(int /*layer*/, int64_t /*p0*/, int /*n*/, const float* /*q*/, const KvCache&) {}
-  // The session forgot rows >= n_tokens (truncate, reset); they will be written again, with other keys.
-  // Policies that keep per-row state drop that of those rows. Never concurrent with a selection.
-  virtual void on_truncate(int64_t /*n_tokens*/) {}
-  // Whether, after on_truncate(n), the policy is as a fresh context that was fed the same n tokens
-  // (false where its state keeps votes of forgotten queries: H2O, SnapKV). A server's prompt cache
-  // reuses a prefix only where it is.
-  virtual bool truncate_is_exact() const { return true; }
-};
 
 // Base of every sparse policy: layers listed as dense, and steps where the budget covers the whole
 // cache, attend to everything; otherwise pick() chooses exactly `budget` rows.
@@ -81,20 +43,26 @@ class SparseSelector : public TokenSelector {
   std::vector<char> dense_;  // [n_layer]
 };
 
-// `full`: dense attention over the whole cache.
-class FullAttention final : public TokenSelector {
- public:
-  std::string_view name() const override { return "full"; }
-  std::string_view description() const override { return "dense attention over every cached token"; }
-  bool select(const AttentionQuery&, const KvHeadView&, std::vector<int32_t>&) override { return false; }
-};
-
 struct Model;
 
+// Every attention policy, in one table (policy.cpp): adding one is its class and a row there.
+struct PolicyInfo {
+  const char* name;
+  const char* description;
+  bool dense;      // attends to every token: no budget, and any cached prefix is exact to reuse
+  bool has_k_dom;  // scores on a K_dom plane (FASA): the only kind FASA-M's slow tier works with
+  std::unique_ptr<TokenSelector> (*make)(const PolicyOptions& opts, const Model& model);
+};
+const std::vector<PolicyInfo>& policy_registry();
+// The row of `name`; throws fasa::Error listing the known names.
+const PolicyInfo& policy_info(const std::string& name);
+std::vector<std::string> selector_names();
 
 // Policy by name; throws fasa::Error listing the known names, or on a bad option/profile.
 std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& opts, const Model& model);
-std::vector<std::string> selector_names();
+// The cache options of `policy` for a context of n_ctx tokens (0: the model's); throws fasa::Error
+// on a bad value, or offloading without a policy that scores on a K_dom plane.
+SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx);
 // The frequency chunks per head FASA scores on with these options: --fcs, else the profile's, else
 // (synthetic profile) calibration's default; 0 for other policies. For the records of a run.
 int fasa_chunks(const PolicyOptions& opts, const Model& model);

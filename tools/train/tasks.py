@@ -197,6 +197,29 @@ def multivalue_drill(rng, hay, names, n_tokens):
     return ctx, [(q, a + ".\n") for q, a in qa[:-1]] + [qa[-1]]
 
 
+def vartrack_drill(rng, hay, n_tokens):
+    """Two to five interleaved chains of one to three hops ("VAR B = VAR A.", "VAR A = 12345."), then
+    questions about the last variable of several: whether "VAR X =" goes on to a variable or ends in a
+    number is only known by finding X's own line. After run8 the model answered the eval's second hop
+    with a number every time (in its one-question documents the second hop always ended the chain)."""
+    chains = []
+    for _ in range(rng.randint(2, max(2, min(5, n_tokens // 60)))):
+        names = [var_name(rng) for _ in range(rng.randint(1, 3))]
+        chains.append([f"VAR {names[0]} = {num(rng, 5)}.\n"] +
+                      [f"VAR {b} = VAR {a}.\n" for a, b in zip(names, names[1:])])
+    pending, needles = [list(c) for c in chains], []
+    while any(pending):  # a random merge, each chain in its own order
+        needles.append(rng.choice([c for c in pending if c]).pop(0))
+    ctx = ["Follow the chain of variables.\n"] + place(rng, hay, needles)
+    qa = []
+    for c in rng.sample(chains, min(len(chains), rng.randint(2, 4))):
+        last = c[-1].split(" = ")[0]  # "VAR X"
+        answer = " = ".join(line.split(" = ")[0] for line in reversed(c[:-1])) or ""
+        value = c[0].split(" = ")[1].rstrip(".\n")
+        qa.append((f"What is the value of {last}? {last} =", " " + (answer + " = " if answer else "") + value))
+    return ctx, [(q, a + ".\n") for q, a in qa[:-1]] + [qa[-1]]
+
+
 NAMES = []
 
 
@@ -207,11 +230,15 @@ def NAMES_SAMPLE(rng, n):
 def build(rng, sp, kind, hay_src, names, words, n_tokens, more=False):
     """(ids, target mask) of a document of at most n_tokens tokens, the questions at the end; None if
     its needles and questions alone need more. `more`: several questions where the kind allows."""
-    budget = int(n_tokens * (1.0 if kind == "drill" else 2.5))  # characters of haystack
+    budget = int(n_tokens * (1.0 if kind.endswith("drill") else 2.5))  # characters of haystack
     while True:
         hay = hay_src.pieces(rng, budget)
         if kind == "drill":
             ctx, qa = drill_doc(rng, hay, names, words, n_tokens)
+        elif kind == "vartrack_drill":
+            ctx, qa = vartrack_drill(rng, hay, n_tokens)
+        elif kind == "multivalue_drill":
+            ctx, qa = multivalue_drill(rng, hay, names, n_tokens)
         elif kind in RULER_KINDS:
             ctx, qa = ruler_doc(rng, kind, hay, more)
         else:

@@ -19,7 +19,11 @@ Stages (each logged to OUT/log.tsv; a checkpoint OUT/ckpt.pt after every --ckpt-
   long1k   T=1024: lookups at longer range, 25 % natural text (full loss), 10 % repeats, 10 % copy rows;
   long2k   T=2048: the same mix; a step between 1K and 4K (straight from 1K to 4K, even copying within
                    a 4K row fell to 41 % and did not recover in 100 steps: RoPE does not extrapolate);
-  long4k   T=4096: the target context, same mix; the learning rate falls linearly to a tenth over it.
+  long4k   T=4096: the target context, same mix;
+  chains1k T=1024: half the task rows multivalue, vartrack and drills of them (after three long4k runs
+                   both were at 0 %, each failing on the one token that picks the next line);
+  chains4k T=4096: the same at the target context; the learning rate falls linearly to a tenth over
+                   the last stage.
 Each stage's last checkpoint is kept as OUT/ckpt-STAGE.pt.
 A stage ends after its step count, or early once lookup accuracy passes its goal.
 """
@@ -50,11 +54,17 @@ STAGES = [
     ("long1k", 1024, 4, 600, 0.8, (0.1, 0.1, 0.25, 0.4, 0.1, 0.05)),
     ("long2k", 2048, 2, 300, 1.01, (0.1, 0.1, 0.25, 0.4, 0.1, 0.05)),
     ("long4k", 4096, 1, 500, 1.01, (0.05, 0.1, 0.25, 0.4, 0.15, 0.05)),
+    ("chains1k", 1024, 4, 1500, 1.01, (0.05, 0.05, 0.2, 0.6, 0.05, 0.05)),
+    ("chains4k", 4096, 1, 800, 1.01, (0.05, 0.05, 0.25, 0.5, 0.1, 0.05)),
 ]
 KINDS = tasks.RULER_KINDS + tasks.EVAL_KINDS
 # Task rows draw the kinds that need several lookups or a multi-token key twice as often: after `text`,
 # multivalue, vartrack and records lagged the single-needle kinds at every length.
 TASK_DRAW = KINDS + ("multivalue", "vartrack", "records", "multikey")
+# The chains stages (after run8: multivalue 0 %, vartrack 0 %, both failing on the token that picks the
+# next line) give half their task rows to those two kinds and to drills of them.
+CHAINS_DRAW = KINDS + ("multivalue", "vartrack", "vartrack_drill", "vartrack_drill", "multivalue_drill",
+                       "multivalue_drill", "vartrack_drill", "multivalue_drill")
 BOS, EOS = 1, 2
 LOOKUP, TEXT = 1, 2  # what the loss is taken on: copied/looked-up tokens, or every token of natural text
 TEXT_WEIGHT = 0.5  # text rows add their mean loss at this weight, so their many tokens cannot drown lookups
@@ -122,7 +132,7 @@ class Data:
             mask += [0] * L + [0, 0] + [1] * (L - 2)
         return ids[:n], [bool(v) for v in mask[:n]]
 
-    def row(self, T, mix):
+    def row(self, T, mix, draw=TASK_DRAW):
         """One training row of exactly T tokens: BOS + document(s); pad with EOS (no loss)."""
         ids, mask = [], []
         while len(ids) < T - 16:
@@ -139,7 +149,7 @@ class Data:
                 m = [TEXT] * len(d)
             else:
                 n = self.rng.randint(min(room, 200 + room // 4), room) if not ids else room
-                kind = "drill" if r >= sum(mix[:4]) else self.rng.choice(TASK_DRAW)
+                kind = "drill" if r >= sum(mix[:4]) else self.rng.choice(draw)
                 doc = tasks.build(self.rng, self.sp, kind, self.hay, self.names, self.words, n, more=True)
                 if doc is None:
                     break
@@ -152,8 +162,8 @@ class Data:
         pad = T - len(ids)
         return ids + [EOS] * pad, mask + [False] * pad
 
-    def batch(self, T, B, mix):
-        rows = [self.row(T, mix) for _ in range(B)]
+    def batch(self, T, B, mix, draw=TASK_DRAW):
+        rows = [self.row(T, mix, draw) for _ in range(B)]
         return torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
 
 
@@ -263,7 +273,7 @@ def main():
                 lr *= 1.0 - 0.9 * step / max_steps
             for g in opt.param_groups:
                 g["lr"] = lr
-            ids, mask = data.batch(T, B, mix)
+            ids, mask = data.batch(T, B, mix, CHAINS_DRAW if name.startswith("chains") else TASK_DRAW)
             x, y, kind = ids[:, :-1], ids[:, 1:], mask[:, 1:]
             sel = kind > 0
             if not sel.any():

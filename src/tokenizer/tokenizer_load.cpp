@@ -5,7 +5,7 @@
 
 #include "io/gguf.h"
 #include "io/json_file.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "fasa/error.h"
 
 namespace fasa {

@@ -1,4 +1,4 @@
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "sparse/group_attention.h"
+#include "select/group_attention.h"
 
 #include <algorithm>
 #include <numeric>

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
-#include "sparse/policy.h"
+#include "select/token_selector.h"
 
 namespace fasa {
 

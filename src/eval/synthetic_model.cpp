@@ -1,4 +1,4 @@
-#include "model/synthetic_model.h"
+#include "eval/synthetic_model.h"
 
 #include <cstdio>
 #include <cstring>

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/pretokenizer.h"
+#include "tokenizer/pretokenizer.h"
 
 namespace fasa {
 

@@ -1,0 +1,59 @@
+#pragma once
+// The token-selection seam. Each decode step, for every layer and query head, a policy picks the
+// cache rows that head attends to (or "all"); gathered_attention then runs exact attention over just
+// those rows. FASA and every baseline are policies; the model code never changes for them.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv/kv_cache.h"
+
+namespace fasa {
+
+// What a policy sees for one (layer, query head) at one decode step.
+struct AttentionQuery {
+  int layer = 0;
+  int q_head = 0;
+  int kv_head = 0;        // the KV head this query head reads (GQA)
+  int64_t pos = 0;        // position of the token being decoded (its own row is kv.n_tokens - 1)
+  const float* q = nullptr;  // [head_dim] post-RoPE query, in the cache's dim order (see KeyLayout)
+};
+
+class TokenSelector {
+ public:
+  virtual ~TokenSelector() = default;
+  virtual std::string_view name() const = 0;
+  // One line for logs and run headers; policies with a setting worth seeing (FASA) add it.
+  virtual std::string summary() const { return std::string(name()); }
+  // Return false to attend to every row of `kv`; otherwise fill `rows` with distinct row indices
+  // < kv.n_tokens (any order) and return true. Called concurrently for different heads of one layer.
+  virtual bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) = 0;
+  // select() for the n_q query heads sharing one KV head (queries[i], rows[i], sparse[i] = its
+  // result), which is how a decode step asks. Default: select() per head; policies that can score
+  // the cache once for the whole group (FASA's TIP) override it.
+  virtual void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
+                            std::vector<int32_t>* rows, bool* sparse);
+  // The key layout this policy wants for (layer, KV head): which dims form the K_dom plane it scores
+  // on. Asked once, when a session builds its cache. Default: identity, no K_dom.
+  virtual KeyLayout key_layout(int /*layer*/, int /*kv_head*/) const { return {}; }
+  // Prefill queries of a layer (model dim order, [n, n_head * head_dim]) after its keys were cached,
+  // for policies that select from what the prompt attended to (SnapKV). Default: ignored.
+  virtual void observe_prefill(int /*layer*/, int64_t /*p0*/, int /*n*/, const float* /*q*/, const KvCache&) {}
+  // The session forgot rows >= n_tokens (truncate, reset); they will be written again, with other keys.
+  // Policies that keep per-row state drop that of those rows. Never concurrent with a selection.
+  virtual void on_truncate(int64_t /*n_tokens*/) {}
+  // Whether, after on_truncate(n), the policy is as a fresh context that was fed the same n tokens
+  // (false where its state keeps votes of forgotten queries: H2O, SnapKV). A server's prompt cache
+  // reuses a prefix only where it is.
+  virtual bool truncate_is_exact() const { return true; }
+};
+
+// `full`: dense attention over the whole cache.
+class FullAttention final : public TokenSelector {
+ public:
+  std::string_view name() const override { return "full"; }
+  bool select(const AttentionQuery&, const KvHeadView&, std::vector<int32_t>&) override { return false; }
+};
+
+}  // namespace fasa
