@@ -262,7 +262,7 @@ int bench(BenchOptions o) {
 Command add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "Prompt and decode speed per attention policy and depth (llama-bench rows)");
-  cmd->add_option("-m,--model", o->model, "Model: a .gguf file or a Hugging Face directory")->capture_default_str();
+  add_model_option(cmd, o->model);
   cmd->add_option("-p,--n-prompt", o->n_prompts, "Prompt tokens per pp test, comma-separated (0: none)")
       ->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1 << 20));
   cmd->add_option("-n,--n-gen", o->n_gens, "Decoded tokens per tg test, comma-separated (0: none)")
@@ -276,21 +276,17 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "md, csv, json or jsonl")->capture_default_str();
   cmd->add_flag("!--no-warmup", o->warmup, "No untimed run of each test before its repetitions");
   cmd->add_option("--fill", o->fill, "How the depth is filled: 'prefill' (random tokens) or 'random' K/V")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads, comma-separated (default: all cores)")
-      ->delimiter(',')->check(CLI::Range(1, 1024));
+  add_threads_option(cmd, o->threads);
   cmd->add_flag("--membw", o->membw, "Only measure memory read bandwidth (STREAM-like sum over 1 GiB)");
   cmd->add_flag("--attention-only", o->attention_only,
                 "Time one layer's decode attention (all its heads, random K/V at each depth) for -n steps");
-  o->policy.budget = "256";
-  add_policy_options(cmd, o->policy, false, false);
+  add_policy_options(cmd, o->policy, kBudget);
   add_gpu_options(cmd);
   cmd->add_option("--kv-offload", o->offloads,
                   "FASA rows per KV placement, comma-separated: none (resident, FASA-C), ram, file:DIR (FASA-M)")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--kv-prefetch", o->prefetches, "FASA-M rows with the prefetch thread: on, off, or on,off")
       ->delimiter(',')->check(CLI::IsMember({"on", "off"}))->capture_default_str();
-  cmd->add_option("--kv-fast-limit", o->policy.kv_fast_limit, "Fast memory each KV cache may use (e.g. 512M)");
-  cmd->add_option("--budget", o->policy.budget, "Sparse policies: tokens each head attends to")->capture_default_str();
   return {cmd, [o] { return bench(*o); }};
 }
 

@@ -41,14 +41,14 @@ int calibrate_main(const CalibrateOptions& o) {
 Command add_calibrate_command(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   CLI::App* cmd = app.add_subcommand("calibrate", "Find each head's dominant frequency chunks; write a profile");
-  cmd->add_option("-m,--model", o->model, "Model: a .gguf file or a Hugging Face directory")->capture_default_str();
-  cmd->add_option("-f,--file", o->text_file, "Calibration text")->required();
+  add_model_option(cmd, o->model);
+  add_file_option(cmd, o->text_file, "Calibration text")->required();
   cmd->add_option("-o,--output", o->output, "Profile to write (JSON)")->required();
   cmd->add_option("--fcs", o->calib.n_tip, "Chunks kept per head (default: a quarter of them)")->check(CLI::Range(1, 512));
   cmd->add_option("--topk", o->calib.top_k, "K of the contextual agreement CA_K")->capture_default_str()->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--min-pos", o->calib.min_pos, "Skip queries before this position")->capture_default_str()->check(CLI::Range((int64_t)0, (int64_t)1 << 30));
-  cmd->add_option("-c,--ctx-size", o->calib.n_ctx, "Window length (default: the model's training context)")->check(CLI::Range((int64_t)2, (int64_t)1 << 24));
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
+  add_ctx_option(cmd, o->calib.n_ctx, "Window length (default: the model's training context)", 2);
+  add_threads_option(cmd, o->threads);
   return {cmd, [o] { return calibrate_main(*o); }};
 }
 

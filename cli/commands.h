@@ -3,6 +3,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "fasa/kv_memory.h"
 #include "sparse/policy.h"
@@ -25,13 +26,25 @@ Command add_make_model_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 
+// The options several commands take, each declared here once, named as llama.cpp's tools name them.
+// Where a command gives its own help, the meaning differs there (a window length, not a context).
+inline constexpr const char* kModelHelp = "Model: a .gguf file or a Hugging Face directory";
+CLI::Option* add_model_option(CLI::App* cmd, std::string& path, const std::string& help = kModelHelp);  // -m
+CLI::Option* add_threads_option(CLI::App* cmd, int& threads, const std::string& help = "Threads (default: all cores)");
+CLI::Option* add_threads_option(CLI::App* cmd, std::vector<int>& threads);  // a comma list (bench)
+CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& n_ctx, const std::string& help, int64_t min = 1);  // -c
+CLI::Option* add_file_option(CLI::App* cmd, std::string& path, const std::string& help);  // -f
+CLI::Option* add_n_predict_option(CLI::App* cmd, int& n, const std::string& help, int min);  // -n
+
 // llama.cpp's GPU options (-ngl N, -fa on|off|auto), accepted so its command lines work here and
 // ignored with one note: this engine runs on the CPU.
 void add_gpu_options(CLI::App* cmd);
 
-// The policy options every command that decodes takes (--attn, --profile, --budget, ...).
-// with_kv_offload: also --kv-offload, --kv-fast-limit, --kv-prefetch (bench takes lists of its own).
-void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budget = true, bool with_kv_offload = true);
+// The policy options every command that decodes takes (--profile, --fcs, --kv-type, --kv-fast-limit, ...),
+// plus the parts a command takes as single values: bench and eval take --attn (and bench --kv-offload,
+// --kv-prefetch) as lists of their own.
+enum PolicyParts : unsigned { kAttn = 1, kBudget = 2, kOffload = 4, kAllPolicyParts = 7 };
+void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts = kAllPolicyParts);
 // FASA-M's memory accounting as JSON fields (kv_fast_bytes, kv_slow_bytes, kv_full_bytes, rss_bytes, ...)
 // and as one line for people.
 nlohmann::json kv_memory_json(const KvMemory& m);

@@ -10,14 +10,40 @@
 
 namespace fasa::cli {
 
-void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budget, bool with_kv_offload) {
-  if (with_attn_and_budget) {
+CLI::Option* add_model_option(CLI::App* cmd, std::string& path, const std::string& help) {
+  return cmd->add_option("-m,--model", path, help)->capture_default_str();
+}
+
+CLI::Option* add_threads_option(CLI::App* cmd, int& threads, const std::string& help) {
+  return cmd->add_option("-t,--threads", threads, help)->check(CLI::Range(1, 1024));
+}
+
+CLI::Option* add_threads_option(CLI::App* cmd, std::vector<int>& threads) {
+  return cmd->add_option("-t,--threads", threads, "Threads, comma-separated (default: all cores)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+}
+
+CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& n_ctx, const std::string& help, int64_t min) {
+  return cmd->add_option("-c,--ctx-size", n_ctx, help)->check(CLI::Range(min, (int64_t)1 << 24));
+}
+
+CLI::Option* add_file_option(CLI::App* cmd, std::string& path, const std::string& help) {
+  return cmd->add_option("-f,--file", path, help);
+}
+
+CLI::Option* add_n_predict_option(CLI::App* cmd, int& n, const std::string& help, int min) {
+  return cmd->add_option("-n,--n-predict", n, help)->capture_default_str()->check(CLI::Range(min, 1 << 24));
+}
+
+void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
+  if (parts & kAttn) {
     std::string names;
     for (auto& n : selector_names()) names += (names.empty() ? "" : ", ") + n;
     cmd->add_option("--attn", o.attn, "Decode attention policy: " + names)->capture_default_str();
+  }
+  if (parts & kBudget)
     cmd->add_option("--budget", o.budget, "Tokens each head attends to: a count, or a fraction of the context")
         ->capture_default_str();
-  }
   cmd->add_option("--profile", o.profile, "FASA profile (from `fasa calibrate`)");
   cmd->add_flag("--synthetic-profile", o.synthetic_profile,
                 "FASA without a profile: seeded random chunks (speed and soak runs only; quality is meaningless)");
@@ -41,11 +67,11 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, bool with_attn_and_budg
       ->check(CLI::IsMember({"f16", "f32"}))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
       ->capture_default_str();
-  if (!with_kv_offload) return;
+  cmd->add_option("--kv-fast-limit", o.kv_fast_limit, "Fast memory the KV cache may use (bytes, or e.g. 512M, 2G)");
+  if (!(parts & kOffload)) return;
   cmd->add_option("--kv-offload", o.kv_offload,
                   "FASA-M: keep K_rest and V of FASA's heads in 'ram' or in a file under 'file:DIR'; only the K_dom "
                   "plane stays in fast memory and each step fetches the selected rows");
-  cmd->add_option("--kv-fast-limit", o.kv_fast_limit, "Fast memory the KV cache may use (bytes, or e.g. 512M, 2G)");
   cmd->add_option_function<std::string>(
          "--kv-prefetch", [&o](const std::string& v) { o.kv_prefetch = v == "on"; },
          "FASA-M: fetch the next layer's likely rows in the background: on or off (default on)")

@@ -49,22 +49,21 @@ std::string text_title(const EvalOptions& o, const ReferenceRun& ref) {
 }
 
 void add_common(CLI::App* cmd, EvalOptions& o) {
-  cmd->add_option("-m,--model", o.model, "Model")->capture_default_str();
+  add_model_option(cmd, o.model);
   cmd->add_option("--attn", o.attn, "Policies, comma-separated (default: full, and fasa where --profile is given)")
       ->delimiter(',');
   cmd->add_option("--json", o.json, "Also write the records as JSON");
   cmd->add_option("--csv", o.csv, "Also write the records as CSV");
   cmd->add_option("--plot", o.plot, "Also plot a metric against the budget (PNG)");
   cmd->add_option("--plot-metric", o.plot_metric, "Metric to plot (default: kld, ca or accuracy)");
-  cmd->add_option("-t,--threads", o.threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
-  add_policy_options(cmd, o.policy, false);
+  add_threads_option(cmd, o.threads);
+  add_policy_options(cmd, o.policy, kOffload);
   add_gpu_options(cmd);
 }
 
 void add_text(CLI::App* cmd, EvalOptions& o) {
-  cmd->add_option("-f,--file", o.text_file, "Text")->required();
-  cmd->add_option("-c,--ctx-size", o.text.n_ctx, "Window length (default: the model's training context)")
-      ->check(CLI::Range((int64_t)2, (int64_t)1 << 24));
+  add_file_option(cmd, o.text_file, "Text")->required();
+  add_ctx_option(cmd, o.text.n_ctx, "Window length (default: the model's training context)", 2);
   cmd->add_option("--windows", o.text.windows, "Windows from the start of the text")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--score-from", o.text.score_from, "First position scored")->capture_default_str();

@@ -47,7 +47,7 @@ int info_main(const std::string& path) {
 Command add_info_command(CLI::App& app) {
   auto path = std::make_shared<std::string>(FASA_DEFAULT_MODEL);
   CLI::App* cmd = app.add_subcommand("info", "Architecture, size, tensor types, RoPE and tokenizer of a model");
-  auto* named = cmd->add_option("-m,--model", *path, "A .gguf file or a Hugging Face directory")->capture_default_str();
+  auto* named = add_model_option(cmd, *path);
   cmd->add_option("model", *path, "The same, as llama.cpp's tools and earlier versions take it")->excludes(named);
   return {cmd, [path] { return info_main(*path); }};
 }

@@ -143,19 +143,15 @@ int run(RunOptions o) {
 Command add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt");
-  cmd->add_option("-m,--model", o->model, "Model: a .gguf file or a Hugging Face directory")
-      ->capture_default_str();
+  add_model_option(cmd, o->model);
   cmd->add_option_function<std::string>(
       "-p,--prompt", [o](const std::string& p) { o->prompt = p, o->prompt_given = true; }, "Prompt text");
   cmd->add_flag("-e,--escape", o->escape, "Process escapes (\\n, \\t, \\\\, \\', \\\") in the prompt");
-  cmd->add_option("-f,--file", o->prompt_file, "Read the prompt from a file ('-': standard input)");
+  add_file_option(cmd, o->prompt_file, "Read the prompt from a file ('-': standard input)");
   cmd->add_flag("!--no-display-prompt", o->display_prompt, "Do not echo the prompt before the generated text");
-  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until the end of the context)")
-      ->capture_default_str()
-      ->check(CLI::Range(-1, 1 << 24));
-  cmd->add_option("-c,--ctx-size", o->n_ctx, "Context size (default: prompt + n, at most the model's)")
-      ->check(CLI::Range((int64_t)1, (int64_t)1 << 24));
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
+  add_n_predict_option(cmd, o->n_predict, "Tokens to generate (-1: until the end of the context)", -1);
+  add_ctx_option(cmd, o->n_ctx, "Context size (default: prompt + n, at most the model's)");
+  add_threads_option(cmd, o->threads);
   add_policy_options(cmd, o->policy);
   add_gpu_options(cmd);
   cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();

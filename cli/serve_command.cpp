@@ -41,24 +41,20 @@ Command add_serve_command(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   ServerOptions& s = o->server;
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)");
-  cmd->add_option("-m,--model", o->model, "Model: a .gguf file or a Hugging Face directory")->capture_default_str();
+  add_model_option(cmd, o->model);
   cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s.port, "Port (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--parallel", s.parallel, "Slots generating at once (llama.cpp's -np); each keeps its prompt cache")
       ->capture_default_str()->check(CLI::Range(1, 256));
   cmd->add_option("--queue", s.queue, "Requests that may wait for a slot; more get 503")->capture_default_str()
       ->check(CLI::Range(0, 4096));
-  cmd->add_option("-c,--ctx-size,--ctx", s.n_ctx,
-                  "Context of all slots together, each getting an equal share, as llama-server's (default: the model's)")
-      ->check(CLI::Range((int64_t)1, (int64_t)1 << 24));
+  add_ctx_option(cmd, s.n_ctx, "Context of all slots together, each getting an equal share, as llama-server's (default: the model's)");
   cmd->add_option("--max-prompt-tokens", s.max_prompt_tokens, "Longest prompt accepted (default: context - 1)")
       ->check(CLI::Range((int64_t)1, (int64_t)1 << 24));
-  cmd->add_option("-n,--n-predict", s.limits.max_tokens, "max_tokens of a request that gives none")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  add_n_predict_option(cmd, s.limits.max_tokens, "max_tokens of a request that gives none", 1);
   cmd->add_option("--max-tokens-limit", s.limits.max_tokens_limit, "Largest max_tokens a request may ask for")
       ->capture_default_str()->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("-t,--threads", s.threads, "Threads shared by the parallel generations (default: all cores)")
-      ->check(CLI::Range(1, 1024));
+  add_threads_option(cmd, s.threads, "Threads shared by the parallel generations (default: all cores)");
   cmd->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on every request but /health")
       ->envname("FASA_API_KEY");
   cmd->add_option("--cors", s.cors_origin, "Allow browser requests from this origin ('*': any)");

@@ -46,10 +46,9 @@ int tokenize(const TokenizeOptions& o) {
 Command add_tokenize_command(CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text");
-  cmd->add_option("-m,--model", o->model, "A .gguf file (vocabulary-only files work) or a Hugging Face directory")
-      ->capture_default_str();
+  add_model_option(cmd, o->model, "A .gguf file (vocabulary-only files work) or a Hugging Face directory");
   cmd->add_option("-p,--prompt", o->prompt, "Text to tokenize");
-  cmd->add_option("-f,--file", o->prompt_file, "Read the text from a file");
+  add_file_option(cmd, o->prompt_file, "Read the text from a file");
   cmd->add_flag("--ids", o->ids_only, "Print only the ids, space-separated");
   cmd->add_flag("--no-bos", o->no_bos, "Do not add the BOS (or EOS) token the model asks for");
   return {cmd, [o] { return tokenize(*o); }};
