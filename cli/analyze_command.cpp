@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "cli/commands.h"
-#include "eval/profile_report.h"
+#include "draw/profile_report.h"
 #include "fasa/error.h"
 
 namespace fasa::cli {

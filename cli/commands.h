@@ -45,10 +45,6 @@ void add_gpu_options(CLI::App* cmd);
 // --kv-prefetch) as lists of their own.
 enum PolicyParts : unsigned { kAttn = 1, kBudget = 2, kOffload = 4, kAllPolicyParts = 7 };
 void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts = kAllPolicyParts);
-// FASA-M's memory accounting as JSON fields (kv_fast_bytes, kv_slow_bytes, kv_full_bytes, rss_bytes, ...)
-// and as one line for people.
-nlohmann::json kv_memory_json(const KvMemory& m);
-std::string kv_memory_line(const KvMemory& m);
 
 // Whole file as a string; throws fasa::Error naming the file.
 std::string read_text_file(const std::string& path);

@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "eval/decode_eval.h"
-#include "eval/plot.h"
+#include "draw/plot.h"
 #include "eval/retrieval.h"
 #include "eval/task_gen.h"
 #include "fasa/error.h"

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "eval/synthetic_model.h"
+#include "bench/synthetic_model.h"
 #include "fasa/error.h"
 
 namespace fasa::cli {

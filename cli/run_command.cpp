@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "bench/bench_rows.h"
 #include "fasa/fasa.h"
 
 namespace fasa::cli {

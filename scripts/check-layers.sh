@@ -4,7 +4,7 @@
 # docs/ARCHITECTURE.md explains the layers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LAYERS=(util ops io tokenizer kv select model calib sparse api eval server cli)
+LAYERS=(util ops io tokenizer kv select model calib sparse api eval bench draw server cli)
 
 rank() {
   local i

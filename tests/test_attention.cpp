@@ -9,7 +9,7 @@
 #include "ops/causal_attention.h"
 #include "ops/dtype.h"
 #include "model/session.h"
-#include "eval/synthetic_model.h"
+#include "bench/synthetic_model.h"
 #include "fasa/error.h"
 #include "test_util.h"
 

@@ -3,10 +3,10 @@
 #include <cmath>
 
 #include "calib/profile.h"
-#include "eval/bench.h"
+#include "bench/bench.h"
 #include "eval/decode_eval.h"
 #include "model/session.h"
-#include "eval/synthetic_model.h"
+#include "bench/synthetic_model.h"
 #include "sparse/fasa_policy.h"
 #include "test_util.h"
 #include "fasa/error.h"

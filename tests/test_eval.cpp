@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/decode_eval.h"
-#include "eval/heatmap.h"
-#include "eval/plot.h"
+#include "draw/heatmap.h"
+#include "draw/plot.h"
 #include "eval/retrieval.h"
 #include "eval/task_gen.h"
 #include "model/session.h"

@@ -13,7 +13,7 @@
 #include "kv/kv_cache.h"
 #include "kv/slow_tier.h"
 #include "model/session.h"
-#include "eval/synthetic_model.h"
+#include "bench/synthetic_model.h"
 #include "sparse/policy.h"
 #include "test_util.h"
 

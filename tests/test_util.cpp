@@ -1,6 +1,6 @@
 #include "test_util.h"
 
-#include "eval/synthetic_model.h"
+#include "bench/synthetic_model.h"
 
 #include <unistd.h>
 

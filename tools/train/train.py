@@ -229,6 +229,7 @@ def main():
     ap.add_argument("--init", help="start from this GGUF's weights (one export.py wrote) instead of random ones")
     ap.add_argument("--stage", help="start at this stage (with --init: continue a shipped model)")
     ap.add_argument("--steps", type=int, help="steps of the --stage stage instead of its default")
+    ap.add_argument("--batch", type=int, help="rows per step of the --stage stage instead of its default")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     os.makedirs(a.out, exist_ok=True)
@@ -266,6 +267,8 @@ def main():
         name, T, B, max_steps, goal, mix = STAGES[stage]
         if a.steps and name == a.stage:
             max_steps = a.steps
+        if a.batch and name == a.stage:
+            B = a.batch
         t0, step0 = time.time(), step
         while step < max_steps:
             lr = a.lr * min(1.0, (total + 1) / 100)  # short warm-up, then constant (through the plateau)

@@ -1,4 +1,4 @@
-#include "eval/figure.h"
+#include "draw/figure.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "eval/bench.h"
+#include "bench/bench.h"
 
 #include <algorithm>
 #include <chrono>

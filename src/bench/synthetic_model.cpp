@@ -1,4 +1,4 @@
-#include "eval/synthetic_model.h"
+#include "bench/synthetic_model.h"
 
 #include <cstdio>
 #include <cstring>

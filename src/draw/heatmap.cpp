@@ -1,9 +1,9 @@
-#include "eval/heatmap.h"
+#include "draw/heatmap.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "eval/figure.h"
+#include "draw/figure.h"
 #include "fasa/error.h"
 
 namespace fasa {

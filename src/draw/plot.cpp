@@ -1,11 +1,11 @@
-#include "eval/plot.h"
+#include "draw/plot.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 
-#include "eval/figure.h"
+#include "draw/figure.h"
 #include "fasa/error.h"
 
 namespace fasa {

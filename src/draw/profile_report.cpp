@@ -1,9 +1,9 @@
-#include "eval/profile_report.h"
+#include "draw/profile_report.h"
 
 #include <cstdio>
 #include <sstream>
 
-#include "eval/heatmap.h"
+#include "draw/heatmap.h"
 
 namespace fasa {
 

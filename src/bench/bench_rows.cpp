@@ -1,0 +1,224 @@
+#include "bench/bench_rows.h"
+
+#include <omp.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include "fasa/error.h"
+
+namespace fasa {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// The budget as JSON: a token count or a fraction of the context, a number either way.
+nlohmann::json budget_json(const std::string& b) {
+  char* end = nullptr;
+  const double v = std::strtod(b.c_str(), &end);
+  return end && *end == 0 ? nlohmann::json(v == (double)(int64_t)v ? nlohmann::json((int64_t)v) : nlohmann::json(v))
+                          : nlohmann::json(b);
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  return "";
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+// A CSV cell: quoted when it holds a comma or a quote.
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+std::string bench_label(const PolicyOptions& p, int fcs) {
+  if (policy_info(p.attn).dense) return p.attn;
+  std::string s = p.attn + " b" + p.budget + (fcs ? " fcs" + std::to_string(fcs) : "");
+  if (!p.kv_offload.empty()) s += " M:" + p.kv_offload.substr(0, p.kv_offload.find(':')) + (p.kv_prefetch ? "" : " no-pf");
+  return s;
+}
+
+nlohmann::json kv_memory_json(const KvMemory& m) {
+  return {{"kv_fast_bytes", m.fast},     {"kv_slow_bytes", m.slow},
+          {"kv_full_bytes", m.full},     {"kv_page_cache_bytes", m.page_cache},
+          {"rss_bytes", m.rss},          {"kv_rows_from_tail", m.rows.tail},
+          {"kv_prefetch_hits", m.rows.hits}, {"kv_slow_reads", m.rows.misses},
+          {"kv_prefetch_hit_rate", m.rows.hit_rate()}};
+}
+
+std::string kv_memory_line(const KvMemory& m) {
+  const double mib = 1048576.0;
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "kv: fast %.1f MiB, slow %.1f MiB (%.1f MiB of it in the page cache), a dense cache %.1f MiB (%.2fx "
+                "the fast tier); process RSS %.1f MiB",
+                m.fast / mib, m.slow / mib, m.page_cache / mib, m.full / mib, m.fast ? (double)m.full / m.fast : 0.0,
+                m.rss / mib);
+  std::string s = line;
+  if (m.rows.hits + m.rows.misses + m.rows.tail > 0) {
+    std::snprintf(line, sizeof line, "; rows fetched: %llu from the slow tier, %llu prefetched (hit rate %.1f%%), %llu from RAM",
+                  (unsigned long long)m.rows.misses, (unsigned long long)m.rows.hits, 100 * m.rows.hit_rate(),
+                  (unsigned long long)m.rows.tail);
+    s += line;
+  }
+  return s;
+}
+
+std::vector<BenchRow> run_bench_plan(const Model& model, const BenchPlan& plan,
+                                     const std::function<void(const BenchRow&)>& on_row) {
+  std::vector<BenchRow> rows;
+  const int all_cores = omp_get_max_threads();
+  for (int nt : plan.threads) {
+    omp_set_num_threads(nt > 0 ? nt : all_cores);
+    for (const PolicyOptions& p : plan.policies) {
+      const int fcs = fasa_chunks(p, model);  // reads the profile: once per variant, not per row
+      for (int64_t depth : plan.depths)
+        for (const auto& [n_prompt, n_gen] : plan.tests) {
+          if (plan.attention_only && (n_prompt > 0 || n_gen == 0)) continue;
+          BenchRow row;
+          row.policy = p;
+          row.fcs = fcs;
+          row.threads = omp_get_max_threads();
+          row.spec.depth = depth;
+          row.spec.random_fill = plan.attention_only || plan.random_fill;
+          row.spec.repetitions = plan.repetitions;
+          row.spec.warmup = plan.warmup || plan.attention_only;  // the attention bench always warms up one step
+          row.spec.n_prompt = n_prompt;
+          row.spec.n_gen = n_gen;
+          if (plan.attention_only) {
+            row.test = "attn x" + std::to_string(n_gen) + " @ d" + std::to_string(depth);
+            row.result = run_attention_bench(model, p, depth, n_gen, plan.repetitions, 1);
+          } else {
+            row.test = (n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "") + (n_prompt > 0 && n_gen > 0 ? "+" : "") +
+                       (n_gen > 0 ? "tg" + std::to_string(n_gen) : "") + (depth > 0 ? " @ d" + std::to_string(depth) : "");
+            row.result = run_bench_test(model, p, row.spec, 1);
+          }
+          on_row(row);
+          rows.push_back(std::move(row));
+        }
+    }
+  }
+  return rows;
+}
+
+namespace {
+
+// The notes column: fill, profile, total time of -pg tests, FASA-M memory, attention speed-up.
+std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, const BenchRunInfo& info) {
+  std::string n = "KV " + info.policy->kv_type;
+  if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
+  if (policy_info(r.policy.attn).has_k_dom && info.synthetic_profile) n += ", synthetic profile";
+  if (r.spec.n_prompt > 0 && r.spec.n_gen > 0)  // what a user waits for: the whole prefill + decode
+    n += ", total " + fmt("%.2f", (r.spec.n_prompt + r.spec.n_gen) / r.result.median()) + " s (median)";
+  if (!r.policy.kv_offload.empty() && !info.attention_only) {
+    const KvMemory& m = r.result.memory;
+    n += ", KV MiB fast " + fmt("%.1f", m.fast / 1048576.0) + " / slow " + fmt("%.1f", m.slow / 1048576.0) +
+         " / dense " + fmt("%.1f", m.full / 1048576.0);
+    if (r.policy.kv_prefetch) n += ", prefetch hits " + fmt("%.1f", 100 * m.rows.hit_rate()) + "%";
+  }
+  if (info.attention_only) {
+    n += ", one layer's attention";
+    for (const BenchRow& full : rows)  // the speed-up over dense attention at the same depth
+      if (!policy_info(r.policy.attn).dense && policy_info(full.policy.attn).dense && full.spec.depth == r.spec.depth &&
+          full.threads == r.threads && full.spec.n_gen == r.spec.n_gen && full.result.median() > 0)
+        n += ", " + fmt("%.2fx", r.result.median() / full.result.median()) + " full";
+  }
+  return n;
+}
+
+// Bytes a decode step reads (weights + counted KV) times steps/s; 0 for tests that prefill.
+double row_gbps(const BenchRow& r, const BenchRunInfo& info) {
+  const double weights = info.attention_only ? 0.0 : (double)info.model->weight_bytes();
+  const bool decode_only = r.spec.n_gen > 0 && r.spec.n_prompt == 0;
+  return decode_only ? (weights + r.result.kv_bytes_per_token) * r.result.mean() / 1e9 : 0.0;
+}
+
+std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& info, bool lines) {
+  const Model& model = *info.model;
+  const PolicyOptions& shared = *info.policy;
+  const std::string cpu = cpu_name(), when = utc_now();
+  std::string out;
+  nlohmann::json all = nlohmann::json::array();
+  for (const BenchRow& r : rows) {
+    const PolicyInfo& pol = policy_info(r.policy.attn);
+    nlohmann::json j = {{"build_version", FASA_VERSION}, {"cpu_info", cpu}, {"backends", "CPU"}, {"test_time", when},
+                        {"model_filename", info.model_path}, {"model_type", model.config.arch},
+                        {"model_size", model.weight_bytes()}, {"model_n_params", model.n_params()},
+                        {"n_threads", r.threads}, {"n_prompt", r.spec.n_prompt}, {"n_gen", r.spec.n_gen},
+                        {"n_depth", r.spec.depth}, {"repetitions", info.repetitions}, {"warmup", r.spec.warmup},
+                        {"avg_ts", r.result.mean()}, {"stddev_ts", r.result.stddev()}, {"median_ts", r.result.median()},
+                        {"samples_ts", r.result.samples_ts}, {"attn", r.policy.attn},
+                        {"budget", pol.dense ? nlohmann::json(nullptr) : budget_json(shared.budget)},
+                        {"fcs", r.fcs}, {"fc_sharing", shared.fc_sharing},
+                        {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
+                        {"synthetic_profile", pol.has_k_dom && info.synthetic_profile}, {"type_k", shared.kv_type},
+                        {"type_v", shared.kv_type}, {"kv_bytes_read_per_token", r.result.kv_bytes_per_token},
+                        {"achieved_gbps", row_gbps(r, info)}, {"kv_offload", r.policy.kv_offload},
+                        {"kv_prefetch", !r.policy.kv_offload.empty() && r.policy.kv_prefetch}};
+    if (!info.attention_only) j.update(kv_memory_json(r.result.memory));
+    if (lines) out += j.dump() + "\n";  // one object per line
+    all.push_back(std::move(j));
+  }
+  return lines ? out : all.dump(2) + "\n";
+}
+
+}  // namespace
+
+std::string render_bench_rows(const std::vector<BenchRow>& rows, const BenchRunInfo& info, const std::string& format) {
+  if (format == "json" || format == "jsonl") return render_json(rows, info, format == "jsonl");
+  const std::string name = std::filesystem::path(info.model_path).filename().string();
+  const double size_gib = info.model->weight_bytes() / 1073741824.0, params_b = info.model->n_params() / 1e9;
+  std::string out;
+  char line[1024];
+  if (format == "csv") {  // numbers only in numeric columns, units in the header
+    out = "model,size_gib,params_b,attn,budget,fcs,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,median_ts,"
+          "kv_mib_per_token,gbps,notes\n";
+    for (const BenchRow& r : rows) {
+      const double gbps = row_gbps(r, info);
+      std::snprintf(line, sizeof line, "%s,%.4f,%.4f,%s,%s,%d,%d,%s,%d,%d,%lld,%.3f,%.3f,%.3f,%s,%s,%s\n",
+                    csv_cell(name).c_str(), size_gib, params_b, r.policy.attn.c_str(),
+                    policy_info(r.policy.attn).dense ? "" : csv_cell(info.policy->budget).c_str(), r.fcs, r.threads,
+                    csv_cell(r.test).c_str(), r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, r.result.mean(),
+                    r.result.stddev(), r.result.median(),
+                    r.spec.n_gen > 0 ? fmt("%.4f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
+                    gbps > 0 ? fmt("%.2f", gbps).c_str() : "", csv_cell(row_notes(r, rows, info)).c_str());
+      out += line;
+    }
+    return out;
+  }
+  if (format != "md") throw Error("-o must be md, csv, json or jsonl");
+  out = "| model | size | params | attn | threads | test | t/s | KV MiB/token | GB/s | notes |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const BenchRow& r : rows) {
+    const double gbps = row_gbps(r, info);
+    std::snprintf(line, sizeof line, "| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n",
+                  name.c_str(), size_gib, params_b, bench_label(r.policy, r.fcs).c_str(), r.threads, r.test.c_str(),
+                  r.result.mean(), r.result.stddev(),
+                  r.spec.n_gen > 0 ? fmt("%.2f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
+                  gbps > 0 ? fmt("%.1f", gbps).c_str() : "", row_notes(r, rows, info).c_str());
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace fasa
