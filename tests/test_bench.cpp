@@ -7,7 +7,7 @@
 #include "eval/decode_eval.h"
 #include "model/session.h"
 #include "bench/synthetic_model.h"
-#include "sparse/fasa_policy.h"
+#include "sparse/fasa.h"
 #include "test_util.h"
 #include "fasa/error.h"
 

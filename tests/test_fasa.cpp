@@ -14,7 +14,7 @@
 #include "model/sampler.h"
 #include "model/session.h"
 #include "ops/elementwise.h"
-#include "sparse/fasa_policy.h"
+#include "sparse/fasa.h"
 #include "test_util.h"
 #include "fasa/error.h"
 #include <nlohmann/json.hpp>

@@ -6,7 +6,7 @@
 #include "calib/profile.h"
 #include "model/model.h"
 #include "sparse/baselines.h"
-#include "sparse/fasa_policy.h"
+#include "sparse/fasa.h"
 #include "fasa/error.h"
 
 namespace fasa {

@@ -1,4 +1,4 @@
-#include "sparse/fasa_policy.h"
+#include "sparse/fasa.h"
 
 #include <algorithm>
 #include <cstdio>

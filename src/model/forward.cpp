@@ -1,0 +1,170 @@
+// The Llama-family forward pass, top to bottom:
+// token -> embed -> per layer: norm -> QKV (+bias) -> RoPE -> append K, V -> select rows per head ->
+// gathered attention -> output proj -> residual -> norm -> SwiGLU MLP -> residual -> norm -> logits.
+// Session::forward and the dense prefill attention it uses; the rest of Session is in session.cpp.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "fasa/error.h"
+#include "model/session.h"
+#include "ops/attention.h"
+#include "ops/causal_attention.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "select/group_attention.h"
+
+namespace fasa {
+
+void Session::prefill_attention(int l, int64_t p0, int n, const float* q, float* att) const {
+  const ModelConfig& c = model_.config;
+  const int D = c.head_dim, group = c.n_head / c.n_head_kv, q_dim = c.n_head * D;
+  const float scale = 1.0f / std::sqrt((float)D);
+  for (int g = 0; g < c.n_head_kv; ++g) {
+    KvHeadView kv = cache_.view(l, g, p0 + n);
+    GatheredRows fetched;
+    if (cache_.offloaded(l, g)) {
+      std::vector<int32_t> all(p0 + n);  // [p0 + n] every row, in order: the view's prefixes stay causal
+      std::iota(all.begin(), all.end(), 0);
+      kv = cache_.gather(l, g, all.data(), p0 + n, false, fetched);
+    }
+    // Positions that see fewer than kBlockedPrefillRows rows attend one at a time, exactly as a decode
+    // step would (attention is a small part of their cost); later ones go in blocks whose queries
+    // (positions x the group's heads) share every key and value row as it is read. The most costly
+    // tasks (the last blocks) are handed out first.
+    const int singles = (int)std::clamp<int64_t>(kBlockedPrefillRows - 1 - p0, 0, n);
+    const int per_block = std::max(1, kCausalBlockQueries / group);
+    const int blocks = (n - singles + per_block - 1) / per_block;
+#pragma omp parallel
+    {
+      std::vector<float> qb((size_t)per_block * group * D);  // [per_block, group, D] in the cache's dim order
+#pragma omp for schedule(dynamic)
+      for (int task = 0; task < blocks + singles; ++task) {
+        const int t0 = task < blocks ? singles + (blocks - 1 - task) * per_block : task - blocks;
+        const int np = task < blocks ? std::min(per_block, n - t0) : 1;
+        for (int t = 0; t < np; ++t)
+          for (int i = 0; i < group; ++i)
+            cache_.permute_query(l, g, &q[(size_t)(t0 + t) * q_dim + (size_t)(g * group + i) * D],
+                                 &qb[((size_t)t * group + i) * D]);
+        float* out = &att[(size_t)t0 * q_dim + (size_t)g * group * D];
+        if (task < blocks) {
+          causal_block_attention(qb.data(), np, group, kv, p0 + t0 + 1, scale, out, q_dim);
+        } else {
+          KvHeadView causal = kv;
+          causal.n_tokens = p0 + t0 + 1;
+          grouped_attention(qb.data(), group, causal, nullptr, causal.n_tokens, scale, out);
+        }
+      }
+    }
+  }
+}
+
+void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_out, bool all_logits) {
+  const ModelConfig& c = model_.config;
+  const ModelWeights& w = model_.weights;
+  const int E = c.n_embd, D = c.head_dim, H = c.n_head, HKV = c.n_head_kv, F = c.n_ff;
+  const int q_dim = H * D, kv_dim = HKV * D, group = H / HKV, planes = c.n_rot / 2;
+  const float scale = 1.0f / std::sqrt((float)D);
+  const int64_t p0 = n_past_;
+
+  Activations& a = act_;  // shapes: session.h
+  for (auto [buf, per_token] : {std::pair{&a.x, E}, {&a.xb, E}, {&a.q, q_dim}, {&a.att, q_dim}, {&a.k, kv_dim},
+                                {&a.v, kv_dim}, {&a.gate, F}, {&a.up, F}, {&a.cs, planes * 2}})
+    buf->resize((size_t)n * per_token);  // every element is written below before it is read
+  std::vector<float> &x = a.x, &xb = a.xb, &q = a.q, &att = a.att, &k = a.k, &v = a.v, &gate = a.gate,
+                     &up = a.up, &cs = a.cs;
+
+#pragma omp parallel for schedule(static) if (n > 1)
+  for (int t = 0; t < n; ++t) {
+    dequantize_row(w.tok_embd.type, w.tok_embd.row(tokens[t]), &x[(size_t)t * E], E);
+    rope_cos_sin(inv_freq_.data(), planes, p0 + t, &cs[(size_t)t * planes * 2]);
+  }
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[l];
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int t = 0; t < n; ++t) rms_norm(&x[(size_t)t * E], L.attn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
+    matmul(L.wq, xb.data(), n, q.data());
+    matmul(L.wk, xb.data(), n, k.data());
+    matmul(L.wv, xb.data(), n, v.data());
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int t = 0; t < n; ++t) {
+      if (c.qkv_bias) {
+        for (int i = 0; i < q_dim; ++i) q[(size_t)t * q_dim + i] += L.bq[i];
+        for (int i = 0; i < kv_dim; ++i) {
+          k[(size_t)t * kv_dim + i] += L.bk[i];
+          v[(size_t)t * kv_dim + i] += L.bv[i];
+        }
+      }
+      if (c.qk_norm) {
+        for (int h = 0; h < H; ++h) {
+          float* qh = &q[(size_t)t * q_dim + h * D];
+          rms_norm(qh, L.q_norm.data(), D, c.rms_eps, qh);
+        }
+        for (int h = 0; h < HKV; ++h) {
+          float* kh = &k[(size_t)t * kv_dim + h * D];
+          rms_norm(kh, L.k_norm.data(), D, c.rms_eps, kh);
+        }
+      }
+      rope(&q[(size_t)t * q_dim], H, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
+      rope(&k[(size_t)t * kv_dim], HKV, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
+    }
+    for (int t = 0; t < n; ++t)  // in order: an offloaded cache appends to its tail chunk
+      for (int h = 0; h < HKV; ++h)
+        cache_.store(l, h, p0 + t, &k[(size_t)t * kv_dim + h * D], &v[(size_t)t * kv_dim + h * D]);
+    if (observer_) observer_->on_queries(l, p0, n, q.data(), cache_);
+    if (!decode) policy_->observe_prefill(l, p0, n, q.data(), cache_);
+
+    // Attention per KV head: the group of query heads sharing one reads each of its rows once.
+    // Prefill is dense and causal; a decode step asks the policy for each head's rows.
+    if (decode) {
+      cache_.begin_decode_layer(l);
+      std::exception_ptr failure;  // an offloaded read's error: it must not escape the parallel region
+#pragma omp parallel
+      {
+        std::vector<float> qg((size_t)group * D);  // [group, D] the group's queries in the cache's dim order
+        GroupAttentionScratch scratch;
+#pragma omp for schedule(dynamic)
+        for (int g = 0; g < HKV; ++g) {
+          for (int i = 0; i < group; ++i)
+            cache_.permute_query(l, g, &q[(size_t)(g * group + i) * D], &qg[(size_t)i * D]);
+          try {
+            decode_group_attention(*policy_, l, g, p0, cache_, l, qg.data(), group, scale,
+                                   &att[(size_t)g * group * D], scratch);
+          } catch (...) {
+#pragma omp critical(fasa_decode_failure)
+            if (!failure) failure = std::current_exception();
+          }
+        }
+      }
+      if (failure) std::rethrow_exception(failure);
+    } else {
+      prefill_attention(l, p0, n, q.data(), att.data());
+    }
+
+    matmul(L.wo, att.data(), n, xb.data());
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int t = 0; t < n; ++t) {
+      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += xb[(size_t)t * E + i];
+      rms_norm(&x[(size_t)t * E], L.ffn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
+    }
+    matmul(L.w_gate, xb.data(), n, gate.data());
+    matmul(L.w_up, xb.data(), n, up.data());
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int t = 0; t < n; ++t) swiglu(&gate[(size_t)t * F], &up[(size_t)t * F], F);
+    matmul(L.w_down, gate.data(), n, xb.data());
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int t = 0; t < n; ++t)
+      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += xb[(size_t)t * E + i];
+  }
+  n_past_ += n;
+
+  if (!logits_out) return;
+  // Only the rows whose logits are wanted go through the (large) output projection.
+  const int first = all_logits ? 0 : n - 1;
+  for (int t = first; t < n; ++t)
+    rms_norm(&x[(size_t)t * E], w.output_norm.data(), E, c.rms_eps, &xb[(size_t)(t - first) * E]);
+  matmul(w.output, xb.data(), n - first, logits_out);
+}
+
+}  // namespace fasa
