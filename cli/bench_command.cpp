@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "api/kv_memory_report.h"
 #include "bench/bench_rows.h"
 #include "model/model.h"
 #include "fasa/error.h"

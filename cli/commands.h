@@ -1,11 +1,9 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "fasa/kv_memory.h"
 #include "sparse/policy.h"
 
 namespace fasa::cli {

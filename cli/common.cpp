@@ -38,8 +38,8 @@ CLI::Option* add_n_predict_option(CLI::App* cmd, int& n, const std::string& help
 void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
   if (parts & kAttn) {
     std::string names;
-    for (auto& n : selector_names()) names += (names.empty() ? "" : ", ") + n;
-    cmd->add_option("--attn", o.attn, "Decode attention policy: " + names)->capture_default_str();
+    for (const PolicyInfo& p : policy_registry()) names += std::string("\n  ") + p.name + ": " + p.description;
+    cmd->add_option("--attn", o.attn, "Decode attention policy:" + names)->capture_default_str();
   }
   if (parts & kBudget)
     cmd->add_option("--budget", o.budget, "Tokens each head attends to: a count, or a fraction of the context")

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "bench/bench_rows.h"
+#include "api/kv_memory_report.h"
 #include "fasa/fasa.h"
 
 namespace fasa::cli {

@@ -2,21 +2,30 @@
 
 #include <omp.h>
 
+#include <cstdarg>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 
+#include "api/kv_memory_report.h"
 #include "fasa/error.h"
 
 namespace fasa {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
+// printf into a string of whatever length it needs.
+__attribute__((format(printf, 1, 2))) std::string fmt(const char* f, ...) {
+  va_list a, b;
+  va_start(a, f);
+  va_copy(b, a);
+  const int n = std::vsnprintf(nullptr, 0, f, a);
+  va_end(a);
+  std::string s(n > 0 ? (size_t)n : 0, '\0');
+  std::vsnprintf(s.data(), s.size() + 1, f, b);
+  va_end(b);
+  return s;
 }
 
 // The budget as JSON: a token count or a fraction of the context, a number either way.
@@ -55,32 +64,6 @@ std::string bench_label(const PolicyOptions& p, int fcs) {
   if (policy_info(p.attn).dense) return p.attn;
   std::string s = p.attn + " b" + p.budget + (fcs ? " fcs" + std::to_string(fcs) : "");
   if (!p.kv_offload.empty()) s += " M:" + p.kv_offload.substr(0, p.kv_offload.find(':')) + (p.kv_prefetch ? "" : " no-pf");
-  return s;
-}
-
-nlohmann::json kv_memory_json(const KvMemory& m) {
-  return {{"kv_fast_bytes", m.fast},     {"kv_slow_bytes", m.slow},
-          {"kv_full_bytes", m.full},     {"kv_page_cache_bytes", m.page_cache},
-          {"rss_bytes", m.rss},          {"kv_rows_from_tail", m.rows.tail},
-          {"kv_prefetch_hits", m.rows.hits}, {"kv_slow_reads", m.rows.misses},
-          {"kv_prefetch_hit_rate", m.rows.hit_rate()}};
-}
-
-std::string kv_memory_line(const KvMemory& m) {
-  const double mib = 1048576.0;
-  char line[320];
-  std::snprintf(line, sizeof line,
-                "kv: fast %.1f MiB, slow %.1f MiB (%.1f MiB of it in the page cache), a dense cache %.1f MiB (%.2fx "
-                "the fast tier); process RSS %.1f MiB",
-                m.fast / mib, m.slow / mib, m.page_cache / mib, m.full / mib, m.fast ? (double)m.full / m.fast : 0.0,
-                m.rss / mib);
-  std::string s = line;
-  if (m.rows.hits + m.rows.misses + m.rows.tail > 0) {
-    std::snprintf(line, sizeof line, "; rows fetched: %llu from the slow tier, %llu prefetched (hit rate %.1f%%), %llu from RAM",
-                  (unsigned long long)m.rows.misses, (unsigned long long)m.rows.hits, 100 * m.rows.hit_rate(),
-                  (unsigned long long)m.rows.tail);
-    s += line;
-  }
   return s;
 }
 
@@ -177,7 +160,7 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
                         {"kv_prefetch", !r.policy.kv_offload.empty() && r.policy.kv_prefetch}};
     if (!info.attention_only) j.update(kv_memory_json(r.result.memory));
     if (lines) out += j.dump() + "\n";  // one object per line
-    all.push_back(std::move(j));
+    else all.push_back(std::move(j));
   }
   return lines ? out : all.dump(2) + "\n";
 }
@@ -189,20 +172,18 @@ std::string render_bench_rows(const std::vector<BenchRow>& rows, const BenchRunI
   const std::string name = std::filesystem::path(info.model_path).filename().string();
   const double size_gib = info.model->weight_bytes() / 1073741824.0, params_b = info.model->n_params() / 1e9;
   std::string out;
-  char line[1024];
   if (format == "csv") {  // numbers only in numeric columns, units in the header
     out = "model,size_gib,params_b,attn,budget,fcs,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,median_ts,"
           "kv_mib_per_token,gbps,notes\n";
     for (const BenchRow& r : rows) {
       const double gbps = row_gbps(r, info);
-      std::snprintf(line, sizeof line, "%s,%.4f,%.4f,%s,%s,%d,%d,%s,%d,%d,%lld,%.3f,%.3f,%.3f,%s,%s,%s\n",
+      out += fmt("%s,%.4f,%.4f,%s,%s,%d,%d,%s,%d,%d,%lld,%.3f,%.3f,%.3f,%s,%s,%s\n",
                     csv_cell(name).c_str(), size_gib, params_b, r.policy.attn.c_str(),
                     policy_info(r.policy.attn).dense ? "" : csv_cell(info.policy->budget).c_str(), r.fcs, r.threads,
                     csv_cell(r.test).c_str(), r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, r.result.mean(),
                     r.result.stddev(), r.result.median(),
                     r.spec.n_gen > 0 ? fmt("%.4f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
                     gbps > 0 ? fmt("%.2f", gbps).c_str() : "", csv_cell(row_notes(r, rows, info)).c_str());
-      out += line;
     }
     return out;
   }
@@ -211,12 +192,11 @@ std::string render_bench_rows(const std::vector<BenchRow>& rows, const BenchRunI
         "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const BenchRow& r : rows) {
     const double gbps = row_gbps(r, info);
-    std::snprintf(line, sizeof line, "| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n",
+    out += fmt("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n",
                   name.c_str(), size_gib, params_b, bench_label(r.policy, r.fcs).c_str(), r.threads, r.test.c_str(),
                   r.result.mean(), r.result.stddev(),
                   r.spec.n_gen > 0 ? fmt("%.2f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
                   gbps > 0 ? fmt("%.1f", gbps).c_str() : "", row_notes(r, rows, info).c_str());
-    out += line;
   }
   return out;
 }

@@ -51,9 +51,4 @@ std::string bench_label(const PolicyOptions& p, int fcs);
 // format: md, csv, json or jsonl (throws fasa::Error otherwise).
 std::string render_bench_rows(const std::vector<BenchRow>& rows, const BenchRunInfo& info, const std::string& format);
 
-// FASA-M's memory accounting as JSON fields (kv_fast_bytes, kv_slow_bytes, kv_full_bytes, rss_bytes, ...)
-// and as one line for people.
-nlohmann::json kv_memory_json(const KvMemory& m);
-std::string kv_memory_line(const KvMemory& m);
-
 }  // namespace fasa

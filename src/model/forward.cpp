@@ -4,9 +4,9 @@
 // Session::forward and the dense prefill attention it uses; the rest of Session is in session.cpp.
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <numeric>
 
-#include "fasa/error.h"
 #include "model/session.h"
 #include "ops/attention.h"
 #include "ops/causal_attention.h"

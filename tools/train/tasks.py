@@ -214,7 +214,7 @@ def vartrack_drill(rng, hay, n_tokens):
     qa = []
     for c in rng.sample(chains, min(len(chains), rng.randint(2, 4))):
         last = c[-1].split(" = ")[0]  # "VAR X"
-        answer = " = ".join(line.split(" = ")[0] for line in reversed(c[:-1])) or ""
+        answer = " = ".join(line.split(" = ")[0] for line in reversed(c[:-1]))
         value = c[0].split(" = ")[1].rstrip(".\n")
         qa.append((f"What is the value of {last}? {last} =", " " + (answer + " = " if answer else "") + value))
     return ctx, [(q, a + ".\n") for q, a in qa[:-1]] + [qa[-1]]
