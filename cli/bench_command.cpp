@@ -72,8 +72,7 @@ int bench(BenchOptions o) {
   if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
     throw Error("-o must be md, csv, json or jsonl");
   auto model = load_model(o.model);
-  const bool synthetic = o.policy.profile.empty();
-  o.policy.synthetic_profile = synthetic;
+  o.policy.synthetic_profile = o.policy.profile.empty();  // FASA without a profile: seeded random chunks
 
   std::vector<std::pair<int, int>> tests;  // (prompt tokens, decoded tokens) of each test
   for (int n : o.n_prompts)
@@ -105,7 +104,7 @@ int bench(BenchOptions o) {
     if (!o.attention_only && (!r.policy.kv_offload.empty() || !r.policy.kv_fast_limit.empty()))
       std::fprintf(stderr, "  %s\n", kv_memory_line(r.result.memory).c_str());
   });
-  const BenchRunInfo info{o.model, model.get(), &o.policy, synthetic, o.attention_only, o.repetitions};
+  const BenchRunInfo info{o.model, model.get(), &o.policy, &plan};
   std::fputs(render_bench_rows(rows, info, o.output).c_str(), stdout);
   return 0;
 }

@@ -72,16 +72,9 @@ int tiny_vocab_size(const TinyLlamaSpec& s) { return 259 + (int)s.extra_tokens.s
 
 GgufWriter tiny_llama_gguf(const TinyLlamaSpec& s) {
   GgufWriter w;
-  const std::string a = s.arch + ".";
   w.kv_string("general.architecture", s.arch);
-  w.kv_u32(a + "block_count", s.n_layer);
-  w.kv_u32(a + "embedding_length", s.n_embd);
-  w.kv_u32(a + "feed_forward_length", s.n_ff);
-  w.kv_u32(a + "attention.head_count", s.n_head);
-  w.kv_u32(a + "attention.head_count_kv", s.n_head_kv);
-  w.kv_u32(a + "context_length", s.n_ctx);
-  w.kv_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
-  w.kv_f32(a + "rope.freq_base", 10000.0f);
+  write_llama_hparams(w, {"tiny", s.arch, s.n_layer, s.n_embd, s.n_head, s.n_head_kv, s.n_ff, tiny_vocab_size(s), s.n_ctx,
+                          10000.0f, 0.0f, false});
   write_byte_vocabulary(w, s.extra_tokens, s.tokenizer_model);
 
   const int64_t V = tiny_vocab_size(s), E = s.n_embd, D = s.n_embd / s.n_head;

@@ -110,16 +110,16 @@ namespace {
 std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, const BenchRunInfo& info) {
   std::string n = "KV " + info.policy->kv_type;
   if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
-  if (policy_info(r.policy.attn).has_k_dom && info.synthetic_profile) n += ", synthetic profile";
+  if (policy_info(r.policy.attn).has_k_dom && r.policy.synthetic_profile) n += ", synthetic profile";
   if (r.spec.n_prompt > 0 && r.spec.n_gen > 0)  // what a user waits for: the whole prefill + decode
     n += ", total " + fmt("%.2f", (r.spec.n_prompt + r.spec.n_gen) / r.result.median()) + " s (median)";
-  if (!r.policy.kv_offload.empty() && !info.attention_only) {
+  if (!r.policy.kv_offload.empty() && !info.plan->attention_only) {
     const KvMemory& m = r.result.memory;
     n += ", KV MiB fast " + fmt("%.1f", m.fast / 1048576.0) + " / slow " + fmt("%.1f", m.slow / 1048576.0) +
          " / dense " + fmt("%.1f", m.full / 1048576.0);
     if (r.policy.kv_prefetch) n += ", prefetch hits " + fmt("%.1f", 100 * m.rows.hit_rate()) + "%";
   }
-  if (info.attention_only) {
+  if (info.plan->attention_only) {
     n += ", one layer's attention";
     for (const BenchRow& full : rows)  // the speed-up over dense attention at the same depth
       if (!policy_info(r.policy.attn).dense && policy_info(full.policy.attn).dense && full.spec.depth == r.spec.depth &&
@@ -131,7 +131,7 @@ std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, cons
 
 // Bytes a decode step reads (weights + counted KV) times steps/s; 0 for tests that prefill.
 double row_gbps(const BenchRow& r, const BenchRunInfo& info) {
-  const double weights = info.attention_only ? 0.0 : (double)info.model->weight_bytes();
+  const double weights = info.plan->attention_only ? 0.0 : (double)info.model->weight_bytes();
   const bool decode_only = r.spec.n_gen > 0 && r.spec.n_prompt == 0;
   return decode_only ? (weights + r.result.kv_bytes_per_token) * r.result.mean() / 1e9 : 0.0;
 }
@@ -148,17 +148,17 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
                         {"model_filename", info.model_path}, {"model_type", model.config.arch},
                         {"model_size", model.weight_bytes()}, {"model_n_params", model.n_params()},
                         {"n_threads", r.threads}, {"n_prompt", r.spec.n_prompt}, {"n_gen", r.spec.n_gen},
-                        {"n_depth", r.spec.depth}, {"repetitions", info.repetitions}, {"warmup", r.spec.warmup},
+                        {"n_depth", r.spec.depth}, {"repetitions", info.plan->repetitions}, {"warmup", r.spec.warmup},
                         {"avg_ts", r.result.mean()}, {"stddev_ts", r.result.stddev()}, {"median_ts", r.result.median()},
                         {"samples_ts", r.result.samples_ts}, {"attn", r.policy.attn},
                         {"budget", pol.dense ? nlohmann::json(nullptr) : budget_json(shared.budget)},
                         {"fcs", r.fcs}, {"fc_sharing", shared.fc_sharing},
                         {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
-                        {"synthetic_profile", pol.has_k_dom && info.synthetic_profile}, {"type_k", shared.kv_type},
+                        {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", shared.kv_type},
                         {"type_v", shared.kv_type}, {"kv_bytes_read_per_token", r.result.kv_bytes_per_token},
                         {"achieved_gbps", row_gbps(r, info)}, {"kv_offload", r.policy.kv_offload},
                         {"kv_prefetch", !r.policy.kv_offload.empty() && r.policy.kv_prefetch}};
-    if (!info.attention_only) j.update(kv_memory_json(r.result.memory));
+    if (!info.plan->attention_only) j.update(kv_memory_json(r.result.memory));
     if (lines) out += j.dump() + "\n";  // one object per line
     else all.push_back(std::move(j));
   }

@@ -41,9 +41,7 @@ struct BenchRunInfo {
   std::string model_path;
   const Model* model = nullptr;
   const PolicyOptions* policy = nullptr;  // the shared options: KV type, budget, chunk sharing
-  bool synthetic_profile = false;         // FASA rows ran on a seeded random profile
-  bool attention_only = false;
-  int repetitions = 5;
+  const BenchPlan* plan = nullptr;        // what ran: repetitions, attention-only or whole steps
 };
 
 // The attn column: policy, budget, chunks, and for FASA-M where K_rest and V live.

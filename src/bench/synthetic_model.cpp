@@ -107,14 +107,8 @@ void write_byte_vocabulary(GgufWriter& w, const std::vector<std::string>& pieces
   w.kv_u32("tokenizer.ggml.eos_token_id", 2);
 }
 
-void write_synthetic_model(const ModelShape& s, DType type, const std::string& path, uint64_t seed) {
-  if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0)
-    throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported (f32, f16, q8_0, q4_0)");
-  const int D = s.n_embd / s.n_head;
-  GgufWriter w;
+void write_llama_hparams(GgufWriter& w, const ModelShape& s) {
   const std::string a = s.arch + ".";
-  w.kv_string("general.architecture", s.arch);
-  w.kv_string("general.name", "fasa synthetic " + s.name + " (random weights)");
   w.kv_u32(a + "block_count", s.n_layer);
   w.kv_u32(a + "embedding_length", s.n_embd);
   w.kv_u32(a + "feed_forward_length", s.n_ff);
@@ -123,6 +117,17 @@ void write_synthetic_model(const ModelShape& s, DType type, const std::string& p
   w.kv_u32(a + "context_length", s.n_ctx);
   w.kv_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   w.kv_f32(a + "rope.freq_base", s.rope_base);
+}
+
+void write_synthetic_model(const ModelShape& s, DType type, const std::string& path, uint64_t seed) {
+  if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0)
+    throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported (f32, f16, q8_0, q4_0)");
+  const int D = s.n_embd / s.n_head;
+  GgufWriter w;
+  const std::string a = s.arch + ".";
+  w.kv_string("general.architecture", s.arch);
+  w.kv_string("general.name", "fasa synthetic " + s.name + " (random weights)");
+  write_llama_hparams(w, s);
 
   std::vector<std::string> fillers;  // numbered pieces up to the vocabulary size
   for (int i = 259; i < s.n_vocab; ++i) fillers.push_back("\xE2\x96\x81t" + std::to_string(i));

@@ -28,6 +28,10 @@ class GgufWriter;
 // tokenizer.ggml.model (tests write others to see them refused).
 void write_byte_vocabulary(GgufWriter& w, const std::vector<std::string>& pieces, const std::string& model = "llama");
 
+// The Llama-family hyper-parameters of `shape` as GGUF metadata (ARCH.block_count, ARCH.embedding_length,
+// ...; ARCH = shape.arch), after general.architecture: the keys every llama/qwen2 GGUF needs.
+void write_llama_hparams(GgufWriter& w, const ModelShape& shape);
+
 // Matrices in `type` (F32, F16, Q8_0 or Q4_0), norms in F32.
 void write_synthetic_model(const ModelShape& shape, DType type, const std::string& path, uint64_t seed = 1);
 
