@@ -1,5 +1,5 @@
 #pragma once
-// The baselines FASA is compared with (one line each in the registry, src/sparse/policy.cpp), each a
+// The baselines FASA is compared with (a row each in src/sparse/policies.inc), each a
 // small SparseSelector: they share the budget and dense-layer handling and differ only in which rows
 // they pick.
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "calib/fc_layout.h"
+#include "model/model.h"
 #include "ops/kv_rows.h"
 #include "ops/kv_traffic.h"
 #include "ops/topk.h"
@@ -108,6 +109,23 @@ void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHe
   tip_scores(q_dom.data(), n_q, kv.k_dom, kv.type, nd, lo, hi, score.data());
   count_kv_bytes_read((uint64_t)m * nd * kv_elem_bytes(kv.type));
   for (int i = 0; i < n_q; ++i) append_top_k(&score[(size_t)i * m], m, want, (int32_t)lo, rows[i]);
+}
+
+std::unique_ptr<TokenSelector> make_fasa_policy(const PolicyOptions& o, const Model& model) {
+  const ModelConfig& c = model.config;
+  if (o.profile.empty() && !o.synthetic_profile)
+    throw Error("--attn fasa needs --profile PROFILE (make one with `fasa calibrate`)");
+  const Profile p = o.profile.empty() ? synthetic_profile(model, o.fcs > 0 ? o.fcs : default_n_tip(c), o.seed)
+                                      : load_profile(o.profile);
+  if (!o.profile.empty()) check_profile_matches(p, model, o.profile);
+  FasaOptions f;
+  f.budget = policy_budget(o);
+  f.n_tip = o.fcs;
+  f.sharing = parse_fc_sharing(o.fc_sharing);
+  f.dense_layers = policy_dense_layers(o);
+  f.sink = o.sink;
+  f.recent = o.recent;
+  return std::make_unique<FasaSelector>(p, c, f);
 }
 
 }  // namespace fasa

@@ -3,6 +3,7 @@
 
 #include "ops/attention.h"
 #include "ops/kv_traffic.h"
+#include "model/model.h"
 #include "sparse/baselines.h"
 
 namespace fasa {
@@ -75,6 +76,10 @@ void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t bu
     if (s.kept[j]) rows.push_back((int32_t)j);
   count_kv_bytes_read(state_bytes);
   accumulate(s, q.q, kv, rows.data(), (int64_t)rows.size());
+}
+
+std::unique_ptr<TokenSelector> make_h2o_policy(const PolicyOptions& o, const Model& m) {
+  return std::make_unique<H2oSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer, m.config.n_head);
 }
 
 }  // namespace fasa

@@ -1,6 +1,7 @@
 #include "ops/attention.h"
 #include "ops/kv_traffic.h"
 #include "ops/topk.h"
+#include "model/model.h"
 #include "sparse/baselines.h"
 
 namespace fasa {
@@ -11,6 +12,10 @@ void OracleSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   for (int64_t j = 0; j < kv.n_tokens; ++j) score[j] = key_dot(q.q, kv, j);
   count_kv_bytes_read((uint64_t)kv.n_tokens * kv.head_dim * kv_elem_bytes(kv.type));  // every whole key, per head
   append_top_k(score.data(), kv.n_tokens, budget, 0, rows);
+}
+
+std::unique_ptr<TokenSelector> make_oracle_policy(const PolicyOptions& o, const Model& m) {
+  return std::make_unique<OracleSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer);
 }
 
 }  // namespace fasa

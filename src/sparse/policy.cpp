@@ -5,8 +5,6 @@
 
 #include "calib/profile.h"
 #include "model/model.h"
-#include "sparse/baselines.h"
-#include "sparse/fasa.h"
 #include "fasa/error.h"
 
 namespace fasa {
@@ -80,64 +78,25 @@ int fasa_chunks(const PolicyOptions& o, const Model& model) {
   return o.profile.empty() ? default_n_tip(model.config) : load_profile(o.profile).n_tip;
 }
 
-namespace {
+Budget policy_budget(const PolicyOptions& o) { return Budget::parse(o.budget); }
+std::vector<int> policy_dense_layers(const PolicyOptions& o) { return parse_layer_list(o.dense_layers); }
 
-// Options every sparse policy shares.
-Budget budget_of(const PolicyOptions& o) { return Budget::parse(o.budget); }
-std::vector<int> dense_of(const PolicyOptions& o) { return parse_layer_list(o.dense_layers); }
-
-std::unique_ptr<TokenSelector> make_fasa(const PolicyOptions& o, const Model& model) {
-  const ModelConfig& c = model.config;
-  if (o.profile.empty() && !o.synthetic_profile)
-    throw Error("--attn fasa needs --profile PROFILE (make one with `fasa calibrate`)");
-  const Profile p = o.profile.empty() ? synthetic_profile(model, o.fcs > 0 ? o.fcs : default_n_tip(c), o.seed)
-                                      : load_profile(o.profile);
-  if (!o.profile.empty()) check_profile_matches(p, model, o.profile);
-  FasaOptions f;
-  f.budget = budget_of(o);
-  f.n_tip = o.fcs;
-  f.sharing = parse_fc_sharing(o.fc_sharing);
-  f.dense_layers = dense_of(o);
-  f.sink = o.sink;
-  f.recent = o.recent;
-  return std::make_unique<FasaSelector>(p, c, f);
+std::unique_ptr<TokenSelector> make_full_policy(const PolicyOptions&, const Model&) {
+  return std::make_unique<FullAttention>();
 }
 
+// Each row's factory, defined in the policy's own file; throws fasa::Error on a bad option/profile.
+#define FASA_POLICY(name, description, dense, has_k_dom) \
+  std::unique_ptr<TokenSelector> make_##name##_policy(const PolicyOptions& opts, const Model& model);
+#include "sparse/policies.inc"
+#undef FASA_POLICY
+
+namespace {
+
 const std::vector<PolicyInfo> kPolicies = {
-    {"full", "dense attention over every cached token", true, false,
-     [](const PolicyOptions&, const Model&) -> std::unique_ptr<TokenSelector> { return std::make_unique<FullAttention>(); }},
-    {"oracle", "exact top tokens by full attention logits (upper bound)", false, false,
-     [](const PolicyOptions& o, const Model& m) -> std::unique_ptr<TokenSelector> {
-       return std::make_unique<OracleSelector>(budget_of(o), dense_of(o), m.config.n_layer);
-     }},
-    {"fasa", "score tokens on each head's dominant RoPE frequency chunks, attend exactly to the top ones", false, true,
-     make_fasa},
-    {"stream", "attention sinks plus a window of recent tokens", false, false,
-     [](const PolicyOptions& o, const Model& m) -> std::unique_ptr<TokenSelector> {
-       return std::make_unique<StreamSelector>(budget_of(o), dense_of(o), m.config.n_layer, stream_sink(o));
-     }},
-    {"snapkv", "keep tokens the last queries attended to (pooled), re-select periodically", false, false,
-     [](const PolicyOptions& o, const Model& m) -> std::unique_ptr<TokenSelector> {
-       const ModelConfig& c = m.config;
-       return std::make_unique<SnapKvSelector>(budget_of(o), dense_of(o), c.n_layer, c.n_head, c.head_dim, o.snapkv_window,
-                                               o.snapkv_every);
-     }},
-    {"quest", "the newest 16-token page plus the pages with the best min/max upper bound of q.k", false, false,
-     [](const PolicyOptions& o, const Model& m) -> std::unique_ptr<TokenSelector> {
-       return std::make_unique<QuestSelector>(budget_of(o), dense_of(o), m.config.n_layer, m.config.n_head_kv);
-     }},
-    {"h2o", "heavy hitters by accumulated attention plus recent tokens", false, false,
-     [](const PolicyOptions& o, const Model& m) -> std::unique_ptr<TokenSelector> {
-       return std::make_unique<H2oSelector>(budget_of(o), dense_of(o), m.config.n_layer, m.config.n_head);
-     }},
-    {"sparq", "approximate scores on the query's largest dims, then top tokens", false, false,
-     [](const PolicyOptions& o, const Model& m) -> std::unique_ptr<TokenSelector> {
-       return std::make_unique<SparqSelector>(budget_of(o), dense_of(o), m.config.n_layer, o.sparq_r);
-     }},
-    {"random", "uniformly random tokens (seeded)", false, false,
-     [](const PolicyOptions& o, const Model& m) -> std::unique_ptr<TokenSelector> {
-       return std::make_unique<RandomSelector>(budget_of(o), dense_of(o), m.config.n_layer, o.seed);
-     }},
+#define FASA_POLICY(name, description, dense, has_k_dom) {#name, description, dense, has_k_dom, make_##name##_policy},
+#include "sparse/policies.inc"
+#undef FASA_POLICY
 };
 
 }  // namespace

@@ -45,7 +45,8 @@ class SparseSelector : public TokenSelector {
 
 struct Model;
 
-// Every attention policy, in one table (policy.cpp): adding one is its class and a row there.
+// Every attention policy, in one table: a row of sparse/policies.inc each, whose factory
+// make_NAME_policy (declared in policy.cpp) is defined in the policy's own file.
 struct PolicyInfo {
   const char* name;
   const char* description;
@@ -53,6 +54,9 @@ struct PolicyInfo {
   bool has_k_dom;  // scores on a K_dom plane (FASA): the only kind FASA-M's slow tier works with
   std::unique_ptr<TokenSelector> (*make)(const PolicyOptions& opts, const Model& model);
 };
+// The budget and dense layers these options ask for: what every SparseSelector is made with.
+Budget policy_budget(const PolicyOptions& opts);
+std::vector<int> policy_dense_layers(const PolicyOptions& opts);
 const std::vector<PolicyInfo>& policy_registry();
 // The row of `name`; throws fasa::Error listing the known names.
 const PolicyInfo& policy_info(const std::string& name);

@@ -3,6 +3,7 @@
 
 #include "ops/kv_traffic.h"
 #include "ops/topk.h"
+#include "model/model.h"
 #include "sparse/baselines.h"
 
 namespace fasa {
@@ -69,6 +70,10 @@ void QuestSelector::on_truncate(int64_t n_tokens) {
     std::lock_guard<std::mutex> lock(st->mu);
     st->pages = std::min(st->pages, n_tokens / kPage);
   }
+}
+
+std::unique_ptr<TokenSelector> make_quest_policy(const PolicyOptions& o, const Model& m) {
+  return std::make_unique<QuestSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer, m.config.n_head_kv);
 }
 
 }  // namespace fasa

@@ -1,6 +1,7 @@
 #include <numeric>
 #include <random>
 
+#include "model/model.h"
 #include "sparse/baselines.h"
 
 namespace fasa {
@@ -16,6 +17,10 @@ void RandomSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
     std::swap(idx[i], idx[d(rng)]);
     rows.push_back(idx[i]);
   }
+}
+
+std::unique_ptr<TokenSelector> make_random_policy(const PolicyOptions& o, const Model& m) {
+  return std::make_unique<RandomSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer, o.seed);
 }
 
 }  // namespace fasa

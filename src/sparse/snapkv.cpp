@@ -4,6 +4,7 @@
 
 #include "ops/attention.h"
 #include "ops/kv_traffic.h"
+#include "model/model.h"
 #include "sparse/baselines.h"
 
 namespace fasa {
@@ -78,6 +79,12 @@ void SnapKvSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   const int64_t from_ranked = std::clamp<int64_t>(budget - fresh, 0, (int64_t)s.ranked.size());
   for (int64_t i = 0; i < from_ranked; ++i) rows.push_back(s.ranked[i]);
   count_kv_bytes_read((uint64_t)from_ranked * sizeof(int32_t));  // the ranking (its keys: attention_weights)
+}
+
+std::unique_ptr<TokenSelector> make_snapkv_policy(const PolicyOptions& o, const Model& m) {
+  const ModelConfig& c = m.config;
+  return std::make_unique<SnapKvSelector>(policy_budget(o), policy_dense_layers(o), c.n_layer, c.n_head, c.head_dim,
+                                          o.snapkv_window, o.snapkv_every);
 }
 
 }  // namespace fasa

@@ -3,6 +3,7 @@
 #include "ops/attention.h"
 #include "ops/kv_traffic.h"
 #include "ops/topk.h"
+#include "model/model.h"
 #include "sparse/baselines.h"
 
 namespace fasa {
@@ -26,6 +27,10 @@ void SparqSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
   // r dims of every key (this SparQ has no mean-value correction, so reads no values to select)
   count_kv_bytes_read((uint64_t)kv.n_tokens * r * kv_elem_bytes(kv.type));
   append_top_k(score.data(), kv.n_tokens, budget, 0, rows);
+}
+
+std::unique_ptr<TokenSelector> make_sparq_policy(const PolicyOptions& o, const Model& m) {
+  return std::make_unique<SparqSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer, o.sparq_r);
 }
 
 }  // namespace fasa

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "model/model.h"
 #include "sparse/baselines.h"
 
 namespace fasa {
@@ -8,6 +9,10 @@ void StreamSelector::pick(const AttentionQuery&, const KvHeadView& kv, int64_t b
   const int64_t sink = std::min<int64_t>(sink_, budget);
   for (int64_t r = 0; r < sink; ++r) rows.push_back((int32_t)r);
   for (int64_t r = kv.n_tokens - (budget - sink); r < kv.n_tokens; ++r) rows.push_back((int32_t)r);
+}
+
+std::unique_ptr<TokenSelector> make_stream_policy(const PolicyOptions& o, const Model& m) {
+  return std::make_unique<StreamSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer, stream_sink(o));
 }
 
 }  // namespace fasa
