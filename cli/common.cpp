@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "calib/auto_profile.h"
 #include "cli/commands.h"
 #include "fasa/error.h"
 
@@ -44,7 +45,10 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
   if (parts & kBudget)
     cmd->add_option("--budget", o.budget, "Tokens each head attends to: a count, or a fraction of the context")
         ->capture_default_str();
-  cmd->add_option("--profile", o.profile, "FASA profile (from `fasa calibrate`)");
+  cmd->add_option("--profile", o.profile,
+                  "FASA profile (from `fasa calibrate`), or 'auto' (the default): the first prompt of at least " +
+                      std::to_string(PromptProfiler::kMinTokens) + " tokens measures one during its prefill, cached per "
+                      "model in $XDG_CACHE_HOME/fasa/profiles");
   cmd->add_flag("--synthetic-profile", o.synthetic_profile,
                 "FASA without a profile: seeded random chunks (speed and soak runs only; quality is meaningless)");
   cmd->add_option("--fcs", o.fcs, "FASA: frequency chunks scored per head (default: the profile's; a synthetic profile's is calibration's default)")

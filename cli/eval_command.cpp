@@ -108,7 +108,7 @@ Command add_eval_command(CLI::App& app) {
     const CLI::App* sub = ret->parsed() ? ret : ppl->parsed() ? ppl : ca;
     if (sub->count("--attn") == 0 && o->policy.profile.empty() && !o->policy.synthetic_profile) {
       o->attn = {"full"};
-      std::fprintf(stderr, "note: full attention only; add --profile FILE (from fasa calibrate) for fasa, or --attn "
+      std::fprintf(stderr, "note: full attention only; add --profile FILE (from fasa calibrate) or --profile auto for fasa, or --attn "
                            "with other policies (stream, snapkv, quest, h2o, sparq, oracle, random)\n");
     }
     for (const std::string& out : {o->json, o->csv, o->plot})  // before the work, not after it
@@ -119,7 +119,7 @@ Command add_eval_command(CLI::App& app) {
       po.attn = name;
       for (auto& b : o->budgets) {
         po.budget = b;
-        make_selector(po, *model);
+        check_policy(po, *model);
       }
     }
     if (ret->parsed()) {

@@ -18,7 +18,7 @@ struct ServeOptions {
 Server* running_server = nullptr;
 
 int serve(ServeOptions o, bool attn_given) {
-  // A profile without --attn means the user wants FASA served.
+  // A profile (a file or 'auto') without --attn means the user wants FASA served.
   if (!attn_given && !o.server.policy.profile.empty()) o.server.policy.attn = "fasa";
   Engine engine(o.model);
   o.server.model_name = std::filesystem::path(o.model).filename().string();

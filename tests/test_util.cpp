@@ -51,6 +51,11 @@ std::string temp_dir() {
   return p.string();
 }
 
+namespace {
+// Tests never read or write the user's cache (FASA's automatic profiles): theirs is a temp dir.
+const bool kPrivateCache = [] { return setenv("XDG_CACHE_HOME", temp_dir().c_str(), 1) == 0; }();
+}  // namespace
+
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.0f, scale);

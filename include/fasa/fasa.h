@@ -31,6 +31,7 @@
 namespace fasa {
 
 struct Model;
+class PromptProfiler;
 class Session;
 class TokenSelector;
 
@@ -61,7 +62,8 @@ class Engine {
   // The prompt text for a conversation, in the model's chat format, ending where the reply begins.
   std::string chat_prompt(const std::vector<ChatMessage>& messages) const;
   // Throws fasa::Error when the policy options are invalid for this model (unknown name, bad budget,
-  // profile of another model), without allocating a context.
+  // profile of another model), without allocating a context. FASA without a profile is valid: the
+  // first long prompt makes one (--profile auto).
   void check_policy(const PolicyOptions& policy) const;
 
   const Model& model() const { return *model_; }  // the engine's internals, for tools and tests
@@ -133,15 +135,21 @@ class Context {
   bool decode_is_dense() const;
   const ContextStats& stats() const { return stats_; }
   KvMemory kv_memory() const;  // where the KV cache lives now
-  std::string policy_summary() const;  // e.g. "fasa: budget 256 per head, TIP reads 25.0% of key dims"
+  // e.g. "fasa: budget 256 per head, TIP reads 25.0% of key dims"; with FASA's automatic profile,
+  // whether it is still being measured or where it came from.
+  std::string policy_summary() const;
 
  private:
   void eval(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);  // on the context's threads
+  // FASA's automatic profile is measured: the session goes sparse with it.
+  void start_auto_profile();
 
   const Engine& engine_;
   ContextOptions opts_;
   std::shared_ptr<TokenSelector> policy_;
   std::unique_ptr<Session> session_;
+  std::unique_ptr<PromptProfiler> profiler_;  // FASA with no profile yet: measures the dense prefill
+  std::string profile_note_;                  // where an automatic profile came from, for the summary
   std::vector<int32_t> unevaluated_;  // the last sampled token, evaluated when the context goes on
   std::vector<int32_t> tokens_;       // [n_past()]
   ContextStats stats_;

@@ -5,11 +5,13 @@
 #include <cstdio>
 
 #include "api/text_stream.h"
+#include "calib/auto_profile.h"
 #include "fasa/fasa.h"
 #include "model/chat_template.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/session.h"
+#include "sparse/fasa.h"
 #include "sparse/policy.h"
 
 namespace fasa {
@@ -40,16 +42,26 @@ std::string Engine::chat_prompt(const std::vector<ChatMessage>& messages) const 
   return render_chat(detect_chat_format(model_->chat_template), messages);
 }
 
-void Engine::check_policy(const PolicyOptions& policy) const {
-  session_options(policy, 0);
-  make_selector(policy, *model_);
-}
+void Engine::check_policy(const PolicyOptions& policy) const { fasa::check_policy(policy, *model_); }
 
 Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(engine), opts_(opts) {
-  const SessionOptions so =
-      session_options(opts.policy, opts.n_ctx > 0 ? opts.n_ctx : engine.model().config.n_ctx_train);
-  policy_ = make_selector(opts.policy, engine.model());
-  session_ = std::make_unique<Session>(engine.model(), so, policy_);
+  const Model& m = engine.model();
+  const SessionOptions so = session_options(opts.policy, opts.n_ctx > 0 ? opts.n_ctx : m.config.n_ctx_train);
+  if (auto_profile_pending(opts.policy, m)) {  // dense, measuring, until a prompt is long enough
+    if (so.offload.tier != KvOffloadOptions::Tier::None)
+      throw Error("--kv-offload: no profile of this model yet; give --profile FILE, or run once without "
+                  "--kv-offload on a prompt of at least " + std::to_string(PromptProfiler::kMinTokens) +
+                  " tokens to make the automatic one");
+    fasa::check_policy(opts.policy, m);
+    profiler_ = std::make_unique<PromptProfiler>(m);
+    policy_ = std::make_shared<FullAttention>();
+  } else {
+    policy_ = make_selector(opts.policy, m);
+    if (policy_info(opts.policy.attn).has_k_dom && wants_auto_profile(opts.policy))
+      profile_note_ = "automatic profile of an earlier prompt";
+  }
+  session_ = std::make_unique<Session>(m, so, policy_);
+  session_->set_observer(profiler_.get());
 }
 
 Context::~Context() = default;
@@ -60,6 +72,19 @@ int64_t Context::n_ctx() const { return session_->n_ctx(); }
 void Context::eval(std::span<const int32_t> ids, std::vector<float>* all_logits) {
   if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
   session_->eval(ids, all_logits);
+  if (profiler_ && profiler_->ready(session_->n_past())) start_auto_profile();
+}
+
+void Context::start_auto_profile() {
+  const Model& m = engine_.model();
+  const Profile p = profiler_->profile(session_->n_past());
+  const std::string file = keep_auto_profile(m, p);
+  profile_note_ = "automatic profile from this prompt's first " + std::to_string(session_->n_past()) + " tokens" +
+                  (file.empty() ? std::string() : ", cached in " + file);
+  policy_ = make_fasa_selector(p, opts_.policy, m);
+  session_->set_observer(nullptr);
+  session_->set_policy(policy_);
+  profiler_.reset();
 }
 
 int64_t Context::feed(std::string_view text, bool parse_special) {
@@ -170,6 +195,11 @@ KvMemory Context::kv_memory() const {
   return m;
 }
 
-std::string Context::policy_summary() const { return policy_->summary(); }
+std::string Context::policy_summary() const {
+  if (profiler_)
+    return opts_.policy.attn + ": full attention until the context holds " + std::to_string(PromptProfiler::kMinTokens) +
+           " tokens, whose prefill makes the automatic profile";
+  return policy_->summary() + (profile_note_.empty() ? "" : " (" + profile_note_ + ")");
+}
 
 }  // namespace fasa

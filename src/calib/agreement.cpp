@@ -20,10 +20,12 @@ int overlap(const float* scores, int64_t n, int k, const std::vector<char>& mask
 
 }  // namespace
 
-AgreementMeter::AgreementMeter(const ModelConfig& c, int top_k, int64_t min_pos)
+AgreementMeter::AgreementMeter(const ModelConfig& c, int top_k, int64_t min_pos, int stride)
     : n_head_(c.n_head), n_head_kv_(c.n_head_kv), head_dim_(c.head_dim), fcs_(c), top_k_(top_k), min_pos_(min_pos),
+      stride_(stride),
       fc_sum_((size_t)c.n_layer * c.n_head * fcs_.n_fc(), 0.0), fc_count_((size_t)c.n_layer * c.n_head, 0) {
   if (top_k < 1) throw Error("--topk must be at least 1");
+  if (stride < 1) throw Error("agreement: the query stride must be at least 1");
 }
 
 void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
@@ -41,7 +43,7 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
     for (int t = 0; t < n; ++t) {
       for (int h = 0; h < H; ++h) {
         const int64_t pos = p0 + t, T = pos + 1;
-        if (pos < min_pos_ || T <= K) continue;  // with T <= K every key is in the top K
+        if (pos < min_pos_ || (pos - min_pos_) % stride_ != 0 || T <= K) continue;  // T <= K: all keys are top K
         const KvHeadView kv = cache.view(layer, h / group, T);
         const float* qh = q + ((size_t)t * H + h) * D;
         full.resize(T);

@@ -15,8 +15,9 @@ namespace fasa {
 
 class AgreementMeter : public AttentionObserver {
  public:
-  // Per-FC mean CA at top_k for every (layer, query head, FC).
-  AgreementMeter(const ModelConfig& c, int top_k, int64_t min_pos);
+  // Per-FC mean CA at top_k for every (layer, query head, FC), over the queries at positions
+  // min_pos, min_pos + stride, ... (stride > 1: a sample, for measuring during a real prefill).
+  AgreementMeter(const ModelConfig& c, int top_k, int64_t min_pos, int stride = 1);
 
   void on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
 
@@ -29,6 +30,7 @@ class AgreementMeter : public AttentionObserver {
   FcLayout fcs_;
   int top_k_;
   int64_t min_pos_;
+  int stride_;
   std::mutex mu_;
   std::vector<double> fc_sum_;     // [n_layer, n_head, n_fc]
   std::vector<int64_t> fc_count_;  // [n_layer, n_head]

@@ -46,6 +46,18 @@ void run_dense_windows(const Model& m, const std::string& text, int64_t n_ctx, A
   }
 }
 
+Profile profile_from_agreement(const Model& m, const AgreementMeter& meter, int n_tip, int top_k, int64_t min_pos) {
+  Profile p;
+  p.model = fingerprint(m);
+  p.queries = meter.fc_queries();
+  p.top_k = top_k;
+  p.min_pos = min_pos;
+  p.n_tip = n_tip;
+  p.n_fc = FcLayout(m.config).n_fc();
+  p.mean_ca = meter.mean_fc_ca();
+  return p;
+}
+
 Profile calibrate(const Model& m, const std::string& text, const std::string& text_name, const CalibrationOptions& o) {
   const ModelConfig& c = m.config;
   const FcLayout fcs(c);
@@ -53,19 +65,14 @@ Profile calibrate(const Model& m, const std::string& text, const std::string& te
   if (n_tip > fcs.n_fc())
     throw Error("--fcs " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
   AgreementMeter meter(c, o.top_k, o.min_pos);
-  Profile p;
-  run_dense_windows(m, text, o.n_ctx, meter, "calibrating", &p.calibration_tokens);
+  int64_t n_tokens = 0;
+  run_dense_windows(m, text, o.n_ctx, meter, "calibrating", &n_tokens);
   if (meter.fc_queries() == 0)
     throw Error("no query was measured: the text needs more than max(--min-pos, --topk) = " +
                 std::to_string(std::max<int64_t>(o.min_pos, o.top_k)) + " tokens per window");
-  p.model = fingerprint(m);
+  Profile p = profile_from_agreement(m, meter, n_tip, o.top_k, o.min_pos);
   p.calibration_text = text_name;
-  p.queries = meter.fc_queries();
-  p.top_k = o.top_k;
-  p.min_pos = o.min_pos;
-  p.n_tip = n_tip;
-  p.n_fc = fcs.n_fc();
-  p.mean_ca = meter.mean_fc_ca();
+  p.calibration_tokens = n_tokens;
   return p;
 }
 

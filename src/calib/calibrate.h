@@ -21,6 +21,10 @@ struct CalibrationOptions {
 void run_dense_windows(const Model& m, const std::string& text, int64_t n_ctx, AttentionObserver& observer,
                        const std::string& progress_label, int64_t* n_tokens = nullptr);
 
+class AgreementMeter;
+// The profile of what `meter` measured (calibration_text and _tokens left for the caller).
+Profile profile_from_agreement(const Model& m, const AgreementMeter& meter, int n_tip, int top_k, int64_t min_pos);
+
 Profile calibrate(const Model& m, const std::string& text, const std::string& text_name, const CalibrationOptions& o);
 
 }  // namespace fasa

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "calib/agreement.h"
+#include "calib/auto_profile.h"
 #include "sparse/baselines.h"
 #include "model/sampler.h"
 #include "model/session.h"
@@ -122,12 +123,30 @@ ReferenceRun reference_run(const Model& m, const std::string& text, const TextEv
   return ref;
 }
 
+void prepare_auto_profile(const Model& m, const std::vector<std::string>& policies, const PolicyOptions& base,
+                          const std::vector<std::vector<int32_t>>& prompts) {
+  const bool wanted = std::any_of(policies.begin(), policies.end(), [&](const std::string& name) {
+    PolicyOptions po = base;
+    po.attn = name;
+    return auto_profile_pending(po, m);
+  });
+  if (!wanted) return;
+  for (const auto& p : prompts)
+    if ((int64_t)p.size() >= PromptProfiler::kMinTokens) {
+      make_auto_profile(m, p);
+      return;
+    }
+  throw Error("--attn fasa without --profile: no prompt has the " + std::to_string(PromptProfiler::kMinTokens) +
+              " tokens an automatic profile is measured on; give --profile FILE (from `fasa calibrate`)");
+}
+
 std::string policy_variant(const std::string& policy, const PolicyOptions& o, const Model& m) {
   const PolicyInfo& info = policy_info(policy);
   if (info.dense) return "";
   std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : o.dense_layers);
   if (info.has_k_dom) {
     v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + o.fc_sharing + " " + v;
+    if (wants_auto_profile(o)) v = "profile=auto " + v;
     if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
   }
   if (policy == "stream") v = "sink=" + std::to_string(stream_sink(o)) + " " + v;
@@ -137,6 +156,7 @@ std::string policy_variant(const std::string& policy, const PolicyOptions& o, co
 std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref, const std::vector<std::string>& policies,
                                         const std::vector<std::string>& budgets, const PolicyOptions& base,
                                         const TextEvalOptions& o) {
+  prepare_auto_profile(m, policies, base, ref.windows);
   std::vector<EvalRecord> out;
   for (const auto& name : policies) {
     Scores full_scores;  // `full` does not depend on the budget: run it once
@@ -170,6 +190,7 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
                                                  const std::vector<std::string>& policies,
                                                  const std::vector<int>& top_ks, const PolicyOptions& base,
                                                  const TextEvalOptions& o) {
+  prepare_auto_profile(m, policies, base, ref.windows);
   std::vector<EvalRecord> out;
   for (const auto& name : policies) {
     if (policy_info(name).dense) continue;  // selects everything: nothing to measure

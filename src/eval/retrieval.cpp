@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "calib/auto_profile.h"
 #include "eval/decode_eval.h"
 #include "model/sampler.h"
 #include "model/session.h"
@@ -118,6 +119,11 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
     for (const auto& g : groups(t))
       if (g != "all" && std::find(types.begin(), types.end(), g) == types.end()) types.push_back(g);
   types.push_back("all");
+  std::vector<std::vector<int32_t>> long_prompt;  // the first that can make FASA's automatic profile
+  for (size_t i = 0; i < tasks.size() && long_prompt.empty(); ++i)
+    if (auto ids = m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos()); (int64_t)ids.size() >= PromptProfiler::kMinTokens)
+      long_prompt.push_back(std::move(ids));
+  prepare_auto_profile(m, policies, base, long_prompt);
   // score[policy][budget][type] = (correct, total). Each prompt is prefilled once for all policies.
   std::map<std::string, std::map<std::string, std::map<std::string, std::pair<int, int>>>> score;
   ProgressBar bar("retrieval", (int64_t)tasks.size());

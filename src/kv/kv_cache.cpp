@@ -31,6 +31,23 @@ std::string gib(double bytes) {
 }
 }  // namespace
 
+namespace {
+// `l` with the identity for an empty perm; throws unless it is a permutation of the head's dims.
+KeyLayout checked_layout(KeyLayout l, int head_dim) {
+  if (l.perm.empty()) {
+    l.perm.resize(head_dim);
+    std::iota(l.perm.begin(), l.perm.end(), 0);
+    l.n_dom = 0;
+  }
+  std::vector<int> sorted = l.perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (int d = 0; d < head_dim; ++d)
+    if ((int)sorted.size() != head_dim || sorted[d] != d) throw Error("KV cache: key layout is not a permutation");
+  if (l.n_dom < 0 || l.n_dom > head_dim) throw Error("KV cache: key layout n_dom out of range");
+  return l;
+}
+}  // namespace
+
 size_t resident_memory_bytes() {
   std::ifstream statm("/proc/self/statm");
   size_t pages = 0, resident = 0;
@@ -55,17 +72,7 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
   double fast = 0, slow = 0;         // bytes per cached position
   for (size_t i = 0; i < n_heads; ++i) {
     HeadPlanes& h = heads_[i];
-    h.layout = layouts.empty() ? KeyLayout{} : std::move(layouts[i]);
-    if (h.layout.perm.empty()) {
-      h.layout.perm.resize(head_dim);
-      std::iota(h.layout.perm.begin(), h.layout.perm.end(), 0);
-      h.layout.n_dom = 0;
-    }
-    std::vector<int> sorted = h.layout.perm;
-    std::sort(sorted.begin(), sorted.end());
-    for (int d = 0; d < head_dim; ++d)
-      if ((int)sorted.size() != head_dim || sorted[d] != d) throw Error("KV cache: key layout is not a permutation");
-    if (h.layout.n_dom < 0 || h.layout.n_dom > head_dim) throw Error("KV cache: key layout n_dom out of range");
+    h.layout = checked_layout(layouts.empty() ? KeyLayout{} : std::move(layouts[i]), head_dim);
     const size_t rest = (size_t)(2 * head_dim - h.layout.n_dom) * eb;  // K_rest + V per position
     fast += (double)h.layout.n_dom * eb;
     if (offloading && h.layout.n_dom > 0) {
@@ -106,6 +113,36 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
 }
 
 KvCache::~KvCache() = default;
+
+void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
+  if (offload_) throw Error("KV cache: an offloaded cache cannot change its key layout");
+  if (layouts.size() != heads_.size() || n_rows < 0 || n_rows > n_ctx_)
+    throw Error("KV cache: relayout does not match the cache");
+  for (auto& l : layouts) l = checked_layout(std::move(l), head_dim_);
+  const size_t eb = kv_elem_bytes(type_);
+  const int D = head_dim_;
+  // One head at a time per thread: the extra memory is a head's key planes, not the cache's.
+#pragma omp parallel for schedule(dynamic)
+  for (size_t i = 0; i < heads_.size(); ++i) {
+    HeadPlanes& h = heads_[i];
+    const KeyLayout& to = layouts[i];
+    const int old_nd = h.layout.n_dom, nd = to.n_dom;
+    std::vector<int> old_at(D);  // model dim -> its dim in the old cache order
+    for (int j = 0; j < D; ++j) old_at[h.layout.perm[j]] = j;
+    std::vector<uint8_t> k_dom((size_t)n_ctx_ * nd * eb), k_rest((size_t)n_ctx_ * (D - nd) * eb);
+    for (int64_t p = 0; p < n_rows; ++p)
+      for (int j = 0; j < D; ++j) {
+        const int from = old_at[to.perm[j]];
+        const uint8_t* src = from < old_nd ? &h.k_dom[((size_t)p * old_nd + from) * eb]
+                                           : &h.k_rest[((size_t)p * (D - old_nd) + from - old_nd) * eb];
+        uint8_t* dst = j < nd ? &k_dom[((size_t)p * nd + j) * eb] : &k_rest[((size_t)p * (D - nd) + j - nd) * eb];
+        std::memcpy(dst, src, eb);
+      }
+    h.k_dom = std::move(k_dom);
+    h.k_rest = std::move(k_rest);
+    h.layout = to;
+  }
+}
 
 void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const float* v) {
   HeadPlanes& h = heads_[index(layer, kv_head)];

@@ -60,6 +60,9 @@ class KvCache {
   void begin_decode_layer(int layer) {
     if (offload_) offload_->begin_layer(layer);
   }
+  // Moves the first n_rows positions of every head into new key layouts (as the constructor's
+  // `layouts`). Throws fasa::Error for an offloaded cache or an invalid layout.
+  void relayout(std::vector<KeyLayout> layouts, int64_t n_rows);
   // Positions >= n will be written again.
   void truncate(int64_t n) {
     if (offload_) offload_->truncate(n);

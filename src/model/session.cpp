@@ -65,6 +65,11 @@ void Session::fill_random(int64_t n, uint64_t seed) {
   n_past_ += n;
 }
 
+void Session::set_policy(std::shared_ptr<TokenSelector> policy) {
+  cache_.relayout(key_layouts(*policy, model_.config), n_past_);
+  policy_ = std::move(policy);
+}
+
 void Session::start_from_prefill(const Session& dense, const std::vector<std::vector<float>>& queries) {
   const ModelConfig& c = model_.config;
   const int64_t n = dense.n_past_;

@@ -57,6 +57,9 @@ class Session {
   // (`queries[l]`: [n_past, n_head * head_dim] per layer) as its own prefill would have. Lets many
   // policies share one prefill of a long prompt.
   void start_from_prefill(const Session& dense, const std::vector<std::vector<float>>& queries);
+  // Goes on with another policy: the cached rows move into its key layout (no offloaded cache). The
+  // policy sees none of the earlier queries: for policies that keep no per-query state (FASA).
+  void set_policy(std::shared_ptr<TokenSelector> policy);
 
  private:
   void forward(const int32_t* tokens, int n, bool decode, float* logits_out, bool all_logits);

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "calib/auto_profile.h"
 #include "calib/fc_layout.h"
 #include "model/model.h"
 #include "ops/kv_rows.h"
@@ -111,13 +112,7 @@ void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHe
   for (int i = 0; i < n_q; ++i) append_top_k(&score[(size_t)i * m], m, want, (int32_t)lo, rows[i]);
 }
 
-std::unique_ptr<TokenSelector> make_fasa_policy(const PolicyOptions& o, const Model& model) {
-  const ModelConfig& c = model.config;
-  if (o.profile.empty() && !o.synthetic_profile)
-    throw Error("--attn fasa needs --profile PROFILE (make one with `fasa calibrate`)");
-  const Profile p = o.profile.empty() ? synthetic_profile(model, o.fcs > 0 ? o.fcs : default_n_tip(c), o.seed)
-                                      : load_profile(o.profile);
-  if (!o.profile.empty()) check_profile_matches(p, model, o.profile);
+std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& p, const PolicyOptions& o, const Model& model) {
   FasaOptions f;
   f.budget = policy_budget(o);
   f.n_tip = o.fcs;
@@ -125,7 +120,24 @@ std::unique_ptr<TokenSelector> make_fasa_policy(const PolicyOptions& o, const Mo
   f.dense_layers = policy_dense_layers(o);
   f.sink = o.sink;
   f.recent = o.recent;
-  return std::make_unique<FasaSelector>(p, c, f);
+  return std::make_unique<FasaSelector>(p, model.config, f);
+}
+
+std::unique_ptr<TokenSelector> make_fasa_policy(const PolicyOptions& o, const Model& model) {
+  if (!wants_auto_profile(o)) {
+    if (o.profile.empty())  // the bench's stand-in: seeded random chunks
+      return make_fasa_selector(synthetic_profile(model, o.fcs > 0 ? o.fcs : default_n_tip(model.config), o.seed), o,
+                                model);
+    const Profile p = load_profile(o.profile);
+    check_profile_matches(p, model, o.profile);
+    return make_fasa_selector(p, o, model);
+  }
+  const std::optional<Profile> p = find_auto_profile(model);
+  if (!p)
+    throw Error("--attn fasa: no profile of this model yet: a prompt of at least " +
+                std::to_string(PromptProfiler::kMinTokens) + " tokens makes one (--profile auto), or give --profile FILE "
+                "(from `fasa calibrate`)");
+  return make_fasa_selector(*p, o, model);
 }
 
 }  // namespace fasa

@@ -49,4 +49,7 @@ class FasaSelector final : public SparseSelector {
   std::vector<std::vector<int>> dims_;    // [n_layer * n_head]
 };
 
+// FASA with `profile` and the rest of `opts` (budget, chunks, sharing, dense layers, sink, recent).
+std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& profile, const PolicyOptions& opts, const Model& model);
+
 }  // namespace fasa

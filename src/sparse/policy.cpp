@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "calib/auto_profile.h"
 #include "calib/profile.h"
 #include "model/model.h"
 #include "fasa/error.h"
@@ -75,7 +76,8 @@ std::vector<int> parse_layer_list(const std::string& s) {
 int fasa_chunks(const PolicyOptions& o, const Model& model) {
   if (!policy_info(o.attn).has_k_dom) return 0;
   if (o.fcs > 0) return o.fcs;
-  return o.profile.empty() ? default_n_tip(model.config) : load_profile(o.profile).n_tip;
+  // Automatic and synthetic profiles keep calibration's default.
+  return o.profile.empty() || o.profile == "auto" ? default_n_tip(model.config) : load_profile(o.profile).n_tip;
 }
 
 Budget policy_budget(const PolicyOptions& o) { return Budget::parse(o.budget); }
@@ -119,6 +121,17 @@ const PolicyInfo& policy_info(const std::string& name) {
 
 std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& o, const Model& model) {
   return policy_info(o.attn).make(o, model);
+}
+
+bool auto_profile_pending(const PolicyOptions& o, const Model& model) {
+  return policy_info(o.attn).has_k_dom && wants_auto_profile(o) && !find_auto_profile(model);
+}
+
+void check_policy(const PolicyOptions& o, const Model& model) {
+  session_options(o, 0);
+  PolicyOptions checked = o;
+  if (auto_profile_pending(o, model)) checked.synthetic_profile = true, checked.profile.clear();
+  make_selector(checked, model);
 }
 
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {

@@ -64,6 +64,12 @@ std::vector<std::string> selector_names();
 
 // Policy by name; throws fasa::Error listing the known names, or on a bad option/profile.
 std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& opts, const Model& model);
+// Whether `opts` ask for FASA with an automatic profile that no prompt has made yet (calib/auto_profile.h):
+// a context then prefills and decodes densely, measuring, until a prompt is long enough.
+bool auto_profile_pending(const PolicyOptions& opts, const Model& model);
+// Throws fasa::Error when the options are invalid for this model (unknown name, bad budget, profile
+// of another model...), without allocating a cache. A pending automatic profile is not an error.
+void check_policy(const PolicyOptions& opts, const Model& model);
 // The cache options of `policy` for a context of n_ctx tokens (0: the model's); throws fasa::Error
 // on a bad value, or offloading without a policy that scores on a K_dom plane.
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx);

@@ -1,0 +1,220 @@
+// FASA's automatic profile (--profile auto): a cache moved into another key layout equals one built
+// with it; a context measures its first long prompt, then decodes as FASA with that profile would from
+// the start; short prompts stay dense; the measurement is a fixed sample; damaged cache files are made
+// again.
+#include <fasa/fasa.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "calib/auto_profile.h"
+#include "fasa/error.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "model/sampler.h"
+#include "model/session.h"
+#include "sparse/fasa.h"
+#include "test_util.h"
+
+namespace fasa {
+namespace {
+
+constexpr int kLayers = 2, kHeads = 2, kDim = 16;
+
+std::vector<KeyLayout> permuted_layouts(int n_dom, int salt) {
+  std::vector<KeyLayout> out(kLayers * kHeads);
+  for (int i = 0; i < kLayers * kHeads; ++i) {
+    for (int d = 0; d < kDim; ++d) out[i].perm.push_back((d * 5 + i + salt) % kDim);
+    out[i].n_dom = n_dom;
+  }
+  return out;
+}
+
+void fill(KvCache& c, int64_t n, uint32_t seed) {
+  for (int l = 0; l < kLayers; ++l)
+    for (int h = 0; h < kHeads; ++h) {
+      const std::vector<float> k = test::random_floats((size_t)n * kDim, seed + l * 7 + h);
+      const std::vector<float> v = test::random_floats((size_t)n * kDim, seed + 100 + l * 7 + h);
+      for (int64_t p = 0; p < n; ++p) c.store(l, h, p, &k[p * kDim], &v[p * kDim]);
+    }
+}
+
+// Every stored element of the two caches (in their own layouts) is byte-equal.
+void expect_same_rows(const KvCache& a, const KvCache& b, int64_t n) {
+  for (int l = 0; l < kLayers; ++l)
+    for (int h = 0; h < kHeads; ++h) {
+      const KvHeadView x = a.view(l, h, n), y = b.view(l, h, n);
+      ASSERT_EQ(x.n_dom, y.n_dom);
+      const size_t eb = kv_elem_bytes(x.type);
+      for (int64_t p = 0; p < n; ++p) {
+        EXPECT_EQ(0, std::memcmp(x.k_dom_row(p), y.k_dom_row(p), x.n_dom * eb)) << l << "," << h << "," << p;
+        EXPECT_EQ(0, std::memcmp(x.k_rest_row(p), y.k_rest_row(p), (kDim - x.n_dom) * eb)) << l << "," << h << "," << p;
+        EXPECT_EQ(0, std::memcmp(x.v_row(p), y.v_row(p), kDim * eb)) << l << "," << h << "," << p;
+      }
+    }
+}
+
+TEST(KvCacheRelayout, RowsEqualACacheBuiltWithTheLayout) {
+  const int64_t n = 50;
+  for (DType type : {DType::F16, DType::F32}) {
+    KvCache moved(kLayers, kHeads, kDim, 64, {}, type);
+    fill(moved, n, 3);
+    const auto to = permuted_layouts(4, 1);
+    moved.relayout(to, n);
+    KvCache built(kLayers, kHeads, kDim, 64, to, type);
+    fill(built, n, 3);
+    expect_same_rows(moved, built, n);
+    // From one sparse layout to another, and rows appended afterwards land in the new one.
+    const auto other = permuted_layouts(6, 3);
+    moved.relayout(other, n);
+    KvCache built_other(kLayers, kHeads, kDim, 64, other, type);
+    fill(built_other, n, 3);
+    expect_same_rows(moved, built_other, n);
+  }
+  KvCache c(kLayers, kHeads, kDim, 64);
+  auto bad = permuted_layouts(4, 1);
+  bad[0].perm[0] = bad[0].perm[1];
+  EXPECT_THROW(c.relayout(bad, 10), Error);
+  EXPECT_THROW(c.relayout(permuted_layouts(4, 1), 65), Error);
+}
+
+// A tiny random-weight model, written once; each test gets its own XDG cache dir.
+class AutoProfileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const char* x = std::getenv("XDG_CACHE_HOME")) saved_ = x;
+    cache_ = test::temp_dir();
+    setenv("XDG_CACHE_HOME", cache_.c_str(), 1);
+  }
+  void TearDown() override { setenv("XDG_CACHE_HOME", saved_.c_str(), 1); }
+
+  static std::string model_path(uint32_t seed) {
+    test::TinyLlamaSpec s;
+    s.seed = seed;
+    s.n_embd = 64;  // head_dim 16: 8 chunks per head, 2 kept
+    const std::string path = test::temp_dir() + "/tiny" + std::to_string(seed) + ".gguf";
+    test::write_file(path, test::tiny_llama_gguf(s).bytes());
+    return path;
+  }
+  static std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int n_vocab) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> out(n);
+    for (auto& t : out) t = 3 + (int32_t)(rng() % (uint32_t)(n_vocab - 3));
+    return out;
+  }
+  static ContextOptions fasa_options(const std::string& profile = "") {
+    ContextOptions o;
+    o.policy.attn = "fasa";
+    o.policy.profile = profile;
+    o.policy.budget = "64";
+    o.policy.dense_layers = "";
+    o.n_ctx = 1400;
+    return o;
+  }
+  static GenerationOptions greedy(int n) {
+    GenerationOptions g;
+    g.max_tokens = n;
+    g.ignore_eos = true;
+    return g;
+  }
+  std::string cache_, saved_;
+};
+
+TEST_F(AutoProfileTest, FirstLongPromptMakesTheProfileThenDecodesAsFasaWithIt) {
+  Engine engine(model_path(21));
+  const Model& m = engine.model();
+  const std::vector<int32_t> prompt = random_tokens(1100, 5, m.config.n_vocab);
+
+  Context ctx(engine, fasa_options());
+  EXPECT_NE(ctx.policy_summary().find("full attention until the context holds 1024 tokens"), std::string::npos);
+  ctx.feed_tokens(prompt);
+  const std::string file = auto_profile_path(m);
+  EXPECT_NE(ctx.policy_summary().find("automatic profile from this prompt's first 1100 tokens, cached in " + file),
+            std::string::npos) << ctx.policy_summary();
+  const std::vector<int32_t> got = ctx.generate(greedy(12)).tokens;
+
+  // The profile kept for the process, and the cached file, which names the same chunks.
+  const std::optional<Profile> kept = find_auto_profile(m);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->queries, (PromptProfiler::kMinTokens - PromptProfiler::kMinPos) / PromptProfiler::kStride);
+  const Profile cached = load_profile(file);
+  check_profile_matches(cached, m, file);
+  for (int l = 0; l < m.config.n_layer; ++l)
+    for (int h = 0; h < m.config.n_head; ++h)
+      EXPECT_EQ(cached.dominant_fcs(l, h, 2, FcSharing::Group), kept->dominant_fcs(l, h, 2, FcSharing::Group));
+
+  // Reference: a session with FASA and that profile from the start (its prefill is dense too).
+  SessionOptions so;
+  so.n_ctx = 1400;
+  Session ref(m, so, make_fasa_selector(*kept, fasa_options().policy, m));
+  std::span<const float> logits = ref.eval(prompt);
+  std::vector<int32_t> want;
+  for (int i = 0; i < 12; ++i) {
+    want.push_back(argmax(logits));
+    if (i + 1 < 12) logits = ref.eval(std::span<const int32_t>(&want.back(), 1));
+  }
+  EXPECT_EQ(got, want);
+  // Full attention decodes differently here: the comparison can tell the policies apart.
+  ContextOptions full = fasa_options();
+  full.policy.attn = "full";
+  Context dense(engine, full);
+  dense.feed_tokens(prompt);
+  EXPECT_NE(dense.generate(greedy(12)).tokens, want);
+
+  // A later context starts sparse at once with it.
+  Context again(engine, fasa_options("auto"));
+  EXPECT_NE(again.policy_summary().find("automatic profile of an earlier prompt"), std::string::npos);
+  again.feed_tokens(prompt);
+  EXPECT_EQ(again.generate(greedy(12)).tokens, want);
+}
+
+TEST_F(AutoProfileTest, ShortPromptsDecodeDensely) {
+  Engine engine(model_path(22));
+  const std::vector<int32_t> prompt = random_tokens(400, 6, engine.model().config.n_vocab);
+  Context ctx(engine, fasa_options());
+  ctx.feed_tokens(prompt);
+  EXPECT_NE(ctx.policy_summary().find("full attention until"), std::string::npos);
+  ContextOptions full = fasa_options();
+  full.policy.attn = "full";
+  Context dense(engine, full);
+  dense.feed_tokens(prompt);
+  EXPECT_EQ(ctx.generate(greedy(8)).tokens, dense.generate(greedy(8)).tokens);
+  EXPECT_FALSE(find_auto_profile(engine.model()));
+  EXPECT_FALSE(std::filesystem::exists(auto_profile_path(engine.model())));
+  // Offloading needs the profile's K_dom plane from the start.
+  ContextOptions offload = fasa_options();
+  offload.policy.kv_offload = "ram";
+  EXPECT_THROW(Context(engine, offload), Error);
+}
+
+TEST_F(AutoProfileTest, MeasuresAFixedSampleOfTheFirstTokens) {
+  auto m = load_model(model_path(23));
+  const std::vector<int32_t> longer = random_tokens(1300, 7, m->config.n_vocab);
+  const std::vector<int32_t> prefix(longer.begin(), longer.begin() + 1024);
+  const Profile a = make_auto_profile(*m, prefix), b = make_auto_profile(*m, longer);
+  EXPECT_EQ(a.mean_ca, b.mean_ca);  // positions past kMinTokens add no cost and change nothing
+  EXPECT_EQ(a.queries, 112);        // (1024 - 128) / 8
+  EXPECT_THROW(make_auto_profile(*m, std::vector<int32_t>(prefix.begin(), prefix.begin() + 1000)), Error);
+}
+
+TEST_F(AutoProfileTest, DamagedCacheFileIsIgnoredAndMadeAgain) {
+  Engine engine(model_path(24));
+  const Model& m = engine.model();
+  const std::string file = auto_profile_path(m);
+  ASSERT_EQ(file.rfind(cache_ + "/fasa/profiles/", 0), 0u) << file;
+  std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+  for (const std::string& bytes : {std::string("{\"format\": \"fasa-profile\", \"version\": 1, \"heads\": [1,"),
+                                  std::string("\x00\xff garbage", 10)}) {
+    test::write_file(file, bytes);
+    EXPECT_FALSE(find_auto_profile(m));
+  }
+  Context ctx(engine, fasa_options());
+  ctx.feed_tokens(random_tokens(1050, 8, m.config.n_vocab));
+  EXPECT_NE(ctx.policy_summary().find("cached in " + file), std::string::npos) << ctx.policy_summary();
+  EXPECT_NO_THROW(check_profile_matches(load_profile(file), m, file));
+}
+
+}  // namespace
+}  // namespace fasa
