@@ -195,7 +195,7 @@ TEST_F(AutoProfileTest, MeasuresAFixedSampleOfTheFirstTokens) {
   const std::vector<int32_t> prefix(longer.begin(), longer.begin() + 1024);
   const Profile a = make_auto_profile(*m, prefix), b = make_auto_profile(*m, longer);
   EXPECT_EQ(a.mean_ca, b.mean_ca);  // positions past kMinTokens add no cost and change nothing
-  EXPECT_EQ(a.queries, 112);        // (1024 - 128) / 8
+  EXPECT_EQ(a.queries, 28);         // (1024 - 128) / 32
   EXPECT_THROW(make_auto_profile(*m, std::vector<int32_t>(prefix.begin(), prefix.begin() + 1000)), Error);
 }
 

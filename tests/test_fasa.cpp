@@ -119,6 +119,63 @@ TEST(Calibration, FindsPlantedDominantChunks) {
   }
 }
 
+// The meter's mean CA equals a plain computation (full sorts, ties to the lower index) on random keys,
+// some rows repeated so that scores tie, over every `stride`-th query from min_pos.
+TEST(Calibration, AgreementEqualsAPlainReference) {
+  ModelConfig c;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_head_kv = 1;
+  c.head_dim = 16;
+  c.n_rot = 16;
+  c.rope_layout = RopeLayout::Normal;
+  const FcLayout fcs(c);
+  const int T = 150, K = 10, D = 16, F = fcs.n_fc(), min_pos = 100, stride = 3;
+  KvCache cache(1, 1, D, T);
+  const std::vector<float> keys = test::random_floats((size_t)T * D, 11), v(D, 0.0f);
+  for (int j = 0; j < T; ++j) cache.store(0, 0, j, &keys[(size_t)(j % 7 == 3 ? j / 2 : j) * D], v.data());
+  const std::vector<float> q = test::random_floats((size_t)T * 2 * D, 12);  // [T, 2 heads, D]
+  AgreementMeter meter(c, K, min_pos, stride);
+  meter.on_queries(0, 0, T, q.data(), cache);
+
+  std::vector<double> want((size_t)2 * F, 0.0);
+  int64_t counted = 0;
+  auto top_k = [&](const std::vector<float>& s) {
+    std::vector<int> idx(s.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return s[a] > s[b]; });
+    return std::set<int>(idx.begin(), idx.begin() + K);
+  };
+  const KvHeadView kv = cache.view(0, 0, T);
+  for (int p = min_pos; p < T; p += stride) {
+    ++counted;
+    for (int h = 0; h < 2; ++h) {
+      const float* qh = &q[((size_t)p * 2 + h) * D];
+      std::vector<float> full(p + 1), k(D);
+      std::vector<std::vector<float>> part(F, std::vector<float>(p + 1));
+      for (int j = 0; j <= p; ++j) {
+        kv_load(kv.k_rest_row(j), kv.type, D, k.data());
+        float a = 0;
+        for (int f = 0; f < F; ++f) {
+          const auto d = fcs.dims(f);
+          part[f][j] = qh[d[0]] * k[d[0]] + qh[d[1]] * k[d[1]];
+          a += part[f][j];
+        }
+        full[j] = a;
+      }
+      const std::set<int> best = top_k(full);
+      for (int f = 0; f < F; ++f) {
+        int hits = 0;
+        for (int j : top_k(part[f])) hits += best.count(j);
+        want[(size_t)h * F + f] += (double)hits / K;
+      }
+    }
+  }
+  EXPECT_EQ(meter.fc_queries(), counted);
+  const std::vector<float> got = meter.mean_fc_ca();
+  for (int i = 0; i < 2 * F; ++i) EXPECT_NEAR(got[i], want[i] / counted, 1e-6) << "head " << i / F << " chunk " << i % F;
+}
+
 TEST(Calibration, TokenWindowsRepeatBos) {
   std::vector<int32_t> t = {1, 10, 11, 12, 13, 14};
   auto w = token_windows(t, 4, 1);

@@ -1,6 +1,7 @@
 #include "calib/agreement.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "ops/topk.h"
@@ -10,12 +11,52 @@ namespace fasa {
 
 namespace {
 
-// |TopK(scores) ∩ mask|
-int overlap(const float* scores, int64_t n, int k, const std::vector<char>& mask, std::vector<int32_t>& idx) {
+// |TopK(scores) ∩ mask|, TopK as top_k_indices picks it (ties to the lower index).
+int overlap_by_indices(const float* scores, int64_t n, int k, const std::vector<char>& mask, std::vector<int32_t>& idx) {
   top_k_indices(scores, n, k, idx);
   int hits = 0;
   for (int i = 0; i < k; ++i) hits += mask[idx[i]];
   return hits;
+}
+
+// How many of scores[0..n) are > v.
+int64_t count_above(const float* scores, int64_t n, float v) {
+  int64_t c = 0;
+#pragma omp simd reduction(+ : c)
+  for (int64_t j = 0; j < n; ++j) c += scores[j] > v;
+  return c;
+}
+
+// How many of scores[0..n) are >= v.
+int64_t count_at_least(const float* scores, int64_t n, float v) {
+  int64_t c = 0;
+#pragma omp simd reduction(+ : c)
+  for (int64_t j = 0; j < n; ++j) c += scores[j] >= v;
+  return c;
+}
+
+// The same count without selecting from all the scores: a member of the full top K (`top`) with
+// score v is in TopK(scores) when fewer than K scores exceed v, so with the members' scores sorted
+// (best first) the hits are a prefix, found by bisection with a few counting passes. Where ties at
+// the boundary could matter (or a score is NaN), the count by indices decides.
+int overlap(const float* scores, int64_t n, int k, const std::vector<int32_t>& top, const std::vector<char>& mask,
+            std::vector<float>& vals, std::vector<int32_t>& idx) {
+  vals.resize(k);
+  for (int i = 0; i < k; ++i) {
+    vals[i] = scores[top[i]];
+    if (vals[i] != vals[i]) return overlap_by_indices(scores, n, k, mask, idx);
+  }
+  std::sort(vals.begin(), vals.end(), std::greater<float>());
+  int lo = 0, hi = k;  // vals[0..lo) are in, vals[hi..k) are out
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (count_above(scores, n, vals[mid]) < k) lo = mid + 1;
+    else hi = mid;
+  }
+  // The last member in: with ties, it is in only if every score >= it fits in the K.
+  if (lo > 0 && count_at_least(scores, n, vals[lo - 1]) > k)
+    return overlap_by_indices(scores, n, k, mask, idx);
+  return lo;
 }
 
 }  // namespace
@@ -29,39 +70,65 @@ AgreementMeter::AgreementMeter(const ModelConfig& c, int top_k, int64_t min_pos,
 }
 
 void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
-  const int D = head_dim_, H = n_head_, F = fcs_.n_fc(), K = top_k_, group = n_head_ / n_head_kv_;
+  const int D = head_dim_, H = n_head_, HKV = n_head_kv_, F = fcs_.n_fc(), K = top_k_, group = H / HKV;
   if (cache.layout(layer, 0).n_dom != 0) throw Error("agreement: needs a dense run (identity key layout)");
+  std::vector<int64_t> measured;  // positions of this call's queries that count
+  for (int64_t pos = std::max<int64_t>(p0, min_pos_); pos < p0 + n; ++pos)
+    if ((pos - min_pos_) % stride_ == 0 && pos + 1 > K) measured.push_back(pos);  // T <= K: every key is top K
+  if (measured.empty()) return;
+  const int n_pairs = (int)measured.size() * HKV;
+  // Every KV head's keys (those the last measured query sees) unpacked once per call into each
+  // chunk's first and second dim, so that a chunk's partial scores are two contiguous multiply-adds.
+  const int64_t Tm = measured.back() + 1;
+  constexpr int64_t kRows = 256;  // rows per unpacking task
+  const int64_t n_blocks = (Tm + kRows - 1) / kRows;
+  std::vector<float> first((size_t)HKV * F * Tm), second((size_t)HKV * F * Tm);  // [HKV, F, Tm] each
 #pragma omp parallel
   {
-    std::vector<float> full, partial;  // [T], [F, T]
-    std::vector<float> k(D);           // one key row as float
-    std::vector<int32_t> idx;
+    std::vector<float> k(D);  // one key row as float
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int kv_head = 0; kv_head < HKV; ++kv_head)
+      for (int64_t blk = 0; blk < n_blocks; ++blk) {
+        const KvHeadView kv = cache.view(layer, kv_head, Tm);
+        float *a = &first[(size_t)kv_head * F * Tm], *b = &second[(size_t)kv_head * F * Tm];
+        for (int64_t j = blk * kRows; j < std::min(Tm, (blk + 1) * kRows); ++j) {
+          kv_load(kv.k_rest_row(j), kv.type, D, k.data());
+          for (int f = 0; f < F; ++f) {
+            const auto d = fcs_.dims(f);
+            a[(size_t)f * Tm + j] = k[d[0]];
+            b[(size_t)f * Tm + j] = k[d[1]];
+          }
+        }
+      }
+  }
+#pragma omp parallel
+  {
+    std::vector<float> full, partial, vals;  // [T], [F, T], [K] scratch
+    std::vector<int32_t> top, idx;           // the full scores' top K; scratch
     std::vector<char> mask;
     std::vector<double> fc_sum((size_t)H * F, 0.0);
     std::vector<int64_t> fc_count(H, 0);
-#pragma omp for collapse(2) schedule(dynamic)
-    for (int t = 0; t < n; ++t) {
-      for (int h = 0; h < H; ++h) {
-        const int64_t pos = p0 + t, T = pos + 1;
-        if (pos < min_pos_ || (pos - min_pos_) % stride_ != 0 || T <= K) continue;  // T <= K: all keys are top K
-        const KvHeadView kv = cache.view(layer, h / group, T);
-        const float* qh = q + ((size_t)t * H + h) * D;
-        full.resize(T);
+#pragma omp for schedule(dynamic)
+    for (int i = 0; i < n_pairs; ++i) {
+      const int64_t pos = measured[i / HKV], T = pos + 1;
+      const int kv_head = i % HKV;
+      for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+        const float* qh = q + ((size_t)(pos - p0) * H + h) * D;
         partial.resize((size_t)F * T);
-        for (int64_t j = 0; j < T; ++j) {
-          kv_load(kv.k_rest_row(j), kv.type, D, k.data());
-          float a = 0;
-          for (int f = 0; f < F; ++f) {
-            const auto d = fcs_.dims(f);
-            const float p = qh[d[0]] * k[d[0]] + qh[d[1]] * k[d[1]];
-            partial[(size_t)f * T + j] = p;
-            a += p;
-          }
-          full[j] = a;
+        full.assign(T, 0.0f);
+        for (int f = 0; f < F; ++f) {
+          const auto d = fcs_.dims(f);
+          const float qa = qh[d[0]], qb = qh[d[1]];
+          const float* a = &first[((size_t)kv_head * F + f) * Tm];
+          const float* b = &second[((size_t)kv_head * F + f) * Tm];
+          float* p = &partial[(size_t)f * T];
+          for (int64_t j = 0; j < T; ++j) p[j] = qa * a[j] + qb * b[j];
+          for (int64_t j = 0; j < T; ++j) full[j] += p[j];
         }
-        top_k_mask(full.data(), T, K, idx, mask);
+        top_k_mask(full.data(), T, K, top, mask);
+        top.resize(K);
         for (int f = 0; f < F; ++f)
-          fc_sum[(size_t)h * F + f] += (double)overlap(&partial[(size_t)f * T], T, K, mask, idx) / K;
+          fc_sum[(size_t)h * F + f] += (double)overlap(&partial[(size_t)f * T], T, K, top, mask, vals, idx) / K;
         fc_count[h]++;
       }
     }

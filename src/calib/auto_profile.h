@@ -36,7 +36,7 @@ class PromptProfiler : public AttentionObserver {
  public:
   static constexpr int64_t kMinTokens = 1024;  // shorter prompts decode densely until they grow
   static constexpr int64_t kMinPos = 128;
-  static constexpr int kStride = 8;
+  static constexpr int kStride = 32;
   static constexpr int kTopK = 64;
 
   explicit PromptProfiler(const Model& m);
