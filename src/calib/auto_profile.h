@@ -37,7 +37,7 @@ class PromptProfiler : public AttentionObserver {
   static constexpr int64_t kMinTokens = 1024;  // shorter prompts decode densely until they grow
   static constexpr int64_t kMinPos = 128;
   static constexpr int kStride = 32;
-  static constexpr int kTopK = 64;
+  static constexpr int kTopK = 32;
 
   explicit PromptProfiler(const Model& m);
   void on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
