@@ -53,6 +53,10 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
                 "FASA without a profile: seeded random chunks (speed and soak runs only; quality is meaningless)");
   cmd->add_option("--fcs", o.fcs, "FASA: frequency chunks scored per head (default: the profile's; a synthetic profile's is calibration's default)")
       ->check(CLI::Range(1, 512));
+  cmd->add_option("--fc-alloc", o.fc_alloc,
+                  "FASA: 'uniform' (every head scores --fcs chunks) or 'adaptive' (--fcs on average: heads whose "
+                  "agreement concentrates in few chunks get fewer, flat ones more; same TIP bytes)")
+      ->capture_default_str();
   cmd->add_option("--fc-sharing", o.fc_sharing, "FASA: chunks chosen per query 'head' or per KV 'group'")
       ->capture_default_str();
   cmd->add_option("--dense-layers", o.dense_layers, "Layers kept dense, comma-separated; \"\" for none")

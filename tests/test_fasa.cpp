@@ -205,6 +205,49 @@ const std::string& quick_profile(const std::string& model_path = FASA_BUNDLED_MO
 }
 const std::string& bundled_profile() { return quick_profile(); }
 
+// --fc-alloc adaptive: the same chunks in all, fewer to heads whose agreement sits in a few chunks.
+TEST(Profile, AdaptiveChunkCountsFollowConcentration) {
+  Profile p;
+  p.model.n_layer = 3;
+  p.model.n_head = 4;
+  p.model.n_head_kv = 2;
+  p.n_fc = 16;
+  p.mean_ca.assign(3 * 4 * 16, 0.1f);  // flat everywhere ...
+  auto set = [&](int l, int h, int f, float v) { p.mean_ca[((size_t)l * 4 + h) * 16 + f] = v; };
+  for (int h : {0, 1}) set(1, h, 5, 0.9f), set(1, h, 9, 0.6f);  // ... but layer 1's first group: two chunks
+  const std::vector<char> sparse = {0, 1, 1};  // layer 0 dense
+  const std::vector<int> group = adaptive_chunk_counts(p, 4, FcSharing::Group, sparse);
+  ASSERT_EQ(group.size(), 12u);
+  for (int h = 0; h < 4; ++h) EXPECT_EQ(group[h], 0) << "dense layer";
+  int total = 0;
+  for (int i = 4; i < 12; ++i) {
+    total += group[i];
+    EXPECT_GE(group[i], 1);
+    EXPECT_EQ(group[i], group[i ^ 1]) << "a group shares one count";
+  }
+  EXPECT_EQ(total, 4 * 8);  // 4 on average over the 8 sparse heads
+  EXPECT_LT(group[4], 4);   // concentrated: fewer
+  for (int i = 6; i < 12; ++i) EXPECT_GT(group[i], 4) << i;
+  // Per head: only heads 0 and 1 of layer 1 are concentrated.
+  const std::vector<int> head = adaptive_chunk_counts(p, 4, FcSharing::Head, sparse);
+  EXPECT_LT(head[4], 4);
+  EXPECT_LT(head[5], 4);
+  EXPECT_GT(head[6], 4);
+  // Uniform agreement everywhere: uniform counts.
+  p.mean_ca.assign(p.mean_ca.size(), 0.2f);
+  for (int i = 4; i < 12; ++i) EXPECT_EQ(adaptive_chunk_counts(p, 4, FcSharing::Group, sparse)[i], 4);
+}
+
+TEST(Fasa, AdaptiveAllocationReadsTheSameKdomBytes) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const Profile p = load_profile(bundled_profile());
+  FasaOptions o;
+  const FasaSelector uniform(p, m->config, o);
+  o.adaptive = true;
+  const FasaSelector adaptive(p, m->config, o);
+  EXPECT_DOUBLE_EQ(adaptive.kdom_share(), uniform.kdom_share());
+}
+
 TEST(Profile, RoundTripAndMatch) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   const Profile p = load_profile(bundled_profile());

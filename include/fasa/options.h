@@ -14,6 +14,7 @@ struct PolicyOptions {
   std::string budget = "256";      // token count or fraction of the context
   int fcs = 0;                     // FASA chunks per head; 0 = the profile's
   std::string fc_sharing = "group";
+  std::string fc_alloc = "uniform";  // FASA chunks per head: "uniform" (--fcs each) or "adaptive" (--fcs on average)
   std::string dense_layers = "0";  // comma-separated layers kept dense; "" = none
   int sink = 0;
   int recent = 0;

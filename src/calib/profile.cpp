@@ -94,6 +94,63 @@ std::vector<int> Profile::dominant_fcs(int layer, int head, int n, FcSharing sha
   return order;
 }
 
+std::vector<int> adaptive_chunk_counts(const Profile& p, int n_avg, FcSharing sharing,
+                                       const std::vector<char>& sparse_layer) {
+  const int H = p.model.n_head, F = p.n_fc, unit_heads = sharing == FcSharing::Group ? H / p.model.n_head_kv : 1;
+  struct Unit {
+    int layer, head;            // the unit's first query head
+    std::vector<double> share;  // [F] best first: each chunk's share of the unit's total CA
+  };
+  std::vector<Unit> units;
+  for (int l = 0; l < p.model.n_layer; ++l) {
+    if (!sparse_layer[l]) continue;
+    for (int h = 0; h < H; h += unit_heads) {
+      Unit u{l, h, {}};
+      double total = 0;
+      for (int f : p.dominant_fcs(l, h, F, sharing)) {
+        double ca = 0;
+        for (int g = h; g < h + unit_heads; ++g) ca += p.ca(l, g, f) / unit_heads;
+        u.share.push_back(ca);
+        total += ca;
+      }
+      for (double& x : u.share) x = total > 0 ? x / total : 1.0 / F;
+      units.push_back(std::move(u));
+    }
+  }
+  const int64_t budget = (int64_t)n_avg * (int64_t)units.size();
+  auto chunks_for = [&](const Unit& u, double tau) {  // fewest chunks holding a share tau
+    double held = 0;
+    for (int n = 1; n <= F; ++n)
+      if ((held += u.share[n - 1]) >= tau - 1e-12) return n;
+    return F;
+  };
+  auto total_for = [&](double tau) {
+    int64_t t = 0;
+    for (const Unit& u : units) t += chunks_for(u, tau);
+    return t;
+  };
+  double lo = 0, hi = 1;  // total_for(lo) <= budget (1 chunk each, n_avg >= 1)
+  for (int i = 0; i < 50; ++i) {
+    const double mid = (lo + hi) / 2;
+    (total_for(mid) <= budget ? lo : hi) = mid;
+  }
+  std::vector<int> n(units.size());
+  int64_t used = 0;
+  for (size_t i = 0; i < units.size(); ++i) used += n[i] = chunks_for(units[i], lo);
+  while (used < budget) {  // the rest, to the largest next shares
+    size_t best = units.size();
+    for (size_t i = 0; i < units.size(); ++i)
+      if (n[i] < F && (best == units.size() || units[i].share[n[i]] > units[best].share[n[best]])) best = i;
+    if (best == units.size()) break;
+    ++n[best];
+    ++used;
+  }
+  std::vector<int> out((size_t)p.model.n_layer * H, 0);
+  for (size_t i = 0; i < units.size(); ++i)
+    for (int g = units[i].head; g < units[i].head + unit_heads; ++g) out[(size_t)units[i].layer * H + g] = n[i];
+  return out;
+}
+
 void save_profile(const Profile& p, const std::string& path) {
   json heads = json::array();
   for (int l = 0; l < p.model.n_layer; ++l)

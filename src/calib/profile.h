@@ -46,6 +46,14 @@ struct Profile {
   std::vector<int> dominant_fcs(int layer, int head, int n, FcSharing sharing) const;
 };
 
+// Chunks per (layer, query head) [n_layer * n_head] for `n_avg` per head on average over the
+// layers marked sparse (others 0), so that TIP reads as many bytes as n_avg everywhere would: each
+// head (each GQA group with Group sharing, which shares one count) gets the fewest chunks that hold a
+// share tau of its total agreement, tau the largest the total allows; what remains goes one chunk at
+// a time to the heads whose next chunk holds the largest share. Heads whose agreement concentrates
+// in a few chunks get fewer, flat ones more (--fc-alloc adaptive).
+std::vector<int> adaptive_chunk_counts(const Profile& p, int n_avg, FcSharing sharing, const std::vector<char>& sparse_layer);
+
 void save_profile(const Profile& p, const std::string& path);
 // Throws fasa::Error naming the file on malformed content.
 Profile load_profile(const std::string& path);

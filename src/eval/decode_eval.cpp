@@ -147,6 +147,7 @@ std::string policy_variant(const std::string& policy, const PolicyOptions& o, co
   if (info.has_k_dom) {
     v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + o.fc_sharing + " " + v;
     if (wants_auto_profile(o)) v = "profile=auto " + v;
+    if (o.fc_alloc != "uniform") v = "alloc=" + o.fc_alloc + " " + v;
     if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
   }
   if (policy == "stream") v = "sink=" + std::to_string(stream_sink(o)) + " " + v;

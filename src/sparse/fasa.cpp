@@ -24,6 +24,12 @@ FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOpt
     throw Error("--fcs " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
   if (opts_.sink < 0 || opts_.recent < 0) throw Error("--sink and --recent must be >= 0");
   const int group = c.n_head / c.n_head_kv;
+  std::vector<int> counts;  // [n_layer * n_head] chunks per query head; empty: n_tip everywhere
+  if (opts_.adaptive) {
+    std::vector<char> sparse_layer(c.n_layer);
+    for (int l = 0; l < c.n_layer; ++l) sparse_layer[l] = !is_dense_layer(l);
+    counts = adaptive_chunk_counts(profile, n_tip, opts_.sharing, sparse_layer);
+  }
   dims_.resize((size_t)c.n_layer * c.n_head);
   for (int l = 0; l < c.n_layer; ++l)
     for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
@@ -36,7 +42,7 @@ FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOpt
       std::vector<std::vector<int>> head_fcs;
       std::set<int> union_fcs;
       for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-        head_fcs.push_back(profile.dominant_fcs(l, h, n_tip, opts_.sharing));
+        head_fcs.push_back(profile.dominant_fcs(l, h, counts.empty() ? n_tip : counts[(size_t)l * c.n_head + h], opts_.sharing));
         union_fcs.insert(head_fcs.back().begin(), head_fcs.back().end());
       }
       std::vector<int> pos_of_fc(fcs.n_fc(), -1);  // chunk -> its first slot in K_dom
@@ -117,6 +123,9 @@ std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& p, const PolicyO
   f.budget = policy_budget(o);
   f.n_tip = o.fcs;
   f.sharing = parse_fc_sharing(o.fc_sharing);
+  if (o.fc_alloc != "uniform" && o.fc_alloc != "adaptive")
+    throw Error("--fc-alloc must be 'uniform' or 'adaptive', got '" + o.fc_alloc + "'");
+  f.adaptive = o.fc_alloc == "adaptive";
   f.dense_layers = policy_dense_layers(o);
   f.sink = o.sink;
   f.recent = o.recent;

@@ -16,6 +16,7 @@ struct FasaOptions {
   Budget budget{256, false};
   int n_tip = 0;                        // chunks per head; 0 = the profile's
   FcSharing sharing = FcSharing::Group;
+  bool adaptive = false;                // chunks per head by concentration (adaptive_chunk_counts), n_tip on average
   std::vector<int> dense_layers = {0};  // layers that keep full attention
   int sink = 0;                         // first tokens always kept (inside the budget)
   int recent = 0;                       // last tokens always kept (inside the budget)
