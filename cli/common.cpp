@@ -46,17 +46,17 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
     cmd->add_option("--budget", o.budget, "Tokens each head attends to: a count, or a fraction of the context")
         ->capture_default_str();
   cmd->add_option("--profile", o.profile,
-                  "FASA profile (from `fasa calibrate`), or 'auto' (the default): the first prompt of at least " +
-                      std::to_string(PromptProfiler::kMinTokens) + " tokens measures one during its prefill, cached per "
-                      "model in $XDG_CACHE_HOME/fasa/profiles");
+                  "FASA profile (from `fasa calibrate`), or 'auto' (what run, serve and eval use without one): the first "
+                  "prompt of at least " + std::to_string(PromptProfiler::kMinTokens) + " tokens measures one during its "
+                  "prefill, cached per model in $XDG_CACHE_HOME/fasa/profiles");
   cmd->add_flag("--synthetic-profile", o.synthetic_profile,
                 "FASA without a profile: seeded random chunks (speed and soak runs only; quality is meaningless)");
   cmd->add_option("--fcs", o.fcs, "FASA: frequency chunks scored per head (default: the profile's; a synthetic profile's is calibration's default)")
       ->check(CLI::Range(1, 512));
   cmd->add_option("--fc-alloc", o.fc_alloc,
                   "FASA: 'uniform' (every head scores --fcs chunks) or 'adaptive' (--fcs on average: heads whose "
-                  "agreement concentrates in few chunks get fewer, flat ones more; same TIP bytes)")
-      ->capture_default_str();
+                  "agreement concentrates in few chunks get fewer, flat ones more; same TIP bytes with group sharing)")
+      ->capture_default_str()->check(CLI::IsMember({"uniform", "adaptive"}));
   cmd->add_option("--fc-sharing", o.fc_sharing, "FASA: chunks chosen per query 'head' or per KV 'group'")
       ->capture_default_str();
   cmd->add_option("--dense-layers", o.dense_layers, "Layers kept dense, comma-separated; \"\" for none")

@@ -26,7 +26,7 @@ for dir in "${LAYERS[@]}"; do
       echo "$file:$line: $dir/ includes $target/, a higher layer (order: ${LAYERS[*]})"
       bad=1
     fi
-  done < <(grep -HnE '^#include "[a-z_]+/' "$path"/*.h "$path"/*.cpp 2>/dev/null || true)
+  done < <(grep -HnE '^#include "[a-z_]+/' "$path"/*.h "$path"/*.cpp "$path"/*.inc 2>/dev/null || true)
 done
 # A folder under src/ that is not in the order is a mistake too: its includes would go unchecked.
 for d in src/*/; do

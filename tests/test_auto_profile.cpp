@@ -88,7 +88,10 @@ class AutoProfileTest : public ::testing::Test {
     cache_ = test::temp_dir();
     setenv("XDG_CACHE_HOME", cache_.c_str(), 1);
   }
-  void TearDown() override { setenv("XDG_CACHE_HOME", saved_.c_str(), 1); }
+  void TearDown() override {
+    if (saved_.empty()) unsetenv("XDG_CACHE_HOME");
+    else setenv("XDG_CACHE_HOME", saved_.c_str(), 1);
+  }
 
   static std::string model_path(uint32_t seed) {
     test::TinyLlamaSpec s;
@@ -131,7 +134,7 @@ TEST_F(AutoProfileTest, FirstLongPromptMakesTheProfileThenDecodesAsFasaWithIt) {
   EXPECT_NE(ctx.policy_summary().find("full attention until the context holds 1024 tokens"), std::string::npos);
   ctx.feed_tokens(prompt);
   const std::string file = auto_profile_path(m);
-  EXPECT_NE(ctx.policy_summary().find("automatic profile from this prompt's first 1100 tokens, cached in " + file),
+  EXPECT_NE(ctx.policy_summary().find("automatic profile from this prompt's first 1024 tokens, cached in " + file),
             std::string::npos) << ctx.policy_summary();
   const std::vector<int32_t> got = ctx.generate(greedy(12)).tokens;
 
@@ -183,10 +186,30 @@ TEST_F(AutoProfileTest, ShortPromptsDecodeDensely) {
   EXPECT_EQ(ctx.generate(greedy(8)).tokens, dense.generate(greedy(8)).tokens);
   EXPECT_FALSE(find_auto_profile(engine.model()));
   EXPECT_FALSE(std::filesystem::exists(auto_profile_path(engine.model())));
-  // Offloading needs the profile's K_dom plane from the start.
+  // Offloading needs the profile's K_dom plane from the start: refused up front (a server at start-up).
   ContextOptions offload = fasa_options();
   offload.policy.kv_offload = "ram";
+  EXPECT_THROW(engine.check_policy(offload.policy), Error);
   EXPECT_THROW(Context(engine, offload), Error);
+  // A context too short to measure says so, and does not measure.
+  ContextOptions small = fasa_options();
+  small.n_ctx = 512;
+  Context short_ctx(engine, small);
+  EXPECT_NE(short_ctx.policy_summary().find("too short to measure one"), std::string::npos) << short_ctx.policy_summary();
+}
+
+TEST_F(AutoProfileTest, APendingContextTakesAProfileAnotherContextMade) {
+  Engine engine(model_path(26));
+  const int n_vocab = engine.model().config.n_vocab;
+  Context waiting(engine, fasa_options());
+  waiting.feed_tokens(random_tokens(300, 9, n_vocab));
+  Context maker(engine, fasa_options());
+  maker.feed_tokens(random_tokens(1030, 10, n_vocab));
+  EXPECT_NE(maker.policy_summary().find("from this prompt"), std::string::npos);
+  EXPECT_NE(waiting.policy_summary().find("full attention until"), std::string::npos);
+  waiting.feed_tokens(random_tokens(20, 11, n_vocab));  // its next prefill finds the kept profile
+  EXPECT_NE(waiting.policy_summary().find("automatic profile of an earlier prompt"), std::string::npos)
+      << waiting.policy_summary();
 }
 
 TEST_F(AutoProfileTest, MeasuresAFixedSampleOfTheFirstTokens) {
@@ -210,6 +233,8 @@ TEST_F(AutoProfileTest, DamagedCacheFileIsIgnoredAndMadeAgain) {
     test::write_file(file, bytes);
     EXPECT_FALSE(find_auto_profile(m));
   }
+  save_profile(synthetic_profile(m, 2, 1), file);  // a valid profile of this model, not made automatically
+  EXPECT_FALSE(find_auto_profile(m));
   Context ctx(engine, fasa_options());
   ctx.feed_tokens(random_tokens(1050, 8, m.config.n_vocab));
   EXPECT_NE(ctx.policy_summary().find("cached in " + file), std::string::npos) << ctx.policy_summary();

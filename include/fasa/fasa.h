@@ -32,6 +32,7 @@ namespace fasa {
 
 struct Model;
 class PromptProfiler;
+struct Profile;
 class Session;
 class TokenSelector;
 
@@ -141,14 +142,15 @@ class Context {
 
  private:
   void eval(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);  // on the context's threads
-  // FASA's automatic profile is measured: the session goes sparse with it.
-  void start_auto_profile();
+  // FASA's automatic profile exists: the session goes on sparse with it.
+  void go_sparse(const Profile& profile, std::string note);
 
   const Engine& engine_;
   ContextOptions opts_;
   std::shared_ptr<TokenSelector> policy_;
   std::unique_ptr<Session> session_;
-  std::unique_ptr<PromptProfiler> profiler_;  // FASA with no profile yet: measures the dense prefill
+  bool auto_pending_ = false;                 // FASA with no profile yet: dense until one exists
+  std::unique_ptr<PromptProfiler> profiler_;  // ... measuring the dense prefill, when n_ctx allows
   std::string profile_note_;                  // where an automatic profile came from, for the summary
   std::vector<int32_t> unevaluated_;  // the last sampled token, evaluated when the context goes on
   std::vector<int32_t> tokens_;       // [n_past()]

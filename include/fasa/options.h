@@ -9,7 +9,7 @@ namespace fasa {
 // Every policy's options, as the CLI takes them (each policy reads the ones it needs).
 struct PolicyOptions {
   std::string attn = "full";       // policy name
-  std::string profile;             // FASA profile path
+  std::string profile;             // FASA profile path, or "auto" (as "" without synthetic_profile)
   bool synthetic_profile = false;  // FASA without a profile: seeded random chunks (speed runs only)
   std::string budget = "256";      // token count or fraction of the context
   int fcs = 0;                     // FASA chunks per head; 0 = the profile's

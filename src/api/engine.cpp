@@ -47,14 +47,11 @@ void Engine::check_policy(const PolicyOptions& policy) const { fasa::check_polic
 Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(engine), opts_(opts) {
   const Model& m = engine.model();
   const SessionOptions so = session_options(opts.policy, opts.n_ctx > 0 ? opts.n_ctx : m.config.n_ctx_train);
-  if (auto_profile_pending(opts.policy, m)) {  // dense, measuring, until a prompt is long enough
-    if (so.offload.tier != KvOffloadOptions::Tier::None)
-      throw Error("--kv-offload: no profile of this model yet; give --profile FILE, or run once without "
-                  "--kv-offload on a prompt of at least " + std::to_string(PromptProfiler::kMinTokens) +
-                  " tokens to make the automatic one");
+  auto_pending_ = auto_profile_pending(opts.policy, m);
+  if (auto_pending_) {  // dense until a profile exists; measuring, if this context can hold enough tokens
     fasa::check_policy(opts.policy, m);
-    profiler_ = std::make_unique<PromptProfiler>(m);
     policy_ = std::make_shared<FullAttention>();
+    if (so.n_ctx >= PromptProfiler::kMinTokens) profiler_ = std::make_unique<PromptProfiler>(m);
   } else {
     policy_ = make_selector(opts.policy, m);
     if (policy_info(opts.policy.attn).has_k_dom && wants_auto_profile(opts.policy))
@@ -72,19 +69,26 @@ int64_t Context::n_ctx() const { return session_->n_ctx(); }
 void Context::eval(std::span<const int32_t> ids, std::vector<float>* all_logits) {
   if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
   session_->eval(ids, all_logits);
-  if (profiler_ && profiler_->ready(session_->n_past())) start_auto_profile();
+  if (!auto_pending_) return;
+  const Model& m = engine_.model();
+  if (profiler_ && profiler_->ready(session_->n_past())) {
+    const Profile p = profiler_->profile();
+    const std::string file = keep_auto_profile(m, p);
+    go_sparse(p, "automatic profile from this prompt's first " + std::to_string(PromptProfiler::kMinTokens) +
+                     " tokens" + (file.empty() ? std::string() : ", cached in " + file));
+  } else if (ids.size() > 1) {  // a prefill: another context (a server slot) may have made one since
+    if (const std::optional<Profile> p = find_auto_profile(m)) go_sparse(*p, "automatic profile of an earlier prompt");
+  }
 }
 
-void Context::start_auto_profile() {
-  const Model& m = engine_.model();
-  const Profile p = profiler_->profile(session_->n_past());
-  const std::string file = keep_auto_profile(m, p);
-  profile_note_ = "automatic profile from this prompt's first " + std::to_string(session_->n_past()) + " tokens" +
-                  (file.empty() ? std::string() : ", cached in " + file);
-  policy_ = make_fasa_selector(p, opts_.policy, m);
+void Context::go_sparse(const Profile& p, std::string note) {
+  std::shared_ptr<TokenSelector> fasa = make_fasa_selector(p, opts_.policy, engine_.model());
+  session_->set_policy(fasa);  // throws only when out of memory
+  policy_ = std::move(fasa);
   session_->set_observer(nullptr);
-  session_->set_policy(policy_);
   profiler_.reset();
+  auto_pending_ = false;
+  profile_note_ = std::move(note);
 }
 
 int64_t Context::feed(std::string_view text, bool parse_special) {
@@ -199,6 +203,9 @@ std::string Context::policy_summary() const {
   if (profiler_)
     return opts_.policy.attn + ": full attention until the context holds " + std::to_string(PromptProfiler::kMinTokens) +
            " tokens, whose prefill makes the automatic profile";
+  if (auto_pending_)
+    return opts_.policy.attn + ": full attention (no profile of this model yet, and this context is too short to "
+                               "measure one: it needs " + std::to_string(PromptProfiler::kMinTokens) + " tokens)";
   return policy_->summary() + (profile_note_.empty() ? "" : " (" + profile_note_ + ")");
 }
 

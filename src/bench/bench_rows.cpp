@@ -152,7 +152,7 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
                         {"avg_ts", r.result.mean()}, {"stddev_ts", r.result.stddev()}, {"median_ts", r.result.median()},
                         {"samples_ts", r.result.samples_ts}, {"attn", r.policy.attn},
                         {"budget", pol.dense ? nlohmann::json(nullptr) : budget_json(shared.budget)},
-                        {"fcs", r.fcs}, {"fc_sharing", shared.fc_sharing},
+                        {"fcs", r.fcs}, {"fc_sharing", shared.fc_sharing}, {"fc_alloc", shared.fc_alloc},
                         {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
                         {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", shared.kv_type},
                         {"type_v", shared.kv_type}, {"kv_bytes_read_per_token", r.result.kv_bytes_per_token},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <numeric>
 
 #include "ops/topk.h"
@@ -46,6 +47,9 @@ int overlap(const float* scores, int64_t n, int k, const std::vector<int32_t>& t
     vals[i] = scores[top[i]];
     if (vals[i] != vals[i]) return overlap_by_indices(scores, n, k, mask, idx);
   }
+  // A NaN elsewhere takes a place in top_k_indices' order but fails every comparison here.
+  if (count_at_least(scores, n, -std::numeric_limits<float>::infinity()) != n)
+    return overlap_by_indices(scores, n, k, mask, idx);
   std::sort(vals.begin(), vals.end(), std::greater<float>());
   int lo = 0, hi = k;  // vals[0..lo) are in, vals[hi..k) are out
   while (lo < hi) {

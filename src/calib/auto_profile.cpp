@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -19,6 +20,12 @@ namespace {
 
 std::mutex g_mu;
 std::map<std::string, Profile> g_kept;  // weights hash -> this process's auto profile
+std::atomic<uint64_t> g_writes{0};      // names each write's temporary file
+
+// What an automatic profile records as its source: a cached file made another way (another stride or
+// K, or `fasa calibrate`) is not one.
+const std::string kSource = "auto: 1 in " + std::to_string(PromptProfiler::kStride) + " queries of a prompt's first " +
+                            std::to_string(PromptProfiler::kMinTokens) + " tokens";
 
 }  // namespace
 
@@ -28,7 +35,7 @@ bool wants_auto_profile(const PolicyOptions& o) {
 
 std::string auto_profile_path(const Model& m) {
   std::string dir;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = x;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && x[0] == '/') dir = x;  // relative: ignored (XDG)
   else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache";
   else return "";
   const ModelFingerprint f = fingerprint(m);
@@ -47,7 +54,10 @@ std::optional<Profile> find_auto_profile(const Model& m) {
   try {
     Profile p = load_profile(path);
     check_profile_matches(p, m, path);
-    return p;
+    if (p.calibration_text != kSource || p.top_k != PromptProfiler::kTopK || p.min_pos != PromptProfiler::kMinPos)
+      return std::nullopt;
+    std::lock_guard<std::mutex> lock(g_mu);
+    return g_kept.try_emplace(f.weights_hash, std::move(p)).first->second;  // parsed once per process
   } catch (const Error&) {
     return std::nullopt;  // a stale or damaged cache file is made again
   }
@@ -61,7 +71,8 @@ std::string keep_auto_profile(const Model& m, const Profile& p) {
   const std::string path = auto_profile_path(m);
   if (path.empty()) return "";
   // Written whole under a temporary name, then renamed: a reader never sees half a file.
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
+  // Each write (threads of one process included) has its own temporary name.
+  const std::string tmp = path + ".tmp" + std::to_string(getpid()) + "-" + std::to_string(g_writes++);
   try {
     std::error_code ec;
     fs::create_directories(fs::path(path).parent_path(), ec);
@@ -82,24 +93,24 @@ void PromptProfiler::on_queries(int layer, int64_t p0, int n, const float* q, co
   if (p0 < kMinTokens) meter_.on_queries(layer, p0, (int)std::min<int64_t>(n, kMinTokens - p0), q, cache);
 }
 
-Profile PromptProfiler::profile(int64_t n_past) const {
+Profile PromptProfiler::profile() const {
   Profile p = profile_from_agreement(model_, meter_, default_n_tip(model_.config), kTopK, kMinPos);
-  p.calibration_text = "auto: a prompt's prefill";
-  p.calibration_tokens = n_past;
+  p.calibration_text = kSource;
+  p.calibration_tokens = kMinTokens;
   return p;
 }
 
 Profile make_auto_profile(const Model& m, const std::vector<int32_t>& prompt) {
-  PromptProfiler profiler(m);
-  SessionOptions so;
-  so.n_ctx = (int64_t)prompt.size();
-  Session s(m, so);
-  s.set_observer(&profiler);
-  s.eval(prompt);
-  if (!profiler.ready(s.n_past()))
+  if ((int64_t)prompt.size() < PromptProfiler::kMinTokens)
     throw Error("automatic FASA profile: the prompt has " + std::to_string(prompt.size()) + " tokens, fewer than " +
                 std::to_string(PromptProfiler::kMinTokens));
-  Profile p = profiler.profile(s.n_past());
+  PromptProfiler profiler(m);
+  SessionOptions so;
+  so.n_ctx = PromptProfiler::kMinTokens;  // only these are measured
+  Session s(m, so);
+  s.set_observer(&profiler);
+  s.eval(std::span<const int32_t>(prompt.data(), PromptProfiler::kMinTokens));
+  Profile p = profiler.profile();
   keep_auto_profile(m, p);
   return p;
 }

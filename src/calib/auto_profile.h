@@ -23,10 +23,11 @@ bool wants_auto_profile(const PolicyOptions& o);
 // ARCH-WEIGHTSHASH.profile.json; "" when neither directory is known.
 std::string auto_profile_path(const Model& m);
 // This model's auto profile: the one kept earlier in this process, else the cached file (one that
-// fails to load or was made for another model is ignored).
+// fails to load, was made for another model or another way is ignored; one that loads is kept).
 std::optional<Profile> find_auto_profile(const Model& m);
 // Keeps `p` for this process and writes it to the cache (best effort: an unwritable cache only
-// loses the file). Returns the file written, or "".
+// loses the file; concurrent writers each rename a whole file of their own). Returns the file
+// written, or "".
 std::string keep_auto_profile(const Model& m, const Profile& p);
 
 // Observes a dense session's prefill (and dense decode steps): agreement of every query head's chunks
@@ -42,15 +43,16 @@ class PromptProfiler : public AttentionObserver {
   explicit PromptProfiler(const Model& m);
   void on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
   bool ready(int64_t n_past) const { return n_past >= kMinTokens && meter_.fc_queries() > 0; }
-  // The profile measured so far over a context of n_past tokens.
-  Profile profile(int64_t n_past) const;
+  // The profile measured so far. Samples of a prompt truncated while measuring stay: they are this
+  // model's agreement on real text all the same.
+  Profile profile() const;
 
  private:
   const Model& model_;
   AgreementMeter meter_;
 };
 
-// Prefills `prompt` (at least kMinTokens tokens) densely with a PromptProfiler and keeps the profile it
+// Prefills the first kMinTokens of `prompt` (at least that long) densely with a PromptProfiler and keeps the profile it
 // makes, as a context does with its first long prompt: for evaluations, whose prefills are shared.
 Profile make_auto_profile(const Model& m, const std::vector<int32_t>& prompt);
 

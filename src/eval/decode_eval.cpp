@@ -123,14 +123,17 @@ ReferenceRun reference_run(const Model& m, const std::string& text, const TextEv
   return ref;
 }
 
-void prepare_auto_profile(const Model& m, const std::vector<std::string>& policies, const PolicyOptions& base,
-                          const std::vector<std::vector<int32_t>>& prompts) {
-  const bool wanted = std::any_of(policies.begin(), policies.end(), [&](const std::string& name) {
+bool auto_profile_wanted(const Model& m, const std::vector<std::string>& policies, const PolicyOptions& base) {
+  return std::any_of(policies.begin(), policies.end(), [&](const std::string& name) {
     PolicyOptions po = base;
     po.attn = name;
     return auto_profile_pending(po, m);
   });
-  if (!wanted) return;
+}
+
+void prepare_auto_profile(const Model& m, const std::vector<std::string>& policies, const PolicyOptions& base,
+                          const std::vector<std::vector<int32_t>>& prompts) {
+  if (!auto_profile_wanted(m, policies, base)) return;
   for (const auto& p : prompts)
     if ((int64_t)p.size() >= PromptProfiler::kMinTokens) {
       make_auto_profile(m, p);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -29,9 +30,7 @@ std::string gib(double bytes) {
   std::snprintf(b, sizeof b, "%.0f bytes (%.2f GiB)", bytes, bytes / 1073741824.0);
   return b;
 }
-}  // namespace
 
-namespace {
 // `l` with the identity for an empty perm; throws unless it is a permutation of the head's dims.
 KeyLayout checked_layout(KeyLayout l, int head_dim) {
   if (l.perm.empty()) {
@@ -121,27 +120,35 @@ void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
   for (auto& l : layouts) l = checked_layout(std::move(l), head_dim_);
   const size_t eb = kv_elem_bytes(type_);
   const int D = head_dim_;
-  // One head at a time per thread: the extra memory is a head's key planes, not the cache's.
+  // One head at a time per thread: the extra memory is a head's key planes, not the cache's. An
+  // allocation failure must not escape the parallel region; it is rethrown after it.
+  std::exception_ptr failure;
 #pragma omp parallel for schedule(dynamic)
   for (size_t i = 0; i < heads_.size(); ++i) {
-    HeadPlanes& h = heads_[i];
-    const KeyLayout& to = layouts[i];
-    const int old_nd = h.layout.n_dom, nd = to.n_dom;
-    std::vector<int> old_at(D);  // model dim -> its dim in the old cache order
-    for (int j = 0; j < D; ++j) old_at[h.layout.perm[j]] = j;
-    std::vector<uint8_t> k_dom((size_t)n_ctx_ * nd * eb), k_rest((size_t)n_ctx_ * (D - nd) * eb);
-    for (int64_t p = 0; p < n_rows; ++p)
-      for (int j = 0; j < D; ++j) {
-        const int from = old_at[to.perm[j]];
-        const uint8_t* src = from < old_nd ? &h.k_dom[((size_t)p * old_nd + from) * eb]
-                                           : &h.k_rest[((size_t)p * (D - old_nd) + from - old_nd) * eb];
-        uint8_t* dst = j < nd ? &k_dom[((size_t)p * nd + j) * eb] : &k_rest[((size_t)p * (D - nd) + j - nd) * eb];
-        std::memcpy(dst, src, eb);
-      }
-    h.k_dom = std::move(k_dom);
-    h.k_rest = std::move(k_rest);
-    h.layout = to;
+    try {
+      HeadPlanes& h = heads_[i];
+      const KeyLayout& to = layouts[i];
+      const int old_nd = h.layout.n_dom, nd = to.n_dom;
+      std::vector<int> old_at(D);  // model dim -> its dim in the old cache order
+      for (int j = 0; j < D; ++j) old_at[h.layout.perm[j]] = j;
+      std::vector<uint8_t> k_dom((size_t)n_ctx_ * nd * eb), k_rest((size_t)n_ctx_ * (D - nd) * eb);
+      for (int64_t p = 0; p < n_rows; ++p)
+        for (int j = 0; j < D; ++j) {
+          const int from = old_at[to.perm[j]];
+          const uint8_t* src = from < old_nd ? &h.k_dom[((size_t)p * old_nd + from) * eb]
+                                             : &h.k_rest[((size_t)p * (D - old_nd) + from - old_nd) * eb];
+          uint8_t* dst = j < nd ? &k_dom[((size_t)p * nd + j) * eb] : &k_rest[((size_t)p * (D - nd) + j - nd) * eb];
+          std::memcpy(dst, src, eb);
+        }
+      h.k_dom = std::move(k_dom);
+      h.k_rest = std::move(k_rest);
+      h.layout = to;
+    } catch (...) {
+#pragma omp critical(kv_relayout_failure)
+      if (!failure) failure = std::current_exception();
+    }
   }
+  if (failure) std::rethrow_exception(failure);
 }
 
 void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const float* v) {

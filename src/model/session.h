@@ -58,7 +58,8 @@ class Session {
   // policies share one prefill of a long prompt.
   void start_from_prefill(const Session& dense, const std::vector<std::vector<float>>& queries);
   // Goes on with another policy: the cached rows move into its key layout (no offloaded cache). The
-  // policy sees none of the earlier queries: for policies that keep no per-query state (FASA).
+  // policy sees none of the earlier queries: for policies that keep no per-query state (FASA; H2O and
+  // SnapKV would start with no votes).
   void set_policy(std::shared_ptr<TokenSelector> policy);
 
  private:

@@ -128,9 +128,15 @@ bool auto_profile_pending(const PolicyOptions& o, const Model& model) {
 }
 
 void check_policy(const PolicyOptions& o, const Model& model) {
-  session_options(o, 0);
+  const SessionOptions so = session_options(o, 0);
   PolicyOptions checked = o;
-  if (auto_profile_pending(o, model)) checked.synthetic_profile = true, checked.profile.clear();
+  if (auto_profile_pending(o, model)) {
+    if (so.offload.tier != KvOffloadOptions::Tier::None)
+      throw Error("--kv-offload: no profile of this model yet; give --profile FILE, or run once without "
+                  "--kv-offload on a prompt of at least " + std::to_string(PromptProfiler::kMinTokens) +
+                  " tokens to make the automatic one");
+    checked.synthetic_profile = true, checked.profile.clear();
+  }
   make_selector(checked, model);
 }
 
