@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "calib/auto_profile.h"
 #include "fasa/error.h"
@@ -210,6 +211,28 @@ TEST_F(AutoProfileTest, APendingContextTakesAProfileAnotherContextMade) {
   waiting.feed_tokens(random_tokens(20, 11, n_vocab));  // its next prefill finds the kept profile
   EXPECT_NE(waiting.policy_summary().find("automatic profile of an earlier prompt"), std::string::npos)
       << waiting.policy_summary();
+}
+
+// Two contexts (server slots) finish measuring at the same time: both go sparse, and the cache holds
+// one whole profile.
+TEST_F(AutoProfileTest, ContextsMeasuringAtOnceOnThreads) {
+  Engine engine(model_path(27));
+  const int n_vocab = engine.model().config.n_vocab;
+  std::vector<std::string> summaries(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i)
+    threads.emplace_back([&, i] {
+      Context ctx(engine, fasa_options());
+      ctx.feed_tokens(random_tokens(1040, 20 + i, n_vocab));
+      summaries[i] = ctx.policy_summary();
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& s : summaries) EXPECT_NE(s.find("automatic profile"), std::string::npos) << s;
+  const std::string file = auto_profile_path(engine.model());
+  EXPECT_NO_THROW(check_profile_matches(load_profile(file), engine.model(), file));
+  std::size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(file).parent_path())) entries += !!e.is_regular_file();
+  EXPECT_EQ(entries, 1u) << "no temporary file is left";
 }
 
 TEST_F(AutoProfileTest, MeasuresAFixedSampleOfTheFirstTokens) {
