@@ -213,25 +213,53 @@ TEST_F(AutoProfileTest, APendingContextTakesAProfileAnotherContextMade) {
       << waiting.policy_summary();
 }
 
-// Two contexts (server slots) finish measuring at the same time: both go sparse, and the cache holds
-// one whole profile.
+// Two contexts (server slots), both measuring, finish at the same time on threads: the first profile
+// kept is the process's, both decode with it, and the cache holds one whole file.
 TEST_F(AutoProfileTest, ContextsMeasuringAtOnceOnThreads) {
   Engine engine(model_path(27));
   const int n_vocab = engine.model().config.n_vocab;
-  std::vector<std::string> summaries(2);
+  Context a(engine, fasa_options()), b(engine, fasa_options());  // both start measuring
+  std::vector<Context*> ctx = {&a, &b};
   std::vector<std::thread> threads;
   for (int i = 0; i < 2; ++i)
-    threads.emplace_back([&, i] {
-      Context ctx(engine, fasa_options());
-      ctx.feed_tokens(random_tokens(1040, 20 + i, n_vocab));
-      summaries[i] = ctx.policy_summary();
-    });
+    threads.emplace_back([&, i] { ctx[i]->feed_tokens(random_tokens(1040, 20 + i, n_vocab)); });
   for (auto& t : threads) t.join();
-  for (const auto& s : summaries) EXPECT_NE(s.find("automatic profile"), std::string::npos) << s;
   const std::string file = auto_profile_path(engine.model());
+  const int mine = (a.policy_summary().find("from this prompt's first 1024 tokens, cached in " + file) != std::string::npos) +
+                   (b.policy_summary().find("from this prompt's first 1024 tokens, cached in " + file) != std::string::npos);
+  const int earlier = (a.policy_summary().find("of an earlier prompt") != std::string::npos) +
+                      (b.policy_summary().find("of an earlier prompt") != std::string::npos);
+  EXPECT_EQ(mine, 1) << a.policy_summary() << "\n" << b.policy_summary();
+  EXPECT_EQ(earlier, 1);
   EXPECT_NO_THROW(check_profile_matches(load_profile(file), engine.model(), file));
+}
+
+// Concurrent keeps: the first wins everywhere, each writer renames a file of its own, none is left over.
+TEST_F(AutoProfileTest, ConcurrentKeepsKeepTheFirst) {
+  auto m = load_model(model_path(28));
+  std::vector<Profile> made;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    Profile p = synthetic_profile(*m, 2, seed);
+    p.calibration_text = "auto: 1 in 32 queries of a prompt's first 1024 tokens";
+    p.top_k = PromptProfiler::kTopK;
+    p.min_pos = PromptProfiler::kMinPos;
+    made.push_back(p);
+  }
+  std::vector<KeptProfile> got(made.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < made.size(); ++i) threads.emplace_back([&, i] { got[i] = keep_auto_profile(*m, made[i]); });
+  for (auto& t : threads) t.join();
+  int mine = 0;
+  for (const KeptProfile& k : got) {
+    mine += k.mine;
+    EXPECT_EQ(k.profile.mean_ca, got[0].profile.mean_ca);
+  }
+  EXPECT_EQ(mine, 1);
+  const std::string file = auto_profile_path(*m);
+  EXPECT_EQ(load_profile(file).mean_ca.size(), got[0].profile.mean_ca.size());
   std::size_t entries = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(file).parent_path())) entries += !!e.is_regular_file();
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(file).parent_path()))
+    entries += e.is_regular_file();
   EXPECT_EQ(entries, 1u) << "no temporary file is left";
 }
 
@@ -239,8 +267,14 @@ TEST_F(AutoProfileTest, MeasuresAFixedSampleOfTheFirstTokens) {
   auto m = load_model(model_path(23));
   const std::vector<int32_t> longer = random_tokens(1300, 7, m->config.n_vocab);
   const std::vector<int32_t> prefix(longer.begin(), longer.begin() + 1024);
-  const Profile a = make_auto_profile(*m, prefix), b = make_auto_profile(*m, longer);
-  EXPECT_EQ(a.mean_ca, b.mean_ca);  // positions past kMinTokens add no cost and change nothing
+  const Profile a = make_auto_profile(*m, prefix);
+  PromptProfiler whole(*m);  // the profiler over a longer prefill: positions past kMinTokens are not measured
+  SessionOptions so;
+  so.n_ctx = (int64_t)longer.size();
+  Session s(*m, so);
+  s.set_observer(&whole);
+  s.eval(longer);
+  EXPECT_EQ(whole.profile().mean_ca, a.mean_ca);
   EXPECT_EQ(a.queries, 28);         // (1024 - 128) / 32
   EXPECT_THROW(make_auto_profile(*m, std::vector<int32_t>(prefix.begin(), prefix.begin() + 1000)), Error);
 }

@@ -72,10 +72,11 @@ void Context::eval(std::span<const int32_t> ids, std::vector<float>* all_logits)
   if (!auto_pending_) return;
   const Model& m = engine_.model();
   if (profiler_ && profiler_->ready(session_->n_past())) {
-    const Profile p = profiler_->profile();
-    const std::string file = keep_auto_profile(m, p);
-    go_sparse(p, "automatic profile from this prompt's first " + std::to_string(PromptProfiler::kMinTokens) +
-                     " tokens" + (file.empty() ? std::string() : ", cached in " + file));
+    const KeptProfile kept = keep_auto_profile(m, profiler_->profile());
+    go_sparse(kept.profile, !kept.mine ? "automatic profile of an earlier prompt"
+                                       : "automatic profile from this prompt's first " +
+                                             std::to_string(PromptProfiler::kMinTokens) + " tokens" +
+                                             (kept.file.empty() ? std::string() : ", cached in " + kept.file));
   } else if (ids.size() > 1) {  // a prefill: another context (a server slot) may have made one since
     if (const std::optional<Profile> p = find_auto_profile(m)) go_sparse(*p, "automatic profile of an earlier prompt");
   }

@@ -19,13 +19,15 @@ namespace fs = std::filesystem;
 namespace {
 
 std::mutex g_mu;
-std::map<std::string, Profile> g_kept;  // weights hash -> this process's auto profile
+std::map<std::string, Profile> g_kept;  // "ARCH-WEIGHTSHASH" -> this process's auto profile
 std::atomic<uint64_t> g_writes{0};      // names each write's temporary file
 
 // What an automatic profile records as its source: a cached file made another way (another stride or
 // K, or `fasa calibrate`) is not one.
 const std::string kSource = "auto: 1 in " + std::to_string(PromptProfiler::kStride) + " queries of a prompt's first " +
                             std::to_string(PromptProfiler::kMinTokens) + " tokens";
+
+std::string key_of(const ModelFingerprint& f) { return f.arch + "-" + f.weights_hash; }
 
 }  // namespace
 
@@ -39,14 +41,14 @@ std::string auto_profile_path(const Model& m) {
   else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache";
   else return "";
   const ModelFingerprint f = fingerprint(m);
-  return dir + "/fasa/profiles/" + f.arch + "-" + f.weights_hash + ".profile.json";
+  return dir + "/fasa/profiles/" + key_of(f) + ".profile.json";
 }
 
 std::optional<Profile> find_auto_profile(const Model& m) {
   const ModelFingerprint f = fingerprint(m);
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    if (auto it = g_kept.find(f.weights_hash); it != g_kept.end() && it->second.model == f) return it->second;
+    if (auto it = g_kept.find(key_of(f)); it != g_kept.end() && it->second.model == f) return it->second;
   }
   const std::string path = auto_profile_path(m);
   std::error_code ec;
@@ -57,20 +59,21 @@ std::optional<Profile> find_auto_profile(const Model& m) {
     if (p.calibration_text != kSource || p.top_k != PromptProfiler::kTopK || p.min_pos != PromptProfiler::kMinPos)
       return std::nullopt;
     std::lock_guard<std::mutex> lock(g_mu);
-    return g_kept.try_emplace(f.weights_hash, std::move(p)).first->second;  // parsed once per process
+    const auto [it, added] = g_kept.try_emplace(key_of(f), p);  // parsed once per process
+    return it->second.model == f ? it->second : p;
   } catch (const Error&) {
     return std::nullopt;  // a stale or damaged cache file is made again
   }
 }
 
-std::string keep_auto_profile(const Model& m, const Profile& p) {
+KeptProfile keep_auto_profile(const Model& m, const Profile& p) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    g_kept[p.model.weights_hash] = p;
+    const auto [it, added] = g_kept.try_emplace(key_of(p.model), p);
+    if (!added) return {it->second, false, ""};  // another context was first
   }
   const std::string path = auto_profile_path(m);
-  if (path.empty()) return "";
-  // Written whole under a temporary name, then renamed: a reader never sees half a file.
+  if (path.empty()) return {p, true, ""};
   // Each write (threads of one process included) has its own temporary name.
   const std::string tmp = path + ".tmp" + std::to_string(getpid()) + "-" + std::to_string(g_writes++);
   try {
@@ -78,12 +81,12 @@ std::string keep_auto_profile(const Model& m, const Profile& p) {
     fs::create_directories(fs::path(path).parent_path(), ec);
     save_profile(p, tmp);
     fs::rename(tmp, path, ec);
-    if (!ec) return path;
+    if (!ec) return {p, true, path};
   } catch (const Error&) {
   }
   std::error_code ignored;
   fs::remove(tmp, ignored);
-  return "";
+  return {p, true, ""};
 }
 
 PromptProfiler::PromptProfiler(const Model& m) : model_(m), meter_(m.config, kTopK, kMinPos, kStride) {}
@@ -110,9 +113,7 @@ Profile make_auto_profile(const Model& m, const std::vector<int32_t>& prompt) {
   Session s(m, so);
   s.set_observer(&profiler);
   s.eval(std::span<const int32_t>(prompt.data(), PromptProfiler::kMinTokens));
-  Profile p = profiler.profile();
-  keep_auto_profile(m, p);
-  return p;
+  return keep_auto_profile(m, profiler.profile()).profile;
 }
 
 }  // namespace fasa

@@ -25,10 +25,15 @@ std::string auto_profile_path(const Model& m);
 // This model's auto profile: the one kept earlier in this process, else the cached file (one that
 // fails to load, was made for another model or another way is ignored; one that loads is kept).
 std::optional<Profile> find_auto_profile(const Model& m);
-// Keeps `p` for this process and writes it to the cache (best effort: an unwritable cache only
-// loses the file; concurrent writers each rename a whole file of their own). Returns the file
-// written, or "".
-std::string keep_auto_profile(const Model& m, const Profile& p);
+// Keeps `p` for this process unless another was kept first (then every context of the process
+// decodes with that one), and writes it to the cache (best effort: an unwritable cache only loses
+// the file; concurrent writers each rename a whole file of their own).
+struct KeptProfile {
+  Profile profile;   // the process's automatic profile: `p`, or the one kept first
+  bool mine = false;  // it is `p`
+  std::string file;  // where `p` was written, or ""
+};
+KeptProfile keep_auto_profile(const Model& m, const Profile& p);
 
 // Observes a dense session's prefill (and dense decode steps): agreement of every query head's chunks
 // on every kStride-th query of positions kMinPos..kMinTokens-1 (a fixed cost, however long the

@@ -38,10 +38,11 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
                                                  const std::vector<int>& top_ks, const PolicyOptions& base,
                                                  const TextEvalOptions& o);
 
+// Whether one of `policies` is FASA waiting for an automatic profile (auto_profile_pending).
+bool auto_profile_wanted(const Model& m, const std::vector<std::string>& policies, const PolicyOptions& base);
 // FASA's automatic profile for an evaluation, whose prefills are shared: when one of `policies` wants it
 // and none exists yet, the first of `prompts` with at least PromptProfiler::kMinTokens tokens makes it
 // (as a context's first long prompt would). Throws fasa::Error when none is that long.
-bool auto_profile_wanted(const Model& m, const std::vector<std::string>& policies, const PolicyOptions& base);
 void prepare_auto_profile(const Model& m, const std::vector<std::string>& policies, const PolicyOptions& base,
                           const std::vector<std::vector<int32_t>>& prompts);
 // The options that shape a policy's choices (o.attn == policy), for the record ("fcs=8 sharing=group

@@ -120,7 +120,8 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
       if (g != "all" && std::find(types.begin(), types.end(), g) == types.end()) types.push_back(g);
   types.push_back("all");
   std::vector<std::vector<int32_t>> long_prompt;  // the first that can make FASA's automatic profile
-  for (size_t i = 0; auto_profile_wanted(m, policies, base) && i < tasks.size() && long_prompt.empty(); ++i)
+  const bool wanted = auto_profile_wanted(m, policies, base);
+  for (size_t i = 0; wanted && i < tasks.size() && long_prompt.empty(); ++i)
     if (auto ids = m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos()); (int64_t)ids.size() >= PromptProfiler::kMinTokens)
       long_prompt.push_back(std::move(ids));
   prepare_auto_profile(m, policies, base, long_prompt);

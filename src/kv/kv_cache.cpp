@@ -127,7 +127,7 @@ void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
   for (size_t i = 0; i < heads_.size(); ++i) {
     try {
       HeadPlanes& h = heads_[i];
-      const KeyLayout& to = layouts[i];
+      KeyLayout to = layouts[i];  // copied first: the three assignments below cannot throw
       const int old_nd = h.layout.n_dom, nd = to.n_dom;
       std::vector<int> old_at(D);  // model dim -> its dim in the old cache order
       for (int j = 0; j < D; ++j) old_at[h.layout.perm[j]] = j;
@@ -142,7 +142,7 @@ void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
         }
       h.k_dom = std::move(k_dom);
       h.k_rest = std::move(k_rest);
-      h.layout = to;
+      h.layout = std::move(to);
     } catch (...) {
 #pragma omp critical(kv_relayout_failure)
       if (!failure) failure = std::current_exception();
