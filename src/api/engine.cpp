@@ -72,7 +72,7 @@ void Context::eval(std::span<const int32_t> ids, std::vector<float>* all_logits)
   if (!auto_pending_) return;
   const Model& m = engine_.model();
   if (profiler_ && profiler_->ready(session_->n_past())) {
-    const KeptProfile kept = keep_auto_profile(m, profiler_->profile());
+    const KeptProfile kept = keep_auto_profile(profiler_->profile());
     go_sparse(kept.profile, !kept.mine ? "automatic profile of an earlier prompt"
                                        : "automatic profile from this prompt's first " +
                                              std::to_string(PromptProfiler::kMinTokens) + " tokens" +

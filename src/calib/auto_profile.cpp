@@ -29,19 +29,21 @@ const std::string kSource = "auto: 1 in " + std::to_string(PromptProfiler::kStri
 
 std::string key_of(const ModelFingerprint& f) { return f.arch + "-" + f.weights_hash; }
 
-}  // namespace
-
-bool wants_auto_profile(const PolicyOptions& o) {
-  return o.profile == "auto" || (o.profile.empty() && !o.synthetic_profile);
-}
-
-std::string auto_profile_path(const Model& m) {
+// auto_profile_path of the model with fingerprint f (hashing the weights once is enough).
+std::string path_for(const ModelFingerprint& f) {
   std::string dir;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && x[0] == '/') dir = x;  // relative: ignored (XDG)
   else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache";
   else return "";
-  const ModelFingerprint f = fingerprint(m);
   return dir + "/fasa/profiles/" + key_of(f) + ".profile.json";
+}
+
+}  // namespace
+
+std::string auto_profile_path(const Model& m) { return path_for(fingerprint(m)); }
+
+bool wants_auto_profile(const PolicyOptions& o) {
+  return o.profile == "auto" || (o.profile.empty() && !o.synthetic_profile);
 }
 
 std::optional<Profile> find_auto_profile(const Model& m) {
@@ -50,7 +52,7 @@ std::optional<Profile> find_auto_profile(const Model& m) {
     std::lock_guard<std::mutex> lock(g_mu);
     if (auto it = g_kept.find(key_of(f)); it != g_kept.end() && it->second.model == f) return it->second;
   }
-  const std::string path = auto_profile_path(m);
+  const std::string path = path_for(f);
   std::error_code ec;
   if (path.empty() || !fs::exists(path, ec)) return std::nullopt;
   try {
@@ -66,13 +68,13 @@ std::optional<Profile> find_auto_profile(const Model& m) {
   }
 }
 
-KeptProfile keep_auto_profile(const Model& m, const Profile& p) {
+KeptProfile keep_auto_profile(const Profile& p) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     const auto [it, added] = g_kept.try_emplace(key_of(p.model), p);
     if (!added) return {it->second, false, ""};  // another context was first
   }
-  const std::string path = auto_profile_path(m);
+  const std::string path = path_for(p.model);
   if (path.empty()) return {p, true, ""};
   // Each write (threads of one process included) has its own temporary name.
   const std::string tmp = path + ".tmp" + std::to_string(getpid()) + "-" + std::to_string(g_writes++);
@@ -113,7 +115,7 @@ Profile make_auto_profile(const Model& m, const std::vector<int32_t>& prompt) {
   Session s(m, so);
   s.set_observer(&profiler);
   s.eval(std::span<const int32_t>(prompt.data(), PromptProfiler::kMinTokens));
-  return keep_auto_profile(m, profiler.profile()).profile;
+  return keep_auto_profile(profiler.profile()).profile;
 }
 
 }  // namespace fasa

@@ -33,7 +33,7 @@ struct KeptProfile {
   bool mine = false;  // it is `p`
   std::string file;  // where `p` was written, or ""
 };
-KeptProfile keep_auto_profile(const Model& m, const Profile& p);
+KeptProfile keep_auto_profile(const Profile& p);  // for the model p.model names
 
 // Observes a dense session's prefill (and dense decode steps): agreement of every query head's chunks
 // on every kStride-th query of positions kMinPos..kMinTokens-1 (a fixed cost, however long the
