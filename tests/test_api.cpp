@@ -8,6 +8,7 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/session.h"
+#include "test_util.h"
 
 namespace fasa {
 namespace {
@@ -19,13 +20,7 @@ std::vector<int32_t> session_greedy(const Model& m, const std::vector<int32_t>& 
   SessionOptions so;
   so.n_ctx = (int64_t)prompt.size() + n;
   Session s(m, so);
-  std::span<const float> logits = s.eval(prompt);
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    out.push_back(argmax(logits));
-    if (i + 1 < n) logits = s.eval(std::span<const int32_t>(&out.back(), 1));
-  }
-  return out;
+  return test::greedy_tokens(s, prompt, n);
 }
 
 GenerationOptions greedy(int n) {

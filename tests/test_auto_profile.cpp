@@ -153,12 +153,7 @@ TEST_F(AutoProfileTest, FirstLongPromptMakesTheProfileThenDecodesAsFasaWithIt) {
   SessionOptions so;
   so.n_ctx = 1400;
   Session ref(m, so, make_fasa_selector(*kept, fasa_options().policy, m));
-  std::span<const float> logits = ref.eval(prompt);
-  std::vector<int32_t> want;
-  for (int i = 0; i < 12; ++i) {
-    want.push_back(argmax(logits));
-    if (i + 1 < 12) logits = ref.eval(std::span<const int32_t>(&want.back(), 1));
-  }
+  const std::vector<int32_t> want = test::greedy_tokens(ref, prompt, 12);
   EXPECT_EQ(got, want);
   // Full attention decodes differently here: the comparison can tell the policies apart.
   ContextOptions full = fasa_options();
@@ -247,7 +242,7 @@ TEST_F(AutoProfileTest, ConcurrentKeepsKeepTheFirst) {
   }
   std::vector<KeptProfile> got(made.size());
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < made.size(); ++i) threads.emplace_back([&, i] { got[i] = keep_auto_profile(*m, made[i]); });
+  for (size_t i = 0; i < made.size(); ++i) threads.emplace_back([&, i] { got[i] = keep_auto_profile(made[i]); });
   for (auto& t : threads) t.join();
   int mine = 0;
   for (const KeptProfile& k : got) {

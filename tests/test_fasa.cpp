@@ -69,15 +69,21 @@ TEST(FcLayout, PartialRotaryDimsFormExtraChunks) {
   EXPECT_EQ(FcLayout(16, 16, RopeLayout::Normal).dims(3), (std::array<int, 2>{6, 7}));
 }
 
-// A synthetic head whose keys match the query only in planted chunks; the other chunks are noise.
-TEST(Calibration, FindsPlantedDominantChunks) {
+// The calibration tests' shape: one layer, two query heads sharing one KV head of 16 dims.
+ModelConfig one_layer_two_heads(RopeLayout layout) {
   ModelConfig c;
   c.n_layer = 1;
   c.n_head = 2;
   c.n_head_kv = 1;
   c.head_dim = 16;
   c.n_rot = 16;
-  c.rope_layout = RopeLayout::Neox;
+  c.rope_layout = layout;
+  return c;
+}
+
+// A synthetic head whose keys match the query only in planted chunks; the other chunks are noise.
+TEST(Calibration, FindsPlantedDominantChunks) {
+  const ModelConfig c = one_layer_two_heads(RopeLayout::Neox);
   const FcLayout fcs(c);
   const std::set<int> planted = {2, 5};
   const int T = 200;
@@ -122,13 +128,7 @@ TEST(Calibration, FindsPlantedDominantChunks) {
 // The meter's mean CA equals a plain computation (full sorts, ties to the lower index) on random keys,
 // some rows repeated so that scores tie, over every `stride`-th query from min_pos.
 TEST(Calibration, AgreementEqualsAPlainReference) {
-  ModelConfig c;
-  c.n_layer = 1;
-  c.n_head = 2;
-  c.n_head_kv = 1;
-  c.head_dim = 16;
-  c.n_rot = 16;
-  c.rope_layout = RopeLayout::Normal;
+  const ModelConfig c = one_layer_two_heads(RopeLayout::Normal);
   const FcLayout fcs(c);
   const int T = 150, K = 10, D = 16, F = fcs.n_fc(), min_pos = 100, stride = 3;
   KvCache cache(1, 1, D, T);

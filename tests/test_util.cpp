@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include "bench/synthetic_model.h"
+#include "model/sampler.h"
 
 #include <unistd.h>
 
@@ -55,6 +56,16 @@ namespace {
 // Tests never read or write the user's cache (FASA's automatic profiles): theirs is a temp dir.
 const bool kPrivateCache = [] { return setenv("XDG_CACHE_HOME", temp_dir().c_str(), 1) == 0; }();
 }  // namespace
+
+std::vector<int32_t> greedy_tokens(Session& s, const std::vector<int32_t>& prompt, int n) {
+  std::span<const float> logits = s.eval(prompt);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(argmax(logits));
+    if (i + 1 < n) logits = s.eval(std::span<const int32_t>(&out.back(), 1));
+  }
+  return out;
+}
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
   std::mt19937 rng(seed);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/gguf_writer.h"
+#include "model/session.h"
 #include "ops/dtype.h"
 
 namespace fasa::test {
@@ -32,6 +33,9 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f);
 
 // max |a - b| / max |b|
 double normalized_error(const float* a, const float* b, size_t n);
+
+// Greedy tokens after `prompt` from a fresh session `s` (the last one is not evaluated).
+std::vector<int32_t> greedy_tokens(Session& s, const std::vector<int32_t>& prompt, int n);
 
 using ::fasa::GgufWriter;
 
