@@ -69,12 +69,18 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
   cmd->add_option("--snapkv-window", o.snapkv_window, "SnapKV: observation window")->capture_default_str();
   cmd->add_option("--snapkv-every", o.snapkv_every, "SnapKV: re-select every N decode steps (0: never)")
       ->capture_default_str();
-  // llama.cpp's -ctk/-ctv name it too; K and V share one type here (the last one given).
-  cmd->add_option("--kv-type,--cache-type-k,--cache-type-v", o.kv_type,
-                  "KV cache element type of K and V: f16 (half the bytes read per step) or f32 (llama.cpp's -ctk/-ctv)")
-      ->check(CLI::IsMember({"f16", "f32"}))
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-      ->capture_default_str();
+  const auto kv_types = CLI::IsMember({"f16", "f32", "q8_0"});
+  cmd->add_option("--kv-type", o.kv_type,
+                  "KV cache element type of K and V: f16 (as llama.cpp's default), q8_0 (int8 blocks of 32: about "
+                  "half of f16's bytes per step) or f32 (exact)")
+      ->check(kv_types)->capture_default_str();
+  cmd->add_option("--cache-type-k", o.kv_type_k, "The keys' type, as llama.cpp's -ctk (default: --kv-type)")
+      ->check(kv_types);
+  cmd->add_option("--cache-type-v", o.kv_type_v, "The values' type, as llama.cpp's -ctv (default: --kv-type)")
+      ->check(kv_types);
+  cmd->add_flag("--tip-int8", o.tip_int8,
+                "FASA: rank tokens on a q8_0 copy of the K_dom plane (attention still reads the keys at --kv-type): "
+                "fewer bytes per decode step for a little more memory");
   cmd->add_option("--kv-fast-limit", o.kv_fast_limit, "Fast memory the KV cache may use (bytes, or e.g. 512M, 2G)");
   if (!(parts & kOffload)) return;
   cmd->add_option("--kv-offload", o.kv_offload,

@@ -48,18 +48,23 @@ void expect_same_rows(const KvCache& a, const KvCache& b, int64_t n) {
     for (int h = 0; h < kHeads; ++h) {
       const KvHeadView x = a.view(l, h, n), y = b.view(l, h, n);
       ASSERT_EQ(x.n_dom, y.n_dom);
-      const size_t eb = kv_elem_bytes(x.type);
+      const size_t dom = kv_row_bytes(x.k_type, x.n_dom), rest = kv_row_bytes(x.k_type, kDim - x.n_dom);
+      ASSERT_EQ(x.k_tip != nullptr, y.k_tip != nullptr);
       for (int64_t p = 0; p < n; ++p) {
-        EXPECT_EQ(0, std::memcmp(x.k_dom_row(p), y.k_dom_row(p), x.n_dom * eb)) << l << "," << h << "," << p;
-        EXPECT_EQ(0, std::memcmp(x.k_rest_row(p), y.k_rest_row(p), (kDim - x.n_dom) * eb)) << l << "," << h << "," << p;
-        EXPECT_EQ(0, std::memcmp(x.v_row(p), y.v_row(p), kDim * eb)) << l << "," << h << "," << p;
+        EXPECT_EQ(0, std::memcmp(x.k_dom_row(p), y.k_dom_row(p), dom)) << l << "," << h << "," << p;
+        EXPECT_EQ(0, std::memcmp(x.k_rest_row(p), y.k_rest_row(p), rest)) << l << "," << h << "," << p;
+        EXPECT_EQ(0, std::memcmp(x.v_row(p), y.v_row(p), x.value_row_bytes())) << l << "," << h << "," << p;
+        if (x.k_tip) {
+          const size_t tip = kv_row_bytes(DType::Q8_0, x.n_dom);
+          EXPECT_EQ(0, std::memcmp((const uint8_t*)x.k_tip + p * tip, (const uint8_t*)y.k_tip + p * tip, tip));
+        }
       }
     }
 }
 
 TEST(KvCacheRelayout, RowsEqualACacheBuiltWithTheLayout) {
   const int64_t n = 50;
-  for (DType type : {DType::F16, DType::F32}) {
+  for (KvTypes type : {KvTypes(DType::F16), KvTypes(DType::F32), KvTypes(DType::F16, DType::Q8_0, true)}) {
     KvCache moved(kLayers, kHeads, kDim, 64, {}, type);
     fill(moved, n, 3);
     const auto to = permuted_layouts(4, 1);
@@ -74,6 +79,19 @@ TEST(KvCacheRelayout, RowsEqualACacheBuiltWithTheLayout) {
     fill(built_other, n, 3);
     expect_same_rows(moved, built_other, n);
   }
+  // Q8_0 keys are quantized again in their new blocks: close to the cache built with the layout.
+  KvCache moved(kLayers, kHeads, kDim, 64, {}, DType::Q8_0), built(kLayers, kHeads, kDim, 64, permuted_layouts(4, 1), DType::Q8_0);
+  fill(moved, n, 3), fill(built, n, 3);
+  moved.relayout(permuted_layouts(4, 1), n);
+  for (int l = 0; l < kLayers; ++l)
+    for (int h = 0; h < kHeads; ++h) {
+      const KvHeadView x = moved.view(l, h, n), y = built.view(l, h, n);
+      std::vector<float> a, b;
+      for (int64_t p = 0; p < n; ++p)
+        for (int d = 0; d < kDim; ++d) a.push_back(x.key(p, d)), b.push_back(y.key(p, d));
+      EXPECT_LE(test::normalized_error(a.data(), b.data(), a.size()), 1e-2);
+      EXPECT_EQ(0, std::memcmp(x.v_row(0), y.v_row(0), n * x.value_row_bytes()));
+    }
   KvCache c(kLayers, kHeads, kDim, 64);
   auto bad = permuted_layouts(4, 1);
   bad[0].perm[0] = bad[0].perm[1];

@@ -53,12 +53,11 @@ void store_random(KvCache& c, int64_t p0, int64_t n, uint32_t seed) {
 
 // Row r of a view as bytes: [k_dom | k_rest | v].
 std::vector<uint8_t> row_bytes(const KvHeadView& kv, int64_t r) {
-  const size_t eb = kv_elem_bytes(kv.type), dom = (size_t)kv.n_dom * eb, rest = (size_t)kv.head_dim * eb - dom;
   std::vector<uint8_t> out;
   auto add = [&](const void* p, size_t n) { out.insert(out.end(), (const uint8_t*)p, (const uint8_t*)p + n); };
-  add(kv.k_dom_row(r), dom);
-  add(kv.k_rest_row(r), rest);
-  add(kv.v_row(r), (size_t)kv.head_dim * eb);
+  add(kv.k_dom_row(r), kv_row_bytes(kv.k_type, kv.n_dom));
+  add(kv.k_rest_row(r), kv_row_bytes(kv.k_type, kv.head_dim - kv.n_dom));
+  add(kv.v_row(r), kv.value_row_bytes());
   return out;
 }
 
@@ -91,8 +90,9 @@ void expect_gathers_equal(const KvCache& resident, const KvCache& off, int64_t n
 TEST(KvOffload, FetchedRowsEqualTheResidentCache) {
   for (auto tier : {KvOffloadOptions::Tier::Ram, KvOffloadOptions::Tier::File})
     for (bool prefetch : {false, true})
-      for (DType type : {DType::F16, DType::F32}) {
-        SCOPED_TRACE(testing::Message() << "file " << (tier == KvOffloadOptions::Tier::File) << " prefetch " << prefetch);
+      for (KvTypes type : {KvTypes(DType::F16), KvTypes(DType::F32), KvTypes(DType::Q8_0, DType::F16, true)}) {
+        SCOPED_TRACE(testing::Message() << "file " << (tier == KvOffloadOptions::Tier::File) << " prefetch " << prefetch
+                                        << " keys " << dtype_name(type.k));
         const int64_t n_ctx = 1100;  // five chunks of 256 rows
         KvCache resident(kLayers, kHeads, kDim, n_ctx, layouts(), type);
         KvCache off(kLayers, kHeads, kDim, n_ctx, layouts(), type, offload(tier, prefetch));

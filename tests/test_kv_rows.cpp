@@ -1,6 +1,8 @@
-// KV row kernels (F32 and F16 elements) against plain scalar loops on random rows, at lengths that
-// exercise the vector bodies and the tails; and an F16 cache's attention against the reference.
+// KV row kernels (F32, F16 and Q8_0 elements) against plain scalar loops on random rows, at lengths
+// that exercise the vector bodies and the tails; the rounding each type does against an independent
+// reference; and F16 and Q8_0 caches' attention against the reference.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -13,61 +15,105 @@
 namespace fasa {
 namespace {
 
-std::vector<uint16_t> to_f16(const std::vector<float>& x) {
-  std::vector<uint16_t> h(x.size());
-  for (size_t i = 0; i < x.size(); ++i) h[i] = fp32_to_fp16(x[i]);
-  return h;
+constexpr DType kKvTypes[] = {DType::F32, DType::F16, DType::Q8_0};
+
+// n_rows rows of `width` elements of x stored as KV rows of type t, one after another.
+struct Plane {
+  std::vector<uint8_t> bytes;
+  size_t row_bytes;
+  const void* row(int64_t r) const { return bytes.data() + r * row_bytes; }
+};
+Plane make_plane(const std::vector<float>& x, int64_t n_rows, int width, DType t) {
+  Plane p{std::vector<uint8_t>(n_rows * kv_row_bytes(t, width) + 1), kv_row_bytes(t, width)};
+  for (int64_t r = 0; r < n_rows; ++r) kv_store(&x[r * width], t, width, p.bytes.data() + r * p.row_bytes);
+  return p;
 }
 
-TEST(KvRows, DotAndAddScaledMatchScalarLoops) {
-  for (int n : {1, 7, 8, 15, 16, 17, 64, 100, 128}) {
-    const auto q = test::random_floats(n, n, 1.5f), x = test::random_floats(n, n + 100, 2.0f);
-    const auto h = to_f16(x);
-    double ref32 = 0, ref16 = 0;
-    for (int i = 0; i < n; ++i) ref32 += (double)q[i] * x[i], ref16 += (double)q[i] * fp16_to_fp32(h[i]);
-    EXPECT_NEAR(kv_dot(q.data(), x.data(), DType::F32, n), ref32, 1e-4 * n) << n;
-    EXPECT_NEAR(kv_dot(q.data(), h.data(), DType::F16, n), ref16, 1e-4 * n) << n;
+// What each stored element should read back as: F16 rounding, or ggml's Q8_0 (per block of 32 from
+// the row's start: d = max |x| / 127 kept as F16, quants rounded half away from zero).
+std::vector<float> expected_row(const float* x, int n, DType t) {
+  std::vector<float> out(x, x + n);
+  if (t == DType::F16)
+    for (float& v : out) v = fp16_to_fp32(fp32_to_fp16(v));
+  if (t == DType::Q8_0)
+    for (int b = 0; b < n; b += 32) {
+      float amax = 0;
+      for (int i = b; i < std::min(n, b + 32); ++i) amax = std::max(amax, std::fabs(x[i]));
+      const float d = amax / 127, half_d = fp16_to_fp32(fp32_to_fp16(d));
+      for (int i = b; i < std::min(n, b + 32); ++i) out[i] = (d > 0 ? std::round(x[i] * (1.0f / d)) : 0.0f) * half_d;
+    }
+  return out;
+}
 
-    std::vector<float> out32 = q, out16 = q, want32(n), want16(n);
-    for (int i = 0; i < n; ++i) want32[i] = q[i] + 0.3f * x[i], want16[i] = q[i] + 0.3f * fp16_to_fp32(h[i]);
-    kv_add_scaled(out32.data(), 0.3f, x.data(), DType::F32, n);
-    kv_add_scaled(out16.data(), 0.3f, h.data(), DType::F16, n);
-    EXPECT_LE(test::normalized_error(out32.data(), want32.data(), n), 1e-6) << n;
-    EXPECT_LE(test::normalized_error(out16.data(), want16.data(), n), 1e-6) << n;
+TEST(KvRows, StoreAndLoadRoundAsEachTypeDoes) {
+  for (DType t : kKvTypes)
+    for (int n : {1, 16, 31, 32, 37, 48, 64, 100}) {
+      const auto x = test::random_floats(n, 4 + n, 100.0f);
+      const Plane p = make_plane(x, 1, n, t);
+      EXPECT_EQ(p.row_bytes, t == DType::Q8_0 ? n + 2 * ((n + 31) / 32) : n * (t == DType::F16 ? 2 : 4));
+      std::vector<float> back(n);
+      kv_load(p.row(0), t, n, back.data());
+      const auto want = expected_row(x.data(), n, t);
+      for (int i = 0; i < n; ++i) {
+        EXPECT_FLOAT_EQ(back[i], want[i]) << dtype_name(t) << " n=" << n << " i=" << i;
+        EXPECT_EQ(kv_row_element(p.row(0), t, i), back[i]);
+      }
+    }
+  std::vector<float> zeros(40, 0.0f), back(40, 1.0f);  // an all-zero block: scale 0, no division by it
+  const Plane z = make_plane(zeros, 1, 40, DType::Q8_0);
+  kv_load(z.row(0), DType::Q8_0, 40, back.data());
+  EXPECT_EQ(back, zeros);
+  EXPECT_EQ(kv_type_from_name("f16"), DType::F16);
+  EXPECT_EQ(kv_type_from_name("f32"), DType::F32);
+  EXPECT_EQ(kv_type_from_name("q8_0"), DType::Q8_0);
+  EXPECT_THROW(kv_type_from_name("q4_0"), Error);
+}
+
+TEST(KvRows, LoadRowsReadsEachRowOfAPlane) {
+  for (DType t : kKvTypes) {
+    const int n = 48, rows = 5;
+    const auto x = test::random_floats(n * rows, 8, 3.0f);
+    const Plane p = make_plane(x, rows, n, t);
+    std::vector<float> got(n * rows);
+    kv_load_rows(p.row(0), t, n, rows, got.data());
+    for (int r = 0; r < rows; ++r) {
+      const auto want = expected_row(&x[r * n], n, t);
+      for (int i = 0; i < n; ++i) EXPECT_FLOAT_EQ(got[r * n + i], want[i]) << dtype_name(t);
+    }
   }
 }
 
-TEST(KvRows, StoreRoundsToHalfAndLoadReadsItBack) {
-  const int n = 37;
-  const auto x = test::random_floats(n, 4, 100.0f);
-  std::vector<uint16_t> h(n);
-  kv_store(x.data(), DType::F16, n, h.data());
-  EXPECT_EQ(h, to_f16(x));
-  std::vector<float> back(n), f32(n);
-  kv_load(h.data(), DType::F16, n, back.data());
-  for (int i = 0; i < n; ++i) EXPECT_EQ(back[i], fp16_to_fp32(h[i]));
-  kv_store(x.data(), DType::F32, n, f32.data());
-  EXPECT_EQ(f32, x);
-  EXPECT_EQ(kv_type_from_name("f16"), DType::F16);
-  EXPECT_EQ(kv_type_from_name("f32"), DType::F32);
-  EXPECT_THROW(kv_type_from_name("q8_0"), Error);
+TEST(KvRows, DotAndAddScaledMatchScalarLoops) {
+  for (DType t : kKvTypes)
+    for (int n : {1, 7, 8, 15, 16, 17, 48, 64, 100, 128}) {
+      const auto q = test::random_floats(n, n, 1.5f), x = test::random_floats(n, n + 100, 2.0f);
+      const Plane p = make_plane(x, 1, n, t);
+      const auto xr = expected_row(x.data(), n, t);
+      double ref = 0;
+      for (int i = 0; i < n; ++i) ref += (double)q[i] * xr[i];
+      EXPECT_NEAR(kv_dot(q.data(), p.row(0), t, n), ref, 1e-4 * n) << dtype_name(t) << " " << n;
+
+      std::vector<float> out = q, want(n);
+      for (int i = 0; i < n; ++i) want[i] = q[i] + 0.3f * xr[i];
+      kv_add_scaled(out.data(), 0.3f, p.row(0), t, n);
+      EXPECT_LE(test::normalized_error(out.data(), want.data(), n), 1e-6) << dtype_name(t) << " " << n;
+    }
 }
 
 // TIP scores (8 rows at a time, transposed) against one plain dot per row and query, for row ranges
 // with tails and K_dom widths the vector path takes (multiples of 8; 8..32 compiled per width) and the
 // ones it does not.
 TEST(KvRows, TipScoresMatchPlainDots) {
-  for (DType t : {DType::F32, DType::F16})
-    for (int nd : {4, 8, 12, 16, 24, 32, 64})
+  for (DType t : kKvTypes)
+    for (int nd : {4, 8, 12, 16, 24, 32, 40, 64})
       for (int n_q : {1, 2, 3, 4, 5, 8}) {
         const int rows = 61;
         const auto x = test::random_floats((size_t)rows * nd, nd, 2.0f), q = test::random_floats((size_t)n_q * nd, n_q);
-        const auto h = to_f16(x);
-        const void* plane = t == DType::F16 ? (const void*)h.data() : (const void*)x.data();
+        const Plane plane = make_plane(x, rows, nd, t);
         for (auto [lo, hi] : {std::pair<int64_t, int64_t>{0, rows}, {3, 58}, {5, 12}}) {
           std::vector<float> got((size_t)n_q * (hi - lo)), want(got.size());
-          tip_scores(q.data(), n_q, plane, t, nd, lo, hi, got.data());
-          tip_scores_reference(q.data(), n_q, plane, t, nd, lo, hi, want.data());
+          tip_scores(q.data(), n_q, plane.row(0), t, nd, lo, hi, got.data());
+          tip_scores_reference(q.data(), n_q, plane.row(0), t, nd, lo, hi, want.data());
           EXPECT_LE(test::normalized_error(got.data(), want.data(), got.size()), 1e-6)
               << dtype_name(t) << " nd=" << nd << " n_q=" << n_q << " rows " << lo << ".." << hi;
         }
@@ -77,17 +123,14 @@ TEST(KvRows, TipScoresMatchPlainDots) {
 // One query against scattered rows, eight at a time, against one plain dot per row: widths the vector
 // path takes (multiples of 8) and not, row counts with tails.
 TEST(KvRows, DotRowsMatchPlainDots) {
-  for (DType t : {DType::F32, DType::F16})
+  for (DType t : kKvTypes)
     for (int d : {4, 8, 16, 48, 64, 72})
       for (int n : {1, 7, 8, 9, 61}) {
         const int stored = 100;
         const auto x = test::random_floats((size_t)stored * d, d + n, 2.0f), q = test::random_floats(d, n);
-        const auto h = to_f16(x);
+        const Plane plane = make_plane(x, stored, d, t);
         std::vector<const void*> rows(n);
-        for (int i = 0; i < n; ++i) {
-          const size_t at = (size_t)((i * 37) % stored) * d;
-          rows[i] = t == DType::F16 ? (const void*)&h[at] : (const void*)&x[at];
-        }
+        for (int i = 0; i < n; ++i) rows[i] = plane.row((i * 37) % stored);
         std::vector<float> got(n), want(n);
         kv_dot_rows(q.data(), rows.data(), n, t, d, got.data());
         for (int i = 0; i < n; ++i) want[i] = kv_dot(q.data(), rows[i], t, d);
@@ -98,19 +141,16 @@ TEST(KvRows, DotRowsMatchPlainDots) {
 // Weighted sums of value rows for groups of heads (each register-blocked width and the remainders)
 // against one kv_add_scaled per row and head; the rows are scattered, as a gathered block's are.
 TEST(KvRows, WeightedRowsMatchAddScaled) {
-  for (DType t : {DType::F32, DType::F16})
+  for (DType t : kKvTypes)
     for (int d : {8, 40, 64, 72, 128})
       for (int n_q : {1, 2, 3, 4, 5, 8})
         for (int n_rows : {1, 7, 64}) {
           const int stored = 100;
           const auto x = test::random_floats((size_t)stored * d, d + n_rows, 2.0f);
           const auto w = test::random_floats((size_t)n_q * n_rows, n_q, 1.0f);
-          const auto h = to_f16(x);
+          const Plane plane = make_plane(x, stored, d, t);
           std::vector<const void*> rows(n_rows);
-          for (int i = 0; i < n_rows; ++i) {
-            const size_t at = (size_t)((i * 37) % stored) * d;
-            rows[i] = t == DType::F16 ? (const void*)&h[at] : (const void*)&x[at];
-          }
+          for (int i = 0; i < n_rows; ++i) rows[i] = plane.row((i * 37) % stored);
           std::vector<float> got = test::random_floats((size_t)n_q * d, 9), want = got;  // both accumulate
           kv_weighted_rows(w.data(), n_q, rows.data(), n_rows, t, d, got.data());
           kv_weighted_rows_reference(w.data(), n_q, rows.data(), n_rows, t, d, want.data());
@@ -119,9 +159,9 @@ TEST(KvRows, WeightedRowsMatchAddScaled) {
         }
 }
 
-// An F16 cache in a permuted K_dom | K_rest layout: gathered attention equals the reference over
-// the same (rounded) rows, and stays close to the F32 cache's attention.
-TEST(KvRows, HalfCacheAttentionMatchesReferenceAndFloatCache) {
+// F16 and Q8_0 caches (and mixed key and value types) in a permuted K_dom | K_rest layout: gathered
+// attention equals the reference over the same (rounded) rows, and stays close to the F32 cache's.
+TEST(KvRows, RoundedCacheAttentionMatchesReferenceAndFloatCache) {
   const int d = 64, n = 300;
   auto k = test::random_floats(n * d, 3, 2.0f), v = test::random_floats(n * d, 4), q = test::random_floats(d, 5);
   KeyLayout layout;
@@ -129,23 +169,31 @@ TEST(KvRows, HalfCacheAttentionMatchesReferenceAndFloatCache) {
   std::iota(layout.perm.begin(), layout.perm.end(), 0);
   std::shuffle(layout.perm.begin(), layout.perm.end(), std::mt19937(2));
   layout.n_dom = 16;
-  KvCache half(1, 1, d, n, {layout}, DType::F16), full(1, 1, d, n, {layout}, DType::F32);
-  EXPECT_EQ(half.bytes() * 2, full.bytes());
-  for (int p = 0; p < n; ++p) {
-    half.store(0, 0, p, &k[p * d], &v[p * d]);
-    full.store(0, 0, p, &k[p * d], &v[p * d]);
-  }
-  std::vector<float> qp(d), got(d), ref(d), f32(d);
-  half.permute_query(0, 0, q.data(), qp.data());
+  KvCache full(1, 1, d, n, {layout}, DType::F32);
+  for (int p = 0; p < n; ++p) full.store(0, 0, p, &k[p * d], &v[p * d]);
   const float scale = 1.0f / 8;
-  gathered_attention(qp.data(), half.view(0, 0, n), nullptr, n, scale, got.data());
-  attention_reference(qp.data(), half.view(0, 0, n), nullptr, n, scale, ref.data());
-  gathered_attention(qp.data(), full.view(0, 0, n), nullptr, n, scale, f32.data());
-  EXPECT_LE(test::normalized_error(got.data(), ref.data(), d), 1e-5);
-  EXPECT_LE(test::normalized_error(got.data(), f32.data(), d), 1e-2);
-  EXPECT_GT(test::normalized_error(got.data(), f32.data(), d), 0.0);  // the rounding is really there
-  const KvHeadView view = half.view(0, 0, n);
-  for (int i = 0; i < d; ++i) EXPECT_EQ(view.key(7, i), fp16_to_fp32(fp32_to_fp16(k[7 * d + layout.perm[i]])));
+  for (KvTypes types : {KvTypes(DType::F16), KvTypes(DType::Q8_0), KvTypes(DType::Q8_0, DType::F16),
+                        KvTypes(DType::F16, DType::Q8_0)}) {
+    SCOPED_TRACE(std::string(dtype_name(types.k)) + "/" + dtype_name(types.v));
+    KvCache rounded(1, 1, d, n, {layout}, types);
+    EXPECT_EQ(rounded.bytes(), n * (kv_row_bytes(types.k, 16) + kv_row_bytes(types.k, 48) + kv_row_bytes(types.v, 64)));
+    for (int p = 0; p < n; ++p) rounded.store(0, 0, p, &k[p * d], &v[p * d]);
+    std::vector<float> qp(d), got(d), ref(d), f32(d), q32(d);
+    rounded.permute_query(0, 0, q.data(), qp.data());
+    full.permute_query(0, 0, q.data(), q32.data());
+    gathered_attention(qp.data(), rounded.view(0, 0, n), nullptr, n, scale, got.data());
+    attention_reference(qp.data(), rounded.view(0, 0, n), nullptr, n, scale, ref.data());
+    gathered_attention(q32.data(), full.view(0, 0, n), nullptr, n, scale, f32.data());
+    EXPECT_LE(test::normalized_error(got.data(), ref.data(), d), 1e-5);
+    const bool q8 = types.k == DType::Q8_0 || types.v == DType::Q8_0;
+    EXPECT_LE(test::normalized_error(got.data(), f32.data(), d), q8 ? 3e-2 : 1e-2);
+    EXPECT_GT(test::normalized_error(got.data(), f32.data(), d), 0.0);  // the rounding is really there
+    const KvHeadView view = rounded.view(0, 0, n);
+    std::vector<float> key(d);
+    for (int i = 0; i < d; ++i) key[i] = k[7 * d + layout.perm[i]];
+    const auto dom = expected_row(key.data(), 16, types.k), rest = expected_row(key.data() + 16, 48, types.k);
+    for (int i = 0; i < d; ++i) EXPECT_FLOAT_EQ(view.key(7, i), i < 16 ? dom[i] : rest[i - 16]);
+  }
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ TEST(TrainedModel, MatchesTheTrainingCodesForwardPass) {
     std::vector<float> ref(last * V);
     std::memcpy(ref.data(), raw.data(), raw.size());
     SessionOptions o;
-    o.kv_type = DType::F32;  // the reference is a float32 run of the F16-rounded weights
+    o.kv_types = {DType::F32, DType::F32};  // the reference is a float32 run of the F16-rounded weights
     Session s(*m, o);
     std::vector<float> logits;
     s.eval(ids, &logits);

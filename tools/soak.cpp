@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
     co.policy.dense_layers = "";
     if (argc > 3) co.policy.profile = argv[3];
     else co.policy.synthetic_profile = true;
-    const int elem_bytes = fasa::kv_elem_bytes(fasa::kv_type_from_name(co.policy.kv_type));
-    const double kv_kib_per_token = 2.0 * c.n_layer * c.n_head_kv * c.head_dim * elem_bytes / 1024;
+    const fasa::DType kv_type = fasa::kv_type_from_name(co.policy.kv_type);
+    const double kv_kib_per_token = 2.0 * c.n_layer * c.n_head_kv * fasa::kv_row_bytes(kv_type, c.head_dim) / 1024;
     fasa::Context ctx(engine, co);
     ctx.feed("Ge1:1 In the beginning");
     fasa::GenerationOptions g;

@@ -22,11 +22,15 @@ struct PolicyOptions {
   int sparq_r = 0;                 // SparQ query dims; 0 = head_dim / 4
   int snapkv_window = 32;          // SnapKV observation window
   int snapkv_every = 32;           // SnapKV re-selection period during decode (0: never)
-  std::string kv_type = "f16";     // KV cache elements, read by every policy: f16 or f32
+  std::string kv_type = "f16";     // KV cache elements, read by every policy: f16, f32 or q8_0
+  std::string kv_type_k, kv_type_v;  // the keys' and the values' own types; "" = kv_type
+  bool tip_int8 = false;           // FASA: TIP scans a Q8_0 copy of K_dom (no-op with q8_0 keys)
   std::string kv_offload;          // FASA-M: "" (all resident), "ram" or "file:DIR" for K_rest and V
   std::string kv_fast_limit;       // cap on the KV cache's fast memory: bytes, or with K/M/G; "" = none
   bool kv_prefetch = true;         // FASA-M: fetch the next layer's likely rows in the background
 
+  const std::string& key_type() const { return kv_type_k.empty() ? kv_type : kv_type_k; }
+  const std::string& value_type() const { return kv_type_v.empty() ? kv_type : kv_type_v; }
   bool operator==(const PolicyOptions&) const = default;
 };
 

@@ -108,7 +108,9 @@ namespace {
 
 // The notes column: fill, profile, total time of -pg tests, FASA-M memory, attention speed-up.
 std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, const BenchRunInfo& info) {
-  std::string n = "KV " + info.policy->kv_type;
+  const PolicyOptions& p = *info.policy;
+  std::string n = "KV " + (p.key_type() == p.value_type() ? p.kv_type : p.key_type() + "/" + p.value_type());
+  if (p.tip_int8 && policy_info(r.policy.attn).has_k_dom) n += ", int8 TIP";
   if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
   if (policy_info(r.policy.attn).has_k_dom && r.policy.synthetic_profile) n += ", synthetic profile";
   if (r.spec.n_prompt > 0 && r.spec.n_gen > 0)  // what a user waits for: the whole prefill + decode
@@ -154,8 +156,8 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
                         {"budget", pol.dense ? nlohmann::json(nullptr) : budget_json(shared.budget)},
                         {"fcs", r.fcs}, {"fc_sharing", shared.fc_sharing}, {"fc_alloc", shared.fc_alloc},
                         {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
-                        {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", shared.kv_type},
-                        {"type_v", shared.kv_type}, {"kv_bytes_read_per_token", r.result.kv_bytes_per_token},
+                        {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", shared.key_type()},
+                        {"type_v", shared.value_type()}, {"tip_int8", pol.has_k_dom && shared.tip_int8}, {"kv_bytes_read_per_token", r.result.kv_bytes_per_token},
                         {"achieved_gbps", row_gbps(r, info)}, {"kv_offload", r.policy.kv_offload},
                         {"kv_prefetch", !r.policy.kv_offload.empty() && r.policy.kv_prefetch}};
     if (!info.plan->attention_only) j.update(kv_memory_json(r.result.memory));

@@ -96,7 +96,7 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
         const KvHeadView kv = cache.view(layer, kv_head, Tm);
         float *a = &first[(size_t)kv_head * F * Tm], *b = &second[(size_t)kv_head * F * Tm];
         for (int64_t j = blk * kRows; j < std::min(Tm, (blk + 1) * kRows); ++j) {
-          kv_load(kv.k_rest_row(j), kv.type, D, k.data());
+          kv_load(kv.k_rest_row(j), kv.k_type, D, k.data());
           for (int f = 0; f < F; ++f) {
             const auto d = fcs_.dims(f);
             a[(size_t)f * Tm + j] = k[d[0]];

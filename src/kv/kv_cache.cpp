@@ -54,12 +54,13 @@ size_t resident_memory_bytes() {
   return resident * (size_t)sysconf(_SC_PAGE_SIZE);
 }
 
-KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts, DType type,
+KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts, KvTypes types,
                  const KvOffloadOptions& offload)
-    : n_head_kv_(n_head_kv), head_dim_(head_dim), n_ctx_(n_ctx), type_(type) {
+    : n_head_kv_(n_head_kv), head_dim_(head_dim), n_ctx_(n_ctx), types_(types) {
+  types_.tip_int8 = types.tip_int8 && types.k != DType::Q8_0;  // Q8_0 keys: TIP scans K_dom itself
   if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
-  if (type != DType::F16 && type != DType::F32) throw Error(std::string("KV cache: no ") + dtype_name(type) + " cache");
-  const size_t eb = kv_elem_bytes(type);
+  for (DType t : {types.k, types.v})
+    if (!is_kv_type(t)) throw Error(std::string("KV cache: no ") + dtype_name(t) + " cache (use f16, f32 or q8_0)");
   const size_t n_heads = (size_t)n_layer * n_head_kv;
   if (!layouts.empty() && layouts.size() != n_heads)
     throw Error("KV cache: " + std::to_string(layouts.size()) + " key layouts for " + std::to_string(n_heads) +
@@ -72,9 +73,10 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
   for (size_t i = 0; i < n_heads; ++i) {
     HeadPlanes& h = heads_[i];
     h.layout = checked_layout(layouts.empty() ? KeyLayout{} : std::move(layouts[i]), head_dim);
-    const size_t rest = (size_t)(2 * head_dim - h.layout.n_dom) * eb;  // K_rest + V per position
-    fast += (double)h.layout.n_dom * eb;
-    if (offloading && h.layout.n_dom > 0) {
+    const int nd = h.layout.n_dom;
+    const size_t rest = kv_row_bytes(types.k, head_dim - nd) + kv_row_bytes(types.v, head_dim);  // K_rest + V
+    fast += (double)(kv_row_bytes(types.k, nd) + (types.tip_int8 ? kv_row_bytes(DType::Q8_0, nd) : 0));
+    if (offloading && nd > 0) {
       h.slot = (int)record_bytes.size();
       record_bytes.push_back(rest);
       head_layer.push_back((int)(i / n_head_kv));
@@ -99,10 +101,8 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
                 (offloading ? " (fewer --fcs or a smaller context)"
                             : " (--kv-offload ram|file:DIR with --attn fasa keeps only K_dom in fast memory)"));
   for (HeadPlanes& h : heads_) {
-    h.k_dom.assign((size_t)n_ctx * h.layout.n_dom * eb, 0);
-    if (h.slot >= 0) continue;
-    h.k_rest.assign((size_t)n_ctx * (head_dim - h.layout.n_dom) * eb, 0);
-    h.v.assign((size_t)n_ctx * head_dim * eb, 0);
+    allocate_keys(h);
+    if (h.slot < 0) h.v.assign((size_t)n_ctx_ * kv_row_bytes(types_.v, head_dim), 0);
   }
   if (offloading) {
     constexpr size_t kDefaultPrefetchCap = 64u << 20;
@@ -113,12 +113,18 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
 
 KvCache::~KvCache() = default;
 
+void KvCache::allocate_keys(HeadPlanes& h) const {
+  const int nd = h.layout.n_dom;
+  h.k_dom.assign((size_t)n_ctx_ * kv_row_bytes(types_.k, nd), 0);
+  h.k_tip.assign(types_.tip_int8 ? (size_t)n_ctx_ * kv_row_bytes(DType::Q8_0, nd) : 0, 0);
+  if (h.slot < 0) h.k_rest.assign((size_t)n_ctx_ * kv_row_bytes(types_.k, head_dim_ - nd), 0);
+}
+
 void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
   if (offload_) throw Error("KV cache: an offloaded cache cannot change its key layout");
   if (layouts.size() != heads_.size() || n_rows < 0 || n_rows > n_ctx_)
     throw Error("KV cache: relayout does not match the cache");
   for (auto& l : layouts) l = checked_layout(std::move(l), head_dim_);
-  const size_t eb = kv_elem_bytes(type_);
   const int D = head_dim_;
   // One head at a time per thread: the extra memory is a head's key planes, not the cache's. An
   // allocation failure must not escape the parallel region; it is rethrown after it.
@@ -126,23 +132,24 @@ void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
 #pragma omp parallel for schedule(dynamic)
   for (size_t i = 0; i < heads_.size(); ++i) {
     try {
-      HeadPlanes& h = heads_[i];
-      KeyLayout to = layouts[i];  // copied first: the three assignments below cannot throw
-      const int old_nd = h.layout.n_dom, nd = to.n_dom;
-      std::vector<int> old_at(D);  // model dim -> its dim in the old cache order
-      for (int j = 0; j < D; ++j) old_at[h.layout.perm[j]] = j;
-      std::vector<uint8_t> k_dom((size_t)n_ctx_ * nd * eb), k_rest((size_t)n_ctx_ * (D - nd) * eb);
-      for (int64_t p = 0; p < n_rows; ++p)
-        for (int j = 0; j < D; ++j) {
-          const int from = old_at[to.perm[j]];
-          const uint8_t* src = from < old_nd ? &h.k_dom[((size_t)p * old_nd + from) * eb]
-                                             : &h.k_rest[((size_t)p * (D - old_nd) + from - old_nd) * eb];
-          uint8_t* dst = j < nd ? &k_dom[((size_t)p * nd + j) * eb] : &k_rest[((size_t)p * (D - nd) + j - nd) * eb];
-          std::memcpy(dst, src, eb);
-        }
-      h.k_dom = std::move(k_dom);
-      h.k_rest = std::move(k_rest);
-      h.layout = std::move(to);
+      const HeadPlanes& old = heads_[i];
+      HeadPlanes h;  // the head's keys in the new layout (not offloaded: relayout refuses that)
+      h.layout = layouts[i];
+      allocate_keys(h);
+      const KvHeadView from = view((int)(i / n_head_kv_), (int)(i % n_head_kv_), n_rows);
+      std::vector<float> k(D), model(D), key(D);  // a key in the old cache order, model order, the new order
+      for (int64_t p = 0; p < n_rows; ++p) {
+        kv_load(from.k_dom_row(p), types_.k, from.n_dom, k.data());
+        kv_load(from.k_rest_row(p), types_.k, D - from.n_dom, k.data() + from.n_dom);
+        for (int j = 0; j < D; ++j) model[old.layout.perm[j]] = k[j];
+        for (int j = 0; j < D; ++j) key[j] = model[h.layout.perm[j]];
+        store_key(h, p, key.data());
+      }
+      HeadPlanes& to = heads_[i];  // the moves below cannot throw
+      to.k_dom = std::move(h.k_dom);
+      to.k_tip = std::move(h.k_tip);
+      to.k_rest = std::move(h.k_rest);
+      to.layout = std::move(h.layout);
     } catch (...) {
 #pragma omp critical(kv_relayout_failure)
       if (!failure) failure = std::current_exception();
@@ -151,24 +158,35 @@ void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
   if (failure) std::rethrow_exception(failure);
 }
 
+void KvCache::store_key(HeadPlanes& h, int64_t pos, const float* k) {
+  const int nd = h.layout.n_dom, nr = head_dim_ - nd;
+  uint8_t* dom = h.k_dom.data() + (size_t)pos * kv_row_bytes(types_.k, nd);
+  kv_store(k, types_.k, nd, dom);
+  if (!h.k_tip.empty()) {  // quantized from K_dom as stored, so a relayout rebuilds the same copy
+    thread_local std::vector<float> stored;  // [n_dom]
+    stored.resize(nd);
+    kv_load(dom, types_.k, nd, stored.data());
+    kv_store(stored.data(), DType::Q8_0, nd, h.k_tip.data() + (size_t)pos * kv_row_bytes(DType::Q8_0, nd));
+  }
+  if (h.slot < 0) kv_store(k + nd, types_.k, nr, h.k_rest.data() + (size_t)pos * kv_row_bytes(types_.k, nr));
+}
+
 void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const float* v) {
   HeadPlanes& h = heads_[index(layer, kv_head)];
-  const int nd = h.layout.n_dom, nr = head_dim_ - nd;
+  const int nr = head_dim_ - h.layout.n_dom;
   const int* perm = h.layout.perm.data();
-  const size_t eb = kv_elem_bytes(type_);
   thread_local std::vector<float> permuted;  // [head_dim]: the key in cache dim order
   permuted.resize(head_dim_);
   for (int i = 0; i < head_dim_; ++i) permuted[i] = k[perm[i]];
-  kv_store(permuted.data(), type_, nd, h.k_dom.data() + (size_t)pos * nd * eb);
+  store_key(h, pos, permuted.data());
   if (h.slot >= 0) {  // K_rest and V as one record of the offload's tail chunk
     offload_->prepare(pos);
     uint8_t* rec = offload_->tail_record(h.slot, pos);
-    kv_store(permuted.data() + nd, type_, nr, rec);
-    kv_store(v, type_, head_dim_, rec + (size_t)nr * eb);
+    kv_store(permuted.data() + h.layout.n_dom, types_.k, nr, rec);
+    kv_store(v, types_.v, head_dim_, rec + kv_row_bytes(types_.k, nr));
     return;
   }
-  kv_store(permuted.data() + nd, type_, nr, h.k_rest.data() + (size_t)pos * nr * eb);
-  kv_store(v, type_, head_dim_, h.v.data() + (size_t)pos * head_dim_ * eb);
+  kv_store(v, types_.v, head_dim_, h.v.data() + (size_t)pos * kv_row_bytes(types_.v, head_dim_));
 }
 
 void KvCache::fill_random(int64_t p0, int64_t n, uint64_t seed) {
@@ -200,39 +218,41 @@ void KvCache::fill_random(int64_t p0, int64_t n, uint64_t seed) {
 void KvCache::permute_query(int layer, int kv_head, const float* q, float* out) const {
   const int* perm = heads_[index(layer, kv_head)].layout.perm.data();
   for (int i = 0; i < head_dim_; ++i) out[i] = q[perm[i]];
-  if (type_ == DType::F16)  // as llama.cpp rounds q for its F16 K dot: greedy runs then agree with it
+  if (types_.k == DType::F16)  // as llama.cpp rounds q for its F16 K dot: greedy runs then agree with it
     for (int i = 0; i < head_dim_; ++i) out[i] = fp16_to_fp32(fp32_to_fp16(out[i]));
 }
 
 KvHeadView KvCache::view(int layer, int kv_head, int64_t n_tokens) const {
   const HeadPlanes& h = heads_[index(layer, kv_head)];
-  if (h.slot >= 0) return {h.k_dom.data(), nullptr, nullptr, n_tokens, head_dim_, h.layout.n_dom, type_};
-  return {h.k_dom.data(), h.k_rest.data(), h.v.data(), n_tokens, head_dim_, h.layout.n_dom, type_};
+  const void* tip = h.k_tip.empty() ? nullptr : h.k_tip.data();
+  if (h.slot >= 0) return {h.k_dom.data(), nullptr, nullptr, n_tokens, head_dim_, h.layout.n_dom, types_.k, types_.v, tip};
+  return {h.k_dom.data(), h.k_rest.data(), h.v.data(), n_tokens, head_dim_, h.layout.n_dom, types_.k, types_.v, tip};
 }
 
 KvHeadView KvCache::gather(int layer, int kv_head, const int32_t* rows, int64_t n, bool decode, GatheredRows& g) const {
   const HeadPlanes& h = heads_[index(layer, kv_head)];
-  const size_t eb = kv_elem_bytes(type_), dom = (size_t)h.layout.n_dom * eb, rest = (size_t)head_dim_ * eb - dom,
-               val = (size_t)head_dim_ * eb;
+  const size_t dom = kv_row_bytes(types_.k, h.layout.n_dom), rest = kv_row_bytes(types_.k, head_dim_ - h.layout.n_dom),
+               val = kv_row_bytes(types_.v, head_dim_);
   g.k_dom.resize(n * dom);
   g.k_rest.resize(n * rest);
   g.v.resize(n * val);
   offload_->fetch(h.slot, rows, n, g.k_rest.data(), rest, g.v.data(), decode);  // rest 0: every dim dominant
   for (int64_t j = 0; j < n; ++j)
     std::memcpy(g.k_dom.data() + j * dom, h.k_dom.data() + (size_t)rows[j] * dom, dom);
-  return {g.k_dom.data(), g.k_rest.data(), g.v.data(), n, head_dim_, h.layout.n_dom, type_};
+  return {g.k_dom.data(), g.k_rest.data(), g.v.data(), n, head_dim_, h.layout.n_dom, types_.k, types_.v};
 }
 
 size_t KvCache::bytes() const {
   size_t b = 0;
-  for (auto& h : heads_) b += h.k_dom.size() + h.k_rest.size() + h.v.size();
+  for (auto& h : heads_) b += h.k_dom.size() + h.k_tip.size() + h.k_rest.size() + h.v.size();
   return b;
 }
 
 KvMemory KvCache::memory() const {
   KvMemory m;
   m.fast = bytes();
-  m.full = (size_t)n_layer() * n_head_kv_ * (size_t)n_ctx_ * 2 * head_dim_ * kv_elem_bytes(type_);
+  m.full = (size_t)n_layer() * n_head_kv_ * (size_t)n_ctx_ *
+           (kv_row_bytes(types_.k, head_dim_) + kv_row_bytes(types_.v, head_dim_));
   if (offload_) {
     m.fast += offload_->tail_bytes() + offload_->prefetch_buffer_bytes();
     m.slow = offload_->slow_bytes();

@@ -5,7 +5,9 @@
 // selection policy scores on (FASA's dominant frequency chunks), contiguous per token, so scoring
 // streams only those bytes; K_rest holds the other dims. The dims are stored permuted (dominant
 // first), and queries are permuted the same way, so q.k is unchanged. Dense runs use the identity
-// layout with an empty K_dom. Elements are F16 (default, as llama.cpp's) or F32.
+// layout with an empty K_dom. Keys and values each are F16 (default, as llama.cpp's), F32 or Q8_0
+// (KvTypes); with tip_int8, a Q8_0 copy of K_dom is kept for TIP to scan: scores only rank tokens,
+// so ranking on int8 keys reads fewer bytes while attention still reads the K_dom plane itself.
 //
 // FASA-M (KvOffloadOptions): the heads with a K_dom plane keep only it in fast memory; their K_rest
 // and V rows go to a slower tier (KvOffload) and a decode step gathers the rows it selected.
@@ -26,19 +28,30 @@ struct KeyLayout {
   int n_dom = 0;
 };
 
+// Element types of a KV cache's planes.
+struct KvTypes {
+  DType k = DType::F16;   // K_dom and K_rest
+  DType v = DType::F16;
+  bool tip_int8 = false;  // also a Q8_0 copy of K_dom for TIP (heads with a K_dom plane; not for Q8_0 keys)
+
+  KvTypes() = default;
+  KvTypes(DType both) : k(both), v(both) {}  // NOLINT: a cache "of type T" has keys and values of T
+  KvTypes(DType keys, DType values, bool int8_tip = false) : k(keys), v(values), tip_int8(int8_tip) {}
+};
+
 // An offloaded head's gathered rows: the planes behind the compact view gather() returns.
 struct GatheredRows {
-  std::vector<uint8_t> k_dom, k_rest, v;  // [n, n_dom], [n, head_dim - n_dom], [n, head_dim] elements
+  std::vector<uint8_t> k_dom, k_rest, v;  // [n, n_dom], [n, head_dim - n_dom], [n, head_dim] rows
 };
 
 class KvCache {
  public:
   // `layouts`: [n_layer * n_head_kv] (layer-major) or empty for identity everywhere. With
   // `offload`, heads whose layout has a K_dom plane keep K_rest and V in the slow tier.
-  // Throws fasa::Error when the cache would not fit in this machine's memory (or the fast limit) or
-  // a layout is invalid.
+  // Throws fasa::Error when the cache would not fit in this machine's memory (or the fast limit), a
+  // layout is invalid or a type is not a KV type.
   KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts = {},
-          DType type = DType::F16, const KvOffloadOptions& offload = {});
+          KvTypes types = {}, const KvOffloadOptions& offload = {});
   ~KvCache();
 
   // Stores the key (model dim order) and value of one position.   k, v: [head_dim]
@@ -48,7 +61,7 @@ class KvCache {
   // in every layer and KV head, seeded: a benchmark's stand-in for a prefill.
   void fill_random(int64_t p0, int64_t n, uint64_t seed);
   // Writes q (model dim order, [head_dim]) in this (layer, KV head)'s cache order into out, rounded
-  // to the cache's element type.
+  // to F16 when the keys are F16 (as llama.cpp's F16 dot rounds it).
   void permute_query(int layer, int kv_head, const float* q, float* out) const;
   // Offloaded heads' views have only the K_dom plane (k_rest and v are null): use gather().
   KvHeadView view(int layer, int kv_head, int64_t n_tokens) const;
@@ -61,7 +74,7 @@ class KvCache {
     if (offload_) offload_->begin_layer(layer);
   }
   // Moves the first n_rows positions of every head into new key layouts (as the constructor's
-  // `layouts`). Throws fasa::Error for an offloaded cache or an invalid layout (nothing changed), or
+  // `layouts`); Q8_0 keys are quantized again in their new blocks. Throws fasa::Error for an offloaded cache or an invalid layout (nothing changed), or
   // std::bad_alloc (then the cache is unusable: heads are moved one at a time to keep memory low).
   void relayout(std::vector<KeyLayout> layouts, int64_t n_rows);
   // Positions >= n will be written again.
@@ -75,20 +88,26 @@ class KvCache {
   int head_dim() const { return head_dim_; }
   int n_head_kv() const { return n_head_kv_; }
   int n_layer() const { return (int)(heads_.size() / n_head_kv_); }
+  const KvTypes& types() const { return types_; }
   size_t bytes() const;  // of the planes in RAM
 
  private:
   struct HeadPlanes {
     KeyLayout layout;
-    std::vector<uint8_t> k_dom;   // [n_ctx, n_dom] elements of type_
-    std::vector<uint8_t> k_rest;  // [n_ctx, head_dim - n_dom]; empty when offloaded
-    std::vector<uint8_t> v;       // [n_ctx, head_dim]; empty when offloaded
+    std::vector<uint8_t> k_dom;   // [n_ctx, n_dom] rows of types_.k
+    std::vector<uint8_t> k_tip;   // [n_ctx, n_dom] Q8_0 rows with types_.tip_int8, else empty
+    std::vector<uint8_t> k_rest;  // [n_ctx, head_dim - n_dom] of types_.k; empty when offloaded
+    std::vector<uint8_t> v;       // [n_ctx, head_dim] of types_.v; empty when offloaded
     int slot = -1;                // the head's index in offload_, or -1
   };
   size_t index(int layer, int kv_head) const { return (size_t)layer * n_head_kv_ + kv_head; }
+  // Sizes h's key planes for its layout (zeros; K_rest only when not offloaded).
+  void allocate_keys(HeadPlanes& h) const;
+  // Stores a key in cache order into h's key planes at pos (K_rest only when not offloaded).
+  void store_key(HeadPlanes& h, int64_t pos, const float* k_cache_order);
   int n_head_kv_, head_dim_;
   int64_t n_ctx_;
-  DType type_;
+  KvTypes types_;
   std::vector<HeadPlanes> heads_;  // [n_layer * n_head_kv]
   std::unique_ptr<KvOffload> offload_;
 };

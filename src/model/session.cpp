@@ -23,7 +23,7 @@ Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenS
       policy_(policy ? std::move(policy) : std::make_shared<FullAttention>()),
       cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim,
              opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train, key_layouts(*policy_, model.config),
-             opts.kv_type, opts.offload),
+             opts.kv_types, opts.offload),
       n_ubatch_(opts.n_ubatch > 0 ? opts.n_ubatch : 256),
       inv_freq_(model.config.rope_inv_freq()),
       logits_(model.config.n_vocab) {}
@@ -81,8 +81,8 @@ void Session::start_from_prefill(const Session& dense, const std::vector<std::ve
     for (int h = 0; h < c.n_head_kv; ++h) {
       const KvHeadView kv = dense.cache_.view(l, h, n);
       for (int64_t p = 0; p < n; ++p) {
-        kv_load(kv.k_rest_row(p), kv.type, c.head_dim, k.data());
-        kv_load(kv.v_row(p), kv.type, c.head_dim, v.data());
+        kv_load(kv.k_rest_row(p), kv.k_type, c.head_dim, k.data());
+        kv_load(kv.v_row(p), kv.v_type, c.head_dim, v.data());
         cache_.store(l, h, p, k.data(), v.data());
       }
     }

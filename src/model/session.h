@@ -25,7 +25,7 @@ class AttentionObserver {
 struct SessionOptions {
   int64_t n_ctx = 0;      // 0: the model's training context
   int n_ubatch = 256;     // prefill tokens per forward chunk (bounds scratch memory)
-  DType kv_type = DType::F16;  // KV cache elements: F16 (half the bytes per step) or F32 (exact)
+  KvTypes kv_types;            // KV cache elements: F16 by default, F32 (exact) or Q8_0, K and V each
   KvOffloadOptions offload;    // FASA-M: where K_rest and V live
 };
 

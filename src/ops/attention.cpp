@@ -16,8 +16,8 @@ namespace fasa {
 
 float key_dot(const float* q, const KvHeadView& kv, int64_t row) {
   const int nd = kv.n_dom, nr = kv.head_dim - nd;
-  float s = kv_dot(q + nd, kv.k_rest_row(row), kv.type, nr);
-  if (nd > 0) s += kv_dot(q, kv.k_dom_row(row), kv.type, nd);
+  float s = kv_dot(q + nd, kv.k_rest_row(row), kv.k_type, nr);
+  if (nd > 0) s += kv_dot(q, kv.k_dom_row(row), kv.k_type, nd);
   return s;
 }
 
@@ -25,7 +25,7 @@ void attention_weights(const float* q, const KvHeadView& kv, const int32_t* rows
   const double scale = 1.0 / std::sqrt((double)kv.head_dim);
   double m = -std::numeric_limits<double>::infinity(), sum = 0;
   for (int64_t j = 0; j < n_rows; ++j) m = std::max(m, p[j] = scale * key_dot(q, kv, rows ? rows[j] : j));
-  count_kv_bytes_read((uint64_t)n_rows * kv.head_dim * kv_elem_bytes(kv.type));  // the whole key rows
+  count_kv_bytes_read((uint64_t)n_rows * kv.key_row_bytes());  // the whole key rows
   for (int64_t j = 0; j < n_rows; ++j) sum += (p[j] = std::exp(p[j] - m));
   for (int64_t j = 0; j < n_rows; ++j) p[j] /= sum;
 }
@@ -36,15 +36,15 @@ void gathered_attention(const float* q, const KvHeadView& kv, const int32_t* row
 }
 
 void prefetch_rows(const KvHeadView& kv, const int32_t* rows, int64_t j0, int64_t j1) {
-  const int eb = kv_elem_bytes(kv.type);
-  auto lines = [](const void* p, int bytes) {
-    for (int o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<const char*>(p) + o);
+  const size_t dom = kv_row_bytes(kv.k_type, kv.n_dom), rest = kv_row_bytes(kv.k_type, kv.head_dim - kv.n_dom);
+  auto lines = [](const void* p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<const char*>(p) + o);
   };
   for (int64_t j = j0; j < j1; ++j) {
     const int64_t r = rows ? rows[j] : j;
-    if (kv.n_dom) lines(kv.k_dom_row(r), kv.n_dom * eb);
-    lines(kv.k_rest_row(r), (kv.head_dim - kv.n_dom) * eb);
-    lines(kv.v_row(r), kv.head_dim * eb);
+    if (kv.n_dom) lines(kv.k_dom_row(r), dom);
+    lines(kv.k_rest_row(r), rest);
+    lines(kv.v_row(r), kv.value_row_bytes());
   }
 }
 
@@ -64,10 +64,11 @@ void attend_rows(const float* q, int n_q, const KvHeadView& kv, const int32_t* r
   // scalar exp and the per-head F16 conversions kept dense attention far below memory bandwidth.
   constexpr int kBlock = 64;
   const int d = kv.head_dim, nd = kv.n_dom, nr = d - nd;
-  const size_t eb = kv_elem_bytes(kv.type);
+  const DType kt = kv.k_type;
+  const size_t dom_bytes = kv_row_bytes(kt, nd), rest_bytes = kv_row_bytes(kt, nr);
   thread_local std::vector<float> q_dom, q_rest;  // [n_q, nd], [n_q, nr]: the scaled query's part per key plane
   thread_local std::vector<float> score, part;    // [n_q, kBlock]
-  thread_local std::vector<uint8_t> dom_rows, rest_rows;  // [kBlock, nd], [kBlock, nr]: a block's gathered key rows
+  thread_local std::vector<uint8_t> dom_rows, rest_rows;  // [kBlock, nd], [kBlock, nr] of kt: a block's gathered key rows
   q_dom.resize((size_t)n_q * nd), q_rest.resize((size_t)n_q * nr);
   for (int h = 0; h < n_q; ++h)  // scaled here, so the scores come out scaled
     for (int i = 0; i < d; ++i) {
@@ -81,7 +82,7 @@ void attend_rows(const float* q, int n_q, const KvHeadView& kv, const int32_t* r
   const void* value_rows[kBlock];
   const void* rest_at[kBlock];  // a block's gathered K_rest rows (plain dots)
   const void* dom_at[kBlock];   // and K_dom rows
-  dom_rows.resize(kBlock * nd * eb), rest_rows.resize(kBlock * nr * eb);
+  dom_rows.resize(kBlock * dom_bytes), rest_rows.resize(kBlock * rest_bytes);
 
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kBlock) {
     const int b = (int)std::min<int64_t>(kBlock, j_end - j0);
@@ -93,9 +94,9 @@ void attend_rows(const float* q, int n_q, const KvHeadView& kv, const int32_t* r
       }
       for (int h = 0; h < n_q; ++h) {
         // data() + offset, not &v[i]: a plane may be empty (no K_dom, or every dim dominant)
-        kv_dot_rows(q_rest.data() + (size_t)h * nr, rest_at, b, kv.type, nr, &score[(size_t)h * b]);
+        kv_dot_rows(q_rest.data() + (size_t)h * nr, rest_at, b, kt, nr, &score[(size_t)h * b]);
         if (!nd) continue;
-        kv_dot_rows(q_dom.data() + (size_t)h * nd, dom_at, b, kv.type, nd, part.data());
+        kv_dot_rows(q_dom.data() + (size_t)h * nd, dom_at, b, kt, nd, part.data());
         for (int i = 0; i < b; ++i) score[(size_t)h * b + i] += part[i];
       }
     } else {
@@ -103,14 +104,14 @@ void attend_rows(const float* q, int n_q, const KvHeadView& kv, const int32_t* r
       const void* rest = kv.k_rest_row(j0);
       if (rows) {
         for (int i = 0; i < b; ++i) {
-          if (nd) std::memcpy(&dom_rows[i * nd * eb], kv.k_dom_row(rows[j0 + i]), nd * eb);
-          std::memcpy(&rest_rows[i * nr * eb], kv.k_rest_row(rows[j0 + i]), nr * eb);
+          if (nd) std::memcpy(&dom_rows[i * dom_bytes], kv.k_dom_row(rows[j0 + i]), dom_bytes);
+          std::memcpy(&rest_rows[i * rest_bytes], kv.k_rest_row(rows[j0 + i]), rest_bytes);
         }
         dom = dom_rows.data(), rest = rest_rows.data();
       }
-      tip_scores(q_rest.data(), n_q, rest, kv.type, nr, 0, b, score.data());  // score: [n_q, b]
+      tip_scores(q_rest.data(), n_q, rest, kt, nr, 0, b, score.data());  // score: [n_q, b]
       if (nd) {
-        tip_scores(q_dom.data(), n_q, dom, kv.type, nd, 0, b, part.data());
+        tip_scores(q_dom.data(), n_q, dom, kt, nd, 0, b, part.data());
         for (int i = 0; i < n_q * b; ++i) score[i] += part[i];
       }
     }
@@ -134,9 +135,9 @@ void attend_rows(const float* q, int n_q, const KvHeadView& kv, const int32_t* r
       for (int i = 0; i < b; ++i) sum += (s[i] = exp_fast(s[i] - m));
       denom[h] += sum;
     }
-    kv_weighted_rows(score.data(), n_q, value_rows, b, kv.type, d, out);  // out += weights . value rows
+    kv_weighted_rows(score.data(), n_q, value_rows, b, kv.v_type, d, out);  // out += weights . value rows
   }
-  count_kv_bytes_read((uint64_t)(j_end - j_begin) * 2 * d * eb);  // whole key row + value row, once
+  count_kv_bytes_read((uint64_t)(j_end - j_begin) * (kv.key_row_bytes() + kv.value_row_bytes()));  // once each
 }
 
 // out[h] /= denom[h] (no rows: zeros).   out: [n_q, d]

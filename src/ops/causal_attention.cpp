@@ -109,13 +109,13 @@ void causal_block_attention(const float* q, int n_pos, int n_qh, const KvHeadVie
 
   for (int64_t j0 = 0; j0 < n_rows; j0 += kBlock) {
     const int b = (int)std::min<int64_t>(kBlock, n_rows - j0);
-    kv_load(kv.v_row(j0), kv.type, b * d, vb.data());  // a plane's rows lie one after another
+    kv_load_rows(kv.v_row(j0), kv.v_type, d, b, vb.data());  // a plane's rows lie one after another
     if (nd == 0) {
-      kv_load(kv.k_rest_row(j0), kv.type, b * d, kb.data());
+      kv_load_rows(kv.k_rest_row(j0), kv.k_type, d, b, kb.data());
     } else {
       for (int r = 0; r < b; ++r) {  // key rows joined from their two planes
-        kv_load(kv.k_dom_row(j0 + r), kv.type, nd, &kb[(size_t)r * d]);
-        kv_load(kv.k_rest_row(j0 + r), kv.type, d - nd, &kb[(size_t)r * d + nd]);
+        kv_load(kv.k_dom_row(j0 + r), kv.k_type, nd, &kb[(size_t)r * d]);
+        kv_load(kv.k_rest_row(j0 + r), kv.k_type, d - nd, &kb[(size_t)r * d + nd]);
       }
     }
     block_scores(qt.data(), nqp, kb.data(), b, d, s.data());
@@ -148,7 +148,7 @@ void causal_block_attention(const float* q, int n_pos, int n_qh, const KvHeadVie
     }
     block_values(s.data(), nqp, n_q, vb.data(), b, d, o.data());
   }
-  count_kv_bytes_read((uint64_t)n_rows * 2 * d * kv_elem_bytes(kv.type));  // every key and value row, once
+  count_kv_bytes_read((uint64_t)n_rows * (kv.key_row_bytes() + kv.value_row_bytes()));  // every row, once
 
   for (int i = 0; i < n_q; ++i) {
     const float inv = 1.0f / den[i];  // every query sees row 0: den >= 1

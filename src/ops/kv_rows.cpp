@@ -1,10 +1,12 @@
 #include "ops/kv_rows.h"
 
-#if defined(__F16C__) && defined(__FMA__)
+#if defined(__F16C__) && defined(__FMA__) && defined(__AVX2__)
 #include <immintrin.h>
-#define FASA_KV_F16C 1
+#define FASA_KV_SIMD 1
 #endif
 
+#include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "fasa/error.h"
@@ -13,9 +15,40 @@
 namespace fasa {
 
 namespace {
-#if FASA_KV_F16C
+template <DType T>
+using KvType = std::integral_constant<DType, T>;
+
+// Calls f(KvType<t>{}): the kernels below are compiled per element type, so the inner loops hold no
+// branch on it.
+template <class F>
+inline auto with_kv_type(DType t, F&& f) {
+  if (t == DType::F16) return f(KvType<DType::F16>{});
+  if (t == DType::Q8_0) return f(KvType<DType::Q8_0>{});
+  return f(KvType<DType::F32>{});
+}
+
+// A Q8_0 row's block holding element i, and element i's quant in it.
+inline const uint8_t* q8_block(const void* row, int i) {
+  return static_cast<const uint8_t*>(row) + (size_t)(i / kKvQ8Block) * (kKvQ8Block + 2);
+}
+inline const int8_t* q8_quants(const void* row, int i) {
+  return reinterpret_cast<const int8_t*>(q8_block(row, i) + 2) + i % kKvQ8Block;
+}
+
+#if FASA_KV_SIMD
 inline __m256 load_f16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Elements c..c+7 of a row of type T as floats (c a multiple of 8: a Q8_0 block holds all eight).
+template <DType T>
+inline __m256 load8(const void* row, int c) {
+  if constexpr (T == DType::F16) return load_f16x8(static_cast<const uint16_t*>(row) + c);
+  if constexpr (T == DType::F32) return _mm256_loadu_ps(static_cast<const float*>(row) + c);
+  if constexpr (T == DType::Q8_0) {
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q8_quants(row, c)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(fp16_at(q8_block(row, c))));
+  }
 }
 
 // Calls f(std::integral_constant<int, NQ>{}, first) over n queries in groups of NQ = 4 and one last
@@ -29,85 +62,109 @@ inline void in_query_groups(int n, F&& f) {
   if (n - i == 1) f(std::integral_constant<int, 1>{}, i);
 }
 #endif
+
+// sum_i q[i] * row[i] for i in [i0, n), one element at a time.
+float dot_tail(const float* q, const void* row, DType t, int i0, int n) {
+  float sum = 0.0f;
+  for (int i = i0; i < n; ++i) sum += q[i] * kv_row_element(row, t, i);
+  return sum;
+}
 }  // namespace
 
 float kv_dot(const float* q, const void* row, DType t, int n) {
-  if (t != DType::F16) return dot_f32(q, static_cast<const float*>(row), n);
-  const uint16_t* h = static_cast<const uint16_t*>(row);
+  if (t == DType::F32) return dot_f32(q, static_cast<const float*>(row), n);
   int i = 0;
   float sum = 0.0f;
-#if FASA_KV_F16C
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();  // two chains hide the FMA latency
-  for (; i + 16 <= n; i += 16) {
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(h + i), a0);
-    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load_f16x8(h + i + 8), a1);
-  }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(h + i), a0);
-  sum = hsum_avx(_mm256_add_ps(a0, a1));
+#if FASA_KV_SIMD
+  with_kv_type(t, [&](auto type) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();  // two chains hide the FMA latency
+    for (; i + 16 <= n; i += 16) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8<type()>(row, i), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8<type()>(row, i + 8), a1);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8<type()>(row, i), a0);
+    sum = hsum_avx(_mm256_add_ps(a0, a1));
+  });
 #endif
-  for (; i < n; ++i) sum += q[i] * fp16_to_fp32(h[i]);
-  return sum;
+  return sum + dot_tail(q, row, t, i, n);
 }
 
 void kv_dot_rows(const float* q, const void* const* rows, int n, DType t, int d, float* score) {
   int i = 0;
-#if FASA_KV_F16C
+#if FASA_KV_SIMD
   if (d % 8 == 0)
-    for (; i + 8 <= n; i += 8) {
-      __m256 acc[8];
-      for (auto& a : acc) a = _mm256_setzero_ps();
-      for (int c = 0; c < d; c += 8) {
-        const __m256 qv = _mm256_loadu_ps(q + c);
-        for (int r = 0; r < 8; ++r) {
-          const __m256 k = t == DType::F16 ? load_f16x8(static_cast<const uint16_t*>(rows[i + r]) + c)
-                                           : _mm256_loadu_ps(static_cast<const float*>(rows[i + r]) + c);
-          acc[r] = _mm256_fmadd_ps(qv, k, acc[r]);
+    with_kv_type(t, [&](auto type) {
+      for (; i + 8 <= n; i += 8) {
+        __m256 acc[8];
+        for (auto& a : acc) a = _mm256_setzero_ps();
+        for (int c = 0; c < d; c += 8) {
+          const __m256 qv = _mm256_loadu_ps(q + c);
+          for (int r = 0; r < 8; ++r) acc[r] = _mm256_fmadd_ps(qv, load8<type()>(rows[i + r], c), acc[r]);
         }
+        // Pairwise sums: u0 = [rows 0-3 low halves | rows 0-3 high halves], u1 likewise for rows 4-7.
+        const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+        const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
+        _mm256_storeu_ps(score + i, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31)));
       }
-      // Pairwise sums: u0 = [rows 0-3 low halves | rows 0-3 high halves], u1 likewise for rows 4-7.
-      const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
-      const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
-      _mm256_storeu_ps(score + i, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31)));
-    }
+    });
 #endif
   for (; i < n; ++i) score[i] = kv_dot(q, rows[i], t, d);
 }
 
 void kv_add_scaled(float* out, float w, const void* row, DType t, int n) {
   int i = 0;
-  if (t == DType::F16) {
-    const uint16_t* h = static_cast<const uint16_t*>(row);
-#if FASA_KV_F16C
+#if FASA_KV_SIMD
+  with_kv_type(t, [&](auto type) {
     const __m256 wv = _mm256_set1_ps(w);
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_fmadd_ps(wv, load_f16x8(h + i), _mm256_loadu_ps(out + i)));
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(out + i, _mm256_fmadd_ps(wv, load8<type()>(row, i), _mm256_loadu_ps(out + i)));
+  });
 #endif
-    for (; i < n; ++i) out[i] += w * fp16_to_fp32(h[i]);
-    return;
-  }
-  const float* f = static_cast<const float*>(row);
-#pragma omp simd
-  for (int j = 0; j < n; ++j) out[j] += w * f[j];
+  for (; i < n; ++i) out[i] += w * kv_row_element(row, t, i);
 }
 
 void kv_store(const float* x, DType t, int n, void* row) {
   if (n == 0) return;  // an empty K_dom plane: row may be null
-  if (t != DType::F16) {
+  if (t == DType::F32) {
     std::memcpy(row, x, (size_t)n * sizeof(float));
     return;
   }
-  uint16_t* h = static_cast<uint16_t*>(row);
-  for (int i = 0; i < n; ++i) h[i] = fp32_to_fp16(x[i]);  // once per token: no need for speed
+  if (t == DType::F16) {
+    uint16_t* h = static_cast<uint16_t*>(row);
+    for (int i = 0; i < n; ++i) h[i] = fp32_to_fp16(x[i]);  // once per token: no need for speed
+    return;
+  }
+  uint8_t* block = static_cast<uint8_t*>(row);
+  for (int b0 = 0; b0 < n; b0 += kKvQ8Block) {
+    const int len = std::min(kKvQ8Block, n - b0);
+    float amax = 0.0f;
+    for (int i = 0; i < len; ++i) amax = std::max(amax, std::fabs(x[b0 + i]));
+    const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t h = fp32_to_fp16(d);
+    std::memcpy(block, &h, 2);
+    for (int i = 0; i < len; ++i) reinterpret_cast<int8_t*>(block + 2)[i] = (int8_t)std::lround(x[b0 + i] * id);
+    block += 2 + len;
+  }
 }
 
 void kv_load(const void* row, DType t, int n, float* out) {
-  if (n > 0) dequantize_row(t, row, out, n);
+  if (n == 0) return;
+  if (t != DType::Q8_0) return dequantize_row(t, row, out, n);
+  for (int i = 0; i < n; ++i) out[i] = kv_row_element(row, t, i);
+}
+
+void kv_load_rows(const void* plane, DType t, int n, int64_t n_rows, float* out) {
+  if (t != DType::Q8_0) return kv_load(plane, t, (int)(n * n_rows), out);  // rows without block padding
+  const size_t row_bytes = kv_row_bytes(t, n);
+  for (int64_t r = 0; r < n_rows; ++r)
+    kv_load(static_cast<const uint8_t*>(plane) + r * row_bytes, t, n, out + r * n);
 }
 
 namespace {
 // tip_scores' rows [j0, j1) of the range starting at lo, m rows long, one dot at a time.
 void tip_rows_plain(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t j0, int64_t j1,
                     int64_t lo, int64_t m, float* score) {
-  const size_t row_bytes = (size_t)n_dom * kv_elem_bytes(t);
+  const size_t row_bytes = kv_row_bytes(t, n_dom);
   for (int64_t j = j0; j < j1; ++j) {
     const void* row = static_cast<const uint8_t*>(plane) + (size_t)j * row_bytes;
     for (int i = 0; i < n_q; ++i) score[(size_t)i * m + (j - lo)] = kv_dot(q + (size_t)i * n_dom, row, t, n_dom);
@@ -120,7 +177,7 @@ void tip_scores_reference(const float* q, int n_q, const void* plane, DType t, i
   tip_rows_plain(q, n_q, plane, t, n_dom, lo, hi, lo, hi - lo, score);
 }
 
-#if FASA_KV_F16C
+#if FASA_KV_SIMD
 namespace {
 // score[i * stride + r] = q_i . row r for NQ queries and the 8 rows whose dims are in cols (transposed).
 // Each query keeps several independent FMA chains, so the FMA latency does not serialise the dims.
@@ -141,29 +198,22 @@ inline void score_rows8(const float* q, int n_dom, const __m256* cols, float* sc
     _mm256_storeu_ps(score + (size_t)i * stride, sum);
   }
 }
-}  // namespace
-#endif
 
-#if FASA_KV_F16C
-namespace {
 // tip_scores' vector path over rows [lo, end of whole blocks of 8); returns where it stopped. ND: the
 // K_dom width when known at compile time (the common 8..32: the block's columns stay in registers),
 // else 0 and n_dom at run time.
-template <int ND>
-int64_t tip_blocks(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
-                   float* score) {
+template <DType T, int ND>
+int64_t tip_blocks(const float* q, int n_q, const void* plane, int n_dom, int64_t lo, int64_t hi, float* score) {
   constexpr int kMaxDom = 128;
   const int nd = ND ? ND : n_dom;
+  const size_t row_bytes = kv_row_bytes(T, nd);
   const int64_t m = hi - lo;
   __m256 cols[ND ? ND : kMaxDom];  // cols[d]: dim d of the block's 8 rows
   int64_t j = lo;
   for (; j + 8 <= hi; j += 8) {
+    const uint8_t* block = static_cast<const uint8_t*>(plane) + (size_t)j * row_bytes;
     for (int c = 0; c < nd; c += 8) {
-      for (int r = 0; r < 8; ++r) {
-        const size_t at = (size_t)(j + r) * nd + c;
-        cols[c + r] = t == DType::F16 ? load_f16x8(static_cast<const uint16_t*>(plane) + at)
-                                      : _mm256_loadu_ps(static_cast<const float*>(plane) + at);
-      }
+      for (int r = 0; r < 8; ++r) cols[c + r] = load8<T>(block + r * row_bytes, c);
       transpose8(cols + c);
     }
     in_query_groups(n_q, [&](auto nq, int i) {
@@ -178,16 +228,20 @@ int64_t tip_blocks(const float* q, int n_q, const void* plane, DType t, int n_do
 void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
                 float* score) {
   int64_t j = lo;
-#if FASA_KV_F16C
-  if (n_dom % 8 == 0 && n_dom <= 128 && n_q >= kTipTransposedMinQueries) switch (n_dom) {
-      case 8: j = tip_blocks<8>(q, n_q, plane, t, n_dom, lo, hi, score); break;
-      case 16: j = tip_blocks<16>(q, n_q, plane, t, n_dom, lo, hi, score); break;
-      case 24: j = tip_blocks<24>(q, n_q, plane, t, n_dom, lo, hi, score); break;
-      case 32: j = tip_blocks<32>(q, n_q, plane, t, n_dom, lo, hi, score); break;
-      default: j = tip_blocks<0>(q, n_q, plane, t, n_dom, lo, hi, score);
-    }
+#if FASA_KV_SIMD
+  if (n_dom % 8 == 0 && n_dom <= 128 && n_q >= kTipTransposedMinQueries)
+    with_kv_type(t, [&](auto type) {
+      constexpr DType T = type();
+      switch (n_dom) {
+        case 8: j = tip_blocks<T, 8>(q, n_q, plane, n_dom, lo, hi, score); break;
+        case 16: j = tip_blocks<T, 16>(q, n_q, plane, n_dom, lo, hi, score); break;
+        case 24: j = tip_blocks<T, 24>(q, n_q, plane, n_dom, lo, hi, score); break;
+        case 32: j = tip_blocks<T, 32>(q, n_q, plane, n_dom, lo, hi, score); break;
+        default: j = tip_blocks<T, 0>(q, n_q, plane, n_dom, lo, hi, score);
+      }
+    });
 #endif
-  tip_rows_plain(q, n_q, plane, t, n_dom, j, hi, lo, hi - lo, score);  // the rows left over (all, without F16C)
+  tip_rows_plain(q, n_q, plane, t, n_dom, j, hi, lo, hi - lo, score);  // the rows left over (all, without SIMD)
 }
 
 void kv_weighted_rows_reference(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d,
@@ -196,21 +250,18 @@ void kv_weighted_rows_reference(const float* w, int n_q, const void* const* rows
     for (int i = 0; i < n_rows; ++i) kv_add_scaled(out + (size_t)h * d, w[(size_t)h * n_rows + i], rows[i], t, d);
 }
 
-#if FASA_KV_F16C
+#if FASA_KV_SIMD
 namespace {
 // kv_weighted_rows for NQ heads and dims [k0, k0 + 8 * kVecs): NQ * kVecs independent FMA chains.
-template <int NQ>
-inline void weighted_rows_chunk(const float* w, const void* const* rows, int n_rows, DType t, int d, int k0,
-                                float* out) {
+template <DType T, int NQ>
+inline void weighted_rows_chunk(const float* w, const void* const* rows, int n_rows, int d, int k0, float* out) {
   constexpr int kVecs = NQ <= 2 ? 4 : 2;
   __m256 acc[NQ][kVecs];
   for (int h = 0; h < NQ; ++h)
     for (int v = 0; v < kVecs; ++v) acc[h][v] = _mm256_loadu_ps(out + (size_t)h * d + k0 + 8 * v);
   for (int i = 0; i < n_rows; ++i) {
     __m256 x[kVecs];
-    for (int v = 0; v < kVecs; ++v)
-      x[v] = t == DType::F16 ? load_f16x8(static_cast<const uint16_t*>(rows[i]) + k0 + 8 * v)
-                             : _mm256_loadu_ps(static_cast<const float*>(rows[i]) + k0 + 8 * v);
+    for (int v = 0; v < kVecs; ++v) x[v] = load8<T>(rows[i], k0 + 8 * v);
     for (int h = 0; h < NQ; ++h) {
       const __m256 wh = _mm256_broadcast_ss(w + (size_t)h * n_rows + i);
       for (int v = 0; v < kVecs; ++v) acc[h][v] = _mm256_fmadd_ps(wh, x[v], acc[h][v]);
@@ -220,32 +271,35 @@ inline void weighted_rows_chunk(const float* w, const void* const* rows, int n_r
     for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(out + (size_t)h * d + k0 + 8 * v, acc[h][v]);
 }
 
-template <int NQ>
-void weighted_rows(const float* w, const void* const* rows, int n_rows, DType t, int d, float* out) {
+template <DType T, int NQ>
+void weighted_rows(const float* w, const void* const* rows, int n_rows, int d, float* out) {
   constexpr int kWidth = NQ <= 2 ? 32 : 16;
   int k0 = 0;
-  for (; k0 + kWidth <= d; k0 += kWidth) weighted_rows_chunk<NQ>(w, rows, n_rows, t, d, k0, out);
+  for (; k0 + kWidth <= d; k0 += kWidth) weighted_rows_chunk<T, NQ>(w, rows, n_rows, d, k0, out);
   for (int h = 0; h < NQ; ++h)  // dims past the last whole chunk
     for (int i = 0; i < n_rows; ++i)
-      for (int k = k0; k < d; ++k) out[(size_t)h * d + k] += w[(size_t)h * n_rows + i] * kv_element(rows[i], t, k);
+      for (int k = k0; k < d; ++k) out[(size_t)h * d + k] += w[(size_t)h * n_rows + i] * kv_row_element(rows[i], T, k);
 }
 }  // namespace
 #endif
 
 void kv_weighted_rows(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d, float* out) {
-#if FASA_KV_F16C
-  in_query_groups(n_q, [&](auto nq, int h) {
-    weighted_rows<nq>(w + (size_t)h * n_rows, rows, n_rows, t, d, out + (size_t)h * d);
+#if FASA_KV_SIMD
+  with_kv_type(t, [&](auto type) {
+    in_query_groups(n_q, [&](auto nq, int h) {
+      weighted_rows<type(), nq>(w + (size_t)h * n_rows, rows, n_rows, d, out + (size_t)h * d);
+    });
   });
 #else
   kv_weighted_rows_reference(w, n_q, rows, n_rows, t, d, out);
 #endif
 }
 
-DType kv_type_from_name(const std::string& name) {
+DType kv_type_from_name(const std::string& name, const std::string& option) {
   if (name == "f16") return DType::F16;
   if (name == "f32") return DType::F32;
-  throw Error("unknown KV cache type '" + name + "' (use f16 or f32)");
+  if (name == "q8_0") return DType::Q8_0;
+  throw Error(option + ": unknown KV cache type '" + name + "' (use f16, f32 or q8_0)");
 }
 
 }  // namespace fasa

@@ -1,6 +1,10 @@
 #pragma once
-// Kernels over rows of a KV cache plane, whose elements are F32 or F16 (DType). The F16 paths
-// convert with F16C where the build has it; the scalar loops are their reference.
+// Kernels over rows of a KV cache plane, whose elements are F32, F16 or Q8_0. A Q8_0 row is cut into
+// blocks of 32 elements, each ggml's block_q8_0 (an fp16 scale d, then 32 int8 quants; value = q * d),
+// the row's last block shorter when its width is not a multiple of 32: a head's key dims split into
+// K_dom and K_rest at any even width. The F16 and Q8_0 paths convert with F16C/AVX2 where the build
+// has them; the scalar loops are their reference.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -8,12 +12,23 @@
 
 namespace fasa {
 
-// Bytes of one element of a KV cache of type t (F32: 4, F16: 2).
-inline int kv_elem_bytes(DType t) { return t == DType::F16 ? 2 : 4; }
+constexpr int kKvQ8Block = 32;  // elements per Q8_0 block of a KV row
 
-// Element i of a plane of type t, as float (slow path: baselines, references).
-inline float kv_element(const void* plane, DType t, int64_t i) {
-  return t == DType::F16 ? fp16_to_fp32(static_cast<const uint16_t*>(plane)[i]) : static_cast<const float*>(plane)[i];
+// F32, F16 and Q8_0: the types a KV cache plane may have.
+inline bool is_kv_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::Q8_0; }
+
+// Bytes of a row of n elements of type t (Q8_0: 2 bytes of scale per block started).
+inline size_t kv_row_bytes(DType t, int n) {
+  if (t == DType::Q8_0) return (size_t)n + 2 * (size_t)((n + kKvQ8Block - 1) / kKvQ8Block);
+  return (size_t)n * (t == DType::F16 ? 2 : 4);
+}
+
+// Element i of a row of type t, as float (slow path: baselines, references).
+inline float kv_row_element(const void* row, DType t, int i) {
+  if (t == DType::F16) return fp16_to_fp32(static_cast<const uint16_t*>(row)[i]);
+  if (t == DType::F32) return static_cast<const float*>(row)[i];
+  const uint8_t* block = static_cast<const uint8_t*>(row) + (size_t)(i / kKvQ8Block) * (kKvQ8Block + 2);
+  return (float)static_cast<const int8_t*>(static_cast<const void*>(block + 2))[i % kKvQ8Block] * fp16_at(block);
 }
 
 // sum_i q[i] * row[i].   q: [n]; row: n elements of type t
@@ -27,11 +42,15 @@ void kv_dot_rows(const float* q, const void* const* rows, int n, DType t, int d,
 // out[i] += w * row[i].   out: [n]; row: n elements of type t
 void kv_add_scaled(float* out, float w, const void* row, DType t, int n);
 
-// row[i] = x[i] rounded to type t (F16: round to nearest even).   x: [n]
+// row[i] = x[i] rounded to type t (F16: round to nearest even; Q8_0: d = max |x| / 127 per block,
+// quants round(x / d), as ggml quantizes).   x: [n]
 void kv_store(const float* x, DType t, int n, void* row);
 
 // out[i] = row[i] as float.   out: [n]
 void kv_load(const void* row, DType t, int n, float* out);
+
+// out[r * n + i] = element i of row r of a plane of n_rows rows of n elements.   out: [n_rows, n]
+void kv_load_rows(const void* plane, DType t, int n, int64_t n_rows, float* out);
 
 // FASA's TIP scores: score[i * (hi - lo) + j - lo] = q_i . row j of a K_dom plane, for rows
 // lo <= j < hi and n_q queries (a query scoring a subset of the dims has zeros on the others).
@@ -56,7 +75,7 @@ void kv_weighted_rows(const float* w, int n_q, const void* const* rows, int n_ro
 void kv_weighted_rows_reference(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d,
                                 float* out);
 
-// "f32" / "f16" -> the type; anything else is a clear error.
-DType kv_type_from_name(const std::string& name);
+// "f32" / "f16" / "q8_0" -> the type; anything else is a clear error naming `option`.
+DType kv_type_from_name(const std::string& name, const std::string& option = "--kv-type");
 
 }  // namespace fasa

@@ -113,8 +113,8 @@ void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHe
     const size_t idx = (size_t)queries[i].layer * n_head_ + queries[i].q_head;
     for (int d : dims_[idx]) q_dom[(size_t)i * nd + d] = queries[i].q[d];
   }
-  tip_scores(q_dom.data(), n_q, kv.k_dom, kv.type, nd, lo, hi, score.data());
-  count_kv_bytes_read((uint64_t)m * nd * kv_elem_bytes(kv.type));
+  tip_scores(q_dom.data(), n_q, kv.tip_plane(), kv.tip_type(), nd, lo, hi, score.data());
+  count_kv_bytes_read((uint64_t)m * kv_row_bytes(kv.tip_type(), nd));
   for (int i = 0; i < n_q; ++i) append_top_k(&score[(size_t)i * m], m, want, (int32_t)lo, rows[i]);
 }
 

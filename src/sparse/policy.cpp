@@ -143,7 +143,9 @@ void check_policy(const PolicyOptions& o, const Model& model) {
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {
   SessionOptions so;
   so.n_ctx = n_ctx;
-  so.kv_type = kv_type_from_name(policy.kv_type);
+  so.kv_types.k = kv_type_from_name(policy.key_type(), policy.kv_type_k.empty() ? "--kv-type" : "--cache-type-k");
+  so.kv_types.v = kv_type_from_name(policy.value_type(), policy.kv_type_v.empty() ? "--kv-type" : "--cache-type-v");
+  so.kv_types.tip_int8 = policy.tip_int8;
   so.offload = parse_kv_offload(policy.kv_offload, policy.kv_fast_limit, policy.kv_prefetch);
   if (so.offload.tier != KvOffloadOptions::Tier::None && !policy_info(policy.attn).has_k_dom)
     throw Error("--kv-offload works with --attn fasa: its heads keep the K_dom plane they score on in fast memory");

@@ -47,7 +47,7 @@ void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
     st.lo.resize(full_pages * D);
     st.hi.resize(full_pages * D);
     // A completed page's keys are read once per KV head, to summarise it.
-    count_kv_bytes_read((uint64_t)(full_pages - st.pages) * kPage * D * kv_elem_bytes(kv.type));
+    count_kv_bytes_read((uint64_t)(full_pages - st.pages) * kPage * kv.key_row_bytes());
     for (; st.pages < full_pages; ++st.pages)
       page_bounds(kv, st.pages * kPage, (st.pages + 1) * kPage, &st.lo[st.pages * D], &st.hi[st.pages * D]);
     for (int64_t p = 0; p < last; ++p) {
