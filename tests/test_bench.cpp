@@ -69,11 +69,11 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
   t.depth = depth;
   t.random_fill = true;
   t.repetitions = 1;
-  for (auto [type_name, elem_bytes] : {std::pair{"f16", 2}, std::pair{"f32", 4}}) {
-    const std::string kv_type = type_name;  // a plain variable: clang 14 cannot capture structured bindings
-    const int eb = elem_bytes;
+  const int nd = 2 * fcs;  // FASA's K_dom width with group sharing
+  for (const std::string kv_type : {"f16", "f32", "q8_0"}) {
     SCOPED_TRACE(kv_type);
-    auto counted = [&](const std::string& attn, const std::string& sharing) {
+    const DType type = kv_type_from_name(kv_type);
+    auto counted = [&](const std::string& attn, const std::string& sharing, bool tip_int8 = false) {
       PolicyOptions p;
       p.attn = attn;
       p.budget = std::to_string(budget);
@@ -81,25 +81,35 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
       p.fc_sharing = sharing;
       p.synthetic_profile = true;
       p.kv_type = kv_type;
+      p.tip_int8 = tip_int8;
       return run_bench_test(*m, p, t, 1).kv_bytes_per_token;
     };
-    double full = 0, fasa_rows = 0, tip_rows = 0, head_scans = 0;
+    // Bytes of a whole key row (dense layout, or FASA's K_dom | K_rest planes), of a value row.
+    const double key = kv_row_bytes(type, D), split_key = kv_row_bytes(type, nd) + kv_row_bytes(type, D - nd);
+    const double value = kv_row_bytes(type, D);
+    double full = 0, dense_rows = 0, fasa_rows = 0, tip = 0, tip8 = 0, head_scans = 0;
     for (int i = 0; i < n_gen; ++i) {
       const int rows = depth + i + 1;
-      full += (double)L * HKV * rows * 2 * D * eb;
-      fasa_rows += (double)HKV * rows * 2 * D * eb + (double)H * budget * 2 * D * eb;  // layer 0 stays dense
-      tip_rows += (double)HKV * rows * eb;                                            // per K_dom dim scanned
-      head_scans += (double)H * rows * eb;  // per key dim that each query head scans for itself
+      full += (double)L * HKV * rows * (key + value);
+      // layer 0 stays dense; each head of the sparse layer reads its own selected rows
+      dense_rows += (double)HKV * rows * (key + value) + (double)H * budget * (key + value);
+      fasa_rows += (double)HKV * rows * (key + value) + (double)H * budget * (split_key + value);
+      tip += (double)HKV * rows * kv_row_bytes(type, nd);          // the K_dom plane, once per group
+      tip8 += (double)HKV * rows * kv_row_bytes(DType::Q8_0, nd);  // its int8 copy
+      head_scans += (double)H * rows * key;  // every whole key, scanned by each query head for itself
     }
     EXPECT_DOUBLE_EQ(counted("full", "group"), full / n_gen);
     // The baselines' own scans count too: oracle every whole key, SparQ head_dim/4 dims of each.
-    EXPECT_DOUBLE_EQ(counted("oracle", "group"), (fasa_rows + head_scans * D) / n_gen);
-    EXPECT_DOUBLE_EQ(counted("sparq", "group"), (fasa_rows + head_scans * D / 4) / n_gen);
-    EXPECT_DOUBLE_EQ(counted("fasa", "group"), (fasa_rows + tip_rows * 2 * fcs) / n_gen);
+    EXPECT_DOUBLE_EQ(counted("oracle", "group"), (dense_rows + head_scans) / n_gen);
+    if (type != DType::Q8_0) {  // (Q8_0's block scales make a quarter of a row's bytes fractional)
+      EXPECT_DOUBLE_EQ(counted("sparq", "group"), (dense_rows + head_scans / 4) / n_gen);
+    }
+    EXPECT_DOUBLE_EQ(counted("fasa", "group"), (fasa_rows + tip) / n_gen);
+    EXPECT_DOUBLE_EQ(counted("fasa", "group", true), (fasa_rows + (type == DType::Q8_0 ? tip : tip8)) / n_gen);
     // Per-head chunk sets: the group's union plane, 2*fcs to 4*fcs dims wide, is scanned once.
     const double head = counted("fasa", "head");
-    EXPECT_GE(head, (fasa_rows + tip_rows * 2 * fcs) / n_gen);
-    EXPECT_LE(head, (fasa_rows + tip_rows * 4 * fcs) / n_gen);
+    EXPECT_GE(head, (fasa_rows + tip) / n_gen);
+    EXPECT_LE(head, (fasa_rows + 2 * tip) / n_gen);
   }
 }
 

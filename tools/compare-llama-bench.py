@@ -2,10 +2,12 @@
 """fasa bench beside llama.cpp's llama-bench on the same GGUF, interleaved, as a markdown table of ratios.
 
   LLAMA_BENCH=/path/to/llama-bench tools/compare-llama-bench.py MODEL.gguf [-p 512] [-n 32] [-d 0,4096]
-      [--pg 8192,256] [-r 5] [--inner 3] [-t 2] [--attn full]
+      [--pg 8192,256] [-r 5] [--inner 3] [-t 2] [--attn full] [--kv-type f16|q8_0] [--fasa-args "..."]
 
-Each repetition runs every test in fasa, then in llama-bench (-fa 1, F16 KV, the same threads, depth
-and token counts, --inner runs each after the tools' own warm-up), so both see the same machine state;
+Each repetition runs every test in fasa, then in llama-bench (-fa 1, the same KV type for K and V via
+-ctk/-ctv, the same threads, depth and token counts, --inner runs each after the tools' own warm-up),
+so both see the same machine state; --fasa-args adds fasa-only options (e.g. "--budget 256 --fcs 8
+--tip-int8"). llama-bench always fills the depth by a prefill, so fasa does too unless told otherwise;
 the table gives the median and spread (min-max) of the repetitions' t/s and the ratio of the medians. The project does not build llama.cpp:
 build the peer in a scratch folder (see docs) and point LLAMA_BENCH at it.
 """
@@ -50,6 +52,8 @@ def main():
     ap.add_argument("--inner", type=int, default=3, help="runs of each test per repetition and tool (their mean)")
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("--attn", default="full", help="fasa's policy (llama.cpp always attends in full)")
+    ap.add_argument("--kv-type", default="f16", choices=["f16", "q8_0"], help="K and V cache type of both tools")
+    ap.add_argument("--fasa-args", default="", help="more options for fasa bench, space-separated")
     ap.add_argument("--fasa", default=os.path.join(ROOT, "build", "fasa"))
     a = ap.parse_args()
     peer = os.environ.get("LLAMA_BENCH")
@@ -62,15 +66,17 @@ def main():
             sizes = ["-p", str(n_prompt), "-n", str(n_gen)] if not (n_prompt and n_gen) else \
                     ["-p", "0", "-n", "0", "-pg", f"{n_prompt},{n_gen}"]
             common = sizes + ["-d", str(depth), "-r", str(a.inner), "-t", str(a.t), "-o", "json"]
-            ours = run_json([a.fasa, "bench", "-m", a.model, "--attn", a.attn] + common)
-            theirs = run_json([peer, "-m", a.model, "-fa", "1"] + common, env=peer_env)
+            ours = run_json([a.fasa, "bench", "-m", a.model, "--attn", a.attn, "--kv-type", a.kv_type] + common +
+                            a.fasa_args.split())
+            theirs = run_json([peer, "-m", a.model, "-fa", "1", "-ctk", a.kv_type, "-ctv", a.kv_type] + common,
+                              env=peer_env)
             samples.setdefault((label, "fasa"), []).append(ours[0]["avg_ts"])
             samples.setdefault((label, "llama"), []).append(theirs[0]["avg_ts"])
             print(f"rep {rep + 1}/{a.r} {label}: fasa {ours[0]['avg_ts']:.2f}, llama.cpp {theirs[0]['avg_ts']:.2f} t/s",
                   file=sys.stderr)
     name = os.path.basename(a.model)
-    print(f"{name}, {a.t} threads, fasa --attn {a.attn} vs llama-bench -fa 1, {a.r} interleaved repetitions "
-          f"of {a.inner} runs\n")
+    print(f"{name}, {a.t} threads, {a.kv_type} KV, fasa --attn {a.attn} {a.fasa_args} vs llama-bench -fa 1, "
+          f"{a.r} interleaved repetitions of {a.inner} runs\n")
     print("| test | fasa t/s median (min-max) | llama.cpp t/s median (min-max) | fasa / llama.cpp |")
     print("|---|---|---|---|")
     for label, *_ in tests(a):

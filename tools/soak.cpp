@@ -40,8 +40,9 @@ int main(int argc, char** argv) {
     co.policy.dense_layers = "";
     if (argc > 3) co.policy.profile = argv[3];
     else co.policy.synthetic_profile = true;
-    const fasa::DType kv_type = fasa::kv_type_from_name(co.policy.kv_type);
-    const double kv_kib_per_token = 2.0 * c.n_layer * c.n_head_kv * fasa::kv_row_bytes(kv_type, c.head_dim) / 1024;
+    const size_t row_bytes = fasa::kv_row_bytes(fasa::kv_type_from_name(co.policy.key_type()), c.head_dim) +
+                             fasa::kv_row_bytes(fasa::kv_type_from_name(co.policy.value_type()), c.head_dim);
+    const double kv_kib_per_token = (double)c.n_layer * c.n_head_kv * row_bytes / 1024;
     fasa::Context ctx(engine, co);
     ctx.feed("Ge1:1 In the beginning");
     fasa::GenerationOptions g;

@@ -61,12 +61,12 @@ struct Scores {
   int64_t top1 = 0, n = 0;
 };
 
-// Feeds a window token by token; scores each prediction against the reference logits.
-void decode_window(const Model& m, std::shared_ptr<TokenSelector> policy, const std::vector<int32_t>& w,
-                   const std::vector<float>& ref, int64_t score_from, Scores& s, ProgressBar& bar) {
-  SessionOptions so;
-  so.n_ctx = (int64_t)w.size();
-  Session session(m, so, std::move(policy));
+// Feeds a window token by token, on a cache of the policy options' KV types; scores each prediction
+// against the reference logits.
+void decode_window(const Model& m, std::shared_ptr<TokenSelector> policy, const PolicyOptions& po,
+                   const std::vector<int32_t>& w, const std::vector<float>& ref, int64_t score_from, Scores& s,
+                   ProgressBar& bar) {
+  Session session(m, session_options(po, (int64_t)w.size()), std::move(policy));
   const int V = m.config.n_vocab;
   for (size_t i = 0; i + 1 < w.size(); ++i) {
     auto logits = session.eval(std::span<const int32_t>(&w[i], 1));
@@ -175,7 +175,7 @@ std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref,
       } else {
         ProgressBar bar("ppl " + name + " @ " + budget, total_steps(ref));
         for (size_t w = 0; w < ref.windows.size(); ++w)
-          decode_window(m, make_selector(po, m), ref.windows[w], ref.logits[w], o.score_from, s, bar);
+          decode_window(m, make_selector(po, m), po, ref.windows[w], ref.logits[w], o.score_from, s, bar);
         full_scores = s;
         full_done = policy_info(name).dense;
       }
@@ -208,7 +208,7 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
       Scores ignored;
       for (size_t w = 0; w < ref.windows.size(); ++w) {
         auto probe = std::make_shared<ShadowProbe>(make_selector(po, m), k);
-        decode_window(m, probe, ref.windows[w], ref.logits[w], o.score_from, ignored, bar);
+        decode_window(m, probe, po, ref.windows[w], ref.logits[w], o.score_from, ignored, bar);
         hits += probe->agreement() * (double)probe->queries();
         queries += probe->queries();
       }

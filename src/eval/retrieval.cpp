@@ -82,12 +82,12 @@ Prefilled prefill(const Model& m, const RetrievalTask& t) {
   return p;
 }
 
-// Greedy answer with `policy` from the shared prefill; judged against the task's answer.
-bool answered(const Model& m, std::shared_ptr<TokenSelector> policy, const Prefilled& pre, const std::string& answer) {
+// Greedy answer with `policy` from the shared prefill (its cached rows rounded to the options' KV
+// types); judged against the task's answer.
+bool answered(const Model& m, std::shared_ptr<TokenSelector> policy, const PolicyOptions& po, const Prefilled& pre,
+              const std::string& answer) {
   const Tokenizer& tok = m.tokenizer;
-  SessionOptions so;
-  so.n_ctx = pre.dense->n_ctx();
-  Session s(m, so, std::move(policy));
+  Session s(m, session_options(po, pre.dense->n_ctx()), std::move(policy));
   s.start_from_prefill(*pre.dense, pre.queries);
   std::span<const float> logits = s.logits();
   std::string text;
@@ -135,7 +135,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
         PolicyOptions po = base;
         po.attn = name;
         po.budget = budget;
-        const bool ok = answered(m, make_selector(po, m), pre, t.answer);
+        const bool ok = answered(m, make_selector(po, m), po, pre, t.answer);
         for (const std::string& type : groups(t)) {
           score[name][budget][type].first += ok;
           score[name][budget][type].second += 1;
