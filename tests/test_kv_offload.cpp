@@ -90,7 +90,7 @@ void expect_gathers_equal(const KvCache& resident, const KvCache& off, int64_t n
 TEST(KvOffload, FetchedRowsEqualTheResidentCache) {
   for (auto tier : {KvOffloadOptions::Tier::Ram, KvOffloadOptions::Tier::File})
     for (bool prefetch : {false, true})
-      for (KvTypes type : {KvTypes(DType::F16), KvTypes(DType::F32), KvTypes(DType::Q8_0, DType::F16, true)}) {
+      for (KvTypes type : {KvTypes(DType::F16), KvTypes(DType::F32), KvTypes(DType::F16, DType::Q8_0, true), KvTypes(DType::Q8_0, DType::F16)}) {
         SCOPED_TRACE(testing::Message() << "file " << (tier == KvOffloadOptions::Tier::File) << " prefetch " << prefetch
                                         << " keys " << dtype_name(type.k));
         const int64_t n_ctx = 1100;  // five chunks of 256 rows

@@ -3,7 +3,9 @@
 // reference; and F16 and Q8_0 caches' attention against the reference.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <set>
 #include <random>
 
 #include "kv/kv_cache.h"
@@ -24,7 +26,7 @@ struct Plane {
   const void* row(int64_t r) const { return bytes.data() + r * row_bytes; }
 };
 Plane make_plane(const std::vector<float>& x, int64_t n_rows, int width, DType t) {
-  Plane p{std::vector<uint8_t>(n_rows * kv_row_bytes(t, width) + 1), kv_row_bytes(t, width)};
+  Plane p{std::vector<uint8_t>(n_rows * kv_row_bytes(t, width)), kv_row_bytes(t, width)};
   for (int64_t r = 0; r < n_rows; ++r) kv_store(&x[r * width], t, width, p.bytes.data() + r * p.row_bytes);
   return p;
 }
@@ -63,6 +65,10 @@ TEST(KvRows, StoreAndLoadRoundAsEachTypeDoes) {
   const Plane z = make_plane(zeros, 1, 40, DType::Q8_0);
   kv_load(z.row(0), DType::Q8_0, 40, back.data());
   EXPECT_EQ(back, zeros);
+  zeros[35] = NAN;  // a NaN stays visible (as in F16), in its own block only
+  kv_load(make_plane(zeros, 1, 40, DType::Q8_0).row(0), DType::Q8_0, 40, back.data());
+  EXPECT_EQ(back[0], 0.0f);
+  EXPECT_TRUE(std::isnan(back[39]));
   EXPECT_EQ(kv_type_from_name("f16"), DType::F16);
   EXPECT_EQ(kv_type_from_name("f32"), DType::F32);
   EXPECT_EQ(kv_type_from_name("q8_0"), DType::Q8_0);
@@ -157,6 +163,41 @@ TEST(KvRows, WeightedRowsMatchAddScaled) {
           EXPECT_LE(test::normalized_error(got.data(), want.data(), got.size()), 1e-6)
               << dtype_name(t) << " d=" << d << " n_q=" << n_q << " rows=" << n_rows;
         }
+}
+
+// --tip-int8: the cache's Q8_0 copy of K_dom is K_dom as stored, quantized, and ranking on it picks
+// nearly the same top rows as ranking on the F16 plane.
+TEST(KvRows, Int8TipCopyIsQuantizedKdomAndRanksAlike) {
+  const int d = 64, n = 2000, nd = 16, top = 64;
+  const auto k = test::random_floats(n * d, 11, 2.0f), v = test::random_floats(n * d, 12);
+  KeyLayout layout;
+  layout.perm.resize(d);
+  std::iota(layout.perm.begin(), layout.perm.end(), 0);
+  layout.n_dom = nd;
+  KvCache cache(1, 1, d, n, {layout}, KvTypes(DType::F16, DType::F16, true));
+  for (int p = 0; p < n; ++p) cache.store(0, 0, p, &k[p * d], &v[p * d]);
+  const KvHeadView view = cache.view(0, 0, n);
+  ASSERT_NE(view.k_tip, nullptr);
+  EXPECT_EQ(view.tip_type(), DType::Q8_0);
+  std::vector<float> dom(n * nd);
+  kv_load_rows(view.k_dom, DType::F16, nd, n, dom.data());
+  const Plane want = make_plane(dom, n, nd, DType::Q8_0);
+  EXPECT_EQ(0, std::memcmp(view.k_tip, want.row(0), want.bytes.size()));
+  const auto q = test::random_floats(nd, 13);
+  std::vector<float> f16(n), int8(n);
+  tip_scores(q.data(), 1, view.k_dom, DType::F16, nd, 0, n, f16.data());
+  tip_scores(q.data(), 1, view.tip_plane(), view.tip_type(), nd, 0, n, int8.data());
+  auto best = [&](const std::vector<float>& s) {
+    std::vector<int> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + top, idx.end(), [&](int a, int b) { return s[a] > s[b]; });
+    return std::set<int>(idx.begin(), idx.begin() + top);
+  };
+  const auto a = best(f16), b = best(int8);
+  int shared = 0;
+  for (int r : a) shared += (int)b.count(r);
+  EXPECT_GE(shared, top * 9 / 10);
+  EXPECT_EQ(KvCache(1, 1, d, n, {layout}, KvTypes(DType::Q8_0, DType::F16, true)).view(0, 0, n).k_tip, nullptr);
 }
 
 // F16 and Q8_0 caches (and mixed key and value types) in a permuted K_dom | K_rest layout: gathered

@@ -109,7 +109,7 @@ namespace {
 // The notes column: fill, profile, total time of -pg tests, FASA-M memory, attention speed-up.
 std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, const BenchRunInfo& info) {
   const PolicyOptions& p = *info.policy;
-  std::string n = "KV " + (p.key_type() == p.value_type() ? p.kv_type : p.key_type() + "/" + p.value_type());
+  std::string n = "KV " + (p.key_type() == p.value_type() ? p.key_type() : p.key_type() + "/" + p.value_type());
   if (p.tip_int8 && policy_info(r.policy.attn).has_k_dom) n += ", int8 TIP";
   if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
   if (policy_info(r.policy.attn).has_k_dom && r.policy.synthetic_profile) n += ", synthetic profile";

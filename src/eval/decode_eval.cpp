@@ -202,6 +202,7 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
       PolicyOptions po = base;
       po.attn = name;
       po.budget = std::to_string(k);
+      po.kv_offload.clear();  // the probe scores every whole key, so every row stays resident
       ProgressBar bar("ca " + name + " @ K=" + std::to_string(k), total_steps(ref));
       double hits = 0;
       int64_t queries = 0;

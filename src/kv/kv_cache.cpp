@@ -75,7 +75,7 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
     h.layout = checked_layout(layouts.empty() ? KeyLayout{} : std::move(layouts[i]), head_dim);
     const int nd = h.layout.n_dom;
     const size_t rest = kv_row_bytes(types.k, head_dim - nd) + kv_row_bytes(types.v, head_dim);  // K_rest + V
-    fast += (double)(kv_row_bytes(types.k, nd) + (types.tip_int8 ? kv_row_bytes(DType::Q8_0, nd) : 0));
+    fast += (double)(kv_row_bytes(types.k, nd) + (types_.tip_int8 ? kv_row_bytes(DType::Q8_0, nd) : 0));
     if (offloading && nd > 0) {
       h.slot = (int)record_bytes.size();
       record_bytes.push_back(rest);

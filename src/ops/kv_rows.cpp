@@ -137,8 +137,9 @@ void kv_store(const float* x, DType t, int n, void* row) {
   uint8_t* block = static_cast<uint8_t*>(row);
   for (int b0 = 0; b0 < n; b0 += kKvQ8Block) {
     const int len = std::min(kKvQ8Block, n - b0);
-    float amax = 0.0f;
-    for (int i = 0; i < len; ++i) amax = std::max(amax, std::fabs(x[b0 + i]));
+    float amax = 0.0f;  // NaN once any element is (std::max would skip it): the block then reads back NaN
+    for (int i = 0; i < len; ++i)
+      if (const float a = std::fabs(x[b0 + i]); std::isnan(a) || a > amax) amax = a;
     const float d = amax / 127.0f, id = d > 0.0f ? 1.0f / d : 0.0f;
     const uint16_t h = fp32_to_fp16(d);
     std::memcpy(block, &h, 2);
