@@ -27,14 +27,6 @@ inline auto with_kv_type(DType t, F&& f) {
   return f(KvType<DType::F32>{});
 }
 
-// A Q8_0 row's block holding element i, and element i's quant in it.
-inline const uint8_t* q8_block(const void* row, int i) {
-  return static_cast<const uint8_t*>(row) + (size_t)(i / kKvQ8Block) * (kKvQ8Block + 2);
-}
-inline const int8_t* q8_quants(const void* row, int i) {
-  return reinterpret_cast<const int8_t*>(q8_block(row, i) + 2) + i % kKvQ8Block;
-}
-
 #if FASA_KV_SIMD
 inline __m256 load_f16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -46,8 +38,8 @@ inline __m256 load8(const void* row, int c) {
   if constexpr (T == DType::F16) return load_f16x8(static_cast<const uint16_t*>(row) + c);
   if constexpr (T == DType::F32) return _mm256_loadu_ps(static_cast<const float*>(row) + c);
   if constexpr (T == DType::Q8_0) {
-    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q8_quants(row, c)));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(fp16_at(q8_block(row, c))));
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(kv_q8_quant(row, c)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(fp16_at(kv_q8_block(row, c))));
   }
 }
 
@@ -135,8 +127,8 @@ void kv_store(const float* x, DType t, int n, void* row) {
     return;
   }
   uint8_t* block = static_cast<uint8_t*>(row);
-  for (int b0 = 0; b0 < n; b0 += kKvQ8Block) {
-    const int len = std::min(kKvQ8Block, n - b0);
+  for (int b0 = 0; b0 < n; b0 += kQ8_0Block) {
+    const int len = std::min(kQ8_0Block, n - b0);
     float amax = 0.0f;  // NaN once any element is (std::max would skip it): the block then reads back NaN
     for (int i = 0; i < len; ++i)
       if (const float a = std::fabs(x[b0 + i]); std::isnan(a) || a > amax) amax = a;

@@ -12,23 +12,28 @@
 
 namespace fasa {
 
-constexpr int kKvQ8Block = 32;  // elements per Q8_0 block of a KV row
-
 // F32, F16 and Q8_0: the types a KV cache plane may have.
 inline bool is_kv_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::Q8_0; }
 
 // Bytes of a row of n elements of type t (Q8_0: 2 bytes of scale per block started).
 inline size_t kv_row_bytes(DType t, int n) {
-  if (t == DType::Q8_0) return (size_t)n + 2 * (size_t)((n + kKvQ8Block - 1) / kKvQ8Block);
+  if (t == DType::Q8_0) return (size_t)n + 2 * (size_t)((n + kQ8_0Block - 1) / kQ8_0Block);
   return (size_t)n * (t == DType::F16 ? 2 : 4);
+}
+
+// The block of a Q8_0 row that holds element i (its fp16 scale first), and element i's quant.
+inline const uint8_t* kv_q8_block(const void* row, int i) {
+  return static_cast<const uint8_t*>(row) + (size_t)(i / kQ8_0Block) * (kQ8_0Block + 2);
+}
+inline const int8_t* kv_q8_quant(const void* row, int i) {
+  return reinterpret_cast<const int8_t*>(kv_q8_block(row, i) + 2) + i % kQ8_0Block;
 }
 
 // Element i of a row of type t, as float (slow path: baselines, references).
 inline float kv_row_element(const void* row, DType t, int i) {
   if (t == DType::F16) return fp16_to_fp32(static_cast<const uint16_t*>(row)[i]);
   if (t == DType::F32) return static_cast<const float*>(row)[i];
-  const uint8_t* block = static_cast<const uint8_t*>(row) + (size_t)(i / kKvQ8Block) * (kKvQ8Block + 2);
-  return (float)static_cast<const int8_t*>(static_cast<const void*>(block + 2))[i % kKvQ8Block] * fp16_at(block);
+  return (float)*kv_q8_quant(row, i) * fp16_at(kv_q8_block(row, i));
 }
 
 // sum_i q[i] * row[i].   q: [n]; row: n elements of type t
