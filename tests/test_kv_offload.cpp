@@ -213,17 +213,19 @@ TEST(KvOffload, OptionsParse) {
 // The file's faults: never silently wrong rows.
 TEST(KvOffload, FileFaultsAreClearErrors) {
   const std::string dir = test::temp_dir();
-  const size_t chunk = 4096;
-  std::vector<uint8_t> data(chunk, 7), back(16);
+  const SlowTierShape shape{{64, 32}, 32, 4};  // two heads, 32 rows a chunk: 3072 bytes
+  const size_t chunk = shape.chunk_bytes();
+  std::vector<uint8_t> data(chunk), back(2 * 32);
+  for (size_t i = 0; i < chunk; ++i) data[i] = (uint8_t)(i * 7);
   {
-    auto tier = make_file_tier(dir, chunk, 4);
+    auto tier = make_file_tier(dir, shape);
     tier->write_chunk(0, data.data());
     tier->write_chunk(1, data.data());
-    tier->read(1, 100, 16, back.data());
-    EXPECT_EQ(back, std::vector<uint8_t>(16, 7));
+    tier->read(1, 32 + 5, 2, back.data());  // the second head's rows 5 and 6 of chunk 1
+    EXPECT_TRUE(std::equal(back.begin(), back.end(), data.begin() + 32 * 64 + 5 * 32));
     const std::string path = tier->describe().substr(5);  // "file PATH"
     ASSERT_TRUE(std::filesystem::exists(path));
-    std::filesystem::resize_file(path, chunk + 10);  // shortened behind our back: every fetch checks first
+    std::filesystem::resize_file(path, std::filesystem::file_size(path) - 10);  // shortened behind our back
     EXPECT_THROW(tier->check(), Error);
     std::filesystem::remove(path);  // deleted
     try {
@@ -234,19 +236,74 @@ TEST(KvOffload, FileFaultsAreClearErrors) {
     }
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir));  // the tier removes its file
-  EXPECT_THROW(make_file_tier(dir + "/missing", chunk, 4), Error);
+  EXPECT_THROW(make_file_tier(dir + "/missing", shape), Error);
   // A full disk, as a file-size limit makes it: the write fails with an error naming the file.
-  auto tier = make_file_tier(dir, chunk, 4);
+  auto tier = make_file_tier(dir, shape);
   rlimit old{};
   getrlimit(RLIMIT_FSIZE, &old);
   rlimit small = old;
-  small.rlim_cur = chunk + chunk / 2;
+  small.rlim_cur = 4 * 32 * 64 + 2 * 32 * 32;  // the first head's region and two chunks of the second's
   auto old_handler = signal(SIGXFSZ, SIG_IGN);
   setrlimit(RLIMIT_FSIZE, &small);
   tier->write_chunk(0, data.data());
-  EXPECT_THROW(tier->write_chunk(1, data.data()), Error);
+  tier->write_chunk(1, data.data());
+  try {
+    tier->write_chunk(2, data.data());
+    ADD_FAILURE() << "a write past the file-size limit succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fasa-kv-"), std::string::npos) << e.what();
+  }
   setrlimit(RLIMIT_FSIZE, &old);
   signal(SIGXFSZ, old_handler);
+}
+
+// Read-ahead asks for each page a step's rows lie on once (until its chunk is written again), in
+// runs that take in short gaps.
+TEST(KvOffload, ReadAheadPlansPageRuns) {
+  constexpr size_t kPage = 100, kRow = 30, kJoin = 2;
+  std::vector<std::atomic<uint8_t>> asked(64);
+  std::vector<PageRun> runs;
+  auto plan = [&](size_t base, std::vector<int32_t> rows) {
+    plan_page_runs(base, rows.data(), rows.size(), kRow, kPage, kJoin, asked.data(), runs);
+    std::vector<std::pair<size_t, size_t>> out;
+    for (const PageRun& r : runs) out.emplace_back(r.first, r.count);
+    return out;
+  };
+  using Runs = std::vector<std::pair<size_t, size_t>>;
+  // Row 3 (90..119) spans pages 0-1; row 20 (600..629) is page 6, 4 pages after page 1: a new run.
+  // Row 30 (900..929) is page 9: 2 pages after 6, joined.
+  EXPECT_EQ(plan(0, {3, 20, 30}), (Runs{{0, 2}, {6, 4}}));
+  for (size_t p : {0, 1, 6, 7, 8, 9}) EXPECT_EQ(asked[p].load(), 1) << p;
+  EXPECT_EQ(asked[5].load(), 0);
+  EXPECT_EQ(plan(0, {3, 21, 30}), Runs{});  // all asked before: nothing
+  EXPECT_EQ(plan(0, {1, 2, 40}), (Runs{{12, 1}}));  // rows 1-2 on page 0 (asked), row 40 on page 12
+  EXPECT_EQ(plan(1000, {0}), (Runs{{10, 1}}));  // another head's region starts at byte 1000
+}
+
+// The file tier asks the disk for a page once after its chunk is written; rewriting the chunk (as
+// after a truncation) makes its pages new again. Rows read back are the written ones.
+TEST(KvOffload, FileTierReadsEachPageAheadOnce) {
+  const long page = sysconf(_SC_PAGESIZE);
+  const SlowTierShape shape{{(size_t)page / 4, (size_t)page / 2}, 64, 3};  // 16 and 32 pages a chunk
+  std::vector<uint8_t> data(shape.chunk_bytes());
+  for (size_t i = 0; i < data.size(); ++i) data[i] = (uint8_t)(i * 13 + 1);
+  auto tier = make_file_tier(test::temp_dir(), shape);
+  tier->write_chunk(0, data.data());
+  tier->write_chunk(1, data.data());
+  const std::vector<int32_t> rows = {0, 1, 2, 100};  // head 1: pages 0-1 and 50 of its region
+  tier->will_read(1, rows.data(), rows.size());
+  EXPECT_EQ(tier->disk_read_bytes(), 3u * page);
+  tier->will_read(1, rows.data(), rows.size());
+  EXPECT_EQ(tier->disk_read_bytes(), 3u * page);  // asked before
+  tier->write_chunk(0, data.data());              // rows 0..63 written again: pages 0-31 are new
+  tier->will_read(1, rows.data(), rows.size());
+  EXPECT_EQ(tier->disk_read_bytes(), 5u * page);
+  std::vector<uint8_t> back(page / 2);
+  tier->read(1, 100, 1, back.data());  // row 36 of head 1 in a chunk
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), data.begin() + 64 * page / 4 + 36 * page / 2));
+  ASSERT_NE(tier->mapped(1, 100, 1), nullptr);
+  EXPECT_TRUE(std::equal(back.begin(), back.end(), tier->mapped(1, 100, 1)));
+  EXPECT_EQ(tier->mapped(1, 128, 1), nullptr);  // chunk 2 was never written
 }
 
 // A two-layer synthetic model (head dim 16) for whole-session runs.

@@ -11,11 +11,12 @@ struct KvFetchCounts {
   uint64_t hits = 0;        // from the prefetch buffers
   uint64_t misses = 0;      // read from the slow tier while the step waited
   uint64_t prefetched = 0;  // read ahead by the prefetch thread
+  uint64_t disk_bytes = 0;  // bytes the file tier asked the disk for (pages not read since written)
   double hit_rate() const { return hits + misses ? (double)hits / (double)(hits + misses) : 0.0; }
 };
 
 struct KvMemory {
-  size_t fast = 0;        // RAM of the cache: its planes, the tail chunk, prefetch buffers
+  size_t fast = 0;        // RAM of the cache: its planes, the tail chunk, prefetch buffers, the file tier's page map
   size_t slow = 0;        // in the slow tier (--kv-offload)
   size_t full = 0;        // a dense cache of the same context and element type
   size_t page_cache = 0;  // the slow tier file's data the OS holds in RAM

@@ -9,7 +9,7 @@ nlohmann::json kv_memory_json(const KvMemory& m) {
           {"kv_full_bytes", m.full},     {"kv_page_cache_bytes", m.page_cache},
           {"rss_bytes", m.rss},          {"kv_rows_from_tail", m.rows.tail},
           {"kv_prefetch_hits", m.rows.hits}, {"kv_slow_reads", m.rows.misses},
-          {"kv_prefetch_hit_rate", m.rows.hit_rate()}};
+          {"kv_prefetch_hit_rate", m.rows.hit_rate()}, {"kv_disk_read_bytes", m.rows.disk_bytes}};
 }
 
 std::string kv_memory_line(const KvMemory& m) {
@@ -22,9 +22,11 @@ std::string kv_memory_line(const KvMemory& m) {
                 m.rss / mib);
   std::string s = line;
   if (m.rows.hits + m.rows.misses + m.rows.tail > 0) {
-    std::snprintf(line, sizeof line, "; rows fetched: %llu from the slow tier, %llu prefetched (hit rate %.1f%%), %llu from RAM",
+    std::snprintf(line, sizeof line,
+                  "; rows fetched: %llu from the slow tier, %llu prefetched (hit rate %.1f%%), %llu from RAM; %.1f MiB "
+                  "read from disk",
                   (unsigned long long)m.rows.misses, (unsigned long long)m.rows.hits, 100 * m.rows.hit_rate(),
-                  (unsigned long long)m.rows.tail);
+                  (unsigned long long)m.rows.tail, m.rows.disk_bytes / mib);
     s += line;
   }
   return s;

@@ -87,7 +87,8 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
   }
   if (offloading && record_bytes.empty())
     throw Error("--kv-offload: no head has a K_dom plane to keep in fast memory (use --attn fasa)");
-  const double tail = (double)KvOffload::chunk_rows(n_ctx) * slow;  // the RAM chunk appends go to
+  // The RAM chunk appends go to, and the file tier's byte per page of its file.
+  const double tail = (double)KvOffload::chunk_rows(n_ctx) * slow + slow * (double)n_ctx / 4096;
   const double need_fast = fast * (double)n_ctx + (offloading ? tail : 0);
   const double need = need_fast + (offload.tier == KvOffloadOptions::Tier::Ram ? slow * (double)n_ctx : 0);
   const size_t have = available_memory_bytes();
@@ -254,7 +255,7 @@ KvMemory KvCache::memory() const {
   m.full = (size_t)n_layer() * n_head_kv_ * (size_t)n_ctx_ *
            (kv_row_bytes(types_.k, head_dim_) + kv_row_bytes(types_.v, head_dim_));
   if (offload_) {
-    m.fast += offload_->tail_bytes() + offload_->prefetch_buffer_bytes();
+    m.fast += offload_->tail_bytes() + offload_->prefetch_buffer_bytes() + offload_->tier().ram_bytes();
     m.slow = offload_->slow_bytes();
     m.page_cache = offload_->tier().page_cache_bytes();
     m.rows = offload_->counts();

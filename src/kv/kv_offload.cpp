@@ -63,8 +63,8 @@ KvOffload::KvOffload(const KvOffloadOptions& opts, int64_t n_ctx, std::vector<si
     max_heads = std::max(max_heads, l.size());
   }
   prefetch_cap_rows_ = max_layer_row ? prefetch_cap_bytes / (2 * max_layer_row) : 0;
-  tier_ = opts.tier == KvOffloadOptions::Tier::File ? make_file_tier(opts.dir, chunk_bytes, (n_ctx + chunk_ - 1) / chunk_)
-                                                     : make_ram_tier(chunk_bytes);
+  const SlowTierShape shape{record_bytes_, chunk_, (n_ctx + chunk_ - 1) / chunk_};
+  tier_ = opts.tier == KvOffloadOptions::Tier::File ? make_file_tier(opts.dir, shape) : make_ram_tier(shape);
   tail_.assign(chunk_bytes, 0);
   prev_rows_.resize(slots);
   use_.resize(layer_slots_.size());
@@ -97,7 +97,8 @@ void KvOffload::prepare(int64_t pos) {
     written_chunks_ += !written_[tail_chunk_];
     written_[tail_chunk_] = 1;
   }
-  if ((size_t)c < written_.size() && written_[c]) tier_->read(c, 0, tail_.size(), tail_.data());
+  if ((size_t)c < written_.size() && written_[c])
+    for (size_t s = 0; s < record_bytes_.size(); ++s) tier_->read((int)s, c * chunk_, chunk_, tail_.data() + head_offset_[s]);
   else std::fill(tail_.begin(), tail_.end(), 0);
   tail_chunk_ = c;
 }
@@ -167,6 +168,7 @@ size_t KvOffload::prefetch_layer(int layer, int parity, int64_t tail_chunk) {
     }
     const size_t rb = record_bytes_[s];
     b.records.resize(b.rows.size() * rb);
+    read_ahead(s, b.rows.data(), (int64_t)b.rows.size(), tail_chunk, [](int64_t) { return false; });
     for (size_t j = 0; j < b.rows.size();) {
       size_t e = j + 1;
       while (e < b.rows.size() && joins(s, b.rows[e - 1], b.rows[e])) ++e;
@@ -180,15 +182,24 @@ size_t KvOffload::prefetch_layer(int layer, int parity, int64_t tail_chunk) {
   return total;
 }
 
+template <typename Skip>
+void KvOffload::read_ahead(int s, const int32_t* rows, int64_t n, int64_t tail_chunk, Skip&& skip) const {
+  thread_local std::vector<int32_t> ahead;  // [rows to read]
+  ahead.clear();
+  for (int64_t j = 0; j < n; ++j)
+    if (rows[j] / chunk_ != tail_chunk && !skip(j)) ahead.push_back(rows[j]);
+  if (!ahead.empty()) tier_->will_read(s, ahead.data(), ahead.size());
+}
+
 template <typename Emit>
 void KvOffload::read_rows(int s, const int32_t* rows, int64_t n, Emit&& emit) const {
-  const size_t rb = record_bytes_[s], off = head_offset_[s] + (size_t)(rows[0] % chunk_) * rb;
-  const size_t span = (size_t)(rows[n - 1] - rows[0] + 1) * rb;
-  const uint8_t* base = tier_->mapped(rows[0] / chunk_, off, span);
-  thread_local std::vector<uint8_t> buf;  // [span] when the tier is not in our address space
+  const size_t rb = record_bytes_[s];
+  const int64_t span = rows[n - 1] - rows[0] + 1;
+  const uint8_t* base = tier_->mapped(s, rows[0], span);
+  thread_local std::vector<uint8_t> buf;  // [span rows] when the tier is not in our address space
   if (!base) {
-    buf.resize(span);
-    tier_->read(rows[0] / chunk_, off, span, buf.data());
+    buf.resize((size_t)span * rb);
+    tier_->read(s, rows[0], span, buf.data());
     base = buf.data();
   }
   for (int64_t j = 0; j < n; ++j) emit(j, base + (size_t)(rows[j] - rows[0]) * rb);
@@ -219,6 +230,8 @@ void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* first_out,
     while (at < pf->rows.size() && pf->rows[at] < r) ++at;
     return at < pf->rows.size() && pf->rows[at] == r;
   };
+  size_t ahead_k = 0;
+  read_ahead(s, rows, n, tail_chunk_, [&](int64_t j) { return prefetched(rows[j], ahead_k); });
   for (int64_t j = 0; j < n;) {
     const int32_t r = rows[j];
     if (r / chunk_ == tail_chunk_) {
@@ -254,6 +267,8 @@ size_t KvOffload::prefetch_buffer_bytes() const {
   return b;
 }
 
-KvFetchCounts KvOffload::counts() const { return {n_tail_.load(), n_hits_.load(), n_misses_.load(), n_prefetched_.load()}; }
+KvFetchCounts KvOffload::counts() const {
+  return {n_tail_.load(), n_hits_.load(), n_misses_.load(), n_prefetched_.load(), tier_->disk_read_bytes()};
+}
 
 }  // namespace fasa

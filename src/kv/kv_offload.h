@@ -83,6 +83,10 @@ class KvOffload {
   bool joins(int s, int32_t a, int32_t b) const {
     return b / chunk_ == a / chunk_ && (size_t)(b - a - 1) * record_bytes_[s] <= tier_->join_gap_bytes();
   }
+  // Asks the slow tier to start reading head s's rows[0..n) (ascending) outside chunk tail_chunk,
+  // all at once, except those skip(j) says are served elsewhere.
+  template <typename Skip>
+  void read_ahead(int s, const int32_t* rows, int64_t n, int64_t tail_chunk, Skip&& skip) const;
   // Head s's rows[0..n) (ascending, one chunk, joined) from the slow tier in one read: calls
   // emit(j, record of rows[j]).
   template <typename Emit>
