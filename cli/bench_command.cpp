@@ -28,7 +28,7 @@ struct BenchOptions {
   bool membw = false;
   bool attention_only = false;  // time one layer's decode attention instead of whole decode steps
   std::vector<std::string> offloads = {"none"};  // FASA rows per KV placement: none, ram, file:DIR
-  std::vector<std::string> prefetches = {"on"};  // ... and with the prefetch thread on and/or off
+  std::vector<std::string> prefetches = {"off"};  // ... and with the prefetch thread on and/or off
   PolicyOptions policy;
 };
 
@@ -54,7 +54,7 @@ std::vector<PolicyOptions> variants(const BenchOptions& o) {
     }
     for (const std::string& off : o.offloads) {
       p.kv_offload = off == "none" ? "" : off;
-      for (const std::string& pf : p.kv_offload.empty() ? std::vector<std::string>{"on"} : o.prefetches) {
+      for (const std::string& pf : p.kv_offload.empty() ? std::vector<std::string>{"off"} : o.prefetches) {
         p.kv_prefetch = pf == "on";
         out.push_back(p);
       }

@@ -88,7 +88,8 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
                   "plane stays in fast memory and each step fetches the selected rows");
   cmd->add_option_function<std::string>(
          "--kv-prefetch", [&o](const std::string& v) { o.kv_prefetch = v == "on"; },
-         "FASA-M: fetch the next layer's likely rows in the background: on or off (default on)")
+         "FASA-M: fetch the next layer's likely rows in a background thread: on or off (default off: it "
+         "pays only with a core of its own and steps that repeat their selections)")
       ->check(CLI::IsMember({"on", "off"}));
 }
 

@@ -27,7 +27,7 @@ struct PolicyOptions {
   bool tip_int8 = false;           // FASA: TIP scans a Q8_0 copy of K_dom (no-op with q8_0 keys)
   std::string kv_offload;          // FASA-M: "" (all resident), "ram" or "file:DIR" for K_rest and V
   std::string kv_fast_limit;       // cap on the KV cache's fast memory: bytes, or with K/M/G; "" = none
-  bool kv_prefetch = true;         // FASA-M: fetch the next layer's likely rows in the background
+  bool kv_prefetch = false;        // FASA-M: fetch the next layer's likely rows in the background
 
   const std::string& key_type() const { return kv_type_k.empty() ? kv_type : kv_type_k; }
   const std::string& value_type() const { return kv_type_v.empty() ? kv_type : kv_type_v; }

@@ -63,7 +63,7 @@ std::string csv_cell(const std::string& s) {
 std::string bench_label(const PolicyOptions& p, int fcs) {
   if (policy_info(p.attn).dense) return p.attn;
   std::string s = p.attn + " b" + p.budget + (fcs ? " fcs" + std::to_string(fcs) : "");
-  if (!p.kv_offload.empty()) s += " M:" + p.kv_offload.substr(0, p.kv_offload.find(':')) + (p.kv_prefetch ? "" : " no-pf");
+  if (!p.kv_offload.empty()) s += " M:" + p.kv_offload.substr(0, p.kv_offload.find(':')) + (p.kv_prefetch ? " pf" : "");
   return s;
 }
 

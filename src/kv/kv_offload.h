@@ -2,9 +2,10 @@
 // FASA-M's storage for the offloaded heads' K_rest and V rows (the dims TIP does not score on).
 // Appends go to a tail chunk in RAM (every offloaded head's rows of a run of positions); a finished
 // chunk is written to the slow tier. A decode step fetches just the rows its heads selected: rows of
-// the tail chunk from RAM, the rest from the slow tier — or from the prefetch buffers, which a
-// background thread fills with the previous step's selection of the next layer while the current
-// layer computes (consecutive steps select mostly the same rows).
+// the tail chunk from RAM, the rest from the slow tier, which is first asked to read them all ahead
+// at once — or, with prefetch on, from buffers a background thread fills with the previous step's
+// selection of the next layer while the current layer computes (consecutive steps select many of
+// the same rows; the thread pays when it has a core of its own).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -24,7 +25,7 @@ struct KvOffloadOptions {
   Tier tier = Tier::None;
   std::string dir;        // Tier::File: where the cache file goes
   size_t fast_limit = 0;  // bytes of fast memory the KV cache may use; 0: no cap
-  bool prefetch = true;
+  bool prefetch = false;
 };
 
 // From the CLI's "--kv-offload ram|file:DIR" (or "") and "--kv-fast-limit" ("", bytes, or with a
