@@ -99,6 +99,30 @@ TEST(KvCacheRelayout, RowsEqualACacheBuiltWithTheLayout) {
   EXPECT_THROW(c.relayout(permuted_layouts(4, 1), 65), Error);
 }
 
+// The int8 TIP copy grows with K_dom: a relayout that would take the cache over --kv-fast-limit is
+// refused with what it needs, and the cache is left as it was.
+TEST(KvCacheRelayout, KeepsTheFastLimit) {
+  const KvTypes tip(DType::F16, DType::F16, true);
+  const size_t dense = KvCache(kLayers, kHeads, kDim, 64, {}, tip).bytes();
+  KvOffloadOptions limit;
+  limit.fast_limit = dense;
+  KvCache c(kLayers, kHeads, kDim, 64, {}, tip, limit);
+  fill(c, 20, 3);
+  try {
+    c.relayout(permuted_layouts(4, 1), 20);
+    ADD_FAILURE() << "a relayout over the fast limit was allowed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-fast-limit"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(c.layout(0, 0).n_dom, 0);
+  EXPECT_EQ(c.bytes(), dense);
+  limit.fast_limit = 2 * dense;
+  KvCache roomy(kLayers, kHeads, kDim, 64, {}, tip, limit);
+  roomy.relayout(permuted_layouts(4, 1), 0);
+  EXPECT_EQ(roomy.layout(0, 0).n_dom, 4);
+  EXPECT_GT(roomy.bytes(), dense);
+}
+
 // A tiny random-weight model, written once; each test gets its own XDG cache dir.
 class AutoProfileTest : public ::testing::Test {
  protected:

@@ -56,7 +56,7 @@ size_t resident_memory_bytes() {
 
 KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts, KvTypes types,
                  const KvOffloadOptions& offload)
-    : n_head_kv_(n_head_kv), head_dim_(head_dim), n_ctx_(n_ctx), types_(types) {
+    : n_head_kv_(n_head_kv), head_dim_(head_dim), n_ctx_(n_ctx), types_(types), fast_limit_(offload.fast_limit) {
   types_.tip_int8 = types.tip_int8 && types.k != DType::Q8_0;  // Q8_0 keys: TIP scans K_dom itself
   if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
   for (DType t : {types.k, types.v})
@@ -114,6 +114,11 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
 
 KvCache::~KvCache() = default;
 
+size_t KvCache::key_row_bytes(const KeyLayout& l) const {
+  return kv_row_bytes(types_.k, l.n_dom) + (types_.tip_int8 ? kv_row_bytes(DType::Q8_0, l.n_dom) : 0) +
+         kv_row_bytes(types_.k, head_dim_ - l.n_dom);
+}
+
 void KvCache::allocate_keys(HeadPlanes& h) const {
   const int nd = h.layout.n_dom;
   h.k_dom.assign((size_t)n_ctx_ * kv_row_bytes(types_.k, nd), 0);
@@ -125,7 +130,15 @@ void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
   if (offload_) throw Error("KV cache: an offloaded cache cannot change its key layout");
   if (layouts.size() != heads_.size() || n_rows < 0 || n_rows > n_ctx_)
     throw Error("KV cache: relayout does not match the cache");
-  for (auto& l : layouts) l = checked_layout(std::move(l), head_dim_);
+  double fast = (double)bytes();  // after the relayout: the int8 TIP copy grows with K_dom
+  for (size_t i = 0; i < heads_.size(); ++i) {
+    layouts[i] = checked_layout(std::move(layouts[i]), head_dim_);
+    fast += ((double)key_row_bytes(layouts[i]) - (double)key_row_bytes(heads_[i].layout)) * (double)n_ctx_;
+  }
+  if (fast_limit_ && fast > (double)fast_limit_)
+    throw Error("--kv-fast-limit: the KV cache in the profile's key layout needs " + gib(fast) +
+                " of fast memory, over the limit of " + gib((double)fast_limit_) +
+                (types_.tip_int8 ? " (without --tip-int8 it needs less)" : ""));
   const int D = head_dim_;
   // One head at a time per thread: the extra memory is a head's key planes, not the cache's. An
   // allocation failure must not escape the parallel region; it is rethrown after it.

@@ -103,11 +103,14 @@ class KvCache {
   size_t index(int layer, int kv_head) const { return (size_t)layer * n_head_kv_ + kv_head; }
   // Sizes h's key planes for its layout (zeros; K_rest only when not offloaded).
   void allocate_keys(HeadPlanes& h) const;
+  // Bytes of a resident head's key planes (K_dom, the int8 TIP copy, K_rest) per position.
+  size_t key_row_bytes(const KeyLayout& l) const;
   // Stores a key in cache order into h's key planes at pos (K_rest only when not offloaded).
   void store_key(HeadPlanes& h, int64_t pos, const float* k_cache_order);
   int n_head_kv_, head_dim_;
   int64_t n_ctx_;
   KvTypes types_;
+  size_t fast_limit_;              // --kv-fast-limit; 0: none
   std::vector<HeadPlanes> heads_;  // [n_layer * n_head_kv]
   std::unique_ptr<KvOffload> offload_;
 };
