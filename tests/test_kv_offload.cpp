@@ -263,8 +263,9 @@ TEST(KvOffload, ReadAheadPlansPageRuns) {
   constexpr size_t kPage = 100, kRow = 30, kJoin = 2;
   std::vector<std::atomic<uint8_t>> asked(64);
   std::vector<PageRun> runs;
+  size_t fresh = 0;
   auto plan = [&](size_t base, std::vector<int32_t> rows) {
-    plan_page_runs(base, rows.data(), rows.size(), kRow, kPage, kJoin, asked.data(), runs);
+    fresh = plan_page_runs(base, rows.data(), rows.size(), kRow, kPage, kJoin, asked.data(), runs);
     std::vector<std::pair<size_t, size_t>> out;
     for (const PageRun& r : runs) out.emplace_back(r.first, r.count);
     return out;
@@ -273,11 +274,16 @@ TEST(KvOffload, ReadAheadPlansPageRuns) {
   // Row 3 (90..119) spans pages 0-1; row 20 (600..629) is page 6, 4 pages after page 1: a new run.
   // Row 30 (900..929) is page 9: 2 pages after 6, joined.
   EXPECT_EQ(plan(0, {3, 20, 30}), (Runs{{0, 2}, {6, 4}}));
+  EXPECT_EQ(fresh, 6u);
   for (size_t p : {0, 1, 6, 7, 8, 9}) EXPECT_EQ(asked[p].load(), 1) << p;
   EXPECT_EQ(asked[5].load(), 0);
   EXPECT_EQ(plan(0, {3, 21, 30}), Runs{});  // all asked before: nothing
   EXPECT_EQ(plan(0, {1, 2, 40}), (Runs{{12, 1}}));  // rows 1-2 on page 0 (asked), row 40 on page 12
   EXPECT_EQ(plan(1000, {0}), (Runs{{10, 1}}));  // another head's region starts at byte 1000
+  // Row 36 lies on pages 10 (asked) and 11, row 43 on 12 (asked) and 13: one run 11-13, which asks
+  // for two pages new to it.
+  EXPECT_EQ(plan(0, {36, 43}), (Runs{{11, 3}}));
+  EXPECT_EQ(fresh, 2u);
 }
 
 // The file tier asks the disk for a page once after its chunk is written; rewriting the chunk (as

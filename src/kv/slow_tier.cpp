@@ -19,22 +19,25 @@ size_t SlowTierShape::chunk_bytes() const {
   return b;
 }
 
-void plan_page_runs(size_t base, const int32_t* rows, size_t n, size_t row_bytes, size_t page_bytes,
-                    size_t join_pages, std::atomic<uint8_t>* asked, std::vector<PageRun>& runs) {
+size_t plan_page_runs(size_t base, const int32_t* rows, size_t n, size_t row_bytes, size_t page_bytes,
+                      size_t join_pages, std::atomic<uint8_t>* asked, std::vector<PageRun>& runs) {
   runs.clear();
+  size_t fresh = 0;
+  auto mark = [&](size_t p) { fresh += asked[p].exchange(1, std::memory_order_relaxed) == 0; };
   for (size_t i = 0; i < n; ++i) {
     const size_t off = base + (size_t)rows[i] * row_bytes;
     for (size_t p = off / page_bytes; p <= (off + row_bytes - 1) / page_bytes; ++p) {
       if (asked[p].load(std::memory_order_relaxed)) continue;
       if (!runs.empty() && p - (runs.back().first + runs.back().count) <= join_pages) {
-        for (size_t q = runs.back().first + runs.back().count; q <= p; ++q) asked[q].store(1, std::memory_order_relaxed);
+        for (size_t q = runs.back().first + runs.back().count; q <= p; ++q) mark(q);
         runs.back().count = p - runs.back().first + 1;
       } else {
-        asked[p].store(1, std::memory_order_relaxed);
+        mark(p);
         runs.push_back({p, 1});
       }
     }
   }
+  return fresh;
 }
 
 namespace {
@@ -139,11 +142,9 @@ class FileTier final : public SlowTier {
 
   void will_read(int s, const int32_t* rows, size_t n) const override {
     thread_local std::vector<PageRun> runs;
-    plan_page_runs(base_[s], rows, n, shape_.row_bytes[s], page_, kJoinPages, asked_.get(), runs);
-    for (const PageRun& r : runs) {
+    disk_bytes_ += plan_page_runs(base_[s], rows, n, shape_.row_bytes[s], page_, kJoinPages, asked_.get(), runs) * page_;
+    for (const PageRun& r : runs)
       posix_fadvise(fd_, (off_t)(r.first * page_), (off_t)(r.count * page_), POSIX_FADV_WILLNEED);
-      disk_bytes_ += r.count * page_;
-    }
   }
 
   void check() const override {

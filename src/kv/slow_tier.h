@@ -39,7 +39,7 @@ class SlowTier {
   virtual void check() const {}
   // Bytes of the tier's data the OS keeps cached in RAM (the file's page cache); 0 when unknown.
   virtual size_t page_cache_bytes() const { return 0; }
-  // Bytes will_read() asked the disk for so far.
+  // Bytes of pages will_read() asked the disk for so far (each once after its chunk was written).
   virtual uint64_t disk_read_bytes() const { return 0; }
   // The tier's own bookkeeping in RAM.
   virtual size_t ram_bytes() const { return 0; }
@@ -65,8 +65,9 @@ struct PageRun {
 };
 // The runs of pages that rows at file offsets base + rows[i] * row_bytes (rows ascending) lie on,
 // without pages already asked for (asked[page] != 0), joining runs at most join_pages apart (one
-// larger read costs less than two small ones); marks the pages returned as asked.
-void plan_page_runs(size_t base, const int32_t* rows, size_t n, size_t row_bytes, size_t page_bytes,
+// larger read costs less than two small ones); marks the pages returned as asked and returns how many
+// were not asked before.
+size_t plan_page_runs(size_t base, const int32_t* rows, size_t n, size_t row_bytes, size_t page_bytes,
                     size_t join_pages, std::atomic<uint8_t>* asked, std::vector<PageRun>& runs);
 
 }  // namespace fasa
