@@ -232,7 +232,15 @@ void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* first_out,
   };
   size_t ahead_k = 0;
   read_ahead(s, rows, n, tail_chunk_, [&](int64_t j) { return prefetched(rows[j], ahead_k); });
+  // Selected rows are scattered over the slow tier's memory: each costs a trip to DRAM unless the
+  // cache is asked for it a few rows ahead of the copy.
+  constexpr int64_t kRowsAhead = 16;
+  int64_t touched = 0;
   for (int64_t j = 0; j < n;) {
+    for (; touched < std::min(n, j + kRowsAhead); ++touched)
+      if (rows[touched] / chunk_ != tail_chunk_)
+        if (const uint8_t* p = tier_->mapped(s, rows[touched], 1))
+          for (size_t b = 0; b < rb; b += 64) __builtin_prefetch(p + b);
     const int32_t r = rows[j];
     if (r / chunk_ == tail_chunk_) {
       emit(j, tail_.data() + head_offset_[s] + (size_t)(r % chunk_) * rb);
