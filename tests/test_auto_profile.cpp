@@ -236,6 +236,26 @@ TEST_F(AutoProfileTest, ShortPromptsDecodeDensely) {
   EXPECT_NE(short_ctx.policy_summary().find("too short to measure one"), std::string::npos) << short_ctx.policy_summary();
 }
 
+// With --tip-int8 the sparse layout needs more fast memory than the dense one; under a limit only the
+// dense cache fits, the profile is not applied and the context goes on densely, saying why.
+TEST_F(AutoProfileTest, AProfileOverTheFastLimitLeavesTheContextDense) {
+  Engine engine(model_path(31));
+  const ModelConfig& c = engine.model().config;
+  const std::vector<int32_t> prompt = random_tokens(1100, 7, c.n_vocab);
+  ContextOptions o = fasa_options();
+  o.policy.tip_int8 = true;
+  o.policy.kv_fast_limit =
+      std::to_string(KvCache(c.n_layer, c.n_head_kv, c.head_dim, o.n_ctx, {}, KvTypes(DType::F16, DType::F16, true)).bytes());
+  Context ctx(engine, o);
+  ctx.feed_tokens(prompt);
+  EXPECT_NE(ctx.policy_summary().find("dense: --kv-fast-limit"), std::string::npos) << ctx.policy_summary();
+  ContextOptions full = fasa_options();
+  full.policy.attn = "full";
+  Context dense(engine, full);
+  dense.feed_tokens(prompt);
+  EXPECT_EQ(ctx.generate(greedy(8)).tokens, dense.generate(greedy(8)).tokens);
+}
+
 TEST_F(AutoProfileTest, APendingContextTakesAProfileAnotherContextMade) {
   Engine engine(model_path(26));
   const int n_vocab = engine.model().config.n_vocab;

@@ -353,6 +353,9 @@ TEST(KvOffload, SessionLogitsEqualResidentFasa) {
     }
     if (!where.empty()) {
       EXPECT_GT(s.cache().memory().rows.misses + s.cache().memory().rows.hits, 0u);
+      if (where != "ram") {
+        EXPECT_GT(s.cache().memory().rows.disk_bytes, 0u);  // the rows were read ahead
+      }
       if (prefetch) {
         EXPECT_GT(s.cache().memory().rows.hits, 0u);
       }
@@ -361,6 +364,7 @@ TEST(KvOffload, SessionLogitsEqualResidentFasa) {
   };
   const auto resident = run("", true);
   EXPECT_EQ(run("file:" + test::temp_dir(), true), resident);
+  EXPECT_EQ(run("file:" + test::temp_dir(), false), resident);  // the default: read-ahead, no thread
   EXPECT_EQ(run("ram", false), resident);
 }
 

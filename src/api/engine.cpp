@@ -84,8 +84,12 @@ void Context::eval(std::span<const int32_t> ids, std::vector<float>* all_logits)
 
 void Context::go_sparse(const Profile& p, std::string note) {
   std::shared_ptr<TokenSelector> fasa = make_fasa_selector(p, opts_.policy, engine_.model());
-  session_->set_policy(fasa);  // throws only when out of memory
-  policy_ = std::move(fasa);
+  try {
+    session_->set_policy(fasa);  // fasa::Error: over --kv-fast-limit, the cache unchanged
+    policy_ = std::move(fasa);
+  } catch (const Error& e) {  // stay dense rather than fail this and every later eval
+    note = std::string("dense: ") + e.what();
+  }
   session_->set_observer(nullptr);
   profiler_.reset();
   auto_pending_ = false;

@@ -74,7 +74,8 @@ class KvCache {
     if (offload_) offload_->begin_layer(layer);
   }
   // Moves the first n_rows positions of every head into new key layouts (as the constructor's
-  // `layouts`); Q8_0 keys are quantized again in their new blocks. Throws fasa::Error for an offloaded cache or an invalid layout (nothing changed), or
+  // `layouts`); Q8_0 keys are quantized again in their new blocks. Throws fasa::Error for an
+  // offloaded cache, an invalid layout or one over --kv-fast-limit (nothing changed), or
   // std::bad_alloc (then the cache is unusable: heads are moved one at a time to keep memory low).
   void relayout(std::vector<KeyLayout> layouts, int64_t n_rows);
   // Positions >= n will be written again.

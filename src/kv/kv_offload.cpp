@@ -237,10 +237,12 @@ void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* first_out,
   constexpr int64_t kRowsAhead = 16;
   int64_t touched = 0;
   for (int64_t j = 0; j < n;) {
-    for (; touched < std::min(n, j + kRowsAhead); ++touched)
+    for (touched = std::max(touched, j); touched < std::min(n, j + kRowsAhead); ++touched)
       if (rows[touched] / chunk_ != tail_chunk_)
-        if (const uint8_t* p = tier_->mapped(s, rows[touched], 1))
+        if (const uint8_t* p = tier_->mapped(s, rows[touched], 1)) {
           for (size_t b = 0; b < rb; b += 64) __builtin_prefetch(p + b);
+          __builtin_prefetch(p + rb - 1);
+        }
     const int32_t r = rows[j];
     if (r / chunk_ == tail_chunk_) {
       emit(j, tail_.data() + head_offset_[s] + (size_t)(r % chunk_) * rb);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -110,7 +111,8 @@ class FileTier final : public SlowTier {
     }
     // Written back and dropped: the page cache must not quietly become a second full KV cache. Pages
     // mapped in this process are not dropped, so the mapping lets go of them first.
-    sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+    if (sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+      fail(path_, std::string("writing the KV cache back to disk failed: ") + std::strerror(errno));
     for (size_t s = 0; s < base_.size(); ++s) {
       const size_t off = offset(s, c * shape_.chunk_rows);
       const size_t first = off / page_, pages = (off + piece_bytes(s) - 1) / page_ + 1 - first;
@@ -138,13 +140,17 @@ class FileTier final : public SlowTier {
   const uint8_t* mapped(int s, int64_t row, int64_t n) const override {
     return map_ && row + n <= written_rows_.load() ? map_ + offset(s, row) : nullptr;
   }
-  size_t join_gap_bytes() const override { return map_ ? 0 : 4096; }
+  size_t join_gap_bytes() const override { return map_ ? 0 : page_; }
 
   void will_read(int s, const int32_t* rows, size_t n) const override {
     thread_local std::vector<PageRun> runs;
     disk_bytes_ += plan_page_runs(base_[s], rows, n, shape_.row_bytes[s], page_, kJoinPages, asked_.get(), runs) * page_;
+    // The kernel reads at most its readahead window per call (128 KiB by default): long runs go in
+    // pieces, or their tails would be marked asked but never read.
+    const size_t piece = std::max<size_t>(1, kMaxRequestBytes / page_);
     for (const PageRun& r : runs)
-      posix_fadvise(fd_, (off_t)(r.first * page_), (off_t)(r.count * page_), POSIX_FADV_WILLNEED);
+      for (size_t p = r.first; p < r.first + r.count; p += piece)
+        posix_fadvise(fd_, (off_t)(p * page_), (off_t)(std::min(piece, r.first + r.count - p) * page_), POSIX_FADV_WILLNEED);
   }
 
   void check() const override {
@@ -197,6 +203,7 @@ class FileTier final : public SlowTier {
   size_t map_len_ = 0;                    // the file-to-be: every region at max_chunks chunks
   // Disk reads cost about the same up to a few pages: a run of asked pages takes in gaps this short.
   static constexpr size_t kJoinPages = 16;
+  static constexpr size_t kMaxRequestBytes = 128 << 10;
   const size_t page_ = (size_t)sysconf(_SC_PAGESIZE);
   std::atomic<int64_t> written_rows_{0};  // rows of every head the file must hold
   std::unique_ptr<std::atomic<uint8_t>[]> asked_;  // [pages] read ahead since its chunk was written

@@ -54,9 +54,11 @@ std::unique_ptr<SlowTier> make_ram_tier(const SlowTierShape& shape);
 // the page cache, not a system call); where the mapping fails, by positioned reads (pread). The
 // kernel's readahead is off (a step reads scattered rows); instead will_read() asks for the pages a
 // step's rows lie on that were not asked for since their chunk was written, in runs, all in flight
-// together. Each chunk is flushed to disk and dropped from the page cache once written, so the
-// page cache holds what the steps read back, not the whole KV cache (POSIX_FADV_DONTNEED after
-// sync_file_range; O_DIRECT would force 4 KiB-aligned reads of ~200-byte rows).
+// together. Each chunk is flushed to disk and dropped from the page cache once written, so writes
+// do not fill the page cache; what the steps read back stays there (reclaimable; up to the whole
+// file when steps select everywhere). A page the kernel evicts after it was asked for is read by a
+// page fault again (POSIX_FADV_DONTNEED after sync_file_range; O_DIRECT would force 4 KiB-aligned
+// reads of ~200-byte rows).
 std::unique_ptr<SlowTier> make_file_tier(const std::string& dir, const SlowTierShape& shape);
 
 // Pages [first, first + count) of a file to read ahead.
