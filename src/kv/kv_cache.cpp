@@ -74,8 +74,8 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
     HeadPlanes& h = heads_[i];
     h.layout = checked_layout(layouts.empty() ? KeyLayout{} : std::move(layouts[i]), head_dim);
     const int nd = h.layout.n_dom;
-    const size_t rest = kv_row_bytes(types.k, head_dim - nd) + kv_row_bytes(types.v, head_dim);  // K_rest + V
-    fast += (double)(kv_row_bytes(types.k, nd) + (types_.tip_int8 ? kv_row_bytes(DType::Q8_0, nd) : 0));
+    const size_t k_rest = kv_row_bytes(types.k, head_dim - nd), rest = k_rest + kv_row_bytes(types.v, head_dim);
+    fast += (double)(key_row_bytes(h.layout) - k_rest);  // K_dom and its int8 TIP copy
     if (offloading && nd > 0) {
       h.slot = (int)record_bytes.size();
       record_bytes.push_back(rest);
@@ -87,9 +87,11 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
   }
   if (offloading && record_bytes.empty())
     throw Error("--kv-offload: no head has a K_dom plane to keep in fast memory (use --attn fasa)");
-  // The RAM chunk appends go to, and the file tier's byte per page of its file.
-  const double tail = (double)KvOffload::chunk_rows(n_ctx) * slow + slow * (double)n_ctx / 4096;
-  const double need_fast = fast * (double)n_ctx + (offloading ? tail : 0);
+  // With offloading, also the RAM chunk appends go to and the file tier's page map.
+  const double offload_fast =
+      (double)KvOffload::chunk_rows(n_ctx) * slow +
+      (offload.tier == KvOffloadOptions::Tier::File ? (double)page_map_bytes((size_t)(slow * (double)n_ctx)) : 0);
+  const double need_fast = fast * (double)n_ctx + (offloading ? offload_fast : 0);
   const double need = need_fast + (offload.tier == KvOffloadOptions::Tier::Ram ? slow * (double)n_ctx : 0);
   const size_t have = available_memory_bytes();
   if (have && need > 0.9 * (double)have)

@@ -47,10 +47,10 @@ KvOffload::KvOffload(const KvOffloadOptions& opts, int64_t n_ctx, std::vector<si
     : chunk_(chunk_rows(n_ctx)),
       record_bytes_(std::move(record_bytes)), head_layer_(std::move(head_layer)), prefetch_(opts.prefetch) {
   const size_t slots = record_bytes_.size();
-  size_t chunk_bytes = 0, max_layer_row = 0;
+  const SlowTierShape shape{record_bytes_, chunk_, (n_ctx + chunk_ - 1) / chunk_};
+  head_offset_ = shape.head_offsets();
+  size_t max_layer_row = 0;
   for (size_t s = 0; s < slots; ++s) {
-    head_offset_.push_back(chunk_bytes);
-    chunk_bytes += (size_t)chunk_ * record_bytes_[s];
     if (layer_slots_.size() <= (size_t)head_layer_[s]) layer_slots_.resize(head_layer_[s] + 1);
     index_in_layer_.push_back((int)layer_slots_[head_layer_[s]].size());
     layer_slots_[head_layer_[s]].push_back((int)s);
@@ -63,9 +63,8 @@ KvOffload::KvOffload(const KvOffloadOptions& opts, int64_t n_ctx, std::vector<si
     max_heads = std::max(max_heads, l.size());
   }
   prefetch_cap_rows_ = max_layer_row ? prefetch_cap_bytes / (2 * max_layer_row) : 0;
-  const SlowTierShape shape{record_bytes_, chunk_, (n_ctx + chunk_ - 1) / chunk_};
   tier_ = opts.tier == KvOffloadOptions::Tier::File ? make_file_tier(opts.dir, shape) : make_ram_tier(shape);
-  tail_.assign(chunk_bytes, 0);
+  tail_.assign(shape.chunk_bytes(), 0);
   prev_rows_.resize(slots);
   use_.resize(layer_slots_.size());
   buffers_[0].resize(max_heads);

@@ -14,10 +14,23 @@
 
 namespace fasa {
 
-size_t SlowTierShape::chunk_bytes() const {
+std::vector<size_t> SlowTierShape::head_offsets() const {
+  std::vector<size_t> out;
   size_t b = 0;
-  for (size_t r : row_bytes) b += (size_t)chunk_rows * r;
-  return b;
+  for (size_t r : row_bytes) {
+    out.push_back(b);
+    b += (size_t)chunk_rows * r;
+  }
+  return out;
+}
+
+size_t SlowTierShape::chunk_bytes() const {
+  return row_bytes.empty() ? 0 : head_offsets().back() + (size_t)chunk_rows * row_bytes.back();
+}
+
+size_t page_map_bytes(size_t file_bytes) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (file_bytes + page - 1) / page;
 }
 
 size_t plan_page_runs(size_t base, const int32_t* rows, size_t n, size_t row_bytes, size_t page_bytes,
@@ -45,12 +58,8 @@ namespace {
 
 class RamTier final : public SlowTier {
  public:
-  explicit RamTier(const SlowTierShape& shape) : shape_(shape) {
-    for (size_t r : shape_.row_bytes) {
-      head_offset_.push_back(chunk_bytes_);
-      chunk_bytes_ += (size_t)shape_.chunk_rows * r;
-    }
-  }
+  explicit RamTier(const SlowTierShape& shape)
+      : shape_(shape), chunk_bytes_(shape.chunk_bytes()), head_offset_(shape.head_offsets()) {}
   void write_chunk(int64_t c, const uint8_t* data) override {
     if ((size_t)c >= chunks_.size()) chunks_.resize(c + 1);
     chunks_[c].assign(data, data + chunk_bytes_);
@@ -68,7 +77,7 @@ class RamTier final : public SlowTier {
 
  private:
   SlowTierShape shape_;
-  size_t chunk_bytes_ = 0;
+  size_t chunk_bytes_;
   std::vector<size_t> head_offset_;           // [heads] byte offset of each head's rows in a chunk
   std::vector<std::vector<uint8_t>> chunks_;  // [chunk][chunk_bytes_]
 };
@@ -87,7 +96,7 @@ class FileTier final : public SlowTier {
       base_.push_back(map_len_);
       map_len_ += (size_t)(shape_.max_chunks * shape_.chunk_rows) * r;
     }
-    asked_ = std::make_unique<std::atomic<uint8_t>[]>((map_len_ + page_ - 1) / page_);
+    asked_ = std::make_unique<std::atomic<uint8_t>[]>(page_map_bytes(map_len_));
     // Rows are read through a read-only mapping of the whole file-to-be: a selected row costs a copy
     // from the page cache, not a system call. Only the written part is ever touched, after check()
     // has seen the file hold it.
@@ -177,7 +186,7 @@ class FileTier final : public SlowTier {
   }
 
   uint64_t disk_read_bytes() const override { return disk_bytes_.load(); }
-  size_t ram_bytes() const override { return (map_len_ + page_ - 1) / page_; }
+  size_t ram_bytes() const override { return page_map_bytes(map_len_); }
   std::string describe() const override { return "file " + path_; }
 
  private:

@@ -16,9 +16,14 @@ struct SlowTierShape {
   std::vector<size_t> row_bytes;  // [heads] bytes of one row of each head
   int64_t chunk_rows = 0;         // positions per chunk
   int64_t max_chunks = 0;         // chunks the context can hold
-  // Bytes of one chunk: every head's chunk_rows rows, head after head.
+  // A chunk holds every head's chunk_rows rows, head after head: where each head's start [heads],
+  // and the chunk's bytes.
+  std::vector<size_t> head_offsets() const;
   size_t chunk_bytes() const;
 };
+
+// RAM the file tier keeps about a file of file_bytes: a byte per page (what was read ahead).
+size_t page_map_bytes(size_t file_bytes);
 
 class SlowTier {
  public:
