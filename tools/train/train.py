@@ -65,6 +65,7 @@ TASK_DRAW = KINDS + ("multivalue", "vartrack", "records", "multikey")
 # next line) give half their task rows to those two kinds and to drills of them.
 CHAINS_DRAW = KINDS + ("multivalue", "vartrack", "vartrack_drill", "vartrack_drill", "multivalue_drill",
                        "multivalue_drill", "vartrack_drill", "multivalue_drill")
+FAR_SHARE = 0.5  # share of training task documents whose needles lean far back (tasks.place)
 BOS, EOS = 1, 2
 LOOKUP, TEXT = 1, 2  # what the loss is taken on: copied/looked-up tokens, or every token of natural text
 TEXT_WEIGHT = 0.5  # text rows add their mean loss at this weight, so their many tokens cannot drown lookups
@@ -148,7 +149,8 @@ class Data:
                 d = self.text(self.rng.randint(min(room, 64), room))
                 m = [TEXT] * len(d)
             else:
-                n = self.rng.randint(min(room, 200 + room // 4), room) if not ids else room
+                # the first document of a row: as long as the row half the time (needles up to T back)
+                n = room if ids or self.rng.random() < 0.5 else self.rng.randint(min(room, 200 + room // 4), room)
                 kind = "drill" if r >= sum(mix[:4]) else self.rng.choice(draw)
                 doc = tasks.build(self.rng, self.sp, kind, self.hay, self.names, self.words, n, more=True)
                 if doc is None:
@@ -163,7 +165,9 @@ class Data:
         return ids + [EOS] * pad, mask + [False] * pad
 
     def batch(self, T, B, mix, draw=TASK_DRAW):
+        tasks.FAR_SHARE = FAR_SHARE
         rows = [self.row(T, mix, draw) for _ in range(B)]
+        tasks.FAR_SHARE = 0.0
         return torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
 
 
