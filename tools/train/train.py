@@ -234,12 +234,14 @@ def main():
     ap.add_argument("--stage", help="start at this stage (with --init: continue a shipped model)")
     ap.add_argument("--steps", type=int, help="steps of the --stage stage instead of its default")
     ap.add_argument("--batch", type=int, help="rows per step of the --stage stage instead of its default")
+    ap.add_argument("--rope-theta", type=float, default=Config.rope_theta,
+                    help="RoPE base (the shipped model's last run raised it to 20000: 4K lookups 52 -> 76 %% untrained)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     os.makedirs(a.out, exist_ok=True)
     ck = os.path.join(a.out, "ckpt.pt")
     torch.manual_seed(a.seed)
-    cfg = Config()
+    cfg = Config(rope_theta=a.rope_theta)
     model = Llama(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.01)
     stage, step, total = 0, 0, 0
@@ -326,7 +328,7 @@ def main():
         shutil.copyfile(ck, os.path.join(a.out, f"ckpt-{name}.pt"))  # each stage's end, to redo a later stage from
         stage, step = stage + 1, 0
         checkpoint()
-    torch.save(model.state_dict(), os.path.join(a.out, "final.pt"))
+    torch.save(dict(model=model.state_dict(), cfg=cfg.to_dict()), os.path.join(a.out, "final.pt"))
     print("training done", flush=True)
 
 
