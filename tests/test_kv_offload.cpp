@@ -10,6 +10,7 @@
 #include <random>
 
 #include "fasa/error.h"
+#include "api/kv_memory_report.h"
 #include "kv/kv_cache.h"
 #include "kv/slow_tier.h"
 #include "model/session.h"
@@ -352,10 +353,12 @@ TEST(KvOffload, SessionLogitsEqualResidentFasa) {
       out.emplace_back(l.begin(), l.end());
     }
     if (!where.empty()) {
-      EXPECT_GT(s.cache().memory().rows.misses + s.cache().memory().rows.hits, 0u);
-      if (where != "ram") {
-        EXPECT_GT(s.cache().memory().rows.disk_bytes, 0u);  // the rows were read ahead
-      }
+      const KvMemory mem = s.cache().memory();
+      EXPECT_GT(mem.rows.misses + mem.rows.hits, 0u);
+      const bool file = where != "ram";
+      EXPECT_EQ(mem.rows.on_disk, file);
+      EXPECT_EQ(mem.rows.disk_bytes > 0, file);  // the file's rows were read ahead; RAM has no disk
+      EXPECT_EQ(kv_memory_line(mem).find("read from disk") != std::string::npos, file);
       if (prefetch) {
         EXPECT_GT(s.cache().memory().rows.hits, 0u);
       }

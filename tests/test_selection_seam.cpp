@@ -63,7 +63,10 @@ TEST(SelectionSeam, SelectingEveryRowEqualsFullAttention) {
   auto policy = std::make_shared<AllRowsShuffled>();
   auto full = decode_logits(*m, std::make_shared<FullAttention>(), prompt, 288);
   auto all = decode_logits(*m, policy, prompt, 288);
-  EXPECT_LE(test::normalized_error(all.data(), full.data(), full.size()), 1e-5);
+  // The gathered-row kernel sums in another order than the dense one, through every layer: the same
+  // bound as FewerRowsChangeTheOutput's budget >= context (the retrained model measures 1.7e-5 in a
+  // build without -march=native, 1e-5 was too tight).
+  EXPECT_LE(test::normalized_error(all.data(), full.data(), full.size()), 5e-5);
   // Asked once per (layer, query head) for the decode step only, with the GQA KV head and all rows.
   const auto& c = m->config;
   EXPECT_EQ(policy->calls.size(), (size_t)c.n_layer * c.n_head);

@@ -12,6 +12,7 @@ struct KvFetchCounts {
   uint64_t misses = 0;      // read from the slow tier while the step waited
   uint64_t prefetched = 0;  // read ahead by the prefetch thread
   uint64_t disk_bytes = 0;  // bytes the file tier asked the disk for (pages not read since written)
+  bool on_disk = false;     // the slow tier is a file (else RAM: disk_bytes stays 0)
   double hit_rate() const { return hits + misses ? (double)hits / (double)(hits + misses) : 0.0; }
 };
 

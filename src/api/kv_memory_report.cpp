@@ -23,11 +23,14 @@ std::string kv_memory_line(const KvMemory& m) {
   std::string s = line;
   if (m.rows.hits + m.rows.misses + m.rows.tail > 0) {
     std::snprintf(line, sizeof line,
-                  "; rows fetched: %llu from the slow tier, %llu prefetched (hit rate %.1f%%), %llu from RAM; %.1f MiB "
-                  "read from disk",
+                  "; rows fetched: %llu from the slow tier, %llu prefetched (hit rate %.1f%%), %llu from RAM",
                   (unsigned long long)m.rows.misses, (unsigned long long)m.rows.hits, 100 * m.rows.hit_rate(),
-                  (unsigned long long)m.rows.tail, m.rows.disk_bytes / mib);
+                  (unsigned long long)m.rows.tail);
     s += line;
+    if (m.rows.on_disk) {
+      std::snprintf(line, sizeof line, "; %.1f MiB read from disk", m.rows.disk_bytes / mib);
+      s += line;
+    }
   }
   return s;
 }

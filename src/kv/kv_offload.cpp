@@ -183,6 +183,7 @@ size_t KvOffload::prefetch_layer(int layer, int parity, int64_t tail_chunk) {
 
 template <typename Skip>
 void KvOffload::read_ahead(int s, const int32_t* rows, int64_t n, int64_t tail_chunk, Skip&& skip) const {
+  if (!tier_->on_disk()) return;  // in RAM already
   thread_local std::vector<int32_t> ahead;  // [rows to read]
   ahead.clear();
   for (int64_t j = 0; j < n; ++j)
@@ -277,7 +278,8 @@ size_t KvOffload::prefetch_buffer_bytes() const {
 }
 
 KvFetchCounts KvOffload::counts() const {
-  return {n_tail_.load(), n_hits_.load(), n_misses_.load(), n_prefetched_.load(), tier_->disk_read_bytes()};
+  return {n_tail_.load(), n_hits_.load(), n_misses_.load(), n_prefetched_.load(), tier_->disk_read_bytes(),
+          tier_->on_disk()};
 }
 
 }  // namespace fasa

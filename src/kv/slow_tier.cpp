@@ -186,6 +186,7 @@ class FileTier final : public SlowTier {
   }
 
   uint64_t disk_read_bytes() const override { return disk_bytes_.load(); }
+  bool on_disk() const override { return true; }
   size_t ram_bytes() const override { return page_map_bytes(map_len_); }
   std::string describe() const override { return "file " + path_; }
 

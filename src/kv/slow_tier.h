@@ -40,6 +40,8 @@ class SlowTier {
   // Head s's rows[0..n) (ascending, written) are about to be read: start reading those not in
   // memory now, all at once, rather than one page fault at a time.
   virtual void will_read(int /*s*/, const int32_t* /*rows*/, size_t /*n*/) const {}
+  // The tier is a file (will_read and disk_read_bytes mean something).
+  virtual bool on_disk() const { return false; }
   // Throws fasa::Error when the tier can no longer be trusted (its file deleted or shortened).
   virtual void check() const {}
   // Bytes of the tier's data the OS keeps cached in RAM (the file's page cache); 0 when unknown.
