@@ -234,6 +234,8 @@ def main():
     ap.add_argument("--stage", help="start at this stage (with --init: continue a shipped model)")
     ap.add_argument("--steps", type=int, help="steps of the --stage stage instead of its default")
     ap.add_argument("--batch", type=int, help="rows per step of the --stage stage instead of its default")
+    ap.add_argument("--stop-after", type=int,
+                    help="end the run after this step of the --stage stage (its schedule still spans --steps)")
     ap.add_argument("--rope-theta", type=float, default=Config.rope_theta,
                     help="RoPE base (the shipped model's last run raised it to 20000: 4K lookups 52 -> 76 %% untrained)")
     a = ap.parse_args()
@@ -323,6 +325,10 @@ def main():
             log.flush()
             if step % a.ckpt_every == 0 or done or step == max_steps:
                 checkpoint()
+            if a.stop_after and name == a.stage and step == a.stop_after:  # run12 was cut so, at 700 of 1400
+                checkpoint()
+                print(f"stopped after step {step} of {max_steps} (--stop-after)", flush=True)
+                return
             if done:
                 break
         shutil.copyfile(ck, os.path.join(a.out, f"ckpt-{name}.pt"))  # each stage's end, to redo a later stage from
