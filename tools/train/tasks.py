@@ -242,8 +242,9 @@ def build(rng, sp, kind, hay_src, names, words, n_tokens, more=False):
     Documents other than drills fill at least 97 % of n_tokens, as the engine's generated tasks do: with
     a first guess of haystack and only shrinking, 4K documents were 2800-3300 tokens long, so needles
     3300-4096 tokens back were never trained (and the engine's 4K tasks failed on them)."""
-    fill = 0.0 if kind.endswith("drill") else 0.97
-    budget = int(n_tokens * (1.0 if kind.endswith("drill") else 3.0))  # characters of haystack
+    drill = kind.endswith("drill")
+    fill = 0.0 if drill else 0.97
+    budget = int(n_tokens * (1.0 if drill else 3.0))  # characters of haystack
     best = None
     for _ in range(12):
         hay = hay_src.pieces(rng, budget)

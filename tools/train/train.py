@@ -323,10 +323,10 @@ def main():
                 log.write(msg + "\n")
                 done = mean >= goal
             log.flush()
-            if step % a.ckpt_every == 0 or done or step == max_steps:
+            stop = a.stop_after and name == a.stage and step == a.stop_after  # run12 was cut so, at 700 of 1400
+            if step % a.ckpt_every == 0 or done or stop or step == max_steps:
                 checkpoint()
-            if a.stop_after and name == a.stage and step == a.stop_after:  # run12 was cut so, at 700 of 1400
-                checkpoint()
+            if stop:
                 print(f"stopped after step {step} of {max_steps} (--stop-after)", flush=True)
                 return
             if done:
