@@ -91,7 +91,7 @@ Command add_eval_command(CLI::App& app) {
   auto* tasks_opt = ret->add_option("--tasks", o->tasks_file, "Tasks (JSON lines)");
   auto* gen_opt = ret->add_option("--generate", o->gen.kinds,
                                   "Generate RULER-style tasks of these kinds instead (passkey, multikey, multivalue, "
-                                  "multineedle, vartrack; 'all')")
+                                  "multineedle, vartrack; 'all'); multivalue scores the share of its values answered")
                       ->delimiter(',')->excludes(tasks_opt);
   ret->add_option("--length", o->gen.lengths, "Generated tasks: prompt + answer tokens, comma-separated")
       ->delimiter(',')->capture_default_str()->check(CLI::Range((int64_t)64, (int64_t)1 << 24))->needs(gen_opt);

@@ -114,12 +114,12 @@ TEST(EvalRetrieval, GeneratedTasksFitTheirLengthAndHoldTheirAnswers) {
       const std::string clause = t.prompt.substr(t.prompt.rfind("? ") + 2);
       if (t.type.rfind("multivalue", 0) == 0) {
         const std::string name = clause.substr(15, clause.size() - 15 - 4);  // "The numbers of NAME are"
-        for (size_t a = 0, b; a < t.answer.size(); a = b + 2) {
-          b = std::min(t.answer.find(", ", a), t.answer.size());
-          EXPECT_NE(t.prompt.find("One number of " + name + " is " + t.answer.substr(a, b - a) + ".\n"),
-                    std::string::npos) << t.id;
-        }
+        ASSERT_EQ(t.values.size(), 3u) << t.id;
+        EXPECT_EQ(t.answer, t.values[0] + ", " + t.values[1] + ", " + t.values[2]) << t.id;
+        for (const auto& v : t.values)
+          EXPECT_NE(t.prompt.find("One number of " + name + " is " + v + ".\n"), std::string::npos) << t.id;
       } else {
+        EXPECT_TRUE(t.values.empty()) << t.id;
         const std::string first = t.answer.substr(0, t.answer.find(" = "));
         EXPECT_NE(t.prompt.find(clause + " " + first), std::string::npos) << t.id << ": " << t.answer;
       }
@@ -136,6 +136,13 @@ TEST(EvalRetrieval, GeneratedTasksFitTheirLengthAndHoldTheirAnswers) {
   std::vector<std::string> types;
   for (const auto& r : eval_retrieval(*m, two, {"full"}, {"64"}, PolicyOptions{})) types.push_back(r.task_type);
   EXPECT_EQ(types, (std::vector<std::string>{"passkey@300", "all@300", "vartrack@1024", "all@1024", "all"}));
+  // A multivalue task adds the share answered whole and in order, after the accuracy records.
+  ASSERT_EQ(a[6].type, "multivalue@300");
+  std::vector<std::string> metrics;
+  for (const auto& r : eval_retrieval(*m, {a[6]}, {"full"}, {"64"}, PolicyOptions{}))
+    metrics.push_back(r.metric + " " + r.task_type);
+  EXPECT_EQ(metrics, (std::vector<std::string>{"accuracy multivalue@300", "accuracy all@300", "accuracy all",
+                                               "exact multivalue@300", "exact all@300", "exact all"}));
   EXPECT_EQ(a[7].prompt, b[7].prompt);
   o.seed = 1;
   EXPECT_NE(generate_retrieval_tasks(m->tokenizer, o)[7].prompt, a[7].prompt);
@@ -156,6 +163,23 @@ TEST(EvalRetrieval, GeneratedTasksFitTheirLengthAndHoldTheirAnswers) {
       EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
     }
   }
+}
+
+// A single answer must begin the text; several values score the share found anywhere (RULER's
+// string_match_all), while "exact" still asks for all of them in order.
+TEST(EvalRetrieval, ScoresAnAnswerOrTheShareOfItsValues) {
+  const RetrievalTask key{"1", "passkey", "", "12345", {}};
+  EXPECT_EQ(answer_score(key, "\n 12345."), 1);
+  EXPECT_EQ(answer_score(key, " The pass key is 12345."), 0);
+  EXPECT_EQ(answer_score(key, " 1234"), 0);
+  const RetrievalTask many{"2", "multivalue", "", "1234, 5678, 9012", {"1234", "5678", "9012"}};
+  EXPECT_EQ(answer_score(many, " 1234, 5678, 9012."), 1);
+  EXPECT_TRUE(answer_exact(many, " 1234, 5678, 9012."));
+  EXPECT_DOUBLE_EQ(answer_score(many, " 9012, 1234."), 2.0 / 3);
+  EXPECT_FALSE(answer_exact(many, " 9012, 1234."));
+  EXPECT_DOUBLE_EQ(answer_score(many, " 5678."), 1.0 / 3);
+  EXPECT_EQ(answer_score(many, " 4321, 8765."), 0);
+  EXPECT_FALSE(answer_exact(many, ""));
 }
 
 // Retrieval shares one dense prefill among policies: starting from it must equal prefilling oneself.

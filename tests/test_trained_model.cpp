@@ -47,9 +47,10 @@ TEST(TrainedModel, MatchesTheTrainingCodesForwardPass) {
   }
 }
 
-// Measured when the model was exported (2026-11-24, run12): full 0.85, fasa 0.85, stream 0.00 (20 tasks,
-// steps of 0.05). Floors leave room for kernel-order changes, not for a broken selection.
-constexpr double kFullFloor = 0.70, kFasaFloor = 0.70, kStreamCeiling = 0.25;
+// Measured on run12 with multivalue scored by the share of its values (2026-11-25): full 0.93, fasa 0.93,
+// stream 0.02 (20 tasks, steps of 0.05, multivalue's of 1/60). Floors leave room for kernel-order
+// changes, not for a broken selection.
+constexpr double kFullFloor = 0.75, kFasaFloor = 0.75, kStreamCeiling = 0.25;
 
 double accuracy(const std::vector<EvalRecord>& r, const std::string& policy) {
   for (auto& x : r)

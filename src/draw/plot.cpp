@@ -16,7 +16,7 @@ void write_records_plot(const std::vector<EvalRecord>& records, const std::strin
   auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
     if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
   };
-  const bool percent = metric == "top1" || metric == "accuracy" || metric == "ca";  // as the tables show them
+  const bool percent = metric_in_percent(metric);  // as the tables show them
   for (const auto& r : records) {
     if (r.metric != metric || (!r.task_type.empty() && r.task_type != "all")) continue;
     const std::string name = r.policy + (r.variant.empty() ? "" : " [" + r.variant + "]");

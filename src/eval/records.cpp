@@ -11,9 +11,12 @@
 
 namespace fasa {
 
+bool metric_in_percent(const std::string& metric) {
+  return metric == "top1" || metric == "accuracy" || metric == "exact" || metric == "ca";
+}
+
 namespace {
-// Shares (top-1 agreement, accuracy, CA) are written in percent in every format, the rest as measured.
-bool in_percent(const EvalRecord& r) { return r.metric == "top1" || r.metric == "accuracy" || r.metric == "ca"; }
+bool in_percent(const EvalRecord& r) { return metric_in_percent(r.metric); }
 double shown(const EvalRecord& r) { return in_percent(r) ? 100 * r.value : r.value; }
 std::string unit(const EvalRecord& r) { return in_percent(r) ? "%" : r.metric == "kld" || r.metric == "nll" ? "nats" : ""; }
 

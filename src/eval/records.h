@@ -11,12 +11,15 @@ struct EvalRecord {
   std::string policy;     // e.g. "fasa"
   std::string variant;    // the policy options that shaped it, e.g. "fcs=8 sharing=group dense=0"
   std::string budget;     // as given ("64", "0.1")
-  std::string metric;     // "nll", "ppl", "kld", "top1", "accuracy", "ca"
+  std::string metric;     // "nll", "ppl", "kld", "top1", "accuracy", "exact", "ca"
   std::string task_type;  // retrieval: the task type or "all"; empty otherwise
   int topk = 0;           // ca: K
   double value = 0;
   int64_t n = 0;          // predictions, tasks or (query, head) pairs behind the value
 };
+
+// Shares (top-1 agreement, accuracy, CA) are shown in percent in every format, the rest as measured.
+bool metric_in_percent(const std::string& metric);
 
 // One markdown table per (metric, task type): a row per policy/variant, a column per budget.
 std::string records_markdown(const std::vector<EvalRecord>& records);

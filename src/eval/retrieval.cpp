@@ -43,6 +43,18 @@ std::vector<RetrievalTask> load_retrieval_tasks(const std::string& path, int per
   return tasks;
 }
 
+bool answer_exact(const RetrievalTask& t, const std::string& text) {
+  const size_t start = text.find_first_not_of(" \t\n\r");
+  return start != std::string::npos && text.compare(start, t.answer.size(), t.answer) == 0;
+}
+
+double answer_score(const RetrievalTask& t, const std::string& text) {
+  if (t.values.empty()) return answer_exact(t, text) ? 1 : 0;
+  size_t found = 0;
+  for (const auto& v : t.values) found += text.find(v) != std::string::npos;
+  return (double)found / (double)t.values.size();
+}
+
 namespace {
 
 // Records every layer's prefill queries of a dense run.   queries[l]: [n_tokens, n_head * head_dim]
@@ -83,9 +95,9 @@ Prefilled prefill(const Model& m, const RetrievalTask& t) {
 }
 
 // Greedy answer with `policy` from the shared prefill (its cached rows rounded to the options' KV
-// types); judged against the task's answer.
-bool answered(const Model& m, std::shared_ptr<TokenSelector> policy, const PolicyOptions& po, const Prefilled& pre,
-              const std::string& answer) {
+// types), as long as the task's answer.
+std::string greedy_answer(const Model& m, std::shared_ptr<TokenSelector> policy, const PolicyOptions& po,
+                          const Prefilled& pre, const std::string& answer) {
   const Tokenizer& tok = m.tokenizer;
   Session s(m, session_options(po, pre.dense->n_ctx()), std::move(policy));
   s.start_from_prefill(*pre.dense, pre.queries);
@@ -99,9 +111,15 @@ bool answered(const Model& m, std::shared_ptr<TokenSelector> policy, const Polic
     if (start != std::string::npos && text.size() - start >= answer.size()) break;  // long enough to judge
     if (i + 1 < pre.max_new) logits = s.eval(std::span<const int32_t>(&next, 1));
   }
-  const size_t start = text.find_first_not_of(" \t\n\r");
-  return start != std::string::npos && text.compare(start, answer.size(), answer) == 0;
+  return text;
 }
+
+// A task type's sums over its tasks.
+struct Tally {
+  double score = 0;
+  int exact = 0, n = 0;
+  bool has_values = false;  // some task asks for several values: "exact" differs from "accuracy"
+};
 
 }  // namespace
 
@@ -125,8 +143,8 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
     if (auto ids = m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos()); (int64_t)ids.size() >= PromptProfiler::kMinTokens)
       long_prompt.push_back(std::move(ids));
   prepare_auto_profile(m, policies, base, long_prompt);
-  // score[policy][budget][type] = (correct, total). Each prompt is prefilled once for all policies.
-  std::map<std::string, std::map<std::string, std::map<std::string, std::pair<int, int>>>> score;
+  // tally[policy][budget][type]. Each prompt is prefilled once for all policies.
+  std::map<std::string, std::map<std::string, std::map<std::string, Tally>>> tally;
   ProgressBar bar("retrieval", (int64_t)tasks.size());
   for (const auto& t : tasks) {
     const Prefilled pre = prefill(m, t);
@@ -135,26 +153,31 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
         PolicyOptions po = base;
         po.attn = name;
         po.budget = budget;
-        const bool ok = answered(m, make_selector(po, m), po, pre, t.answer);
+        const std::string text = greedy_answer(m, make_selector(po, m), po, pre, t.answer);
         for (const std::string& type : groups(t)) {
-          score[name][budget][type].first += ok;
-          score[name][budget][type].second += 1;
+          Tally& y = tally[name][budget][type];
+          y.score += answer_score(t, text);
+          y.exact += answer_exact(t, text);
+          y.n += 1;
+          y.has_values |= !t.values.empty();
         }
       }
     bar.advance();
   }
-  std::vector<EvalRecord> out;
+  std::vector<EvalRecord> out, exact;  // the "exact" tables after all the accuracy ones
   for (const auto& name : policies)
     for (const auto& budget : budgets) {
       PolicyOptions po = base;
       po.attn = name;
       po.budget = budget;
+      const std::string variant = policy_variant(name, po, m);
       for (const auto& type : types) {
-        const auto [correct, total] = score[name][budget][type];
-        out.push_back({"retrieval", name, policy_variant(name, po, m), budget, "accuracy", type, 0,
-                       (double)correct / total, total});
+        const Tally& y = tally[name][budget][type];
+        out.push_back({"retrieval", name, variant, budget, "accuracy", type, 0, y.score / y.n, y.n});
+        if (y.has_values) exact.push_back({"retrieval", name, variant, budget, "exact", type, 0, (double)y.exact / y.n, y.n});
       }
     }
+  out.insert(out.end(), exact.begin(), exact.end());
   return out;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// Retrieval tasks (../shared/eval/retrieval.jsonl): prefill the prompt, greedy-decode, and judge by
-// whether the text, leading whitespace removed, starts with the answer.
+// Retrieval tasks (../shared/eval/retrieval.jsonl, or generated): prefill the prompt, greedy-decode, and
+// judge by whether the text, leading whitespace removed, starts with the answer; a task that asks for
+// several values scores the share of them its answer contains, as RULER scores its multi-value tasks.
 #include <string>
 #include <vector>
 
@@ -12,13 +13,21 @@ namespace fasa {
 
 struct RetrievalTask {
   std::string id, type, prompt, answer;  // type: the public file's type, or "KIND@LENGTH" when generated
+  std::vector<std::string> values;       // when asked for several, each value (answer: all, in order)
 };
+
+// A greedy answer's score in [0, 1]: whether `text` starts with the task's answer, or for a task with
+// values the share of them found anywhere in `text` (RULER's string_match_all).
+double answer_score(const RetrievalTask& t, const std::string& text);
+// Whether `text`, leading whitespace removed, starts with the whole answer.
+bool answer_exact(const RetrievalTask& t, const std::string& text);
 
 // Throws fasa::Error naming the file and line on a malformed task. At most `per_type` tasks of each
 // type (0: all), in file order.
 std::vector<RetrievalTask> load_retrieval_tasks(const std::string& path, int per_type = 0);
 
-// Accuracy per task type and overall ("all") for every policy x budget.
+// Mean score ("accuracy") per task type and overall ("all") for every policy x budget; where a type holds
+// tasks with values, also the share answered whole and in order ("exact").
 std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<RetrievalTask>& tasks,
                                        const std::vector<std::string>& policies, const std::vector<std::string>& budgets,
                                        const PolicyOptions& base);

@@ -71,6 +71,7 @@ struct Skeleton {
   std::string intro;
   std::vector<std::string> needles;
   std::string question, answer;
+  std::vector<std::string> values;  // multivalue: the asked name's numbers
 };
 
 Skeleton skeleton(const std::string& kind, Rng& r) {
@@ -104,7 +105,10 @@ Skeleton skeleton(const std::string& kind, Rng& r) {
     for (const auto& n : who) {
       const std::string v = r.number(4);
       s.needles.push_back("One number of " + n + " is " + v + ".\n");
-      if (n == names[0]) s.answer += (s.answer.empty() ? "" : ", ") + v;
+      if (n == names[0]) {
+        s.answer += (s.answer.empty() ? "" : ", ") + v;
+        s.values.push_back(v);
+      }
     }
     s.question = "What are all the numbers of " + names[0] + "? The numbers of " + names[0] + " are";
   } else if (kind == "multineedle") {
@@ -212,7 +216,7 @@ std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const 
           n_tok = (int64_t)tok.encode(prompt, true).size();
         }
         tasks.push_back({kind + "-" + std::to_string(length) + "-" + std::to_string(i), kind + "@" + std::to_string(length),
-                         prompt, s.answer});
+                         prompt, s.answer, s.values});
       }
   return tasks;
 }
