@@ -3,6 +3,7 @@
 #include <cairo.h>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -139,8 +140,11 @@ TEST(EvalRetrieval, GeneratedTasksFitTheirLengthAndHoldTheirAnswers) {
   // A multivalue task adds the share answered whole and in order, after the accuracy records.
   ASSERT_EQ(a[6].type, "multivalue@300");
   std::vector<std::string> metrics;
-  for (const auto& r : eval_retrieval(*m, {a[6]}, {"full"}, {"64"}, PolicyOptions{}))
-    metrics.push_back(r.metric + " " + r.task_type);
+  const auto mv = eval_retrieval(*m, {a[6]}, {"full"}, {"64"}, PolicyOptions{});
+  for (const auto& r : mv) metrics.push_back(r.metric + " " + r.task_type);
+  ASSERT_EQ(mv.size(), 6u);
+  EXPECT_NEAR(mv[0].value * 3, std::round(mv[0].value * 3), 1e-9);  // a share of the three values
+  EXPECT_GE(mv[0].value, mv[3].value);                                // whole and in order counts in full
   EXPECT_EQ(metrics, (std::vector<std::string>{"accuracy multivalue@300", "accuracy all@300", "accuracy all",
                                                "exact multivalue@300", "exact all@300", "exact all"}));
   EXPECT_EQ(a[7].prompt, b[7].prompt);
@@ -179,6 +183,7 @@ TEST(EvalRetrieval, ScoresAnAnswerOrTheShareOfItsValues) {
   EXPECT_FALSE(answer_exact(many, " 9012, 1234."));
   EXPECT_DOUBLE_EQ(answer_score(many, " 5678."), 1.0 / 3);
   EXPECT_EQ(answer_score(many, " 4321, 8765."), 0);
+  EXPECT_DOUBLE_EQ(answer_score(many, " 1234, 1234, 1234"), 1.0 / 3);  // a value counts once
   EXPECT_FALSE(answer_exact(many, ""));
 }
 

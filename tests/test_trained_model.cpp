@@ -54,7 +54,7 @@ constexpr double kFullFloor = 0.75, kFasaFloor = 0.75, kStreamCeiling = 0.25;
 
 double accuracy(const std::vector<EvalRecord>& r, const std::string& policy) {
   for (auto& x : r)
-    if (x.policy == policy && x.task_type == "all") return x.value;
+    if (x.policy == policy && x.metric == "accuracy" && x.task_type == "all") return x.value;
   ADD_FAILURE() << "no record for " << policy;
   return 0;
 }

@@ -18,7 +18,7 @@ struct EvalRecord {
   int64_t n = 0;          // predictions, tasks or (query, head) pairs behind the value
 };
 
-// Shares (top-1 agreement, accuracy, CA) are shown in percent in every format, the rest as measured.
+// Shares (top-1 agreement, accuracy, exact, CA) are shown in percent in every format, the rest as measured.
 bool metric_in_percent(const std::string& metric);
 
 // One markdown table per (metric, task type): a row per policy/variant, a column per budget.

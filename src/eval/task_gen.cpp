@@ -102,8 +102,12 @@ Skeleton skeleton(const std::string& kind, Rng& r) {
     std::vector<std::string> who = {names[0], names[0], names[0], names[1], names[2]};
     r.shuffle(who);
     s.intro = "Each name below has one or more numbers.\n";
+    std::vector<std::string> drawn;  // distinct, so that no answer earns a value twice or another name's
     for (const auto& n : who) {
-      const std::string v = r.number(4);
+      std::string v;
+      do v = r.number(4);
+      while (std::find(drawn.begin(), drawn.end(), v) != drawn.end());
+      drawn.push_back(v);
       s.needles.push_back("One number of " + n + " is " + v + ".\n");
       if (n == names[0]) {
         s.answer += (s.answer.empty() ? "" : ", ") + v;
