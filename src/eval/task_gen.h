@@ -13,8 +13,9 @@
 namespace fasa {
 
 // passkey: one 5-digit key; multikey: 6 records "Record K: V.", one asked; multivalue: three numbers of
-// one name among others, all asked (scored as the share of them answered); multineedle: four names' favourite numbers, one asked;
-// vartrack: a chain VAR C = VAR B = VAR A = value beside a distractor chain, the whole chain asked.
+// one name among others, all asked (scored as the share of them answered); multineedle: four names'
+// favourite numbers, one asked; vartrack: a chain VAR C = VAR B = VAR A = value beside a distractor
+// chain, the whole chain asked.
 inline const std::vector<std::string>& generated_task_kinds() {
   static const std::vector<std::string> kinds = {"passkey", "multikey", "multivalue", "multineedle", "vartrack"};
   return kinds;
