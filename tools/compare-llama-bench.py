@@ -11,9 +11,9 @@ so both see the same machine state; --fasa-args adds fasa-only options (e.g. "--
 --tip-int8"). llama-bench always fills the depth by a prefill, so fasa does too unless told otherwise;
 the table gives the median and spread (min-max) of the repetitions' t/s and the ratio of the medians,
 one row per test and fasa policy. --peer-once: for deep tests, where each llama-bench run spends most
-of its time on the depth's prefill (over an hour at 32K with a Q8_0 cache on 2 threads), llama-bench runs each test
-once with -r R (it prefills the depth once and restores it for every repetition), between two fasa
-runs of -r R; the medians are over every repetition's t/s. The project does not build llama.cpp:
+of its time on the depth's prefill (over an hour at 32K with a Q8_0 cache on 2 threads), llama-bench
+runs each test once with -r R (it prefills the depth once and restores it for every repetition),
+between two fasa runs of -r R; the medians are over every repetition's t/s. The project does not build llama.cpp:
 build the peer in a scratch folder (see docs) and point LLAMA_BENCH at it.
 """
 import argparse
