@@ -86,11 +86,12 @@ TEST(Attention, SplitKeyPlanesEqualIdentityLayout) {
 }
 
 // Prefill's block kernel: position i of a block sees first_len + i rows; each position and head equals
-// its reference, across block edges, for split key planes, F16 and F32, widths without whole vectors.
+// its reference, across block edges, for split key planes, F32, F16 and Q8_0, widths without whole
+// vectors.
 TEST(Attention, CausalBlockEqualsEachPositionsReference) {
   const int64_t n = 300;
   for (int d : {64, 72})
-    for (DType type : {DType::F32, DType::F16})
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0})
       for (int n_dom : {0, 16}) {
         KeyLayout layout;
         layout.perm.resize(d);
@@ -166,7 +167,7 @@ TEST(Attention, GroupedEqualsEachHeadsReference) {
   std::iota(split.perm.begin(), split.perm.end(), 0);
   std::shuffle(split.perm.begin(), split.perm.end(), std::mt19937(4));
   split.n_dom = 16;
-  for (DType type : {DType::F32, DType::F16})
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0})
     for (const KeyLayout& layout : {KeyLayout{}, split}) {
       KvCache cache(1, 1, d, n, {layout}, type);
       for (int p = 0; p < n; ++p) cache.store(0, 0, p, &k[p * d], &v[p * d]);
@@ -188,7 +189,7 @@ TEST(Attention, GroupedEqualsEachHeadsReference) {
 }
 
 // Flash-decoding: the rows cut into slices that run as tasks on a team of threads, merged, equal
-// the one-pass result and the reference — for all rows and for a gathered subset, F16 and F32.
+// the one-pass result and the reference — for all rows and for a gathered subset, F32, F16 and Q8_0.
 TEST(Attention, SplitOverTheRowsEqualsOnePass) {
   const int d = 64, n_q = 4;
   const int64_t n = 3 * 4096 + 1000;
@@ -198,7 +199,7 @@ TEST(Attention, SplitOverTheRowsEqualsOnePass) {
   std::iota(subset.begin(), subset.end(), 0);
   std::shuffle(subset.begin(), subset.end(), std::mt19937(5));
   subset.resize(9000);
-  for (DType type : {DType::F32, DType::F16}) {
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
     KvCache cache(1, 1, d, n, {}, type);
     for (int64_t p = 0; p < n; ++p) cache.store(0, 0, p, &k[p * d], &v[p * d]);
     const KvHeadView kv = cache.view(0, 0, n);

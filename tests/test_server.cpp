@@ -4,11 +4,15 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "calib/auto_profile.h"
 #include "server/server.h"
+#include "test_util.h"
 
 namespace fasa {
 namespace {
@@ -205,6 +209,27 @@ TEST_F(ServerTest, PolicyPerRequest) {
   p.budget = "8";
   p.fcs = 4;
   EXPECT_EQ(post_json(s, "/v1/completions", narrow)["choices"][0]["text"], api_greedy(*engine_, kPrompt, 16, p));
+}
+
+// `attn: fasa` on a server started without a profile: the slot's first long prompt measures the
+// automatic profile (cached on disk, in this test's own cache dir), and the reply is the API's with it.
+TEST_F(ServerTest, FasaWithoutAProfileMeasuresOneOnTheFirstLongPrompt) {
+  if (find_auto_profile(engine_->model()))
+    GTEST_SKIP() << "an automatic profile of this model was kept earlier in this process";
+  setenv("XDG_CACHE_HOME", test::temp_dir().c_str(), 1);
+  const std::string cached = auto_profile_path(engine_->model());
+  ServerOptions o = options();
+  o.policy.synthetic_profile = false;
+  TestServer s(*engine_, o);
+  std::string prompt = kPrompt;
+  while ((int64_t)engine_->tokenize(prompt, true).size() < PromptProfiler::kMinTokens + 50) prompt.append(" ").append(kPrompt);
+  const json r = post_json(s, "/v1/completions",
+                           {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"attn", "fasa"}, {"budget", 64}});
+  EXPECT_TRUE(std::filesystem::exists(cached)) << cached;
+  PolicyOptions p = o.policy;
+  p.attn = "fasa";
+  p.budget = "64";
+  EXPECT_EQ(r["choices"][0]["text"], api_greedy(*engine_, prompt, 8, p));
 }
 
 TEST_F(ServerTest, ConcurrentClientsAllGetTheirReplies) {
