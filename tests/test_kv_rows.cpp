@@ -126,6 +126,34 @@ TEST(KvRows, TipScoresMatchPlainDots) {
       }
 }
 
+// FASA's ranking scores: on a Q8_0 plane of one block per row, integer dots of queries rounded to
+// Q8_0, equal to the plain integer reference (8-row vector path and tails) and within the queries'
+// rounding of the float scores; on other planes (F16, or Q8_0 rows of two blocks) the float scores.
+TEST(KvRows, RankScoresAreInt8DotsOnQ8PlanesAndTipScoresElsewhere) {
+  for (DType t : kKvTypes)
+    for (int nd : {4, 8, 14, 16, 24, 32, 40})
+      for (int n_q : {1, 3, 4, 5}) {
+        const int rows = 61;
+        const auto x = test::random_floats((size_t)rows * nd, nd, 2.0f), q = test::random_floats((size_t)n_q * nd, n_q);
+        const Plane plane = make_plane(x, rows, nd, t);
+        for (auto [lo, hi] : {std::pair<int64_t, int64_t>{0, rows}, {3, 58}, {5, 12}}) {
+          std::vector<float> got((size_t)n_q * (hi - lo)), want(got.size()), exact(got.size());
+          tip_rank_scores(q.data(), n_q, plane.row(0), t, nd, lo, hi, got.data());
+          tip_rank_scores_reference(q.data(), n_q, plane.row(0), t, nd, lo, hi, want.data());
+          tip_scores_reference(q.data(), n_q, plane.row(0), t, nd, lo, hi, exact.data());
+          const std::string what = std::string(dtype_name(t)) + " nd=" + std::to_string(nd) + " n_q=" +
+                                   std::to_string(n_q) + " rows " + std::to_string(lo) + ".." + std::to_string(hi);
+          const bool int8 = t == DType::Q8_0 && nd <= 32;
+          EXPECT_LE(test::normalized_error(got.data(), want.data(), got.size()), int8 ? 0.0 : 1e-6) << what;
+          const double rounding = test::normalized_error(got.data(), exact.data(), got.size());
+          EXPECT_LE(rounding, int8 ? 2e-2 : 1e-6) << what;
+          if (int8) {
+            EXPECT_GT(rounding, 0.0) << what;  // the queries were rounded
+          }
+        }
+      }
+}
+
 // One query against scattered rows, eight at a time, against one plain dot per row: widths the vector
 // path takes (multiples of 8) and not, row counts with tails.
 TEST(KvRows, DotRowsMatchPlainDots) {
@@ -165,8 +193,8 @@ TEST(KvRows, WeightedRowsMatchAddScaled) {
         }
 }
 
-// --tip-int8: the cache's Q8_0 copy of K_dom is K_dom as stored, quantized, and ranking on it picks
-// nearly the same top rows as ranking on the F16 plane.
+// --tip-int8: the cache's Q8_0 copy of K_dom is K_dom as stored, quantized, and ranking on it (with
+// int8 queries, as FASA ranks) picks nearly the same top rows as ranking on the F16 plane.
 TEST(KvRows, Int8TipCopyIsQuantizedKdomAndRanksAlike) {
   const int d = 64, n = 2000, nd = 16, top = 64;
   const auto k = test::random_floats(n * d, 11, 2.0f), v = test::random_floats(n * d, 12);
@@ -186,7 +214,7 @@ TEST(KvRows, Int8TipCopyIsQuantizedKdomAndRanksAlike) {
   const auto q = test::random_floats(nd, 13);
   std::vector<float> f16(n), int8(n);
   tip_scores(q.data(), 1, view.k_dom, DType::F16, nd, 0, n, f16.data());
-  tip_scores(q.data(), 1, view.tip_plane(), view.tip_type(), nd, 0, n, int8.data());
+  tip_rank_scores(q.data(), 1, view.tip_plane(), view.tip_type(), nd, 0, n, int8.data());
   auto best = [&](const std::vector<float>& s) {
     std::vector<int> idx(n);
     std::iota(idx.begin(), idx.end(), 0);

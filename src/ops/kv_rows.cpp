@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "fasa/error.h"
 #include "ops/hsum_avx.h"
@@ -235,6 +237,128 @@ void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, 
     });
 #endif
   tip_rows_plain(q, n_q, plane, t, n_dom, j, hi, lo, hi - lo, score);  // the rows left over (all, without SIMD)
+}
+
+namespace {
+constexpr int kMaxRankDims = kQ8_0Block;  // int8 ranking takes rows of one Q8_0 block
+
+bool int8_ranking(DType t, int n_dom) { return t == DType::Q8_0 && n_dom > 0 && n_dom <= kMaxRankDims; }
+
+// The n_q queries rounded as kv_store rounds a Q8_0 row: [n_q] rows of kv_row_bytes(Q8_0, n_dom).
+void round_queries(const float* q, int n_q, int n_dom, std::vector<uint8_t>& rows) {
+  const size_t row_bytes = kv_row_bytes(DType::Q8_0, n_dom);
+  rows.resize((size_t)n_q * row_bytes);
+  for (int i = 0; i < n_q; ++i) kv_store(q + (size_t)i * n_dom, DType::Q8_0, n_dom, &rows[i * row_bytes]);
+}
+
+// One integer dot of a rounded query with a Q8_0 row, scaled (the reference's, and the vector path's tail).
+float int8_rank_score(const uint8_t* q_row, const uint8_t* k_row, int n_dom) {
+  int32_t sum = 0;
+  for (int d = 0; d < n_dom; ++d) sum += (int32_t)(int8_t)q_row[2 + d] * (int8_t)k_row[2 + d];
+  return (float)sum * (fp16_at(q_row) * fp16_at(k_row));
+}
+
+void int8_rank_rows(const uint8_t* q_rows, int n_q, const void* plane, int n_dom, int64_t j0, int64_t j1, int64_t lo,
+                    int64_t m, float* score) {
+  const size_t row_bytes = kv_row_bytes(DType::Q8_0, n_dom);
+  for (int64_t j = j0; j < j1; ++j)
+    for (int i = 0; i < n_q; ++i)
+      score[(size_t)i * m + (j - lo)] =
+          int8_rank_score(q_rows + i * row_bytes, static_cast<const uint8_t*>(plane) + (size_t)j * row_bytes, n_dom);
+}
+
+#if FASA_KV_SIMD
+// Sums of 4 products of a's unsigned and b's signed bytes per int32 lane, added to acc.
+inline __m256i add_dot4(__m256i acc, __m256i a, __m256i b) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(acc, a, b);
+#elif defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, a, b);
+#else
+  // Pairs of products fit int16 (|a|, |b| <= 127: Q8_0 quants never reach -128).
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
+#endif
+}
+
+// tip_rank_scores' vector path over rows [lo, end of whole blocks of 8); returns where it stopped.
+// The quants of 8 rows are transposed into ND / 4 registers whose lane r holds 4 dims of row r, so each
+// query costs one 4-wide integer dot per 4 dims for all 8 rows. ND: 8, 16, 24 or 32.
+template <int ND>
+int64_t int8_rank_blocks(const uint8_t* q_rows, int n_q, const void* plane, int64_t lo, int64_t hi, float* score) {
+  constexpr int kGroups = ND / 4;
+  const size_t row_bytes = kv_row_bytes(DType::Q8_0, ND), q_bytes = row_bytes;
+  const int64_t m = hi - lo;
+  int64_t j = lo;
+  for (; j + 8 <= hi; j += 8) {
+    const uint8_t* block = static_cast<const uint8_t*>(plane) + (size_t)j * row_bytes;
+    __m256i dims[kGroups];  // dims[g] lane r: quants 4g..4g+3 of row r
+    for (int c = 0; c < ND; c += 16) {
+      __m256i y[4];  // y[r]: 16 (or 8) quants of row r in the low lane, of row r + 4 in the high lane
+      for (int r = 0; r < 4; ++r) {
+        const uint8_t* a = block + r * row_bytes + 2 + c;
+        const uint8_t* b = a + 4 * row_bytes;
+        const __m128i lo128 = ND - c >= 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a))
+                                           : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
+        const __m128i hi128 = ND - c >= 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b))
+                                           : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+        y[r] = _mm256_set_m128i(hi128, lo128);
+      }
+      const __m256i t01l = _mm256_unpacklo_epi32(y[0], y[1]), t01h = _mm256_unpackhi_epi32(y[0], y[1]);
+      const __m256i t23l = _mm256_unpacklo_epi32(y[2], y[3]), t23h = _mm256_unpackhi_epi32(y[2], y[3]);
+      const int g = c / 4;
+      dims[g] = _mm256_unpacklo_epi64(t01l, t23l);
+      dims[g + 1] = _mm256_unpackhi_epi64(t01l, t23l);
+      if (ND - c >= 16) {
+        dims[g + 2] = _mm256_unpacklo_epi64(t01h, t23h);
+        dims[g + 3] = _mm256_unpackhi_epi64(t01h, t23h);
+      }
+    }
+    alignas(16) uint16_t scales[8];
+    for (int r = 0; r < 8; ++r) std::memcpy(&scales[r], block + r * row_bytes, 2);
+    const __m256 k_scale = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
+    __m256i magnitude[kGroups];
+    for (int g = 0; g < kGroups; ++g) magnitude[g] = _mm256_abs_epi8(dims[g]);
+    for (int i = 0; i < n_q; ++i) {
+      const uint8_t* qr = q_rows + i * q_bytes;
+      __m256i acc = _mm256_setzero_si256();
+      for (int g = 0; g < kGroups; ++g) {
+        int32_t four;
+        std::memcpy(&four, qr + 2 + 4 * g, 4);
+        acc = add_dot4(acc, magnitude[g], _mm256_sign_epi8(_mm256_set1_epi32(four), dims[g]));  // q * sign(k)
+      }
+      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(fp16_at(qr)), k_scale);
+      _mm256_storeu_ps(score + (size_t)i * m + (j - lo), _mm256_mul_ps(_mm256_cvtepi32_ps(acc), scale));
+    }
+  }
+  return j;
+}
+#endif
+}  // namespace
+
+void tip_rank_scores_reference(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo,
+                               int64_t hi, float* score) {
+  if (!int8_ranking(t, n_dom)) return tip_scores_reference(q, n_q, plane, t, n_dom, lo, hi, score);
+  std::vector<uint8_t> q_rows;
+  round_queries(q, n_q, n_dom, q_rows);
+  int8_rank_rows(q_rows.data(), n_q, plane, n_dom, lo, hi, lo, hi - lo, score);
+}
+
+void tip_rank_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
+                     float* score) {
+  if (!int8_ranking(t, n_dom)) return tip_scores(q, n_q, plane, t, n_dom, lo, hi, score);
+  thread_local std::vector<uint8_t> q_rows;  // [n_q] Q8_0 rows
+  round_queries(q, n_q, n_dom, q_rows);
+  int64_t j = lo;
+#if FASA_KV_SIMD
+  switch (n_dom) {
+    case 8: j = int8_rank_blocks<8>(q_rows.data(), n_q, plane, lo, hi, score); break;
+    case 16: j = int8_rank_blocks<16>(q_rows.data(), n_q, plane, lo, hi, score); break;
+    case 24: j = int8_rank_blocks<24>(q_rows.data(), n_q, plane, lo, hi, score); break;
+    case 32: j = int8_rank_blocks<32>(q_rows.data(), n_q, plane, lo, hi, score); break;
+    default: break;  // other widths: one integer dot at a time
+  }
+#endif
+  int8_rank_rows(q_rows.data(), n_q, plane, n_dom, j, hi, lo, hi - lo, score);
 }
 
 void kv_weighted_rows_reference(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d,

@@ -70,6 +70,17 @@ void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, 
 void tip_scores_reference(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
                           float* score);
 
+// TIP's scores for ranking only (FASA's selection; never attention's weights): on a Q8_0 plane of at
+// most one block per row (n_dom <= 32) each query is rounded to a Q8_0 row too and the dots are
+// integer, score = q_scale * row_scale * sum q8 * k8 (llama.cpp's Q8_0 dot: int8 lanes, no widening
+// to float per element); on any other plane, tip_scores.   Shapes as tip_scores.
+void tip_rank_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
+                     float* score);
+
+// The same scores, one integer dot at a time (reference).
+void tip_rank_scores_reference(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo,
+                               int64_t hi, float* score);
+
 // out[h * d + k] += sum_i w[h * n_rows + i] * rows[i][k]: n_q weighted sums of the same rows (the value
 // rows of one block of attention, shared by the query heads of a GQA group). Each row is converted
 // once per group of heads, and the sums stay in registers across the rows.

@@ -103,7 +103,8 @@ void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHe
   if (want <= 0) return;
 
   // TIP: one pass over the K_dom plane scores every head of the group; a head scoring a subset of
-  // the plane (per-head chunk sets) has zeros on the other dims.
+  // the plane (per-head chunk sets) has zeros on the other dims. The scores only rank, so on an int8
+  // plane the queries are rounded to int8 too (tip_rank_scores).
   const int nd = kv.n_dom;
   const int64_t m = hi - lo;
   thread_local std::vector<float> q_dom, score;  // [n_q, n_dom], [n_q, m]
@@ -113,7 +114,7 @@ void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHe
     const size_t idx = (size_t)queries[i].layer * n_head_ + queries[i].q_head;
     for (int d : dims_[idx]) q_dom[(size_t)i * nd + d] = queries[i].q[d];
   }
-  tip_scores(q_dom.data(), n_q, kv.tip_plane(), kv.tip_type(), nd, lo, hi, score.data());
+  tip_rank_scores(q_dom.data(), n_q, kv.tip_plane(), kv.tip_type(), nd, lo, hi, score.data());
   count_kv_bytes_read((uint64_t)m * kv_row_bytes(kv.tip_type(), nd));
   for (int i = 0; i < n_q; ++i) append_top_k(&score[(size_t)i * m], m, want, (int32_t)lo, rows[i]);
 }
