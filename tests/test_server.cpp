@@ -4,7 +4,6 @@
 #include <httplib.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -12,7 +11,6 @@
 
 #include "calib/auto_profile.h"
 #include "server/server.h"
-#include "test_util.h"
 
 namespace fasa {
 namespace {
@@ -212,11 +210,10 @@ TEST_F(ServerTest, PolicyPerRequest) {
 }
 
 // `attn: fasa` on a server started without a profile: the slot's first long prompt measures the
-// automatic profile (cached on disk, in this test's own cache dir), and the reply is the API's with it.
+// automatic profile (cached on disk, in the tests' private cache dir), and the reply is the API's with it.
 TEST_F(ServerTest, FasaWithoutAProfileMeasuresOneOnTheFirstLongPrompt) {
   if (find_auto_profile(engine_->model()))
     GTEST_SKIP() << "an automatic profile of this model was kept earlier in this process";
-  setenv("XDG_CACHE_HOME", test::temp_dir().c_str(), 1);
   const std::string cached = auto_profile_path(engine_->model());
   ServerOptions o = options();
   o.policy.synthetic_profile = false;

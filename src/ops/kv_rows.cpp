@@ -240,9 +240,9 @@ void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, 
 }
 
 namespace {
-constexpr int kMaxRankDims = kQ8_0Block;  // int8 ranking takes rows of one Q8_0 block
-
-bool int8_ranking(DType t, int n_dom) { return t == DType::Q8_0 && n_dom > 0 && n_dom <= kMaxRankDims; }
+// Int8 ranking takes Q8_0 rows of one block whose width the vector path covers in whole groups of 8
+// dims; other widths keep tip_scores (its float dots are as fast as scalar integer ones there).
+bool int8_ranking(DType t, int n_dom) { return t == DType::Q8_0 && n_dom > 0 && n_dom <= kQ8_0Block && n_dom % 8 == 0; }
 
 // The n_q queries rounded as kv_store rounds a Q8_0 row: [n_q] rows of kv_row_bytes(Q8_0, n_dom).
 void round_queries(const float* q, int n_q, int n_dom, std::vector<uint8_t>& rows) {
@@ -291,7 +291,7 @@ int64_t int8_rank_blocks(const uint8_t* q_rows, int n_q, const void* plane, int6
   int64_t j = lo;
   for (; j + 8 <= hi; j += 8) {
     const uint8_t* block = static_cast<const uint8_t*>(plane) + (size_t)j * row_bytes;
-    __m256i dims[kGroups];  // dims[g] lane r: quants 4g..4g+3 of row r
+    __m256i dims[(ND + 15) / 16 * 4];  // dims[g] lane r: quants 4g..4g+3 of row r (g < kGroups)
     for (int c = 0; c < ND; c += 16) {
       __m256i y[4];  // y[r]: 16 (or 8) quants of row r in the low lane, of row r + 4 in the high lane
       for (int r = 0; r < 4; ++r) {
@@ -355,7 +355,6 @@ void tip_rank_scores(const float* q, int n_q, const void* plane, DType t, int n_
     case 16: j = int8_rank_blocks<16>(q_rows.data(), n_q, plane, lo, hi, score); break;
     case 24: j = int8_rank_blocks<24>(q_rows.data(), n_q, plane, lo, hi, score); break;
     case 32: j = int8_rank_blocks<32>(q_rows.data(), n_q, plane, lo, hi, score); break;
-    default: break;  // other widths: one integer dot at a time
   }
 #endif
   int8_rank_rows(q_rows.data(), n_q, plane, n_dom, j, hi, lo, hi - lo, score);
