@@ -1,6 +1,6 @@
 #pragma once
-// AVX helpers shared by the kernels: the sum of a __m256's eight floats (for vector accumulators), and
-// an 8 x 8 transpose.
+// AVX helpers shared by the kernels: the sum of a __m256's eight floats (for vector accumulators), an
+// 8 x 8 transpose, and int8 dot products in int32 lanes.
 #if defined(__AVX__)
 #include <immintrin.h>
 
@@ -36,6 +36,21 @@ inline void transpose8(__m256 r[8]) {
   r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
   r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
+
+#if defined(__AVX2__)
+// acc + the sums of 4 products of a's unsigned and b's signed bytes in each int32 lane: one vpdpbusd
+// where the build has VNNI, else pmaddubsw + pmaddwd, whose int16 pairs hold when |a|, |b| <= 127
+// (the callers move signs with _mm256_sign_epi8; Q8_0 quants never reach -128).
+inline __m256i add_products4(__m256i acc, __m256i a, __m256i b) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(acc, a, b);
+#elif defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, a, b);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
+#endif
+}
+#endif
 
 }  // namespace fasa
 #endif

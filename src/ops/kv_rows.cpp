@@ -268,41 +268,25 @@ void int8_rank_rows(const uint8_t* q_rows, int n_q, const void* plane, int n_dom
 }
 
 #if FASA_KV_SIMD
-// Sums of 4 products of a's unsigned and b's signed bytes per int32 lane, added to acc.
-inline __m256i add_dot4(__m256i acc, __m256i a, __m256i b) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(acc, a, b);
-#elif defined(__AVXVNNI__)
-  return _mm256_dpbusd_avx_epi32(acc, a, b);
-#else
-  // Pairs of products fit int16 (|a|, |b| <= 127: Q8_0 quants never reach -128).
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
-#endif
-}
-
 // tip_rank_scores' vector path over rows [lo, end of whole blocks of 8); returns where it stopped.
 // The quants of 8 rows are transposed into ND / 4 registers whose lane r holds 4 dims of row r, so each
 // query costs one 4-wide integer dot per 4 dims for all 8 rows. ND: 8, 16, 24 or 32.
 template <int ND>
 int64_t int8_rank_blocks(const uint8_t* q_rows, int n_q, const void* plane, int64_t lo, int64_t hi, float* score) {
   constexpr int kGroups = ND / 4;
-  const size_t row_bytes = kv_row_bytes(DType::Q8_0, ND), q_bytes = row_bytes;
+  const size_t row_bytes = kv_row_bytes(DType::Q8_0, ND);  // the queries' rows too
   const int64_t m = hi - lo;
   int64_t j = lo;
   for (; j + 8 <= hi; j += 8) {
     const uint8_t* block = static_cast<const uint8_t*>(plane) + (size_t)j * row_bytes;
     __m256i dims[(ND + 15) / 16 * 4];  // dims[g] lane r: quants 4g..4g+3 of row r (g < kGroups)
     for (int c = 0; c < ND; c += 16) {
-      __m256i y[4];  // y[r]: 16 (or 8) quants of row r in the low lane, of row r + 4 in the high lane
-      for (int r = 0; r < 4; ++r) {
-        const uint8_t* a = block + r * row_bytes + 2 + c;
-        const uint8_t* b = a + 4 * row_bytes;
-        const __m128i lo128 = ND - c >= 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a))
-                                           : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
-        const __m128i hi128 = ND - c >= 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b))
-                                           : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
-        y[r] = _mm256_set_m128i(hi128, lo128);
-      }
+      auto quants = [&](int r) {  // row r's 16 quants from dim c, or its last 8 (no read past the row)
+        const auto* p = reinterpret_cast<const __m128i*>(block + r * row_bytes + 2 + c);
+        return ND - c >= 16 ? _mm_loadu_si128(p) : _mm_loadl_epi64(p);
+      };
+      __m256i y[4];  // y[r]: the quants of row r in the low lane, of row r + 4 in the high lane
+      for (int r = 0; r < 4; ++r) y[r] = _mm256_set_m128i(quants(r + 4), quants(r));
       const __m256i t01l = _mm256_unpacklo_epi32(y[0], y[1]), t01h = _mm256_unpackhi_epi32(y[0], y[1]);
       const __m256i t23l = _mm256_unpacklo_epi32(y[2], y[3]), t23h = _mm256_unpackhi_epi32(y[2], y[3]);
       const int g = c / 4;
@@ -319,12 +303,12 @@ int64_t int8_rank_blocks(const uint8_t* q_rows, int n_q, const void* plane, int6
     __m256i magnitude[kGroups];
     for (int g = 0; g < kGroups; ++g) magnitude[g] = _mm256_abs_epi8(dims[g]);
     for (int i = 0; i < n_q; ++i) {
-      const uint8_t* qr = q_rows + i * q_bytes;
+      const uint8_t* qr = q_rows + i * row_bytes;
       __m256i acc = _mm256_setzero_si256();
       for (int g = 0; g < kGroups; ++g) {
         int32_t four;
         std::memcpy(&four, qr + 2 + 4 * g, 4);
-        acc = add_dot4(acc, magnitude[g], _mm256_sign_epi8(_mm256_set1_epi32(four), dims[g]));  // q * sign(k)
+        acc = add_products4(acc, magnitude[g], _mm256_sign_epi8(_mm256_set1_epi32(four), dims[g]));  // q * sign(k)
       }
       const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(fp16_at(qr)), k_scale);
       _mm256_storeu_ps(score + (size_t)i * m + (j - lo), _mm256_mul_ps(_mm256_cvtepi32_ps(acc), scale));

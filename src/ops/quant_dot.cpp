@@ -224,14 +224,8 @@ namespace {
 // Exact int32 sum of the products of 32 signed bytes.
 #if defined(__AVX2__)
 inline __m256i products_32(__m256i w, __m256i x) {
-  // Both instructions multiply unsigned by signed bytes: move w's sign onto x.
-  const __m256i w_abs = _mm256_sign_epi8(w, w), x_signed = _mm256_sign_epi8(x, w);
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w_abs, x_signed);  // 8 int32 partial sums, one instruction
-#else
-  const __m256i pairs = _mm256_maddubs_epi16(w_abs, x_signed);
-  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));  // 8 int32 partial sums
-#endif
+  // The instructions multiply unsigned by signed bytes: move w's sign onto x.
+  return add_products4(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));  // 8 int32 partial sums
 }
 
 // A block's 32 weights as signed bytes.   p: the block (fp16 scale, then the quants)
