@@ -22,6 +22,7 @@ struct BenchOptions {
   int repetitions = 5;
   bool warmup = true;
   std::vector<int64_t> depths = {0};
+  std::vector<int> parallel = {1};  // sequences processed together (llama-batched-bench's -npl)
   std::vector<std::string> pgs;  // "N,M": prefill N tokens then decode M, timed together
   std::vector<std::string> attns = {"full", "fasa"};
   std::string fill = "prefill", output = "md";
@@ -93,6 +94,7 @@ int bench(BenchOptions o) {
   plan.threads = o.threads;
   plan.policies = variants(o);
   plan.depths = o.depths;
+  plan.parallel = o.parallel;
   plan.tests = tests;
   plan.repetitions = o.repetitions;
   plan.warmup = o.warmup;
@@ -121,6 +123,10 @@ Command add_bench_command(CLI::App& app) {
       ->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--pg", o->pgs, "Prefill N tokens then decode M, timed together: N,M (as llama-bench's -pg, "
                  "which also works); t/s counts both, notes give the total time");
+  cmd->add_option("--npl,--n-parallel", o->parallel,
+                  "Sequences processed together, comma-separated (as llama-batched-bench's -npl): each at the "
+                  "depth with its own cache, prompts in one pass, decode steps batched; t/s is their aggregate")
+      ->delimiter(',')->capture_default_str()->check(CLI::Range(1, 256));
   cmd->add_option("-d,--n-depth", o->depths, "Depths (tokens already cached), comma-separated")
       ->delimiter(',')->capture_default_str()->check(CLI::Range((int64_t)0, (int64_t)1 << 26));
   cmd->add_option("--attn", o->attns, "Policies, comma-separated")->delimiter(',')->capture_default_str();

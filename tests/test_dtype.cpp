@@ -136,12 +136,31 @@ TEST_P(KernelTest, MatmulMatchesReferenceForOneAndManyTokens) {
   std::string data;
   for (int r = 0; r < rows; ++r) data += random_row(t, cols, 100 + r);
   Matrix W{t, rows, cols, dtype_bytes(t, cols), reinterpret_cast<const uint8_t*>(data.data())};
-  for (int n : {1, 5, 8, 11}) {  // tokens: single, and tiles of 4 with and without a remainder
+  for (int n : {1, 5, 8, 11, 23}) {  // tokens: single, small batches, and panels of 6 with a remainder
     auto X = test::random_floats((size_t)n * cols, 9);
     std::vector<float> Y(n * rows), R(n * rows);
     matmul(W, X.data(), n, Y.data());
     matmul_reference(W, X.data(), n, R.data());
     EXPECT_LE(test::normalized_error(Y.data(), R.data(), Y.size()), 1e-5) << dtype_name(t) << " n=" << n;
+  }
+}
+
+// Small batches give each token exactly what a batch of one gives it (sequences decoded together equal
+// each decoded alone): the row read once, each token's sums in the one-token kernel's order.
+TEST_P(KernelTest, SmallBatchesGiveEachTokenItsOwnResult) {
+  const DType t = GetParam();
+  const int64_t rows = 21, cols = dtype_traits((uint32_t)t)->block == 1 ? 330 : 320;
+  std::string data;
+  for (int r = 0; r < rows; ++r) data += random_row(t, cols, 500 + r);
+  const Matrix W{t, rows, cols, dtype_bytes(t, cols), reinterpret_cast<const uint8_t*>(data.data())};
+  const int n_max = kMatmulSmallBatch;
+  auto X = test::random_floats((size_t)n_max * cols, 19);
+  std::vector<float> one(n_max * rows);
+  for (int k = 0; k < n_max; ++k) matmul(W, &X[(size_t)k * cols], 1, &one[(size_t)k * rows]);
+  for (int n = 2; n <= n_max; ++n) {
+    std::vector<float> Y(n * rows);
+    matmul(W, X.data(), n, Y.data());
+    for (int i = 0; i < n * rows; ++i) ASSERT_EQ(Y[i], one[i]) << dtype_name(t) << " batch " << n << " element " << i;
   }
 }
 
@@ -219,7 +238,7 @@ TEST_P(QuantKernelTest, DirectRowsEqualOneRowAtATime) {
     QuantizedActs x;
     quantize_acts(t, test::random_floats(n, 61).data(), n, x);
     float got[kDirectRows];
-    dot_direct_rows(t, rows, x, n, got);
+    dot_direct_rows(t, rows, &x, 1, n, got, kDirectRows);
     for (int r = 0; r < kDirectRows; ++r) EXPECT_EQ(got[r], dot_direct(t, rows[r], x, n)) << dtype_name(t) << " row " << r;
   }
 }
@@ -245,7 +264,7 @@ TEST(QuantKernels, PackedQ8_0RowsEqualDirectRows) {
     quantize_acts(t, test::random_floats(n, 81).data(), n, x);
     float got[kDirectRows], want[kDirectRows], two[2 * kDirectRows];
     dot_packed_rows(packed.data(), nullptr, x, n, got);  // one group alone
-    dot_direct_rows(t, rows, x, n, want);
+    dot_direct_rows(t, rows, &x, 1, n, want, kDirectRows);
     for (int r = 0; r < kDirectRows; ++r) EXPECT_EQ(got[r], want[r]) << "n=" << n << " row " << r;
     std::vector<uint8_t> other(packed.size());  // the same rows in reverse order: a second group
     std::reverse(std::begin(rows), std::end(rows));

@@ -1,5 +1,6 @@
-// The prefill kernel for quantized weights (ops/quant_tiles.h) against the decode kernel it must equal
-// bit for bit, and the whole matmul against the scalar reference.
+// The prefill kernel for quantized weights (ops/quant_tiles.h) and the decode kernels over several
+// tokens against the one-token decode kernel they must equal bit for bit, and the whole matmul against
+// the scalar reference.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/quant_dot.h"
 #include "ops/quant_tiles.h"
 #include "ops/matmul.h"
 #include "test_util.h"
@@ -23,8 +25,8 @@ std::string random_k_row(DType t, int64_t n, std::mt19937& rng) {
     const uint16_t v = fp32_to_fp16(0.001f * (float)((int)(rng() % 200) - 100));
     std::memcpy(&row[at], &v, 2);
   };
-  if (t == DType::Q8_0) {  // quants anything, including -128 and 127
-    for (int64_t b = 0; b < n / 32; ++b) put(b * 34);
+  if (t == DType::Q8_0 || t == DType::Q4_0) {  // quants anything (Q8_0: including -128 and 127)
+    for (int64_t b = 0; b < n / 32; ++b) put(b * (t == DType::Q8_0 ? 34 : 18));
     return row;
   }
   for (int64_t b = 0; b < n / 256; ++b) {
@@ -68,7 +70,8 @@ TEST_P(QuantTileTest, EqualsTheDecodeKernelExactly) {
   }
 }
 
-// The matmul takes the tiled kernel for whole groups and the decode kernel for the rows after them.
+// The matmul takes the decode kernels for small batches, and for larger ones the tiled kernel for whole
+// groups and the decode kernel for the rows after them.
 TEST_P(QuantTileTest, MatmulMatchesReference) {
   const DType t = GetParam();
   std::mt19937 rng(8);
@@ -76,7 +79,7 @@ TEST_P(QuantTileTest, MatmulMatchesReference) {
   std::string data;
   for (int r = 0; r < rows; ++r) data += random_k_row(t, cols, rng);
   const Matrix W{t, rows, cols, dtype_bytes(t, cols), reinterpret_cast<const uint8_t*>(data.data())};
-  for (int n : {1, 6}) {
+  for (int n : {1, 6, 20}) {
     auto X = test::random_floats((size_t)n * cols, 12);
     std::vector<float> Y(n * rows), R(n * rows);
     matmul(W, X.data(), n, Y.data());
@@ -85,7 +88,44 @@ TEST_P(QuantTileTest, MatmulMatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Quants, QuantTileTest, ::testing::Values(DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0),
+// A token's result does not depend on the batch it came in (batched decode of several sequences equals
+// each one alone): every batch size, through each path (decode kernels over several tokens, packed
+// Q8_0 rows, tiles), gives each token exactly what a batch of one gives it.
+TEST_P(QuantTileTest, EveryBatchSizeGivesEachTokenItsOwnResult) {
+  const DType t = GetParam();
+  std::mt19937 rng(9);
+  const int64_t rows = 2 * kTileGroupRows + 5, cols = 512;
+  std::string data;
+  for (int r = 0; r < rows; ++r) data += random_k_row(t, cols, rng);
+  Matrix W{t, rows, cols, dtype_bytes(t, cols), reinterpret_cast<const uint8_t*>(data.data())};
+  std::vector<uint8_t> packed;  // Q8_0's copy for decode, as bind_weights packs it
+  if (has_packed_rows(t)) {
+    packed.resize(rows / kDirectRows * packed_group_bytes(cols));
+    for (int64_t g = 0; g < rows / kDirectRows; ++g) {
+      const void* group[kDirectRows];
+      for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(g * kDirectRows + i);
+      pack_rows(group, cols, &packed[g * packed_group_bytes(cols)]);
+    }
+  }
+  for (bool use_packed : {false, true}) {
+    if (use_packed && packed.empty()) continue;
+    W.packed = use_packed ? packed.data() : nullptr;
+    const int max_tokens = 40;
+    auto X = test::random_floats((size_t)max_tokens * cols, 13, 4.0f);
+    std::vector<float> one(max_tokens * rows);  // each token alone
+    for (int k = 0; k < max_tokens; ++k) matmul(W, &X[(size_t)k * cols], 1, &one[(size_t)k * rows]);
+    for (int n : {2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 40}) {
+      std::vector<float> Y(n * rows);
+      matmul(W, X.data(), n, Y.data());
+      for (int k = 0; k < n; ++k)
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(Y[k * rows + r], one[k * rows + r])
+              << dtype_name(t) << (use_packed ? " packed" : "") << " batch " << n << " token " << k << " row " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Quants, QuantTileTest, ::testing::Values(DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -107,6 +107,18 @@ struct ContextStats {
 // Receives the generated text piece by piece, each piece whole UTF-8 characters; return false to stop.
 using TextCallback = std::function<bool(std::string_view piece)>;
 
+class Context;
+
+// Generates in several contexts of one engine at once (batched decoding): each step samples every
+// unfinished context's next token and evaluates them all in one forward pass, so the weights are read
+// once per step for all of them while each context attends over its own cache with its own policy.
+// contexts[i] generates with opts[i] (one entry: the same for all), streaming to on_text[i] (optional);
+// results[i] is what contexts[i]->generate(opts[i], on_text[i]) would give (greedy: the same tokens).
+// The pass runs on the first context's threads setting.
+std::vector<GenerationResult> generate_together(std::span<Context* const> contexts,
+                                                std::span<const GenerationOptions> opts,
+                                                std::span<const TextCallback> on_text = {});
+
 class Context {
  public:
   Context(const Engine& engine, const ContextOptions& opts);
@@ -141,7 +153,18 @@ class Context {
   std::string policy_summary() const;
 
  private:
+  friend std::vector<GenerationResult> generate_together(std::span<Context* const>, std::span<const GenerationOptions>,
+                                                         std::span<const TextCallback>);
+  struct Generation;  // one generate call in progress (engine.cpp)
+  // Starts a generation: evaluates what is pending; throws if nothing was fed.
+  std::unique_ptr<Generation> start_generation(const GenerationOptions& opts, const TextCallback& on_text);
+  // Samples the next token and hands out its text. Returns the token, to be evaluated (eval or
+  // eval_together, then after_eval), or -1 when the generation has ended (its result is complete).
+  int32_t next_token(Generation& g);
+  GenerationResult finish_generation(Generation& g);
+
   void eval(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);  // on the context's threads
+  void after_eval(size_t n_ids);  // FASA's automatic profile: made or found once the prompt allows
   // FASA's automatic profile exists: the session goes on sparse with it.
   void go_sparse(const Profile& profile, std::string note);
 

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <numeric>
 
 #include "api/text_stream.h"
 #include "calib/auto_profile.h"
@@ -69,6 +70,10 @@ int64_t Context::n_ctx() const { return session_->n_ctx(); }
 void Context::eval(std::span<const int32_t> ids, std::vector<float>* all_logits) {
   if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
   session_->eval(ids, all_logits);
+  after_eval(ids.size());
+}
+
+void Context::after_eval(size_t n_ids) {
   if (!auto_pending_) return;
   const Model& m = engine_.model();
   if (profiler_ && profiler_->ready(session_->n_past())) {
@@ -77,7 +82,7 @@ void Context::eval(std::span<const int32_t> ids, std::vector<float>* all_logits)
                                        : "automatic profile from this prompt's first " +
                                              std::to_string(PromptProfiler::kMinTokens) + " tokens" +
                                              (kept.file.empty() ? std::string() : ", cached in " + kept.file));
-  } else if (ids.size() > 1) {  // a prefill: another context (a server slot) may have made one since
+  } else if (n_ids > 1) {  // a prefill: another context (a server slot) may have made one since
     if (const std::optional<Profile> p = find_auto_profile(m)) go_sparse(*p, "automatic profile of an earlier prompt");
   }
 }
@@ -155,47 +160,99 @@ bool Context::prefix_reuse_is_exact() const { return policy_->truncate_is_exact(
 
 bool Context::decode_is_dense() const { return policy_info(opts_.policy.attn).dense; }
 
-GenerationResult Context::generate(const GenerationOptions& opts, const TextCallback& on_text) {
-  if (!unevaluated_.empty()) feed_tokens({});
-  if (session_->n_past() == 0) throw Error("generate: feed a prompt first");
-  if (opts.max_tokens < 0) throw Error("generate: max_tokens must be >= 0");
-  const Tokenizer& tok = engine_.model().tokenizer;
-  Sampler sampler(opts.sampling);
-  TextStream stream(opts.stop);
+struct Context::Generation {
+  GenerationOptions opts;
+  TextCallback on_text;
+  Sampler sampler;
+  TextStream stream;
   GenerationResult r;
-  r.finish_reason = "length";
-  auto emit = [&](const std::string& piece) {
+  Clock::time_point t0 = Clock::now();
+  Generation(const GenerationOptions& o, const TextCallback& cb)
+      : opts(o), on_text(cb), sampler(o.sampling), stream(o.stop) {
+    r.finish_reason = "length";
+  }
+  bool emit(const std::string& piece) {
     if (piece.empty()) return true;
     r.text += piece;
     return !on_text || on_text(piece);
-  };
-
-  const auto t0 = Clock::now();
-  for (int i = 0; i < opts.max_tokens; ++i) {
-    const int32_t next = sampler.sample(session_->logits());
-    if (tok.is_end_of_generation(next) && !opts.ignore_eos) {
-      r.finish_reason = "stop";
-      break;
-    }
-    ++r.n_tokens;
-    r.tokens.push_back(next);
-    tokens_.push_back(next);
-    if (opts.logprobs >= 0) r.logprobs.push_back(token_logprob(session_->logits(), next, opts.logprobs));
-    const std::string piece = stream.push(tok.token_text(next));
-    if (stream.stopped()) r.finish_reason = "stop";
-    if (!emit(piece)) r.finish_reason = "cancelled";
-    // The last token is evaluated only if the context goes on (a later feed or generate).
-    if (r.finish_reason != "length" || i + 1 == opts.max_tokens || session_->n_past() == n_ctx()) {
-      unevaluated_ = {next};
-      break;
-    }
-    eval({&next, 1});
   }
-  if (r.finish_reason != "cancelled") emit(stream.finish());
-  r.seconds = seconds_since(t0);
-  stats_.generated_tokens += r.n_tokens;
-  stats_.decode_seconds += r.seconds;
-  return r;
+};
+
+std::unique_ptr<Context::Generation> Context::start_generation(const GenerationOptions& opts, const TextCallback& on_text) {
+  if (!unevaluated_.empty()) feed_tokens({});
+  if (session_->n_past() == 0) throw Error("generate: feed a prompt first");
+  if (opts.max_tokens < 0) throw Error("generate: max_tokens must be >= 0");
+  return std::make_unique<Generation>(opts, on_text);
+}
+
+int32_t Context::next_token(Generation& g) {
+  GenerationResult& r = g.r;
+  if (r.n_tokens >= g.opts.max_tokens) return -1;
+  const Tokenizer& tok = engine_.model().tokenizer;
+  const int32_t next = g.sampler.sample(session_->logits());
+  if (tok.is_end_of_generation(next) && !g.opts.ignore_eos) {
+    r.finish_reason = "stop";
+    return -1;
+  }
+  ++r.n_tokens;
+  r.tokens.push_back(next);
+  tokens_.push_back(next);
+  if (g.opts.logprobs >= 0) r.logprobs.push_back(token_logprob(session_->logits(), next, g.opts.logprobs));
+  const std::string piece = g.stream.push(tok.token_text(next));
+  if (g.stream.stopped()) r.finish_reason = "stop";
+  if (!g.emit(piece)) r.finish_reason = "cancelled";
+  // The last token is evaluated only if the context goes on (a later feed or generate).
+  if (r.finish_reason != "length" || r.n_tokens == g.opts.max_tokens || session_->n_past() == n_ctx()) {
+    unevaluated_ = {next};
+    return -1;
+  }
+  return next;
+}
+
+GenerationResult Context::finish_generation(Generation& g) {
+  if (g.r.finish_reason != "cancelled") g.emit(g.stream.finish());
+  g.r.seconds = seconds_since(g.t0);
+  stats_.generated_tokens += g.r.n_tokens;
+  stats_.decode_seconds += g.r.seconds;
+  return std::move(g.r);
+}
+
+GenerationResult Context::generate(const GenerationOptions& opts, const TextCallback& on_text) {
+  const std::unique_ptr<Generation> g = start_generation(opts, on_text);
+  for (int32_t next; (next = next_token(*g)) >= 0;) eval({&next, 1});
+  return finish_generation(*g);
+}
+
+std::vector<GenerationResult> generate_together(std::span<Context* const> contexts,
+                                                std::span<const GenerationOptions> opts,
+                                                std::span<const TextCallback> on_text) {
+  const size_t n = contexts.size();
+  if (opts.size() != n && opts.size() != 1) throw Error("generate_together: one GenerationOptions, or one per context");
+  if (!on_text.empty() && on_text.size() != n) throw Error("generate_together: one text callback per context, or none");
+  std::vector<std::unique_ptr<Context::Generation>> gens;
+  for (size_t i = 0; i < n; ++i) {
+    if (&contexts[i]->engine_ != &contexts[0]->engine_) throw Error("generate_together: the contexts must share one engine");
+    gens.push_back(contexts[i]->start_generation(opts[opts.size() == 1 ? 0 : i], on_text.empty() ? TextCallback{} : on_text[i]));
+  }
+  std::vector<GenerationResult> results(n);
+  std::vector<int32_t> next(n);           // [n] each context's token of this step
+  std::vector<size_t> active(n);          // the contexts still generating
+  std::iota(active.begin(), active.end(), 0);
+  std::vector<SessionTokens> batch;
+  if (n > 0 && contexts[0]->opts_.threads > 0) omp_set_num_threads(contexts[0]->opts_.threads);
+  while (!active.empty()) {
+    batch.clear();
+    std::erase_if(active, [&](size_t i) {
+      next[i] = contexts[i]->next_token(*gens[i]);
+      if (next[i] >= 0) return false;
+      results[i] = contexts[i]->finish_generation(*gens[i]);
+      return true;
+    });
+    for (size_t i : active) batch.push_back({contexts[i]->session_.get(), {&next[i], 1}});
+    eval_together(batch);
+    for (size_t i : active) contexts[i]->after_eval(1);
+  }
+  return results;
 }
 
 KvMemory Context::kv_memory() const {

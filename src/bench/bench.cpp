@@ -44,8 +44,10 @@ double BenchResult::median() const {
 
 BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, const BenchTest& t, uint64_t seed) {
   if (t.n_prompt <= 0 && t.n_gen <= 0) throw Error("bench: a test needs prompt or decoded tokens");
+  if (t.n_parallel < 1) throw Error("bench: the number of parallel sequences must be positive");
   const SessionOptions so = session_options(policy, t.depth + t.n_prompt + t.n_gen + 1);
-  Session s(model, so, make_selector(policy, model));
+  std::vector<std::unique_ptr<Session>> seqs;
+  for (int i = 0; i < t.n_parallel; ++i) seqs.push_back(std::make_unique<Session>(model, so, make_selector(policy, model)));
   std::mt19937 rng((uint32_t)seed);
   std::uniform_int_distribution<int32_t> token(3, model.config.n_vocab - 1);
   auto random_tokens = [&](int64_t n) {
@@ -53,25 +55,40 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
     for (auto& x : v) x = token(rng);
     return v;
   };
-  if (t.depth > 0) {
-    if (t.random_fill) s.fill_random(t.depth, seed);
-    else s.eval(random_tokens(t.depth));
-  }
+  if (t.depth > 0)
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (t.random_fill) seqs[i]->fill_random(t.depth, seed + i);
+      else seqs[i]->eval(random_tokens(t.depth));
+    }
+  // Each sequence's tokens of one step (its prompt, or one decoded token), all in one eval_together.
+  std::vector<std::vector<int32_t>> step(seqs.size());
+  std::vector<SessionTokens> batch(seqs.size());
+  auto eval_step = [&] {
+    for (size_t i = 0; i < seqs.size(); ++i) batch[i] = {seqs[i].get(), step[i]};
+    eval_together(batch);
+  };
   BenchResult r;
   // Repetition -1 is the warm-up: it pages in the weights, spins up the threads and sizes the
   // scratch buffers for this test's shapes, untimed (as llama-bench's).
   for (int rep = t.warmup ? -1 : 0; rep < t.repetitions; ++rep) {
-    s.truncate(t.depth);
-    const auto prompt = random_tokens(t.n_prompt), ids = random_tokens(t.n_gen);
+    for (auto& s : seqs) s->truncate(t.depth);
+    std::vector<std::vector<int32_t>> prompts, ids;  // [sequence][token]
+    for (size_t i = 0; i < seqs.size(); ++i) prompts.push_back(random_tokens(t.n_prompt)), ids.push_back(random_tokens(t.n_gen));
     const auto t0 = std::chrono::steady_clock::now();
-    if (t.n_prompt > 0) s.eval(prompt);
+    if (t.n_prompt > 0) {
+      step = prompts;
+      eval_step();
+    }
     const uint64_t bytes0 = kv_bytes_read();
-    for (int32_t id : ids) s.eval(std::span<const int32_t>(&id, 1));
+    for (int k = 0; k < t.n_gen; ++k) {
+      for (size_t i = 0; i < seqs.size(); ++i) step[i] = {ids[i][k]};
+      eval_step();
+    }
     if (rep < 0) continue;
-    r.samples_ts.push_back((t.n_prompt + t.n_gen) / seconds_since(t0));
-    if (t.n_gen > 0) r.kv_bytes_per_token = (double)(kv_bytes_read() - bytes0) / t.n_gen;
+    r.samples_ts.push_back((double)t.n_parallel * (t.n_prompt + t.n_gen) / seconds_since(t0));
+    if (t.n_gen > 0) r.kv_bytes_per_token = (double)(kv_bytes_read() - bytes0) / ((double)t.n_gen * t.n_parallel);
   }
-  r.memory = s.cache().memory();
+  r.memory = seqs[0]->cache().memory();
   r.memory.rss = resident_memory_bytes();
   return r;
 }

@@ -17,6 +17,9 @@ struct BenchTest {
   int n_prompt = 0;       // > 0: a prompt-processing test of this many tokens
   int n_gen = 0;          // > 0: a decode test of this many tokens (both: prefill, then decode, timed
                           // together as llama-bench's -pg; t/s counts both)
+  int n_parallel = 1;     // sequences processed together (llama-batched-bench's -npl), each with its own
+                          // cache at `depth`: prompts prefilled in one pass, decode steps batched; t/s
+                          // counts all the sequences' tokens
   int64_t depth = 0;      // tokens already in the cache
   bool random_fill = false;  // fill the depth with random K/V instead of a prefill
   int repetitions = 5;
@@ -25,14 +28,14 @@ struct BenchTest {
 
 struct BenchResult {
   std::vector<double> samples_ts;        // tokens/s of each repetition
-  double kv_bytes_per_token = 0;         // decode tests: KV bytes read per decoded token
-  KvMemory memory;                       // the cache's placement after the last repetition
+  double kv_bytes_per_token = 0;         // decode tests: KV bytes read per decoded token (of one sequence)
+  KvMemory memory;                       // the (first sequence's) cache's placement after the last repetition
   double mean() const;
   double stddev() const;
   double median() const;
 };
 
-// One test with a fresh session of `policy` (the depth is filled once, each repetition starts from it).
+// One test with fresh sessions of `policy` (the depth is filled once, each repetition starts from it).
 BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, const BenchTest& test, uint64_t seed);
 
 // One layer's decode attention alone (what FASA changes): every query head of a sparse layer attends,

@@ -75,10 +75,12 @@ std::vector<BenchRow> run_bench_plan(const Model& model, const BenchPlan& plan,
     omp_set_num_threads(nt > 0 ? nt : all_cores);
     for (const PolicyOptions& p : plan.policies) {
       const int fcs = fasa_chunks(p, model);  // reads the profile: once per variant, not per row
+      for (int npl : plan.parallel)
       for (int64_t depth : plan.depths)
         for (const auto& [n_prompt, n_gen] : plan.tests) {
-          if (plan.attention_only && (n_prompt > 0 || n_gen == 0)) continue;
+          if (plan.attention_only && (n_prompt > 0 || n_gen == 0 || npl > 1)) continue;
           BenchRow row;
+          row.spec.n_parallel = npl;
           row.policy = p;
           row.fcs = fcs;
           row.threads = omp_get_max_threads();
@@ -93,7 +95,8 @@ std::vector<BenchRow> run_bench_plan(const Model& model, const BenchPlan& plan,
             row.result = run_attention_bench(model, p, depth, n_gen, plan.repetitions, 1);
           } else {
             row.test = (n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "") + (n_prompt > 0 && n_gen > 0 ? "+" : "") +
-                       (n_gen > 0 ? "tg" + std::to_string(n_gen) : "") + (depth > 0 ? " @ d" + std::to_string(depth) : "");
+                       (n_gen > 0 ? "tg" + std::to_string(n_gen) : "") + (npl > 1 ? " x" + std::to_string(npl) : "") +
+                       (depth > 0 ? " @ d" + std::to_string(depth) : "");
             row.result = run_bench_test(model, p, row.spec, 1);
           }
           on_row(row);
@@ -131,11 +134,12 @@ std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, cons
   return n;
 }
 
-// Bytes a decode step reads (weights + counted KV) times steps/s; 0 for tests that prefill.
+// Bytes a decode step reads (weights once, every sequence's counted KV) times steps/s; 0 for tests that prefill.
 double row_gbps(const BenchRow& r, const BenchRunInfo& info) {
   const double weights = info.plan->attention_only ? 0.0 : (double)info.model->weight_bytes();
   const bool decode_only = r.spec.n_gen > 0 && r.spec.n_prompt == 0;
-  return decode_only ? (weights + r.result.kv_bytes_per_token) * r.result.mean() / 1e9 : 0.0;
+  const int seqs = r.spec.n_parallel;
+  return decode_only ? (weights + seqs * r.result.kv_bytes_per_token) * r.result.mean() / seqs / 1e9 : 0.0;
 }
 
 std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& info, bool lines) {
@@ -149,7 +153,7 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
     nlohmann::json j = {{"build_version", FASA_VERSION}, {"cpu_info", cpu}, {"backends", "CPU"}, {"test_time", when},
                         {"model_filename", info.model_path}, {"model_type", model.config.arch},
                         {"model_size", model.weight_bytes()}, {"model_n_params", model.n_params()},
-                        {"n_threads", r.threads}, {"n_prompt", r.spec.n_prompt}, {"n_gen", r.spec.n_gen},
+                        {"n_threads", r.threads}, {"n_parallel", r.spec.n_parallel}, {"n_prompt", r.spec.n_prompt}, {"n_gen", r.spec.n_gen},
                         {"n_depth", r.spec.depth}, {"repetitions", info.plan->repetitions}, {"warmup", r.spec.warmup},
                         {"avg_ts", r.result.mean()}, {"stddev_ts", r.result.stddev()}, {"median_ts", r.result.median()},
                         {"samples_ts", r.result.samples_ts}, {"attn", r.policy.attn},
@@ -175,14 +179,14 @@ std::string render_bench_rows(const std::vector<BenchRow>& rows, const BenchRunI
   const double size_gib = info.model->weight_bytes() / 1073741824.0, params_b = info.model->n_params() / 1e9;
   std::string out;
   if (format == "csv") {  // numbers only in numeric columns, units in the header
-    out = "model,size_gib,params_b,attn,budget,fcs,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,median_ts,"
+    out = "model,size_gib,params_b,attn,budget,fcs,threads,test,n_parallel,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,median_ts,"
           "kv_mib_per_token,gbps,notes\n";
     for (const BenchRow& r : rows) {
       const double gbps = row_gbps(r, info);
-      out += fmt("%s,%.4f,%.4f,%s,%s,%d,%d,%s,%d,%d,%lld,%.3f,%.3f,%.3f,%s,%s,%s\n",
+      out += fmt("%s,%.4f,%.4f,%s,%s,%d,%d,%s,%d,%d,%d,%lld,%.3f,%.3f,%.3f,%s,%s,%s\n",
                     csv_cell(name).c_str(), size_gib, params_b, r.policy.attn.c_str(),
                     policy_info(r.policy.attn).dense ? "" : csv_cell(info.policy->budget).c_str(), r.fcs, r.threads,
-                    csv_cell(r.test).c_str(), r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, r.result.mean(),
+                    csv_cell(r.test).c_str(), r.spec.n_parallel, r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, r.result.mean(),
                     r.result.stddev(), r.result.median(),
                     r.spec.n_gen > 0 ? fmt("%.4f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
                     gbps > 0 ? fmt("%.2f", gbps).c_str() : "", csv_cell(row_notes(r, rows, info)).c_str());

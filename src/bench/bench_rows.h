@@ -16,6 +16,7 @@ struct BenchPlan {
   std::vector<int> threads = {0};          // thread counts; 0: all cores
   std::vector<PolicyOptions> policies;     // each policy variant (FASA once per KV placement)
   std::vector<int64_t> depths = {0};
+  std::vector<int> parallel = {1};         // sequences processed together (-npl)
   std::vector<std::pair<int, int>> tests;  // (prompt tokens, decoded tokens); both > 0: llama-bench's -pg
   int repetitions = 5;
   bool warmup = true;
@@ -24,7 +25,7 @@ struct BenchPlan {
 };
 
 struct BenchRow {
-  std::string test;  // "pp512", "tg128 @ d4096", "pp8192+tg256", "attn x20 @ d32768"
+  std::string test;  // "pp512", "tg128 @ d4096", "pp8192+tg256", "attn x20 @ d32768", "tg32 x8" (8 sequences)
   PolicyOptions policy;
   int fcs = 0;       // FASA's chunks per head as used (from the profile or the synthetic default)
   int threads = 0;
@@ -32,7 +33,7 @@ struct BenchRow {
   BenchResult result;
 };
 
-// Every (threads, policy, depth, test) combination; on_row sees each row as soon as it is measured.
+// Every (threads, policy, sequences, depth, test) combination; on_row sees each row as soon as it is measured.
 std::vector<BenchRow> run_bench_plan(const Model& model, const BenchPlan& plan,
                                      const std::function<void(const BenchRow&)>& on_row);
 

@@ -1,11 +1,13 @@
 // The Llama-family forward pass, top to bottom:
 // token -> embed -> per layer: norm -> QKV (+bias) -> RoPE -> append K, V -> select rows per head ->
 // gathered attention -> output proj -> residual -> norm -> SwiGLU MLP -> residual -> norm -> logits.
-// Session::forward and the dense prefill attention it uses; the rest of Session is in session.cpp.
+// Session::forward (one pass over the new tokens of one or several sessions) and the dense prefill
+// attention it uses; the rest of Session is in session.cpp.
 #include <algorithm>
 #include <cmath>
 #include <exception>
 #include <numeric>
+#include <vector>
 
 #include "model/session.h"
 #include "ops/attention.h"
@@ -59,15 +61,32 @@ void Session::prefill_attention(int l, int64_t p0, int n, const float* q, float*
   }
 }
 
-void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_out, bool all_logits) {
-  const ModelConfig& c = model_.config;
-  const ModelWeights& w = model_.weights;
+void Session::forward(std::span<const ForwardPart> parts) {
+  Session& first = *parts[0].session;
+  const Model& model = first.model_;
+  const ModelConfig& c = model.config;
+  const ModelWeights& w = model.weights;
   const int E = c.n_embd, D = c.head_dim, H = c.n_head, HKV = c.n_head_kv, F = c.n_ff;
   const int q_dim = H * D, kv_dim = HKV * D, group = H / HKV, planes = c.n_rot / 2;
   const float scale = 1.0f / std::sqrt((float)D);
-  const int64_t p0 = n_past_;
 
-  Activations& a = act_;  // shapes: session.h
+  // The pass's tokens, part after part: part i's are rows at[i]..at[i] + n - 1 of every activation.
+  std::vector<int> at(parts.size() + 1, 0);
+  std::vector<const ForwardPart*> decoding;  // the parts that are decode steps
+  for (size_t i = 0; i < parts.size(); ++i) {
+    at[i + 1] = at[i] + parts[i].n;
+    if (parts[i].decode) decoding.push_back(&parts[i]);
+  }
+  const int n = at.back();
+  std::vector<int32_t> ids(n);  // [n] token ids
+  std::vector<int64_t> pos(n);  // [n] their positions in their own sequences
+  for (size_t i = 0; i < parts.size(); ++i)
+    for (int t = 0; t < parts[i].n; ++t) {
+      ids[at[i] + t] = parts[i].tokens[t];
+      pos[at[i] + t] = parts[i].session->n_past_ + t;
+    }
+
+  Activations& a = first.act_;  // shapes: session.h; the first session's scratch serves the pass
   for (auto [buf, per_token] : {std::pair{&a.x, E}, {&a.xb, E}, {&a.q, q_dim}, {&a.att, q_dim}, {&a.k, kv_dim},
                                 {&a.v, kv_dim}, {&a.gate, F}, {&a.up, F}, {&a.cs, planes * 2}})
     buf->resize((size_t)n * per_token);  // every element is written below before it is read
@@ -76,8 +95,8 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
 
 #pragma omp parallel for schedule(static) if (n > 1)
   for (int t = 0; t < n; ++t) {
-    dequantize_row(w.tok_embd.type, w.tok_embd.row(tokens[t]), &x[(size_t)t * E], E);
-    rope_cos_sin(inv_freq_.data(), planes, p0 + t, &cs[(size_t)t * planes * 2]);
+    dequantize_row(w.tok_embd.type, w.tok_embd.row(ids[t]), &x[(size_t)t * E], E);
+    rope_cos_sin(first.inv_freq_.data(), planes, pos[t], &cs[(size_t)t * planes * 2]);
   }
 
   for (int l = 0; l < c.n_layer; ++l) {
@@ -109,28 +128,38 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
       rope(&q[(size_t)t * q_dim], H, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
       rope(&k[(size_t)t * kv_dim], HKV, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
     }
-    for (int t = 0; t < n; ++t)  // in order: an offloaded cache appends to its tail chunk
-      for (int h = 0; h < HKV; ++h)
-        cache_.store(l, h, p0 + t, &k[(size_t)t * kv_dim + h * D], &v[(size_t)t * kv_dim + h * D]);
-    if (observer_) observer_->on_queries(l, p0, n, q.data(), cache_);
-    if (!decode) policy_->observe_prefill(l, p0, n, q.data(), cache_);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      Session& s = *parts[i].session;
+      const int64_t p0 = s.n_past_;
+      const float* qi = &q[(size_t)at[i] * q_dim];
+      for (int t = at[i]; t < at[i + 1]; ++t)  // in order: an offloaded cache appends to its tail chunk
+        for (int h = 0; h < HKV; ++h)
+          s.cache_.store(l, h, pos[t], &k[(size_t)t * kv_dim + h * D], &v[(size_t)t * kv_dim + h * D]);
+      if (s.observer_) s.observer_->on_queries(l, p0, parts[i].n, qi, s.cache_);
+      if (!parts[i].decode) s.policy_->observe_prefill(l, p0, parts[i].n, qi, s.cache_);
+    }
 
-    // Attention per KV head: the group of query heads sharing one reads each of its rows once.
-    // Prefill is dense and causal; a decode step asks the policy for each head's rows.
-    if (decode) {
-      cache_.begin_decode_layer(l);
+    // Attention per sequence and KV head: the group of query heads sharing one reads each of its rows
+    // once. Decode steps ask their policy for each head's rows, all sequences' heads shared out among
+    // the threads together; prompt chunks are dense and causal.
+    if (!decoding.empty()) {
+      for (const ForwardPart* part : decoding) part->session->cache_.begin_decode_layer(l);
+      const int tasks = (int)decoding.size() * HKV;
       std::exception_ptr failure;  // an offloaded read's error: it must not escape the parallel region
 #pragma omp parallel
       {
         std::vector<float> qg((size_t)group * D);  // [group, D] the group's queries in the cache's dim order
         GroupAttentionScratch scratch;
 #pragma omp for schedule(dynamic)
-        for (int g = 0; g < HKV; ++g) {
+        for (int task = 0; task < tasks; ++task) {
+          const ForwardPart& part = *decoding[task / HKV];
+          const Session& s = *part.session;
+          const int g = task % HKV, t = at[&part - parts.data()];
           for (int i = 0; i < group; ++i)
-            cache_.permute_query(l, g, &q[(size_t)(g * group + i) * D], &qg[(size_t)i * D]);
+            s.cache_.permute_query(l, g, &q[(size_t)t * q_dim + (size_t)(g * group + i) * D], &qg[(size_t)i * D]);
           try {
-            decode_group_attention(*policy_, l, g, p0, cache_, l, qg.data(), group, scale,
-                                   &att[(size_t)g * group * D], scratch);
+            decode_group_attention(*s.policy_, l, g, s.n_past_, s.cache_, l, qg.data(), group, scale,
+                                   &att[(size_t)t * q_dim + (size_t)g * group * D], scratch);
           } catch (...) {
 #pragma omp critical(fasa_decode_failure)
             if (!failure) failure = std::current_exception();
@@ -138,9 +167,11 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
         }
       }
       if (failure) std::rethrow_exception(failure);
-    } else {
-      prefill_attention(l, p0, n, q.data(), att.data());
     }
+    for (size_t i = 0; i < parts.size(); ++i)
+      if (!parts[i].decode)
+        parts[i].session->prefill_attention(l, parts[i].session->n_past_, parts[i].n, &q[(size_t)at[i] * q_dim],
+                                            &att[(size_t)at[i] * q_dim]);
 
     matmul(L.wo, att.data(), n, xb.data());
 #pragma omp parallel for schedule(static) if (n > 1)
@@ -157,14 +188,30 @@ void Session::forward(const int32_t* tokens, int n, bool decode, float* logits_o
     for (int t = 0; t < n; ++t)
       for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += xb[(size_t)t * E + i];
   }
-  n_past_ += n;
+  for (const ForwardPart& part : parts) part.session->n_past_ += part.n;
 
-  if (!logits_out) return;
-  // Only the rows whose logits are wanted go through the (large) output projection.
-  const int first = all_logits ? 0 : n - 1;
-  for (int t = first; t < n; ++t)
-    rms_norm(&x[(size_t)t * E], w.output_norm.data(), E, c.rms_eps, &xb[(size_t)(t - first) * E]);
-  matmul(w.output, xb.data(), n - first, logits_out);
+  // Only the rows whose logits are wanted go through the (large) output projection, all in one matmul.
+  std::vector<int> rows;  // [R] the wanted rows of the pass
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (parts[i].logits)
+      for (int t = parts[i].all_logits ? at[i] : at[i + 1] - 1; t < at[i + 1]; ++t) rows.push_back(t);
+  if (rows.empty()) return;
+  for (size_t r = 0; r < rows.size(); ++r)
+    rms_norm(&x[(size_t)rows[r] * E], w.output_norm.data(), E, c.rms_eps, &xb[r * E]);
+  const size_t V = (size_t)c.n_vocab;
+  const auto wanting = std::count_if(parts.begin(), parts.end(), [](const ForwardPart& p) { return p.logits; });
+  const bool one = wanting == 1;  // one part wants logits: they go straight to it
+  std::vector<float> all(one ? 0 : rows.size() * V);  // [R, n_vocab] otherwise
+  const auto target = std::find_if(parts.begin(), parts.end(), [](const ForwardPart& p) { return p.logits; });
+  matmul(w.output, xb.data(), (int)rows.size(), one ? target->logits : all.data());
+  if (one) return;
+  size_t r = 0;
+  for (const ForwardPart& part : parts)
+    if (part.logits) {
+      const size_t m = part.all_logits ? (size_t)part.n : 1;
+      std::copy_n(&all[r * V], m * V, part.logits);
+      r += m;
+    }
 }
 
 }  // namespace fasa

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "fasa/error.h"
 
@@ -28,27 +29,72 @@ Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenS
       inv_freq_(model.config.rope_inv_freq()),
       logits_(model.config.n_vocab) {}
 
-std::span<const float> Session::eval(std::span<const int32_t> tokens, std::vector<float>* all_logits) {
-  const ModelConfig& c = model_.config;
+void Session::check_tokens(std::span<const int32_t> tokens) const {
   if (tokens.empty()) throw Error("eval: no tokens");
   if (n_past_ + (int64_t)tokens.size() > cache_.n_ctx())
     throw Error("context is full: " + std::to_string(n_past_) + " + " + std::to_string(tokens.size()) +
                 " tokens exceed the context size " + std::to_string(cache_.n_ctx()));
   for (int32_t t : tokens)
-    if (t < 0 || t >= c.n_vocab) throw Error("token id " + std::to_string(t) + " is outside the vocabulary");
-  if (all_logits) all_logits->assign(tokens.size() * (size_t)c.n_vocab, 0.0f);
+    if (t < 0 || t >= model_.config.n_vocab) throw Error("token id " + std::to_string(t) + " is outside the vocabulary");
+}
+
+void Session::check_logits() const {
+  if (!std::all_of(logits_.begin(), logits_.end(), [](float x) { return std::isfinite(x); }))
+    fail(model_.path, "the forward pass gave NaN or Inf logits: the weights hold NaN or Inf values");
+}
+
+std::span<const float> Session::eval(std::span<const int32_t> tokens, std::vector<float>* all_logits) {
+  check_tokens(tokens);
+  const size_t V = (size_t)model_.config.n_vocab;
+  if (all_logits) all_logits->assign(tokens.size() * V, 0.0f);
   const bool decode = tokens.size() == 1;
   for (size_t i = 0; i < tokens.size(); i += n_ubatch_) {
     const int n = (int)std::min<size_t>(n_ubatch_, tokens.size() - i);
     const bool last = i + n == tokens.size();
-    if (all_logits) forward(tokens.data() + i, n, decode, all_logits->data() + i * c.n_vocab, true);
-    else forward(tokens.data() + i, n, decode, last ? logits_.data() : nullptr, false);
+    float* logits = all_logits ? all_logits->data() + i * V : last ? logits_.data() : nullptr;
+    const ForwardPart part{this, tokens.data() + i, n, decode, logits, all_logits != nullptr};
+    forward({&part, 1});
   }
-  if (all_logits)
-    std::copy(all_logits->end() - c.n_vocab, all_logits->end(), logits_.begin());
-  if (!std::all_of(logits_.begin(), logits_.end(), [](float x) { return std::isfinite(x); }))
-    fail(model_.path, "the forward pass gave NaN or Inf logits: the weights hold NaN or Inf values");
+  if (all_logits) std::copy(all_logits->end() - V, all_logits->end(), logits_.begin());
+  check_logits();
   return logits_;
+}
+
+void eval_together(std::span<const SessionTokens> batch) {
+  if (batch.empty()) return;
+  for (const SessionTokens& b : batch) {
+    if (!b.session || &b.session->model_ != &batch[0].session->model_)
+      throw Error("eval_together: the sessions must share one model");
+    for (const SessionTokens& other : batch)
+      if (&other != &b && other.session == b.session) throw Error("eval_together: a session appears twice");
+    b.session->check_tokens(b.tokens);
+  }
+  // Pass after pass, at most a ubatch of tokens each (the scratch memory's bound): every decode step in
+  // the first, prompts in chunks after them, in order.
+  const size_t ubatch = (size_t)std::max<int64_t>(batch[0].session->n_ubatch_, (int64_t)batch.size());
+  std::vector<size_t> done(batch.size(), 0);  // tokens of batch[i] evaluated so far
+  std::vector<size_t> order(batch.size());     // decode steps first
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_partition(order.begin(), order.end(), [&](size_t i) { return batch[i].tokens.size() == 1; });
+  for (bool more = true; more;) {
+    std::vector<Session::ForwardPart> parts;
+    size_t room = ubatch;
+    for (size_t i : order) {
+      if (room == 0) break;
+      const std::span<const int32_t> ids = batch[i].tokens;
+      if (done[i] == ids.size()) continue;
+      const int n = (int)std::min(room, ids.size() - done[i]);
+      const bool last = done[i] + n == ids.size();
+      parts.push_back({batch[i].session, ids.data() + done[i], n, ids.size() == 1,
+                       last ? batch[i].session->logits_.data() : nullptr, false});
+      done[i] += n;
+      room -= n;
+    }
+    Session::forward(parts);
+    more = false;
+    for (size_t i = 0; i < batch.size(); ++i) more = more || done[i] < batch[i].tokens.size();
+  }
+  for (const SessionTokens& b : batch) b.session->check_logits();
 }
 
 void Session::truncate(int64_t n) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
+#include "ops/matmul.h"
 #include "model/model.h"
 #include "select/token_selector.h"
 
@@ -28,6 +29,21 @@ struct SessionOptions {
   KvTypes kv_types;            // KV cache elements: F16 by default, F32 (exact) or Q8_0, K and V each
   KvOffloadOptions offload;    // FASA-M: where K_rest and V live
 };
+
+class Session;
+
+// One session's new tokens in a forward pass over several sessions (eval_together).
+struct SessionTokens {
+  Session* session = nullptr;
+  std::span<const int32_t> tokens;  // one token (a decode step) or a prompt's tokens (dense prefill)
+};
+
+// One forward pass for several sessions of the same model: every matmul runs over all their new tokens
+// at once (each weight row read once for the whole batch), attention over each session's own cache
+// with its own policy. Each session ends as its own eval(tokens) would leave it: in the same state, its
+// logits bit for bit the same while the pass holds at most kMatmulSmallBatch tokens, within rounding
+// beyond. Prompts longer than a ubatch go in several passes.
+void eval_together(std::span<const SessionTokens> batch);
 
 class Session {
  public:
@@ -63,7 +79,21 @@ class Session {
   void set_policy(std::shared_ptr<TokenSelector> policy);
 
  private:
-  void forward(const int32_t* tokens, int n, bool decode, float* logits_out, bool all_logits);
+  friend void eval_together(std::span<const SessionTokens> batch);
+  // One session's tokens in a forward pass.
+  struct ForwardPart {
+    Session* session;
+    const int32_t* tokens;
+    int n;
+    bool decode;        // one token, through the policy (else a dense prefill chunk)
+    float* logits;      // null: none wanted; else [n_vocab] of the last token, or [n, n_vocab] with all_logits
+    bool all_logits;
+  };
+  // One forward pass over every part's tokens (at most n_ubatch in all), all of the same model.
+  static void forward(std::span<const ForwardPart> parts);
+  // Throws unless `tokens` fit this session's context and vocabulary.
+  void check_tokens(std::span<const int32_t> tokens) const;
+  void check_logits() const;  // NaN/Inf logits name the model file
   // Dense causal attention of prefill tokens p0..p0+n-1 of `layer`, one KV head at a time (an
   // offloaded head's rows are fetched once for all the tokens).   q, att: [n, n_head * head_dim]
   void prefill_attention(int layer, int64_t p0, int n, const float* q, float* att) const;

@@ -141,40 +141,63 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 
 namespace {
 
-// An F16 row times floats, converted in registers (a decode step of a small F16 model is mostly these):
-// four chains of 8 cover the FMA latency.
-float dot_f16(const uint16_t* p, const float* x, int64_t n) {
+// An F16 row times NT float vectors, converted in registers once for all of them (a decode step of a
+// small F16 model is mostly these): four chains of 8 per vector cover the FMA latency.
+//   x: [NT, n]; out[k * ldo]
+template <int NT>
+void dot_f16(const uint16_t* p, const float* x, int64_t n, float* out, int64_t ldo) {
   int64_t i = 0;
-  float sum = 0.0f;
+  float sum[NT] = {};
 #if defined(__F16C__) && defined(__FMA__)
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256 acc[NT][4];
+  for (auto& a : acc)
+    for (auto& v : a) v = _mm256_setzero_ps();
   for (; i + 32 <= n; i += 32)
-    for (int j = 0; j < 4; ++j)
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 8 * j))),
-                               _mm256_loadu_ps(x + i + 8 * j), acc[j]);
-  sum = hsum_avx(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (int j = 0; j < 4; ++j) {
+      const __m256 w = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i + 8 * j)));
+      for (int k = 0; k < NT; ++k) acc[k][j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + k * n + i + 8 * j), acc[k][j]);
+    }
+  for (int k = 0; k < NT; ++k)
+    sum[k] = hsum_avx(_mm256_add_ps(_mm256_add_ps(acc[k][0], acc[k][1]), _mm256_add_ps(acc[k][2], acc[k][3])));
 #endif
-  for (; i < n; ++i) sum += fp16_to_fp32(p[i]) * x[i];
-  return sum;
+  for (int k = 0; k < NT; ++k) {
+    for (int64_t e = i; e < n; ++e) sum[k] += fp16_to_fp32(p[e]) * x[k * n + e];
+    out[k * ldo] = sum[k];
+  }
 }
 
 }  // namespace
 
-float dot_row(DType t, const void* row, const float* x, int64_t n) {
-  if (t == DType::F32) return dot_f32(static_cast<const float*>(row), x, n);
-  if (t == DType::F16) return dot_f16(static_cast<const uint16_t*>(row), x, n);
-  // Dequantize a chunk into a small stack buffer, then a float dot: one path for every type.
+void dot_row_tokens(DType t, const void* row, const float* x, int n_tokens, int64_t n, float* out, int64_t ldo) {
+  if (t == DType::F32) {
+    for (int k = 0; k < n_tokens; ++k) out[k * ldo] = dot_f32(static_cast<const float*>(row), x + k * n, n);
+    return;
+  }
+  if (t == DType::F16) {
+    constexpr int kPass = 2;  // tokens per pass: their accumulators and the weights fill the 16 registers
+    const auto* p = static_cast<const uint16_t*>(row);
+    int k = 0;
+    for (; k + kPass <= n_tokens; k += kPass) dot_f16<kPass>(p, x + k * n, n, out + k * ldo, ldo);
+    for (; k < n_tokens; ++k) dot_f16<1>(p, x + k * n, n, out + k * ldo, ldo);
+    return;
+  }
+  // Dequantize a chunk into a small stack buffer, then a float dot per token: one path for every type.
   constexpr int64_t kChunk = 256;  // a multiple of every block size
   alignas(64) float buf[kChunk];
-  float sum = 0.0f;
+  for (int k = 0; k < n_tokens; ++k) out[k * ldo] = 0.0f;
   const auto tr = dtype_traits(static_cast<uint32_t>(t));
   const uint8_t* p = static_cast<const uint8_t*>(row);
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t m = std::min(kChunk, n - i);
     dequantize_row(t, p + (size_t)(i / tr->block) * tr->block_bytes, buf, m);
-    sum += dot_f32(buf, x + i, m);
+    for (int k = 0; k < n_tokens; ++k) out[k * ldo] += dot_f32(buf, x + k * n + i, m);
   }
-  return sum;
+}
+
+float dot_row(DType t, const void* row, const float* x, int64_t n) {
+  float out;
+  dot_row_tokens(t, row, x, 1, n, &out, 1);
+  return out;
 }
 
 }  // namespace fasa

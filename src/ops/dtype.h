@@ -81,6 +81,9 @@ void dequantize_row(DType t, const void* row, float* out, int64_t n);
 
 // sum_i row[i] * x[i] over n elements of a row of type t.
 float dot_row(DType t, const void* row, const float* x, int64_t n);
+// out[k * ldo] = dot_row(t, row, x + k * n, n) for n_tokens rows of x, bit for bit: the row is read
+// from memory (and converted) once for all of them (the matmul's small batches).   x: [n_tokens, n]
+void dot_row_tokens(DType t, const void* row, const float* x, int n_tokens, int64_t n, float* out, int64_t ldo);
 
 // Plain dot product of two float vectors (vectorised).
 float dot_f32(const float* a, const float* b, int64_t n);

@@ -40,25 +40,29 @@ void multiply_panel(const float* panel, const float* x, int64_t cols, float* y, 
   }
 }
 
-// W's whole groups of kDirectRows rows from its packed copy: group g with group g + half, so each
-// thread reads two places of the matrix side by side (one stream alone keeps too few reads in flight).
+// W's whole groups of kDirectRows rows from its packed copy. One token: group g with group g + half, so
+// each thread reads two places of the matrix side by side (one stream alone keeps too few reads in
+// flight); several: each group once for all of them.
 void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_tokens, float* Y) {
   const int64_t groups = W.rows / kDirectRows, half = (groups + 1) / 2;
   const size_t gb = packed_group_bytes(W.cols);
+  if (n_tokens == 1) {
 #pragma omp parallel for schedule(static)
-  for (int64_t g = 0; g < half; ++g) {
-    const bool pair = g + half < groups;
-    float y[2 * kDirectRows];  // group g's rows, then group g + half's
-    for (int t = 0; t < n_tokens; ++t) {
-      float* yt = Y + (int64_t)t * W.rows;
-      dot_packed_rows(W.packed + g * gb, pair ? W.packed + (g + half) * gb : nullptr, xq[t], W.cols, y);
-      std::copy_n(y, kDirectRows, yt + g * kDirectRows);
-      if (pair) std::copy_n(y + kDirectRows, kDirectRows, yt + (g + half) * kDirectRows);
+    for (int64_t g = 0; g < half; ++g) {
+      const bool pair = g + half < groups;
+      float y[2 * kDirectRows];  // group g's rows, then group g + half's
+      dot_packed_rows(W.packed + g * gb, pair ? W.packed + (g + half) * gb : nullptr, xq[0], W.cols, y);
+      std::copy_n(y, kDirectRows, Y + g * kDirectRows);
+      if (pair) std::copy_n(y + kDirectRows, kDirectRows, Y + (g + half) * kDirectRows);
     }
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int64_t g = 0; g < groups; ++g)
+    dot_packed_tokens(W.packed + g * gb, xq.data(), n_tokens, W.cols, Y + g * kDirectRows, W.rows);
 }
 
-// Quantized weights: activations rounded to int8 once per token, each row unpacked once per call.
+// Quantized weights: activations rounded to int8 once per token.
 void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
   const int64_t rows = W.rows, cols = W.cols;
   // [n_tokens] kept, their buffers reused call after call; the reference is what the threads below share
@@ -68,7 +72,11 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
   if (xq.size() < (size_t)n_tokens) xq.resize(n_tokens);
 #pragma omp parallel for schedule(static) if (n_tokens > 1)
   for (int t = 0; t < n_tokens; ++t) quantize_acts(W.type, X + (int64_t)t * cols, cols, xq[t]);
-  if (n_tokens > 1 && has_quant_tiles(W.type)) {
+  auto rest = [&](int64_t first) {  // rows past the last whole group, one at a time
+    for (int64_t r = first; r < rows; ++r)
+      for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_direct(W.type, W.row(r), xq[t], cols);
+  };
+  if (n_tokens > kMatmulSmallBatch && has_quant_tiles(W.type)) {  // their unpacking per call repaid by many tokens
     const int64_t whole = rows / kTileGroupRows * kTileGroupRows;
 #pragma omp parallel for schedule(static)
     for (int64_t r0 = 0; r0 < whole; r0 += kTileGroupRows) {
@@ -76,9 +84,7 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
       for (int i = 0; i < kTileGroupRows; ++i) group[i] = W.row(r0 + i);
       quant_tile(W.type, group, xq.data(), n_tokens, cols, Y + r0, rows);
     }
-    for (int64_t r = whole; r < rows; ++r)
-      for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_direct(W.type, W.row(r), xq[t], cols);
-    return;
+    return rest(whole);
   }
   if (has_direct_dot(W.type)) {
     const int64_t whole = rows / kDirectRows * kDirectRows;  // rows in whole groups of kDirectRows
@@ -89,17 +95,12 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
       for (int64_t r0 = 0; r0 < whole; r0 += kDirectRows) {
         const void* group[kDirectRows];
         for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(r0 + i);
-        float y[kDirectRows];
-        for (int t = 0; t < n_tokens; ++t) {
-          dot_direct_rows(W.type, group, xq[t], cols, y);
-          std::copy_n(y, kDirectRows, Y + (int64_t)t * rows + r0);
-        }
+        dot_direct_rows(W.type, group, xq.data(), n_tokens, cols, Y + r0, rows);
       }
     }
-    for (int64_t r = whole; r < rows; ++r)
-      for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_direct(W.type, W.row(r), xq[t], cols);
-    return;
+    return rest(whole);
   }
+  // Other types: each row unpacked once per call.
 #pragma omp parallel
   {
     UnpackedRow w;
@@ -116,12 +117,12 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
 void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
   const int64_t rows = W.rows, cols = W.cols;
   if (uses_quantized_acts(W.type)) return matmul_quantized(W, X, n_tokens, Y);
-  if (n_tokens == 1) {
+  if (n_tokens <= kMatmulSmallBatch) {  // each row read once for every token; each token's sums as a batch of one's
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) Y[r] = dot_row(W.type, W.row(r), X, cols);
+    for (int64_t r = 0; r < rows; ++r) dot_row_tokens(W.type, W.row(r), X, n_tokens, cols, Y + r, rows);
     return;
   }
-  // Several tokens: each thread dequantizes a panel of rows once and multiplies it with every token.
+  // Larger batches: each thread dequantizes a panel of rows once and multiplies it with every token.
   const int64_t panels = (rows + kPanelRows - 1) / kPanelRows;
 #pragma omp parallel
   {

@@ -380,16 +380,15 @@ inline __m512i lanes_of(__m512i scales, int a, int b) {
   return _mm512_permutexvar_epi32(_mm512_set_epi32(b, b, b, b, b, b, b, b, a, a, a, a, a, a, a, a), scales);
 }
 
-float dot_k4_row512(const uint8_t* row, const QuantizedActs& x, int64_t n, bool fifth_bit) {
+// NT tokens against one row: the weights are unpacked once per super-block for all of them, and each
+// token's sums and float steps are the one-token kernel's.   x: [NT]; out[t * ldo] for t < NT
+template <int NT>
+void dot_k4_row512(const uint8_t* row, const QuantizedActs* x, int64_t n, bool fifth_bit, float* out, int64_t ldo) {
   const int block_bytes = fifth_bit ? 176 : 144;
   const __m512i low4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
   const __m512i nibble = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);  // shifts of the low half 0, of the high half 4
-  float sum = 0.0f;
+  float sum[NT] = {};
   for (int64_t b = 0; b < n / 256; ++b) {
-    const int8_t* xq = x.q.data() + b * 256;
-    const __m512i xs16 = _mm512_loadu_si512(&x.sum16[b * 16]);
-    const __m512i xs32 = _mm512_add_epi32(  // the activations' sums per sub-block of 32, in lanes 0-7
-        _mm512_maskz_compress_epi32(0x5555, xs16), _mm512_maskz_compress_epi32(0xAAAA, xs16));
     const uint8_t* p = row + b * block_bytes;
     uint32_t a, bb, c;
     std::memcpy(&a, p + 4, 4), std::memcpy(&bb, p + 8, 4), std::memcpy(&c, p + 12, 4);
@@ -402,76 +401,114 @@ float dot_k4_row512(const uint8_t* row, const QuantizedActs& x, int64_t n, bool 
     const uint8_t* qs = p + (fifth_bit ? 48 : 16);
     const __m512i qh = fifth_bit ? _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)))
                                  : _mm512_setzero_si512();
-    __m512i isum = _mm512_setzero_si512();
-    for (int g = 0; g < 4; ++g) {  // sub-blocks 2g (low nibbles) and 2g + 1 (high nibbles)
+    __m512i w[4], sc_lanes[4];  // sub-blocks 2g (low nibbles) and 2g + 1 (high nibbles), and their scales
+    for (int g = 0; g < 4; ++g) {
       const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * g)));
-      __m512i w = _mm512_and_si512(_mm512_srlv_epi64(raw, nibble), low4);
+      w[g] = _mm512_and_si512(_mm512_srlv_epi64(raw, nibble), low4);
       if (fifth_bit) {
         const __m512i bit = _mm512_set_epi64(2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g + 1, 2 * g, 2 * g, 2 * g, 2 * g);
-        w = _mm512_or_si512(w, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, bit), one), 4));
+        w[g] = _mm512_or_si512(w[g], _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, bit), one), 4));
       }
-      const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, _mm512_loadu_si512(xq + 64 * g));
-      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dp, lanes_of(scales, 2 * g, 2 * g + 1)));
+      sc_lanes[g] = lanes_of(scales, 2 * g, 2 * g + 1);
     }
-    const int32_t msum = _mm512_reduce_add_epi32(_mm512_mullo_epi32(mins, xs32));
-    sum = std::fma(fp16_at(p) * x.d[b], (float)_mm512_reduce_add_epi32(isum), sum);
-    sum = std::fma(-(fp16_at(p + 2) * x.d[b]), (float)msum, sum);
+    const float d = fp16_at(p), dmin = fp16_at(p + 2);
+    for (int t = 0; t < NT; ++t) {
+      const int8_t* xq = x[t].q.data() + b * 256;
+      const __m512i xs16 = _mm512_loadu_si512(&x[t].sum16[b * 16]);
+      const __m512i xs32 = _mm512_add_epi32(  // the activations' sums per sub-block of 32, in lanes 0-7
+          _mm512_maskz_compress_epi32(0x5555, xs16), _mm512_maskz_compress_epi32(0xAAAA, xs16));
+      __m512i isum = _mm512_setzero_si512();
+      for (int g = 0; g < 4; ++g) {
+        const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[g], _mm512_loadu_si512(xq + 64 * g));
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dp, sc_lanes[g]));
+      }
+      const int32_t msum = _mm512_reduce_add_epi32(_mm512_mullo_epi32(mins, xs32));
+      sum[t] = std::fma(d * x[t].d[b], (float)_mm512_reduce_add_epi32(isum), sum[t]);
+      sum[t] = std::fma(-(dmin * x[t].d[b]), (float)msum, sum[t]);
+    }
   }
-  return sum;
+  for (int t = 0; t < NT; ++t) out[t * ldo] = sum[t];
 }
 
-float dot_q6_k_row512(const uint8_t* row, const QuantizedActs& x, int64_t n) {
+template <int NT>
+void dot_q6_k_row512(const uint8_t* row, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
   const __m512i shift_lo = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0), shift_hi = _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4);
-  float sum = 0.0f;
+  float sum[NT] = {};
   for (int64_t b = 0; b < n / 256; ++b) {
-    const int8_t* xq = x.q.data() + b * 256;
-    const __m512i xs16 = _mm512_loadu_si512(&x.sum16[b * 16]);
     const uint8_t* p = row + b * 210;
     const __m512i scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
-    // the quants are stored + 32: start from -32 * sum_s sc[s] * sum(q_x over s)
-    __m512i isum = _mm512_mullo_epi32(_mm512_mullo_epi32(scales, xs16), _mm512_set1_epi32(-32));
+    __m512i w[4], sc_lanes[4];  // elements 0-63, 64-127 of each half, each + 32; lanes 4j..4j+3: sub-block 4k + j's scale
     for (int half = 0; half < 2; ++half) {
       const __m512i ql = _mm512_loadu_si512(p + 64 * half);
       const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * half)));
-      const __m512i w[2] = {  // elements 0-63 and 64-127 of the half, each + 32
-          _mm512_or_si512(_mm512_and_si512(ql, low4), _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_lo), low2), 4)),
-          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_hi), low2), 4))};
-      for (int k = 0; k < 2; ++k) {
-        const int s0 = 8 * half + 4 * k;  // lanes 4j..4j+3 are sub-block s0 + j's (16 elements each)
-        const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[k], _mm512_loadu_si512(xq + 16 * s0));
-        const __m512i idx = _mm512_set_epi32(s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 2, s0 + 2, s0 + 2, s0 + 2,
-                                             s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0, s0, s0, s0);
-        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dp, _mm512_permutexvar_epi32(idx, scales)));
-      }
+      w[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, low4),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_lo), low2), 4));
+      w[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_hi), low2), 4));
     }
-    sum = std::fma(fp16_at(p + 208) * x.d[b], (float)_mm512_reduce_add_epi32(isum), sum);
+    for (int k = 0; k < 4; ++k) {
+      const int s0 = 4 * k;
+      const __m512i idx = _mm512_set_epi32(s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 2, s0 + 2, s0 + 2, s0 + 2,
+                                           s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0, s0, s0, s0);
+      sc_lanes[k] = _mm512_permutexvar_epi32(idx, scales);
+    }
+    const float d = fp16_at(p + 208);
+    for (int t = 0; t < NT; ++t) {
+      const int8_t* xq = x[t].q.data() + b * 256;
+      const __m512i xs16 = _mm512_loadu_si512(&x[t].sum16[b * 16]);
+      // the quants are stored + 32: start from -32 * sum_s sc[s] * sum(q_x over s)
+      __m512i isum = _mm512_mullo_epi32(_mm512_mullo_epi32(scales, xs16), _mm512_set1_epi32(-32));
+      for (int k = 0; k < 4; ++k) {  // w[k] holds sub-blocks 4k..4k+3 (16 elements each)
+        const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[k], _mm512_loadu_si512(xq + 64 * k));
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dp, sc_lanes[k]));
+      }
+      sum[t] = std::fma(d * x[t].d[b], (float)_mm512_reduce_add_epi32(isum), sum[t]);
+    }
   }
-  return sum;
+  for (int t = 0; t < NT; ++t) out[t * ldo] = sum[t];
+}
+
+// Every token against one K-quant row, kKquantTokens at a time (each pass reads the row from cache).
+template <bool Q6>
+void dot_k_row512_tokens(const uint8_t* row, const QuantizedActs* x, int n_tokens, int64_t n, bool fifth_bit,
+                         float* out, int64_t ldo) {
+  constexpr int kKquantTokens = 4;
+  auto pass = [&]<int NT>(int t) {
+    if constexpr (Q6) dot_q6_k_row512<NT>(row, x + t, n, out + t * ldo, ldo);
+    else dot_k4_row512<NT>(row, x + t, n, fifth_bit, out + t * ldo, ldo);
+  };
+  int t = 0;
+  for (; t + kKquantTokens <= n_tokens; t += kKquantTokens) pass.template operator()<kKquantTokens>(t);
+  for (; t + 2 <= n_tokens; t += 2) pass.template operator()<2>(t);
+  for (; t < n_tokens; ++t) pass.template operator()<1>(t);
 }
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 #endif
 
+// out[tk * ldo + r] = row r . x[tk] for NR rows and n_tokens tokens; each row comes from memory once
+// (the later tokens find it in cache).
 template <int NR>
-void dot_direct_n(DType t, const void* const* rows, const QuantizedActs& x, int64_t n, float* out) {
+void dot_direct_n(DType t, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
+                  int64_t ldo) {
   const auto* p = reinterpret_cast<const uint8_t* const*>(rows);
-  if (t == DType::Q8_0) return dot_blocks<false, NR>(p, x, n, out);
-  if (t == DType::Q4_0) return dot_blocks<true, NR>(p, x, n, out);
+  if (t == DType::Q8_0 || t == DType::Q4_0) {
+    for (int tk = 0; tk < n_tokens; ++tk)
+      t == DType::Q8_0 ? dot_blocks<false, NR>(p, x[tk], n, out + tk * ldo) : dot_blocks<true, NR>(p, x[tk], n, out + tk * ldo);
+    return;
+  }
+  if (!is_k_quant(t)) throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
 #if FASA_KQUANT_512
   for (int r = 0; r < NR; ++r) {
-    if (t == DType::Q4_K || t == DType::Q5_K) out[r] = dot_k4_row512(p[r], x, n, t == DType::Q5_K);
-    else if (t == DType::Q6_K) out[r] = dot_q6_k_row512(p[r], x, n);
-    else throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
+    if (t == DType::Q6_K) dot_k_row512_tokens<true>(p[r], x, n_tokens, n, false, out + r, ldo);
+    else dot_k_row512_tokens<false>(p[r], x, n_tokens, n, t == DType::Q5_K, out + r, ldo);
   }
 #elif defined(__AVX2__)
-  for (int r = 0; r < NR; ++r) {
-    if (t == DType::Q4_K || t == DType::Q5_K) out[r] = dot_k4_row(p[r], x, n, t == DType::Q5_K);
-    else if (t == DType::Q6_K) out[r] = dot_q6_k_row(p[r], x, n);
-    else throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
-  }
+  for (int r = 0; r < NR; ++r)
+    for (int tk = 0; tk < n_tokens; ++tk)
+      out[tk * ldo + r] = t == DType::Q6_K ? dot_q6_k_row(p[r], x[tk], n) : dot_k4_row(p[r], x[tk], n, t == DType::Q5_K);
 #else
   throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
 #endif
@@ -488,12 +525,13 @@ bool has_direct_dot(DType t) {
 
 float dot_direct(DType t, const void* row, const QuantizedActs& x, int64_t n) {
   float out;
-  dot_direct_n<1>(t, &row, x, n, &out);
+  dot_direct_n<1>(t, &row, &x, 1, n, &out, 1);
   return out;
 }
 
-void dot_direct_rows(DType t, const void* const* rows, const QuantizedActs& x, int64_t n, float* out) {
-  dot_direct_n<kDirectRows>(t, rows, x, n, out);
+void dot_direct_rows(DType t, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
+                     int64_t ldo) {
+  dot_direct_n<kDirectRows>(t, rows, x, n_tokens, n, out, ldo);
 }
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
@@ -560,6 +598,67 @@ void dot_packed_groups(const uint8_t* const* groups, const QuantizedActs& x, int
     for (int r = 0; r < 8; ++r) out[g * 8 + r] = hsum_avx(acc[g][r]);
   }
 }
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define FASA_PACKED_PAIRS 1
+// GCC 12's own AVX-512 headers trip -W(maybe-)uninitialized (the unmasked forms' undefined source).
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+// Two tokens per 512-bit vector: a chunk's 32 packed bytes go to both halves and each half takes one
+// token's activations, so one vpdpbusd gives the chunk's sums for 8 rows x 2 tokens. NP pairs share
+// each load. Lane by lane these are dot_packed_groups' steps (bit-identical per token).
+//   x: [2 * NP]; out[t * ldo + r] for t < 2 * NP, r < 8
+template <int NP>
+void dot_packed_pairs(const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  constexpr __mmask16 kHigh = 0xFF00;  // the second token's lanes
+  __m512 acc[NP][8];
+  for (auto& a : acc)
+    for (auto& c : a) c = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* p = group + b * kPackedBlockBytes;
+    for (size_t line = 0; line < kPackedBlockBytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kPackedAhead * kPackedBlockBytes + line, _MM_HINT_T0);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512 dw2 = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(dw)));
+    __m512 d[NP];
+    for (int k = 0; k < NP; ++k)
+      d[k] = _mm512_mul_ps(dw2, _mm512_mask_broadcastss_ps(_mm512_set1_ps(x[2 * k].d[b]), kHigh,
+                                                            _mm_set_ss(x[2 * k + 1].d[b])));
+    for (int c = 0; c < 8; ++c) {
+      const __m512i w = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c)));
+      for (int k = 0; k < NP; ++k) {
+        const QuantizedActs &x0 = x[2 * k], &x1 = x[2 * k + 1];
+        int32_t c0, c1;
+        std::memcpy(&c0, x0.q.data() + b * 32 + 4 * c, 4);
+        std::memcpy(&c1, x1.q.data() + b * 32 + 4 * c, 4);
+        const __m512i init = _mm512_mask_set1_epi32(_mm512_set1_epi32(x0.minus128_sum4[b * 8 + c]), kHigh,
+                                                    x1.minus128_sum4[b * 8 + c]);
+        const __m512i sums = _mm512_dpbusd_epi32(init, w, _mm512_mask_set1_epi32(_mm512_set1_epi32(c0), kHigh, c1));
+        acc[k][c] = _mm512_fmadd_ps(d[k], _mm512_cvtepi32_ps(sums), acc[k][c]);
+      }
+    }
+  }
+  for (int k = 0; k < NP; ++k) {
+    __m256 lo[8], hi[8];  // the two tokens' halves
+    for (int c = 0; c < 8; ++c) {
+      lo[c] = _mm512_castps512_ps256(acc[k][c]);
+      hi[c] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[k][c]), 1));
+    }
+    transpose8(lo);
+    transpose8(hi);
+    for (int r = 0; r < 8; ++r) {
+      out[2 * k * ldo + r] = hsum_avx(lo[r]);
+      out[(2 * k + 1) * ldo + r] = hsum_avx(hi[r]);
+    }
+  }
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
 }  // namespace
 #endif
 
@@ -573,6 +672,18 @@ void dot_packed_rows(const uint8_t* group_a, const uint8_t* group_b, const Quant
 #else
   (void)group_a, (void)group_b, (void)x, (void)n, (void)out;
   throw Error("packed Q8_0 rows need a build with AVX512-VNNI");
+#endif
+}
+
+void dot_packed_tokens(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out, int64_t ldo) {
+#if FASA_PACKED_PAIRS
+  constexpr int kPairs = 2;  // per pass: 16 accumulators per pair fill the registers
+  int t = 0;
+  for (; t + 2 * kPairs <= n_tokens; t += 2 * kPairs) dot_packed_pairs<kPairs>(group, x + t, n, out + t * ldo, ldo);
+  for (; t + 2 <= n_tokens; t += 2) dot_packed_pairs<1>(group, x + t, n, out + t * ldo, ldo);
+  if (t < n_tokens) dot_packed_rows(group, nullptr, x[t], n, out + t * ldo);
+#else
+  for (int t = 0; t < n_tokens; ++t) dot_packed_rows(group, nullptr, x[t], n, out + t * ldo);
 #endif
 }
 

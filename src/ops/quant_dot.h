@@ -54,10 +54,13 @@ float dot_unpacked(const UnpackedRow& w, const QuantizedActs& x);
 bool has_direct_dot(DType weight_type);
 float dot_direct(DType weight_type, const void* row, const QuantizedActs& x, int64_t n);
 
-// out[r] = dot_direct(weight_type, rows[r], x, n) for kDirectRows rows at once: each activation block
-// is loaded once for all of them and their sums run as independent chains (the matmul's decode path).
+// out[t * ldo + r] = dot_direct(weight_type, rows[r], x[t], n) for kDirectRows rows and n_tokens tokens
+// (the matmul's path for decode and small batches): each activation block is loaded once for all the
+// rows, whose sums run as independent chains; each row comes from memory once for all the tokens, and
+// a K-quant row is unpacked once for up to 4 tokens.   x: [n_tokens]
 constexpr int kDirectRows = 8;
-void dot_direct_rows(DType weight_type, const void* const* rows, const QuantizedActs& x, int64_t n, float* out);
+void dot_direct_rows(DType weight_type, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n,
+                     float* out, int64_t ldo);
 
 // Q8_0 rows packed for the decode matmul, kDirectRows at a time: per block of 32 columns the rows'
 // 8 fp16 scales (16 bytes), then for each 4-column chunk the rows' 4 quants + 128 as unsigned bytes
@@ -70,5 +73,9 @@ size_t packed_group_bytes(int64_t n);  // one group of kDirectRows rows of n col
 void pack_rows(const void* const* rows, int64_t n, uint8_t* out);
 // Two groups read side by side (two memory streams), or one where group_b is null.   out: [16] or [8]
 void dot_packed_rows(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n, float* out);
+// One group against n_tokens tokens (small batches), bit-identical to dot_packed_rows per token: with
+// AVX-512 two tokens share each vpdpbusd, and every load of the group serves four.
+//   x: [n_tokens]; out[t * ldo + r] for r < kDirectRows
+void dot_packed_tokens(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out, int64_t ldo);
 
 }  // namespace fasa

@@ -1,0 +1,175 @@
+// Batched decoding: sequences evaluated together (eval_together, generate_together) end as each
+// evaluated alone (the same greedy tokens and logits, bit for bit), for every policy, FASA-M and Q8_0
+// keys and values.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "fasa/fasa.h"
+#include "model/model.h"
+#include "model/sampler.h"
+#include "model/session.h"
+#include "sparse/policy.h"
+#include "test_util.h"
+
+namespace fasa {
+namespace {
+
+constexpr int kSequences = 3, kSteps = 10;
+
+// What a sequence produced: its greedy tokens and the logits each came from.
+struct Trace {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;  // [step][n_vocab]
+  void record(std::span<const float> l) {
+    logits.emplace_back(l.begin(), l.end());
+    tokens.push_back(argmax(l));
+  }
+};
+
+std::vector<std::vector<int32_t>> random_prompts(const Model& m) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> token(3, m.config.n_vocab - 1);
+  std::vector<std::vector<int32_t>> prompts;
+  // Unequal lengths, all past the budget (so the policies pick); the third joins two decode steps in a
+  // pass of 15 tokens, within kMatmulSmallBatch, where each token's matmul result is its own bit for bit.
+  for (int n : {40, 57, 13}) {
+    prompts.emplace_back(n);
+    for (auto& t : prompts.back()) t = token(rng);
+  }
+  return prompts;
+}
+
+// Each sequence alone: its prompt, then greedy steps.
+std::vector<Trace> alone(const Model& m, const PolicyOptions& o, const std::vector<std::vector<int32_t>>& prompts) {
+  std::vector<Trace> out(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Session s(m, session_options(o, 128), make_selector(o, m));
+    out[i].record(s.eval(prompts[i]));
+    for (int k = 0; k < kSteps; ++k) {
+      const int32_t t = out[i].tokens.back();
+      out[i].record(s.eval(std::span<const int32_t>(&t, 1)));
+    }
+  }
+  return out;
+}
+
+// Together: sequences 0 and 1 prefill in one pass; then every pass decodes them while the third
+// sequence's prompt joins at step 3 (a prompt chunk and decode steps in one pass) and decodes after.
+std::vector<Trace> together(const Model& m, const PolicyOptions& o, const std::vector<std::vector<int32_t>>& prompts) {
+  std::vector<std::unique_ptr<Session>> seqs;
+  for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back(std::make_unique<Session>(m, session_options(o, 128), make_selector(o, m)));
+  std::vector<Trace> out(prompts.size());
+  std::vector<SessionTokens> batch = {{seqs[0].get(), prompts[0]}, {seqs[1].get(), prompts[1]}};
+  eval_together(batch);
+  for (int i : {0, 1}) out[i].record(seqs[i]->logits());
+  const int join = 3;
+  std::vector<int32_t> next(prompts.size());
+  for (int k = 0; k <= kSteps + join; ++k) {
+    batch.clear();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const bool started = i < 2 || k > join;
+      if (i == 2 && k == join) batch.push_back({seqs[i].get(), prompts[i]});
+      if (!started || out[i].tokens.size() > (size_t)kSteps) continue;
+      next[i] = out[i].tokens.back();
+      batch.push_back({seqs[i].get(), {&next[i], 1}});
+    }
+    if (batch.empty()) break;
+    eval_together(batch);
+    for (const SessionTokens& b : batch) out[b.session == seqs[0].get() ? 0 : b.session == seqs[1].get() ? 1 : 2].record(b.session->logits());
+  }
+  return out;
+}
+
+class BatchedDecode : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BatchedDecode, EqualsEachSequenceAlone) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const auto prompts = random_prompts(*m);
+  PolicyOptions o;
+  o.attn = GetParam();
+  o.budget = "12";
+  o.dense_layers = "";
+  o.synthetic_profile = true;
+  std::vector<PolicyOptions> variants;
+  for (const char* kv : {"f16", "q8_0"}) {
+    o.kv_type = kv;
+    variants.push_back(o);
+  }
+  if (policy_info(o.attn).has_k_dom) {  // FASA-M: K_rest and V in the slow tier
+    o.kv_type = "f16";
+    o.kv_offload = "ram";
+    variants.push_back(o);
+  }
+  for (const PolicyOptions& v : variants) {
+    SCOPED_TRACE(v.attn + " kv " + v.kv_type + (v.kv_offload.empty() ? "" : " offload " + v.kv_offload));
+    const std::vector<Trace> want = alone(*m, v, prompts), got = together(*m, v, prompts);
+    for (int i = 0; i < kSequences; ++i) {
+      ASSERT_EQ(got[i].tokens, want[i].tokens) << "sequence " << i;
+      for (size_t k = 0; k < want[i].logits.size(); ++k)
+        ASSERT_EQ(got[i].logits[k], want[i].logits[k]) << "sequence " << i << " step " << k;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, BatchedDecode, ::testing::ValuesIn(selector_names()),
+                         [](const auto& info) { return info.param; });
+
+// The public API: contexts generating together give what each generates alone, with their own
+// options (length, stop string, sampling).
+TEST(BatchedDecode, GenerateTogetherEqualsGenerateAlone) {
+  Engine engine(FASA_BUNDLED_MODEL);
+  const std::vector<std::string> prompts = {"Ge1:1 In the beginning", "Ex3:14 And God said unto Moses,",
+                                            "Ps23:1 The LORD is my shepherd;"};
+  std::vector<GenerationOptions> opts(3);
+  opts[0].max_tokens = 12;
+  opts[1].max_tokens = 20;
+  opts[1].stop = {"not"};
+  opts[2].max_tokens = 16;
+  opts[2].sampling.temperature = 0.8f;
+  opts[2].sampling.seed = 7;
+  ContextOptions co;
+  co.policy.attn = "stream";
+  co.policy.budget = "8";
+  co.n_ctx = 256;
+  std::vector<GenerationResult> want;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Context c(engine, co);
+    c.feed(prompts[i]);
+    want.push_back(c.generate(opts[i]));
+  }
+  std::vector<std::unique_ptr<Context>> ctxs;
+  std::vector<Context*> ptrs;
+  std::vector<std::string> streamed(prompts.size());
+  std::vector<TextCallback> callbacks;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ctxs.push_back(std::make_unique<Context>(engine, co));
+    ctxs.back()->feed(prompts[i]);
+    ptrs.push_back(ctxs.back().get());
+    callbacks.push_back([&streamed, i](std::string_view piece) {
+      streamed[i] += piece;
+      return true;
+    });
+  }
+  const std::vector<GenerationResult> got = generate_together(ptrs, opts, callbacks);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << i;
+    EXPECT_EQ(got[i].text, want[i].text) << i;
+    EXPECT_EQ(got[i].finish_reason, want[i].finish_reason) << i;
+    EXPECT_EQ(streamed[i], got[i].text) << i;
+    EXPECT_EQ(ctxs[i]->n_past(), (int64_t)engine.tokenize(prompts[i], true).size() + got[i].n_tokens) << i;
+  }
+  EXPECT_EQ(want[1].finish_reason, "stop");  // the stop string ended one early, the others ran on
+  EXPECT_EQ(got[0].n_tokens, 12);
+  // The contexts go on after a batch like any other: a second generate continues each alone.
+  GenerationOptions two;
+  two.max_tokens = 2;
+  EXPECT_EQ(ctxs[0]->generate(two).n_tokens, 2);
+  EXPECT_THROW(generate_together(ptrs, std::span<const GenerationOptions>(opts.data(), 2)), Error);
+}
+
+}  // namespace
+}  // namespace fasa
