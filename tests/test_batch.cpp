@@ -171,5 +171,66 @@ TEST(BatchedDecode, GenerateTogetherEqualsGenerateAlone) {
   EXPECT_THROW(generate_together(ptrs, std::span<const GenerationOptions>(opts.data(), 2)), Error);
 }
 
+// Continuous batching: a long prompt is fed in chunks between the others' decode steps (they keep
+// streaming while it prefills), a context joins later and each leaves when done; every reply equals
+// the context's own generate (prompt chunks round differently from one prefill: the same greedy text).
+TEST(BatchedDecode, ContinuousBatchFeedsPromptsInChunksBetweenDecodeSteps) {
+  Engine engine(FASA_BUNDLED_MODEL);
+  std::string long_prompt = "Ge1:1 In the beginning God created the heaven and the earth.";
+  for (int i = 0; i < 4; ++i) long_prompt += " And the earth was without form, and void;";
+  const std::vector<std::string> prompts = {"Ps23:1 The LORD is my shepherd;", long_prompt, "Ex3:14 And God said"};
+  GenerationOptions go;
+  go.max_tokens = 12;
+  go.ignore_eos = true;
+  ContextOptions co;
+  co.n_ctx = 256;
+  std::vector<std::string> want;
+  for (const std::string& p : prompts) {
+    Context c(engine, co);
+    c.feed(p);
+    want.push_back(c.generate(go).text);
+  }
+  std::vector<std::unique_ptr<Context>> ctxs;
+  for (size_t i = 0; i < prompts.size(); ++i) ctxs.push_back(std::make_unique<Context>(engine, co));
+  std::vector<std::string> got(prompts.size());
+  std::vector<int> done(prompts.size(), 0);
+  Batch batch({.max_pass_tokens = 16});
+  int streamed_while_prefilling = 0;  // pieces of context 0 that came while context 1's prompt was not all in
+  auto add = [&](size_t i) {
+    batch.add(*ctxs[i], engine.tokenize(prompts[i], true), go,
+              [&, i](std::string_view) {
+                if (i == 0 && batch.prefilling() > 0) ++streamed_while_prefilling;
+                return true;
+              },
+              [&, i](GenerationResult r, std::exception_ptr error) {
+                EXPECT_FALSE(error);
+                got[i] = r.text;
+                ++done[i];
+              });
+  };
+  add(0);
+  add(1);
+  ASSERT_GT(engine.tokenize(long_prompt, true).size(), 40u);
+  int steps = 0;
+  for (; batch.step(); ++steps) {
+    EXPECT_LE(batch.size(), 3u);
+    if (steps == 2) add(2);
+  }
+  EXPECT_GT(streamed_while_prefilling, 2);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(done[i], 1) << i;
+    EXPECT_EQ(got[i], want[i]) << i;
+  }
+  EXPECT_FALSE(batch.step());
+  // A context goes on where it stopped (nothing new to feed); it cannot be in the batch twice, nor be
+  // fed past its context.
+  batch.add(*ctxs[0], {}, go);
+  EXPECT_THROW(batch.add(*ctxs[0], {}, go), Error);
+  EXPECT_THROW(batch.add(*ctxs[1], std::vector<int32_t>(300, 5), go), Error);
+  while (batch.step()) {
+  }
+  EXPECT_EQ(ctxs[0]->stats().generated_tokens, 24);
+}
+
 }  // namespace
 }  // namespace fasa

@@ -15,6 +15,7 @@
 // Every failure (bad file, bad option, prompt longer than the context) throws fasa::Error.
 // One Engine may serve many Contexts on different threads at once; a Context is single-threaded.
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -109,12 +110,51 @@ using TextCallback = std::function<bool(std::string_view piece)>;
 
 class Context;
 
-// Generates in several contexts of one engine at once (batched decoding): each step samples every
-// unfinished context's next token and evaluates them all in one forward pass, so the weights are read
-// once per step for all of them while each context attends over its own cache with its own policy.
-// contexts[i] generates with opts[i] (one entry: the same for all), streaming to on_text[i] (optional);
-// results[i] is what contexts[i]->generate(opts[i], on_text[i]) would give (greedy: the same tokens).
-// The pass runs on the first context's threads setting.
+// Continuous batching: contexts of one engine join and leave between forward passes, and every pass
+// advances each member by one step — the next chunk of its prompt, or one generated token — with the
+// weights read once for all of them, while each member attends over its own cache with its own
+// policy. Each member ends as its own feed_tokens + generate would leave it (greedy: the same tokens).
+// Not thread-safe: one thread adds and steps (the server's scheduler).
+class Batch {
+ public:
+  struct Options {
+    int max_pass_tokens = 256;  // tokens per forward pass (llama.cpp's -b): decode steps first, then
+                                // prompt chunks in the room left, so a long prompt never holds up the
+                                // others' tokens for more than a pass
+    int threads = 0;            // OpenMP threads of the passes; 0: the process default
+  };
+  // Called once per member when it has finished (its result) or failed (`error` set, result empty).
+  using DoneCallback = std::function<void(GenerationResult result, std::exception_ptr error)>;
+
+  explicit Batch(Options opts);
+  Batch() : Batch(Options{}) {}
+  ~Batch();
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  // `ctx` (not already a member; it must outlive its membership) is fed `prompt` after what it holds,
+  // then generates with `opts`, streaming to `on_text`; `on_done` gets the result. Throws fasa::Error
+  // for what feed_tokens or generate would refuse (nothing fed at all, a prompt over the context).
+  void add(Context& ctx, std::vector<int32_t> prompt, const GenerationOptions& opts, TextCallback on_text = {},
+           DoneCallback on_done = {});
+  // One forward pass over every member's next step; finished members leave (on_done). False when the
+  // batch was empty. A failed pass fails every member it held (on_done with the error).
+  bool step();
+  size_t size() const;
+  int64_t prefilling() const;  // prompt tokens the members have yet to feed
+
+ private:
+  struct Member;
+  bool advance(Member& m);  // samples m's next token; false (and on_done) once its generation has ended
+  bool begin(Member& m);    // m's prompt is in: its generation starts; false when it ended at once
+  Options opts_;
+  std::vector<std::unique_ptr<Member>> members_;
+};
+
+// Generates in several contexts at once (a Batch stepped until every one is done): contexts[i] with
+// opts[i] (one entry: the same for all), streaming to on_text[i] (optional); results[i] is what
+// contexts[i]->generate(opts[i], on_text[i]) would give (greedy: the same tokens). The passes run on
+// the first context's threads setting.
 std::vector<GenerationResult> generate_together(std::span<Context* const> contexts,
                                                 std::span<const GenerationOptions> opts,
                                                 std::span<const TextCallback> on_text = {});
@@ -153,11 +193,15 @@ class Context {
   std::string policy_summary() const;
 
  private:
+  friend class Batch;
   friend std::vector<GenerationResult> generate_together(std::span<Context* const>, std::span<const GenerationOptions>,
                                                          std::span<const TextCallback>);
   struct Generation;  // one generate call in progress (engine.cpp)
-  // Starts a generation: evaluates what is pending; throws if nothing was fed.
+  // Starts a generation after everything was evaluated; throws if nothing was fed.
   std::unique_ptr<Generation> start_generation(const GenerationOptions& opts, const TextCallback& on_text);
+  // The tokens a feed of `ids` evaluates (a pending token first), recorded as fed; throws when they
+  // would not fit the context.
+  std::vector<int32_t> take_feed(const std::vector<int32_t>& ids);
   // Samples the next token and hands out its text. Returns the token, to be evaluated (eval or
   // eval_together, then after_eval), or -1 when the generation has ended (its result is complete).
   int32_t next_token(Generation& g);

@@ -3,9 +3,8 @@
 
 #include <chrono>
 #include <cstdio>
-#include <numeric>
 
-#include "api/text_stream.h"
+#include "api/generation.h"
 #include "calib/auto_profile.h"
 #include "fasa/fasa.h"
 #include "model/chat_template.h"
@@ -107,15 +106,22 @@ int64_t Context::feed(std::string_view text, bool parse_special) {
   return (int64_t)ids.size();
 }
 
-void Context::feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs, int top_n) {
+std::vector<int32_t> Context::take_feed(const std::vector<int32_t>& ids) {
   const int64_t n_all = (int64_t)(unevaluated_.size() + ids.size());
-  if (n_all == 0) return;
   if (session_->n_past() + n_all > n_ctx())
     throw Error("the prompt (" + std::to_string(session_->n_past() + n_all) + " tokens) does not fit the context of " +
                 std::to_string(n_ctx()) + " tokens");
   std::vector<int32_t> all = std::move(unevaluated_);
   unevaluated_.clear();
   all.insert(all.end(), ids.begin(), ids.end());
+  stats_.prompt_tokens += (int64_t)ids.size();
+  tokens_.insert(tokens_.end(), ids.begin(), ids.end());
+  return all;
+}
+
+void Context::feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs, int top_n) {
+  if (unevaluated_.empty() && ids.empty()) return;
+  const std::vector<int32_t> all = take_feed(ids);
   const auto t0 = Clock::now();
   if (!logprobs) {
     eval(all);
@@ -140,8 +146,6 @@ void Context::feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogp
     }
   }
   stats_.prompt_seconds += seconds_since(t0);
-  stats_.prompt_tokens += (int64_t)ids.size();
-  tokens_.insert(tokens_.end(), ids.begin(), ids.end());
 }
 
 void Context::truncate(int64_t n) {
@@ -159,24 +163,6 @@ void Context::truncate(int64_t n) {
 bool Context::prefix_reuse_is_exact() const { return policy_->truncate_is_exact(); }
 
 bool Context::decode_is_dense() const { return policy_info(opts_.policy.attn).dense; }
-
-struct Context::Generation {
-  GenerationOptions opts;
-  TextCallback on_text;
-  Sampler sampler;
-  TextStream stream;
-  GenerationResult r;
-  Clock::time_point t0 = Clock::now();
-  Generation(const GenerationOptions& o, const TextCallback& cb)
-      : opts(o), on_text(cb), sampler(o.sampling), stream(o.stop) {
-    r.finish_reason = "length";
-  }
-  bool emit(const std::string& piece) {
-    if (piece.empty()) return true;
-    r.text += piece;
-    return !on_text || on_text(piece);
-  }
-};
 
 std::unique_ptr<Context::Generation> Context::start_generation(const GenerationOptions& opts, const TextCallback& on_text) {
   if (!unevaluated_.empty()) feed_tokens({});
@@ -221,38 +207,6 @@ GenerationResult Context::generate(const GenerationOptions& opts, const TextCall
   const std::unique_ptr<Generation> g = start_generation(opts, on_text);
   for (int32_t next; (next = next_token(*g)) >= 0;) eval({&next, 1});
   return finish_generation(*g);
-}
-
-std::vector<GenerationResult> generate_together(std::span<Context* const> contexts,
-                                                std::span<const GenerationOptions> opts,
-                                                std::span<const TextCallback> on_text) {
-  const size_t n = contexts.size();
-  if (opts.size() != n && opts.size() != 1) throw Error("generate_together: one GenerationOptions, or one per context");
-  if (!on_text.empty() && on_text.size() != n) throw Error("generate_together: one text callback per context, or none");
-  std::vector<std::unique_ptr<Context::Generation>> gens;
-  for (size_t i = 0; i < n; ++i) {
-    if (&contexts[i]->engine_ != &contexts[0]->engine_) throw Error("generate_together: the contexts must share one engine");
-    gens.push_back(contexts[i]->start_generation(opts[opts.size() == 1 ? 0 : i], on_text.empty() ? TextCallback{} : on_text[i]));
-  }
-  std::vector<GenerationResult> results(n);
-  std::vector<int32_t> next(n);           // [n] each context's token of this step
-  std::vector<size_t> active(n);          // the contexts still generating
-  std::iota(active.begin(), active.end(), 0);
-  std::vector<SessionTokens> batch;
-  if (n > 0 && contexts[0]->opts_.threads > 0) omp_set_num_threads(contexts[0]->opts_.threads);
-  while (!active.empty()) {
-    batch.clear();
-    std::erase_if(active, [&](size_t i) {
-      next[i] = contexts[i]->next_token(*gens[i]);
-      if (next[i] >= 0) return false;
-      results[i] = contexts[i]->finish_generation(*gens[i]);
-      return true;
-    });
-    for (size_t i : active) batch.push_back({contexts[i]->session_.get(), {&next[i], 1}});
-    eval_together(batch);
-    for (size_t i : active) contexts[i]->after_eval(1);
-  }
-  return results;
 }
 
 KvMemory Context::kv_memory() const {

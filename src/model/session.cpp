@@ -75,7 +75,7 @@ void eval_together(std::span<const SessionTokens> batch) {
   std::vector<size_t> done(batch.size(), 0);  // tokens of batch[i] evaluated so far
   std::vector<size_t> order(batch.size());     // decode steps first
   std::iota(order.begin(), order.end(), 0);
-  std::stable_partition(order.begin(), order.end(), [&](size_t i) { return batch[i].tokens.size() == 1; });
+  std::stable_partition(order.begin(), order.end(), [&](size_t i) { return batch[i].tokens.size() == 1 && !batch[i].prefill; });
   for (bool more = true; more;) {
     std::vector<Session::ForwardPart> parts;
     size_t room = ubatch;
@@ -85,7 +85,7 @@ void eval_together(std::span<const SessionTokens> batch) {
       if (done[i] == ids.size()) continue;
       const int n = (int)std::min(room, ids.size() - done[i]);
       const bool last = done[i] + n == ids.size();
-      parts.push_back({batch[i].session, ids.data() + done[i], n, ids.size() == 1,
+      parts.push_back({batch[i].session, ids.data() + done[i], n, ids.size() == 1 && !batch[i].prefill,
                        last ? batch[i].session->logits_.data() : nullptr, false});
       done[i] += n;
       room -= n;

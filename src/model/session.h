@@ -36,6 +36,7 @@ class Session;
 struct SessionTokens {
   Session* session = nullptr;
   std::span<const int32_t> tokens;  // one token (a decode step) or a prompt's tokens (dense prefill)
+  bool prefill = false;             // a chunk of a longer prompt: dense prefill even if one token
 };
 
 // One forward pass for several sessions of the same model: every matmul runs over all their new tokens

@@ -1,0 +1,141 @@
+// Continuous batching (Batch in include/fasa/fasa.h): members join and leave between forward passes;
+// each pass is one eval_together over every member's next step.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "api/generation.h"
+#include "fasa/fasa.h"
+#include "model/session.h"
+
+namespace fasa {
+
+using Clock = std::chrono::steady_clock;
+
+struct Batch::Member {
+  Context* ctx = nullptr;
+  std::vector<int32_t> prompt;  // what the context evaluates before generating (a pending token first)
+  size_t fed = 0;               // of prompt, evaluated so far
+  GenerationOptions opts;
+  TextCallback on_text;
+  DoneCallback on_done;
+  std::unique_ptr<Context::Generation> gen;  // once the prompt is in
+  int32_t next = -1;                         // generating: the token the next pass evaluates
+  Clock::time_point prompt_start = Clock::now();
+};
+
+bool Batch::advance(Member& m) {
+  m.next = m.ctx->next_token(*m.gen);
+  if (m.next >= 0) return true;
+  GenerationResult r = m.ctx->finish_generation(*m.gen);
+  if (m.on_done) m.on_done(std::move(r), nullptr);
+  return false;
+}
+
+bool Batch::begin(Member& m) {
+  m.ctx->stats_.prompt_seconds += std::chrono::duration<double>(Clock::now() - m.prompt_start).count();
+  m.gen = m.ctx->start_generation(m.opts, m.on_text);
+  return advance(m);
+}
+
+Batch::Batch(Options opts) : opts_(opts) {
+  if (opts_.max_pass_tokens < 1) throw Error("Batch: max_pass_tokens must be at least 1");
+}
+
+Batch::~Batch() = default;
+
+size_t Batch::size() const { return members_.size(); }
+
+int64_t Batch::prefilling() const {
+  int64_t n = 0;
+  for (const auto& m : members_) n += (int64_t)(m->prompt.size() - m->fed);
+  return n;
+}
+
+void Batch::add(Context& ctx, std::vector<int32_t> prompt, const GenerationOptions& opts, TextCallback on_text,
+                DoneCallback on_done) {
+  for (const auto& m : members_)
+    if (m->ctx == &ctx) throw Error("Batch::add: the context is already in the batch");
+  if (opts.max_tokens < 0) throw Error("generate: max_tokens must be >= 0");
+  if (prompt.empty() && ctx.n_past() == 0) throw Error("generate: feed a prompt first");
+  auto m = std::make_unique<Member>();
+  m->ctx = &ctx;
+  m->opts = opts;
+  m->on_text = std::move(on_text);
+  m->on_done = std::move(on_done);
+  m->prompt = ctx.take_feed(prompt);
+  if (!m->prompt.empty() || begin(*m)) members_.push_back(std::move(m));
+}
+
+bool Batch::step() {
+  if (members_.empty()) return false;
+  // Decode steps first, then prompt chunks in the room left.
+  std::vector<SessionTokens> pass;
+  std::vector<Member*> in_pass;
+  int64_t room = opts_.max_pass_tokens;
+  for (const auto& m : members_)
+    if (m->gen) {
+      pass.push_back({m->ctx->session_.get(), {&m->next, 1}});
+      in_pass.push_back(m.get());
+      --room;
+    }
+  for (const auto& m : members_)
+    if (!m->gen && room > 0) {
+      const size_t n = std::min<size_t>(room, m->prompt.size() - m->fed);
+      // A prompt's chunks are dense prefill, as a feed alone evaluates them; a one-token feed is a decode step.
+      pass.push_back({m->ctx->session_.get(), {m->prompt.data() + m->fed, n}, m->prompt.size() > 1});
+      in_pass.push_back(m.get());
+      room -= (int64_t)n;
+    }
+  if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
+  std::vector<const Member*> done;
+  try {
+    eval_together(pass);
+  } catch (...) {  // the pass's members are in no state to go on
+    for (Member* m : in_pass) {
+      if (m->on_done) m->on_done({}, std::current_exception());
+      done.push_back(m);
+    }
+  }
+  if (done.empty())
+    for (size_t i = 0; i < in_pass.size(); ++i) {
+      Member& m = *in_pass[i];
+      if (m.gen) {
+        m.ctx->after_eval(1);
+        if (!advance(m)) done.push_back(&m);
+        continue;
+      }
+      m.fed += pass[i].tokens.size();
+      if (m.fed < m.prompt.size()) continue;
+      m.ctx->after_eval(m.prompt.size());
+      if (!begin(m)) done.push_back(&m);
+    }
+  std::erase_if(members_, [&](const auto& m) { return std::find(done.begin(), done.end(), m.get()) != done.end(); });
+  return true;
+}
+
+std::vector<GenerationResult> generate_together(std::span<Context* const> contexts,
+                                                std::span<const GenerationOptions> opts,
+                                                std::span<const TextCallback> on_text) {
+  const size_t n = contexts.size();
+  if (opts.size() != n && opts.size() != 1) throw Error("generate_together: one GenerationOptions, or one per context");
+  if (!on_text.empty() && on_text.size() != n) throw Error("generate_together: one text callback per context, or none");
+  for (Context* c : contexts)
+    if (&c->engine_ != &contexts[0]->engine_) throw Error("generate_together: the contexts must share one engine");
+  Batch batch({.threads = n > 0 ? contexts[0]->opts_.threads : 0});
+  std::vector<GenerationResult> results(n);
+  std::exception_ptr failure;
+  for (size_t i = 0; i < n; ++i)
+    batch.add(*contexts[i], {}, opts[opts.size() == 1 ? 0 : i], on_text.empty() ? TextCallback{} : on_text[i],
+              [&, i](GenerationResult r, std::exception_ptr error) {
+                results[i] = std::move(r);
+                if (error && !failure) failure = error;
+              });
+  while (batch.step()) {
+  }
+  if (failure) std::rethrow_exception(failure);
+  return results;
+}
+
+}  // namespace fasa
