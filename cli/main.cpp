@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   // llama.cpp's multi-letter single-dash flags, read as the long options they are here (CLI11 takes one
   // letter after a single dash). Only where a value follows, so a prompt "-fa" (as in -p -fa) stays text.
   const struct { const char *llama, *ours; } aliases[] = {
-      {"-pg", "--pg"}, {"-npl", "--n-parallel"}, {"-ngl", "--n-gpu-layers"}, {"-fa", "--flash-attn"}, {"-np", "--parallel"},
+      {"-pg", "--pg"}, {"-npl", "--n-parallel"}, {"-ngl", "--n-gpu-layers"}, {"-fa", "--flash-attn"}, {"-np", "--parallel"}, {"-ub", "--ubatch-size"},
       {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}};
   std::vector<char*> args(argv, argv + argc);
   for (size_t i = 1; i + 1 < args.size(); ++i)

@@ -54,7 +54,12 @@ Command add_serve_command(CLI::App& app) {
   add_n_predict_option(cmd, s.limits.max_tokens, "max_tokens of a request that gives none", 1);
   cmd->add_option("--max-tokens-limit", s.limits.max_tokens_limit, "Largest max_tokens a request may ask for")
       ->capture_default_str()->check(CLI::Range(1, 1 << 24));
-  add_threads_option(cmd, s.threads, "Threads shared by the parallel generations (default: all cores)");
+  add_threads_option(cmd, s.threads, "Threads of the forward passes all slots share (default: all cores)");
+  cmd->add_option("-b,--batch-size", s.batch_tokens,
+                  "Tokens per forward pass: every generating slot's next token, then prompt chunks in the room left")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--ubatch-size", s.ubatch_tokens, "One slot's prompt tokens per pass (llama.cpp's -ub; 0: --batch-size)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 16));
   cmd->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on every request but /health")
       ->envname("FASA_API_KEY");
   cmd->add_option("--cors", s.cors_origin, "Allow browser requests from this origin ('*': any)");

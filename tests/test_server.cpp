@@ -319,6 +319,41 @@ TEST_F(ServerTest, FullQueueIsTurnedAwayAndHangingUpCancels) {
   EXPECT_LT(metric_value(s, "fasa_generated_tokens_total"), 2 * 900);
 }
 
+// Continuous batching: two streams advance in the same forward passes (the batch gauge and GET /slots
+// show both), and a third request's prompt is fed while they stream.
+TEST_F(ServerTest, SlotsAndMetricsShowTheBatch) {
+  ServerOptions o = options(3, 0);
+  o.n_ctx = 3000;
+  o.limits.max_tokens_limit = 1000;
+  o.batch_tokens = 8;  // the third prompt goes in chunks between the streams' tokens
+  TestServer s(*engine_, o);
+  std::promise<void> started[2];
+  std::atomic<bool> hang_up{false};
+  std::thread streams[2] = {long_stream(s, started[0], hang_up), long_stream(s, started[1], hang_up)};
+  for (auto& st : started) ASSERT_EQ(st.get_future().wait_for(30s), std::future_status::ready);
+  EXPECT_TRUE(wait_for_metric(s, "fasa_batch_size", 2));
+  auto slots = s.client().Get("/slots");
+  ASSERT_TRUE(slots);
+  const json view = json::parse(slots->body);
+  ASSERT_EQ(view.size(), 3u);
+  int processing = 0;
+  for (const json& slot : view) processing += slot["is_processing"].get<bool>();
+  EXPECT_EQ(processing, 2);
+  // A third request joins the running batch and gets the reply it would get alone.
+  const json r = post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 6}, {"temperature", 0}});
+  EXPECT_EQ(r["choices"][0]["text"], api_greedy(*engine_, kPrompt, 6));
+  hang_up = true;
+  for (auto& t : streams) t.join();
+  EXPECT_TRUE(wait_for_metric(s, "fasa_batch_size", 0));
+  EXPECT_TRUE(wait_for_metric(s, "fasa_requests_active", 0));
+  slots = s.client().Get("/slots");
+  ASSERT_TRUE(slots);
+  for (const json& slot : json::parse(slots->body)) {
+    EXPECT_FALSE(slot["is_processing"].get<bool>());
+    EXPECT_GT(slot["n_past"].get<int64_t>(), 0);  // each keeps its prompt cache
+  }
+}
+
 // cpp-httplib's default SO_REUSEPORT let a second server share a busy port and take half its requests.
 TEST_F(ServerTest, ASecondServerOnABusyPortIsRefused) {
   TestServer first(*engine_, options());
@@ -470,13 +505,14 @@ TEST_F(ServerTest, CompletionLogprobsAndEchoMatchTheModel) {
   const json& lp = r["choices"][0]["logprobs"];
   ASSERT_EQ(lp["tokens"].size(), prompt.size() + 3) << lp.dump();
   EXPECT_TRUE(lp["token_logprobs"][0].is_null());  // nothing predicts the first token
-  // The prompt's token logprobs against a context fed token by token.
+  // The prompt's token logprobs against a context fed the first token, then the rest (16 tokens: the
+  // small-batch matmul, which rounds differently from the server's one pass of 17).
   Context ctx(*engine_, {});
   ctx.feed_tokens({prompt[0]});
   std::vector<TokenLogprob> each;
   ctx.feed_tokens({prompt.begin() + 1, prompt.end()}, &each, 2);
   for (size_t i = 1; i < prompt.size(); ++i) {
-    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), each[i - 1].logprob, 1e-4) << i;
+    EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), each[i - 1].logprob, 1e-3) << i;
     EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
     EXPECT_EQ(lp["top_logprobs"][i].size(), 2u);
   }
@@ -519,7 +555,7 @@ TEST_F(ServerTest, PromptCacheReusesAPrefixAndRepliesAsAFreshContext) {
     const bool reused = std::string(attn) != "h2o";  // H2O's votes of forgotten queries would stay
     PolicyOptions p = options().policy;
     p.attn = attn;
-    p.budget = "8";
+    p.budget = std::to_string(8);  // (= "8" trips GCC 12's -Wrestrict false positive here)
     const json body = {{"max_tokens", 8}, {"temperature", 0}, {"attn", attn}, {"budget", 8}};
     json first = body, second = body;
     first["prompt"] = doc;

@@ -121,6 +121,7 @@ class Batch {
     int max_pass_tokens = 256;  // tokens per forward pass (llama.cpp's -b): decode steps first, then
                                 // prompt chunks in the room left, so a long prompt never holds up the
                                 // others' tokens for more than a pass
+    int max_prompt_chunk = 0;   // prompt tokens of one member per pass (llama.cpp's -ub); 0: max_pass_tokens
     int threads = 0;            // OpenMP threads of the passes; 0: the process default
   };
   // Called once per member when it has finished (its result) or failed (`error` set, result empty).

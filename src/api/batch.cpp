@@ -40,7 +40,9 @@ bool Batch::begin(Member& m) {
 }
 
 Batch::Batch(Options opts) : opts_(opts) {
-  if (opts_.max_pass_tokens < 1) throw Error("Batch: max_pass_tokens must be at least 1");
+  if (opts_.max_pass_tokens < 1 || opts_.max_prompt_chunk < 0)
+    throw Error("Batch: max_pass_tokens must be at least 1 and max_prompt_chunk not negative");
+  if (opts_.max_prompt_chunk == 0) opts_.max_prompt_chunk = opts_.max_pass_tokens;
 }
 
 Batch::~Batch() = default;
@@ -82,7 +84,7 @@ bool Batch::step() {
     }
   for (const auto& m : members_)
     if (!m->gen && room > 0) {
-      const size_t n = std::min<size_t>(room, m->prompt.size() - m->fed);
+      const size_t n = std::min<size_t>(std::min<int64_t>(room, opts_.max_prompt_chunk), m->prompt.size() - m->fed);
       // A prompt's chunks are dense prefill, as a feed alone evaluates them; a one-token feed is a decode step.
       pass.push_back({m->ctx->session_.get(), {m->prompt.data() + m->fed, n}, m->prompt.size() > 1});
       in_pass.push_back(m.get());

@@ -16,7 +16,7 @@ void metric(std::string& out, const char* name, const char* type, const char* he
 
 }  // namespace
 
-std::string ServerMetrics::render(int active, int waiting) const {
+std::string ServerMetrics::render(int active, int waiting, int batch, int64_t prefilling) const {
   std::lock_guard lock(mu_);
   std::string out = "# HELP fasa_requests_total HTTP responses by status code.\n# TYPE fasa_requests_total counter\n";
   for (const auto& [status, n] : responses_)
@@ -33,6 +33,8 @@ std::string ServerMetrics::render(int active, int waiting) const {
   metric(out, "fasa_kv_bytes_read_total", "counter", "KV cache bytes read by the attention kernels and the selection policies.", (double)kv_bytes_read());
   metric(out, "fasa_requests_active", "gauge", "Generations running now.", active);
   metric(out, "fasa_requests_waiting", "gauge", "Requests waiting for a free slot.", waiting);
+  metric(out, "fasa_batch_size", "gauge", "Generations advancing together in each forward pass.", batch);
+  metric(out, "fasa_batch_prompt_tokens_pending", "gauge", "Prompt tokens of the batch still to prefill.", (double)prefilling);
   return out;
 }
 

@@ -22,8 +22,9 @@ class ServerMetrics {
     decode_seconds_ += decode_s;
     cancelled_ += cancelled;
   }
-  // `active`, `waiting`: the admission gate's gauges now.
-  std::string render(int active, int waiting) const;
+  // `active`, `waiting`: the admission gate's gauges now; `batch`: the generations in the scheduler's
+  // forward passes, `prefilling`: their prompt tokens still to feed.
+  std::string render(int active, int waiting, int batch, int64_t prefilling) const;
 
  private:
   mutable std::mutex mu_;

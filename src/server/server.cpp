@@ -6,9 +6,13 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <limits>
 #include <cstdio>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "server/admission.h"
@@ -50,6 +54,16 @@ struct RequestLog {
   int64_t prompt_tokens = -1, cached_tokens = 0, generated_tokens = 0;
 };
 thread_local RequestLog request_log;
+
+// What GET /slots shows of a slot, written by the request that holds it.
+struct SlotView {
+  bool processing = false;
+  int64_t n_ctx = 0;            // the slot's context now (0: none yet)
+  int64_t n_past = 0;           // tokens it holds: the last request's prompt and reply (its prompt cache)
+  int64_t prompt_tokens = 0, cached_tokens = 0;  // of the request now or last
+  std::string attn;
+  std::string id;               // the request now or last
+};
 
 // A slot: one generation at a time. Its context stays after the request (prompt cache).
 struct SlotState {
@@ -113,7 +127,7 @@ int64_t unix_now() {
 
 struct Server::Impl {
   Impl(const Engine& e, ServerOptions o)
-      : engine(e), opts(std::move(o)), admission(opts.parallel, opts.queue), slots(opts.parallel) {}
+      : engine(e), opts(std::move(o)), admission(opts.parallel, opts.queue), slots(opts.parallel), views(opts.parallel) {}
 
   const Engine& engine;
   ServerOptions opts;
@@ -125,7 +139,21 @@ struct Server::Impl {
   const int64_t started = unix_now();
   std::atomic<uint64_t> next_id{1}, next_use{1};
   int64_t slot_ctx = 0;  // tokens per slot
-  int threads_per_slot = 1;
+
+  // The scheduler: one thread steps a Batch of every slot that is generating, so all of them advance in
+  // each forward pass on all the threads; request threads hand their work over (incoming) and wait
+  // for its text (Handoff).
+  std::mutex sched_mu;
+  std::condition_variable sched_wake;
+  std::vector<std::function<void(Batch&)>> incoming;  // run on the scheduler thread before its next pass
+  bool stopping = false;
+  std::mutex views_mu;
+  std::vector<SlotView> views;  // [parallel], under views_mu
+  void show_slot(const Job& job, bool processing);
+  std::atomic<int> batch_members{0};
+  std::atomic<int64_t> batch_prefilling{0};
+  std::thread scheduler;
+  void schedule();
 
   void routes();
   json model_object() const;
@@ -133,8 +161,9 @@ struct Server::Impl {
   httplib::Server::Handler guarded(httplib::Server::Handler handler) const;
   void complete(const httplib::Request& req, httplib::Response& res, bool chat);
   std::shared_ptr<Job> accept(const httplib::Request& req, bool chat);
-  Context& prefill(Job& job);
+  Context& prepare(Job& job, std::vector<int32_t>& to_feed);
   GenerationResult generate(Job& job, const TextCallback& on_text);
+  json slots_json();
   json token_json(const TokenLogprob& t, bool chat) const;
   json logprobs_json(const Job& job, const GenerationResult& r) const;
   json completion_body(const Job& job, const GenerationResult& r) const;
@@ -153,17 +182,42 @@ Server::Server(const Engine& engine, ServerOptions opts) : impl_(std::make_uniqu
   if (s.opts.max_prompt_tokens <= 0 || s.opts.max_prompt_tokens >= s.slot_ctx) s.opts.max_prompt_tokens = s.slot_ctx - 1;
   if (s.opts.model_name.empty()) s.opts.model_name = engine.info().path;
   engine.check_policy(s.opts.policy);
-  const int threads = s.opts.threads > 0 ? s.opts.threads : omp_get_max_threads();
-  s.threads_per_slot = std::max(1, threads / s.opts.parallel);
+  if (s.opts.batch_tokens < 1 || s.opts.ubatch_tokens < 0) throw Error("--batch-size must be >= 1 and --ubatch-size >= 0");
   // Threads for every running and waiting request, plus a few for /health and /metrics.
   const int pool = s.opts.parallel + s.opts.queue + 4;
   s.http.new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
   s.http.set_payload_max_length(s.opts.max_body_bytes);
   s.http.set_socket_options(exclusive_listen_options);
   s.routes();
+  s.scheduler = std::thread([&s] { s.schedule(); });
 }
 
-Server::~Server() = default;
+Server::~Server() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.sched_mu);
+    s.stopping = true;
+  }
+  s.sched_wake.notify_all();
+  s.scheduler.join();
+}
+
+void Server::Impl::schedule() {
+  Batch batch({.max_pass_tokens = opts.batch_tokens, .max_prompt_chunk = opts.ubatch_tokens, .threads = opts.threads});
+  for (;;) {
+    std::vector<std::function<void(Batch&)>> adds;
+    {
+      std::unique_lock lock(sched_mu);
+      sched_wake.wait(lock, [&] { return stopping || !incoming.empty() || batch.size() > 0; });
+      if (stopping && incoming.empty() && batch.size() == 0) return;
+      adds.swap(incoming);
+    }
+    for (auto& add : adds) add(batch);
+    batch.step();  // while stopping, the members' callbacks cancel them
+    batch_members = (int)batch.size();
+    batch_prefilling = batch.prefilling();
+  }
+}
 
 int Server::bind() {
   Impl& s = *impl_;
@@ -220,7 +274,11 @@ void Server::Impl::routes() {
     res.set_content(dump(model_object()), "application/json");
   }));
   http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.render(admission.active(), admission.waiting()), "text/plain; version=0.0.4");
+    res.set_content(metrics.render(admission.active(), admission.waiting(), batch_members, batch_prefilling),
+                    "text/plain; version=0.0.4");
+  }));
+  http.Get("/slots", guarded([this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump(slots_json()), "application/json");
   }));
   http.Post("/v1/completions",
             guarded([this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); }));
@@ -305,11 +363,12 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, bool chat
   return job;
 }
 
-// The slot's context holding the job's prompt: what it already held of the prompt's start is kept,
-// the rest prefilled. A new context when the request's policy differs from the slot's or the prompt
-// and reply outgrow it (contexts grow in powers of two up to the slot's share, so short requests do
-// not allocate a whole slot's KV cache).
-Context& Server::Impl::prefill(Job& job) {
+// The slot's context for the job, holding what it already held of the prompt's start; `to_feed` gets
+// the rest (for the scheduler to prefill), or nothing when the prompt's log-probabilities are wanted
+// (echo), which are fed here, token by token. A new context when the request's policy differs from the
+// slot's or the prompt and reply outgrow it (contexts grow in powers of two up to the slot's share, so
+// short requests do not allocate a whole slot's KV cache).
+Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
   SlotState& slot = slots[job.slot->index];
   const CompletionRequest& r = job.request;
   const int64_t n = (int64_t)job.prompt.size(), need = n + r.gen.max_tokens;
@@ -318,7 +377,6 @@ Context& Server::Impl::prefill(Job& job) {
     ContextOptions co;
     co.policy = r.policy;
     co.n_ctx = std::min<int64_t>(slot_ctx, (int64_t)std::bit_ceil((uint64_t)std::max<int64_t>(need, 512)));
-    co.threads = threads_per_slot;
     slot.ctx = std::make_unique<Context>(engine, co);
     slot.policy = r.policy;
   }
@@ -333,10 +391,13 @@ Context& Server::Impl::prefill(Job& job) {
   keep = std::max<int64_t>(0, std::min(keep, n - 1));
   try {
     ctx.truncate(keep);
-    const double before = ctx.stats().prompt_seconds;
-    ctx.feed_tokens({job.prompt.begin() + keep, job.prompt.end()}, echo_logprobs ? &job.prompt_logprobs : nullptr,
-                    r.gen.logprobs);
-    job.prompt_seconds = ctx.stats().prompt_seconds - before;
+    to_feed.assign(job.prompt.begin() + keep, job.prompt.end());
+    if (echo_logprobs) {
+      const double before = ctx.stats().prompt_seconds;
+      ctx.feed_tokens(to_feed, &job.prompt_logprobs, r.gen.logprobs);
+      job.prompt_seconds = ctx.stats().prompt_seconds - before;
+      to_feed.clear();
+    }
   } catch (...) {
     slot.ctx.reset();  // a context left half-fed is not reused
     throw;
@@ -348,21 +409,98 @@ Context& Server::Impl::prefill(Job& job) {
   return ctx;
 }
 
-GenerationResult Server::Impl::generate(Job& job, const TextCallback& on_text) {
-  Context& ctx = prefill(job);
-  GenerationResult r;
-  const double decode_before = ctx.stats().decode_seconds;
-  try {
-    r = ctx.generate(job.request.gen, [&](std::string_view piece) {
-      return !job.peer.closed() && (!on_text || on_text(piece));
-    });
-  } catch (...) {
-    slots[job.slot->index].ctx.reset();
-    throw;
+void Server::Impl::show_slot(const Job& job, bool processing) {
+  const Context* ctx = slots[job.slot->index].ctx.get();
+  std::lock_guard lock(views_mu);
+  SlotView& v = views[job.slot->index];
+  v = {processing, ctx ? ctx->n_ctx() : 0, ctx ? ctx->n_past() : 0, (int64_t)job.prompt.size(), job.cached_tokens,
+       job.request.policy.attn, job.id};
+}
+
+json Server::Impl::slots_json() {
+  json out = json::array();
+  std::lock_guard lock(views_mu);
+  for (size_t i = 0; i < views.size(); ++i) {
+    const SlotView& v = views[i];
+    out.push_back({{"id", i}, {"is_processing", v.processing}, {"n_ctx", v.n_ctx}, {"n_past", v.n_past},
+                   {"prompt_tokens", v.prompt_tokens}, {"cached_tokens", v.cached_tokens}, {"attn", v.attn},
+                   {"id_task", v.id}});
   }
+  return out;
+}
+
+namespace {
+// A generation handed to the scheduler: its text pieces come back here, for the request's thread to
+// send; the request's thread cancels it by setting `gone`.
+struct Handoff {
+  std::mutex mu;
+  std::condition_variable ready;
+  std::deque<std::string> pieces;
+  bool done = false;
+  GenerationResult result;
+  std::exception_ptr error;
+  std::atomic<bool> gone{false};
+};
+}  // namespace
+
+GenerationResult Server::Impl::generate(Job& job, const TextCallback& on_text) {
+  std::vector<int32_t> to_feed;
+  Context& ctx = prepare(job, to_feed);
+  const ContextStats before = ctx.stats();
+  show_slot(job, true);
+  auto h = std::make_shared<Handoff>();
+  auto add = [this, h, &ctx, &job, to_feed = std::move(to_feed)](Batch& batch) mutable {
+    auto on_piece = [this, h, &job](std::string_view piece) {  // on the scheduler thread
+      if (h->gone || stopping || job.peer.closed()) return false;
+      std::lock_guard lock(h->mu);
+      h->pieces.emplace_back(piece);
+      h->ready.notify_one();
+      return true;
+    };
+    auto on_done = [h](GenerationResult r, std::exception_ptr error) {
+      std::lock_guard lock(h->mu);
+      h->result = std::move(r);
+      h->error = error;
+      h->done = true;
+      h->ready.notify_one();
+    };
+    try {
+      batch.add(ctx, std::move(to_feed), job.request.gen, on_piece, on_done);
+    } catch (...) {
+      on_done({}, std::current_exception());
+    }
+  };
+  {
+    std::lock_guard lock(sched_mu);
+    incoming.push_back(std::move(add));
+  }
+  sched_wake.notify_one();
+  // Send the pieces as they come; a failed send (the client went away) cancels the generation.
+  std::unique_lock lock(h->mu);
+  for (;;) {
+    h->ready.wait(lock, [&] { return h->done || !h->pieces.empty(); });
+    while (!h->pieces.empty()) {
+      const std::string piece = std::move(h->pieces.front());
+      h->pieces.pop_front();
+      lock.unlock();
+      if (on_text && !h->gone && !on_text(piece)) h->gone = true;
+      lock.lock();
+    }
+    if (h->done) break;
+  }
+  if (h->error) {
+    slots[job.slot->index].ctx.reset();
+    show_slot(job, false);
+    std::rethrow_exception(h->error);
+  }
+  show_slot(job, false);
+  GenerationResult r = std::move(h->result);
+  if (h->gone) r.finish_reason = "cancelled";
+  const ContextStats& after = ctx.stats();
+  job.prompt_seconds += after.prompt_seconds - before.prompt_seconds;
   request_log.generated_tokens = r.n_tokens;
   metrics.count_generation((int64_t)job.prompt.size() - job.cached_tokens, r.n_tokens, job.prompt_seconds,
-                           ctx.stats().decode_seconds - decode_before, r.finish_reason == "cancelled");
+                           after.decode_seconds - before.decode_seconds, r.finish_reason == "cancelled");
   return r;
 }
 

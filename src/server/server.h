@@ -1,9 +1,11 @@
 #pragma once
 // `fasa serve`: an OpenAI-compatible HTTP server over one Engine. Endpoints: POST /v1/completions,
-// POST /v1/chat/completions (both with `stream`), GET /v1/models[/{id}], GET /health, GET /metrics.
-// `parallel` slots generate at once, `queue` more requests wait, the rest get 503; a client that hangs
-// up cancels its generation. Each slot keeps its context after a request: the next request that
-// starts with the same tokens prefills only the rest (llama-server's prompt cache).
+// POST /v1/chat/completions (both with `stream`), GET /v1/models[/{id}], GET /health, GET /metrics,
+// GET /slots. `parallel` slots generate at once, `queue` more requests wait, the rest get 503; a client
+// that hangs up cancels its generation. Continuous batching: one scheduler thread advances every
+// generating slot in each forward pass (a Batch) on all the threads; a new prompt is prefilled in
+// chunks between the others' decode steps. Each slot keeps its context after a request: the next
+// request that starts with the same tokens prefills only the rest (llama-server's prompt cache).
 #include <memory>
 #include <string>
 
@@ -19,7 +21,9 @@ struct ServerOptions {
   int queue = 32;              // requests waiting for a slot; beyond that: 503
   int64_t n_ctx = 0;           // tokens of all slots together (each has n_ctx / parallel); 0: the model's training context
   int64_t max_prompt_tokens = 0;  // 0: a slot's context - 1
-  int threads = 0;             // OpenMP threads shared by the slots; 0: all cores
+  int threads = 0;             // OpenMP threads of the shared forward passes; 0: all cores
+  int batch_tokens = 256;      // tokens per forward pass (llama.cpp's -b): every decode step, then prompt chunks
+  int ubatch_tokens = 0;       // one slot's prompt tokens per pass (llama.cpp's -ub); 0: batch_tokens
   size_t max_body_bytes = 1 << 20;
   RequestLimits limits;
   PolicyOptions policy;        // the default policy; requests may change attn, budget, fcs, fc_sharing
