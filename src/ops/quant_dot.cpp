@@ -282,6 +282,34 @@ void dot_blocks(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, f
 #endif
 }
 
+#if defined(__AVX2__)
+// NT tokens against NR rows: each weight block (and its signs) is loaded once for all the tokens; per
+// token the steps of dot_blocks, so each result is bit-identical to it.   x: [NT]; out[t * ldo + r]
+template <bool Q4, int NR, int NT>
+void dot_blocks_tokens(const uint8_t* const* rows, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  const int bb = Q4 ? 18 : 34;
+  __m256 acc[NT][NR];
+  for (auto& a : acc)
+    for (auto& r : a) r = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) {
+    __m256i xv[NT];
+    for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t].q.data() + b * 32));
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* p = rows[r] + b * bb;
+      if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+      const __m256i w = block_weights<Q4>(p), magnitude = _mm256_sign_epi8(w, w);
+      const float dw = fp16_at(p);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i products = add_products4(_mm256_setzero_si256(), magnitude, _mm256_sign_epi8(xv[t], w));
+        acc[t][r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[t].d[b]), _mm256_cvtepi32_ps(products), acc[t][r]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < NR; ++r) out[t * ldo + r] = hsum_avx(acc[t][r]);
+}
+#endif
+
 #if defined(__AVX2__) && !FASA_KQUANT_512
 inline int32_t hsum_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -299,67 +327,82 @@ inline __m256i scaled_products(__m256i w, const int8_t* x, __m256i scales) {
 
 // The K-quants' super-block sums of dot_super_blocks, in AVX2 integers: the same exact isum and msum,
 // then the same float expression, so the result is bit-identical to unpack_row + dot_unpacked.
-float dot_k4_row(const uint8_t* p, const QuantizedActs& x, int64_t n, bool fifth_bit) {
+// NT tokens against one row: the weights and their scales are unpacked once per super-block for all
+// of them.   x: [NT]; out[t * ldo] for t < NT
+template <int NT>
+void dot_k4_row(const uint8_t* p, const QuantizedActs* x, int64_t n, bool fifth_bit, float* out, int64_t ldo) {
   const int block_bytes = fifth_bit ? 176 : 144;
   const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-  float sum = 0.0f;
+  float sum[NT] = {};
   for (int64_t b = 0; b < n / 256; ++b, p += block_bytes) {
     const uint8_t* sc = p + 4;
     const uint8_t* qs = p + (fifth_bit ? 48 : 16);
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
-    const int8_t* xq = x.q.data() + b * 256;
-    __m256i isum = _mm256_setzero_si256();
-    int32_t msum = 0;
+    __m256i w[8], scale[8];  // sub-block s's 32 weights (below 32) and its scale in 16 int16 lanes
+    int mins[8];
     for (int g = 0; g < 4; ++g) {  // sub-blocks 2g (low nibbles) and 2g + 1 (high nibbles)
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * g));
-      __m256i lo = _mm256_and_si256(raw, low4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      w[2 * g] = _mm256_and_si256(raw, low4);
+      w[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
       if (fifth_bit) {
-        lo = _mm256_add_epi8(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), one), 4));
-        hi = _mm256_add_epi8(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g + 1), one), 4));
-      }
-      for (int half = 0; half < 2; ++half) {
-        const int s = 2 * g + half;
-        const int sv = s < 4 ? sc[s] & 63 : (sc[s + 4] & 0x0F) | ((sc[s - 4] >> 6) << 4);
-        const int mv = s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
-        isum = _mm256_add_epi32(isum, scaled_products(half ? hi : lo, xq + 32 * s, _mm256_set1_epi16((int16_t)sv)));
-        msum += mv * (x.sum16[b * 16 + 2 * s] + x.sum16[b * 16 + 2 * s + 1]);
+        w[2 * g] = _mm256_add_epi8(w[2 * g], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), one), 4));
+        w[2 * g + 1] =
+            _mm256_add_epi8(w[2 * g + 1], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g + 1), one), 4));
       }
     }
-    sum = std::fma(fp16_at(p) * x.d[b], (float)hsum_epi32(isum), sum);
-    sum = std::fma(-(fp16_at(p + 2) * x.d[b]), (float)msum, sum);
+    for (int s = 0; s < 8; ++s) {
+      scale[s] = _mm256_set1_epi16((int16_t)(s < 4 ? sc[s] & 63 : (sc[s + 4] & 0x0F) | ((sc[s - 4] >> 6) << 4)));
+      mins[s] = s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+    }
+    const float d = fp16_at(p), dmin = fp16_at(p + 2);
+    for (int t = 0; t < NT; ++t) {
+      const int8_t* xq = x[t].q.data() + b * 256;
+      const int32_t* s16 = x[t].sum16.data() + b * 16;
+      __m256i isum = _mm256_setzero_si256();
+      int32_t msum = 0;
+      for (int s = 0; s < 8; ++s) {
+        isum = _mm256_add_epi32(isum, scaled_products(w[s], xq + 32 * s, scale[s]));
+        msum += mins[s] * (s16[2 * s] + s16[2 * s + 1]);
+      }
+      sum[t] = std::fma(d * x[t].d[b], (float)hsum_epi32(isum), sum[t]);
+      sum[t] = std::fma(-(dmin * x[t].d[b]), (float)msum, sum[t]);
+    }
   }
-  return sum;
+  for (int t = 0; t < NT; ++t) out[t * ldo] = sum[t];
 }
 
-float dot_q6_k_row(const uint8_t* p, const QuantizedActs& x, int64_t n) {
+template <int NT>
+void dot_q6_k_row(const uint8_t* p, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), low2 = _mm256_set1_epi8(3);
-  float sum = 0.0f;
+  float sum[NT] = {};
   for (int64_t b = 0; b < n / 256; ++b, p += 210) {
     const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
-    const int8_t* xq = x.q.data() + b * 256;
-    __m256i isum = _mm256_setzero_si256();
-    int32_t offset = 0;  // sum_s sc[s] * sum(q_x): the quants are stored + 32
-    for (int s = 0; s < 16; ++s) offset += sc[s] * x.sum16[b * 16 + s];
+    __m256i q[8], scale[8];  // elements 32k..32k+31, each + 32, and their two sub-blocks' scales
     for (int half = 0; half < 2; ++half) {
       const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * half));
       const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * half + 32));
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * half));
-      const __m256i q[4] = {  // elements 0-31, 32-63, 64-95, 96-127 of the half, each + 32
-          _mm256_or_si256(_mm256_and_si256(a, low4), _mm256_slli_epi16(_mm256_and_si256(h, low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(c, low4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), low2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), low2), 4))};
-      for (int k = 0; k < 4; ++k) {
-        const int s = 8 * half + 2 * k;  // the two sub-blocks of 16 in q[k]
-        const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[s + 1]), _mm_set1_epi16(sc[s]));
-        isum = _mm256_add_epi32(isum, scaled_products(q[k], xq + 16 * s, scales));
-      }
+      __m256i* qq = q + 4 * half;  // elements 0-31, 32-63, 64-95, 96-127 of the half
+      qq[0] = _mm256_or_si256(_mm256_and_si256(a, low4), _mm256_slli_epi16(_mm256_and_si256(h, low2), 4));
+      qq[1] = _mm256_or_si256(_mm256_and_si256(c, low4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), low2), 4));
+      qq[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4),
+                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), low2), 4));
+      qq[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low4),
+                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), low2), 4));
     }
-    sum = std::fma(fp16_at(p + 208) * x.d[b], (float)(hsum_epi32(isum) - 32 * offset), sum);
+    for (int k = 0; k < 8; ++k)  // the two sub-blocks of 16 in q[k]
+      scale[k] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
+    const float d = fp16_at(p + 208);
+    for (int t = 0; t < NT; ++t) {
+      const int8_t* xq = x[t].q.data() + b * 256;
+      int32_t offset = 0;  // sum_s sc[s] * sum(q_x): the quants are stored + 32
+      for (int s = 0; s < 16; ++s) offset += sc[s] * x[t].sum16[b * 16 + s];
+      __m256i isum = _mm256_setzero_si256();
+      for (int k = 0; k < 8; ++k) isum = _mm256_add_epi32(isum, scaled_products(q[k], xq + 32 * k, scale[k]));
+      sum[t] = std::fma(d * x[t].d[b], (float)(hsum_epi32(isum) - 32 * offset), sum[t]);
+    }
   }
-  return sum;
+  for (int t = 0; t < NT; ++t) out[t * ldo] = sum[t];
 }
 #endif
 
@@ -370,8 +413,8 @@ float dot_q6_k_row(const uint8_t* p, const QuantizedActs& x, int64_t n) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 // The K-quants' decode kernels with 512-bit VNNI, one row at a time (two rows side by side ran at half
-// the speed from DRAM). Per super-block the same exact integer sums as dot_k4_row / dot_q6_k_row, reduced
-// to one int32, then the same float expression: bit-identical results.
+// the speed from DRAM). Per super-block the same exact integer sums as the AVX2 dot_k4_row / dot_q6_k_row,
+// reduced to one int32, then the same float expression: bit-identical results.
 // Each 512-bit weight vector holds two sub-blocks' quants in the activations' order (a 32-byte load
 // broadcast to both halves, each half shifted to its nibble), so the activations load contiguously.
 
@@ -383,7 +426,7 @@ inline __m512i lanes_of(__m512i scales, int a, int b) {
 // NT tokens against one row: the weights are unpacked once per super-block for all of them, and each
 // token's sums and float steps are the one-token kernel's.   x: [NT]; out[t * ldo] for t < NT
 template <int NT>
-void dot_k4_row512(const uint8_t* row, const QuantizedActs* x, int64_t n, bool fifth_bit, float* out, int64_t ldo) {
+void dot_k4_row(const uint8_t* row, const QuantizedActs* x, int64_t n, bool fifth_bit, float* out, int64_t ldo) {
   const int block_bytes = fifth_bit ? 176 : 144;
   const __m512i low4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
   const __m512i nibble = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);  // shifts of the low half 0, of the high half 4
@@ -431,7 +474,7 @@ void dot_k4_row512(const uint8_t* row, const QuantizedActs* x, int64_t n, bool f
 }
 
 template <int NT>
-void dot_q6_k_row512(const uint8_t* row, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+void dot_q6_k_row(const uint8_t* row, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
   const __m512i shift_lo = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0), shift_hi = _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4);
   float sum[NT] = {};
@@ -469,23 +512,26 @@ void dot_q6_k_row512(const uint8_t* row, const QuantizedActs* x, int64_t n, floa
   for (int t = 0; t < NT; ++t) out[t * ldo] = sum[t];
 }
 
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+#if defined(__AVX2__)
 // Every token against one K-quant row, kKquantTokens at a time (each pass reads the row from cache).
 template <bool Q6>
-void dot_k_row512_tokens(const uint8_t* row, const QuantizedActs* x, int n_tokens, int64_t n, bool fifth_bit,
+void dot_k_row_tokens(const uint8_t* row, const QuantizedActs* x, int n_tokens, int64_t n, bool fifth_bit,
                          float* out, int64_t ldo) {
   constexpr int kKquantTokens = 4;
   auto pass = [&]<int NT>(int t) {
-    if constexpr (Q6) dot_q6_k_row512<NT>(row, x + t, n, out + t * ldo, ldo);
-    else dot_k4_row512<NT>(row, x + t, n, fifth_bit, out + t * ldo, ldo);
+    if constexpr (Q6) dot_q6_k_row<NT>(row, x + t, n, out + t * ldo, ldo);
+    else dot_k4_row<NT>(row, x + t, n, fifth_bit, out + t * ldo, ldo);
   };
   int t = 0;
   for (; t + kKquantTokens <= n_tokens; t += kKquantTokens) pass.template operator()<kKquantTokens>(t);
   for (; t + 2 <= n_tokens; t += 2) pass.template operator()<2>(t);
   for (; t < n_tokens; ++t) pass.template operator()<1>(t);
 }
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #endif
 
 // out[tk * ldo + r] = row r . x[tk] for NR rows and n_tokens tokens; each row comes from memory once
@@ -495,20 +541,24 @@ void dot_direct_n(DType t, const void* const* rows, const QuantizedActs* x, int 
                   int64_t ldo) {
   const auto* p = reinterpret_cast<const uint8_t* const*>(rows);
   if (t == DType::Q8_0 || t == DType::Q4_0) {
-    for (int tk = 0; tk < n_tokens; ++tk)
+    int tk = 0;
+#if defined(__AVX2__)
+    if constexpr (NR % 4 == 0)  // pairs of tokens against 4 rows at a time: 8 accumulators
+      for (; tk + 2 <= n_tokens; tk += 2)
+        for (int r = 0; r < NR; r += 4)
+          t == DType::Q8_0 ? dot_blocks_tokens<false, 4, 2>(p + r, x + tk, n, out + tk * ldo + r, ldo)
+                           : dot_blocks_tokens<true, 4, 2>(p + r, x + tk, n, out + tk * ldo + r, ldo);
+#endif
+    for (; tk < n_tokens; ++tk)
       t == DType::Q8_0 ? dot_blocks<false, NR>(p, x[tk], n, out + tk * ldo) : dot_blocks<true, NR>(p, x[tk], n, out + tk * ldo);
     return;
   }
   if (!is_k_quant(t)) throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
-#if FASA_KQUANT_512
+#if defined(__AVX2__)
   for (int r = 0; r < NR; ++r) {
-    if (t == DType::Q6_K) dot_k_row512_tokens<true>(p[r], x, n_tokens, n, false, out + r, ldo);
-    else dot_k_row512_tokens<false>(p[r], x, n_tokens, n, t == DType::Q5_K, out + r, ldo);
+    if (t == DType::Q6_K) dot_k_row_tokens<true>(p[r], x, n_tokens, n, false, out + r, ldo);
+    else dot_k_row_tokens<false>(p[r], x, n_tokens, n, t == DType::Q5_K, out + r, ldo);
   }
-#elif defined(__AVX2__)
-  for (int r = 0; r < NR; ++r)
-    for (int tk = 0; tk < n_tokens; ++tk)
-      out[tk * ldo + r] = t == DType::Q6_K ? dot_q6_k_row(p[r], x[tk], n) : dot_k4_row(p[r], x[tk], n, t == DType::Q5_K);
 #else
   throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
 #endif
