@@ -1,5 +1,8 @@
 // fasa — the command-line front end. Each subcommand lives in its own file.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -13,9 +16,22 @@ bool takes_text(const char* option) {
     if (std::strcmp(option, o) == 0) return true;
   return false;
 }
+
+// Threads that wait at the end of a parallel loop spin for a short while, then sleep: on a machine
+// where another process is busy, a waiting thread that spins takes the core its descheduled
+// partner needs (libgomp spins 300000 rounds by default; 2 threads then decoded at 0.64x one thread,
+// with 1000 at 0.93x and no loss on an idle machine: docs/PERFORMANCE.md). libgomp reads the setting
+// when it loads, before main, so the process runs itself once more with it set, unless the user set
+// either variable.
+void wait_briefly_then_sleep(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+  setenv("GOMP_SPINCOUNT", "1000", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: go on with the default
+}
 }  // namespace
 
 int main(int argc, char** argv) {
+  wait_briefly_then_sleep(argv);
   CLI::App app{"fasa: long-context decoding with Frequency-Aware Sparse Attention"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fasa " FASA_VERSION);
