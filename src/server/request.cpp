@@ -1,6 +1,7 @@
 #include "server/request.h"
 
 #include <cmath>
+#include <random>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -160,8 +161,11 @@ CompletionRequest parse_completion_request(std::string_view text, bool chat, con
   r.cache_prompt = get_bool(body, "cache_prompt", true);
 
   GenerationOptions& g = r.gen;
-  g.max_tokens = (int)get_int(body, chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-                              limits.max_tokens, r.echo ? 0 : 1, limits.max_tokens_limit);
+  // Above the server's cap, max_tokens is clamped to it, as llama-server clamps n_predict.
+  g.max_tokens = (int)std::min<int64_t>(
+      get_int(body, chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
+              limits.max_tokens, r.echo ? 0 : 1, INT32_MAX),
+      limits.max_tokens_limit);
   // Completions: logprobs is the number of alternatives; chat: a flag, with top_logprobs alternatives.
   if (!chat) {
     g.logprobs = (int)get_int(body, "logprobs", -1, 0, 20);
@@ -174,7 +178,9 @@ CompletionRequest parse_completion_request(std::string_view text, bool chat, con
   g.sampling.temperature = (float)get_number(body, "temperature", 1.0, 0.0, 100.0);
   g.sampling.top_p = (float)get_number(body, "top_p", 1.0, 1e-6, 1.0);
   g.sampling.top_k = (int)get_int(body, "top_k", 0, 0, 1 << 30);
-  g.sampling.seed = (uint64_t)get_int(body, "seed", 42, 0, INT64_MAX);
+  // No seed (or -1, llama-server's "random"): a fresh one per request, so unseeded requests differ.
+  const int64_t seed = get_int(body, "seed", -1, -1, INT64_MAX);
+  g.sampling.seed = seed >= 0 ? (uint64_t)seed : std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
   g.ignore_eos = get_bool(body, "ignore_eos", false);
   g.stop = get_stop(body);
 

@@ -229,7 +229,15 @@ int Server::bind() {
 }
 
 void Server::run() { impl_->http.listen_after_bind(); }
-void Server::stop() { impl_->http.stop(); }
+
+void Server::stop() {
+  {
+    std::lock_guard lock(impl_->sched_mu);
+    impl_->stopping = true;  // running generations end at their next token ("cancelled")
+  }
+  impl_->sched_wake.notify_all();
+  impl_->http.stop();
+}
 
 json Server::Impl::model_object() const {
   const ModelInfo& m = engine.info();
@@ -472,6 +480,7 @@ GenerationResult Server::Impl::generate(Job& job, const TextCallback& on_text) {
   };
   {
     std::lock_guard lock(sched_mu);
+    if (stopping) throw HttpError(503, "the server is stopping");
     incoming.push_back(std::move(add));
   }
   sched_wake.notify_one();
