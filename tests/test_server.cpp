@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -352,6 +353,37 @@ TEST_F(ServerTest, SlotsAndMetricsShowTheBatch) {
     EXPECT_FALSE(slot["is_processing"].get<bool>());
     EXPECT_GT(slot["n_past"].get<int64_t>(), 0);  // each keeps its prompt cache
   }
+}
+
+// llama-server's habits: /tokenize, /detokenize and /props; unseeded (or seed -1) sampling differs from
+// request to request while a seed repeats; max_tokens above the cap is clamped to it.
+TEST_F(ServerTest, LlamaServerEndpointsSeedsAndTheMaxTokensCap) {
+  ServerOptions o = options();
+  o.limits.max_tokens_limit = 5;
+  TestServer s(*engine_, o);
+  const json ids = post_json(s, "/tokenize", {{"content", kPrompt}});
+  EXPECT_EQ(ids["tokens"].get<std::vector<int32_t>>(), engine_->tokenize(kPrompt, false));
+  EXPECT_EQ(post_json(s, "/tokenize", {{"content", kPrompt}, {"add_special", true}})["tokens"].get<std::vector<int32_t>>(),
+            engine_->tokenize(kPrompt, true));
+  EXPECT_EQ(post_json(s, "/detokenize", {{"tokens", ids["tokens"]}})["content"], kPrompt);
+  post_json(s, "/detokenize", {{"tokens", {1 << 30}}}, 400);
+  post_json(s, "/tokenize", {{"text", "x"}}, 400);
+  auto props = s.client().Get("/props");
+  ASSERT_TRUE(props);
+  EXPECT_EQ(json::parse(props->body)["total_slots"], 2);
+
+  const json capped = post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 50}, {"ignore_eos", true}});
+  EXPECT_EQ(capped["usage"]["completion_tokens"], 5);
+  auto sample = [&](const json& seed) {
+    json body = {{"prompt", kPrompt}, {"max_tokens", 5}, {"temperature", 1.5}, {"ignore_eos", true}};
+    if (!seed.is_null()) body["seed"] = seed;
+    return post_json(s, "/v1/completions", body)["choices"][0]["text"].get<std::string>();
+  };
+  EXPECT_EQ(sample(7), sample(7));
+  std::set<std::string> unseeded, random;
+  for (int i = 0; i < 4; ++i) unseeded.insert(sample(nullptr)), random.insert(sample(-1));
+  EXPECT_GT(unseeded.size(), 1u);
+  EXPECT_GT(random.size(), 1u);
 }
 
 // cpp-httplib's default SO_REUSEPORT let a second server share a busy port and take half its requests.

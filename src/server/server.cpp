@@ -178,7 +178,7 @@ Server::Server(const Engine& engine, ServerOptions opts) : impl_(std::make_uniqu
   s.slot_ctx = s.opts.n_ctx / s.opts.parallel;  // as llama-server: -c is shared by the slots
   if (s.slot_ctx < 2)
     throw Error("a context of " + std::to_string(s.opts.n_ctx) + " tokens leaves less than 2 per slot for " +
-                std::to_string(s.opts.parallel) + " parallel slots");
+                std::to_string(s.opts.parallel) + " parallel slots: raise -c (shared by the slots) or lower -np");
   if (s.opts.max_prompt_tokens <= 0 || s.opts.max_prompt_tokens >= s.slot_ctx) s.opts.max_prompt_tokens = s.slot_ctx - 1;
   if (s.opts.model_name.empty()) s.opts.model_name = engine.info().path;
   engine.check_policy(s.opts.policy);
@@ -287,6 +287,35 @@ void Server::Impl::routes() {
   }));
   http.Get("/slots", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump(slots_json()), "application/json");
+  }));
+  // llama-server's own: text to token ids and back, and the server's settings.
+  http.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      const json body = json::parse(req.body);
+      const json content = body.value("content", json());
+      if (!content.is_string()) return send_error(res, 400, "'content' must be a string");
+      const bool bos = body.value("add_special", false), special = body.value("parse_special", true);
+      res.set_content(dump({{"tokens", engine.tokenize(content.get<std::string>(), bos, special)}}), "application/json");
+    } catch (const json::exception& e) {
+      send_error(res, 400, std::string("the request body is not the JSON expected: ") + e.what());
+    }
+  }));
+  http.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      const std::vector<int32_t> ids = json::parse(req.body).at("tokens").get<std::vector<int32_t>>();
+      for (int32_t t : ids)
+        if (t < 0 || t >= engine.info().n_vocab) return send_error(res, 400, "token id " + std::to_string(t) + " is outside the vocabulary");
+      res.set_content(dump({{"content", engine.detokenize(ids)}}), "application/json");
+    } catch (const json::exception& e) {
+      send_error(res, 400, std::string("'tokens' must be a list of token ids: ") + e.what());
+    }
+  }));
+  http.Get("/props", guarded([this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump({{"total_slots", opts.parallel}, {"model_path", engine.info().path},
+                          {"default_generation_settings", {{"n_ctx", slot_ctx}, {"n_predict", opts.limits.max_tokens}}},
+                          {"n_ctx", opts.n_ctx}, {"batch_size", opts.batch_tokens}, {"attn", opts.policy.attn},
+                          {"chat_format", engine.info().chat_format}, {"build_info", "fasa " FASA_VERSION}}),
+                    "application/json");
   }));
   http.Post("/v1/completions",
             guarded([this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); }));
