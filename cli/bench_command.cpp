@@ -125,7 +125,7 @@ Command add_bench_command(CLI::App& app) {
                  "which also works); t/s counts both, notes give the total time");
   cmd->add_option("--npl,--n-parallel", o->parallel,
                   "Sequences processed together, comma-separated (as llama-batched-bench's -npl): each at the "
-                  "depth with its own cache, prompts in one pass, decode steps batched; t/s is their aggregate")
+                  "depth with its own cache, prompts prefilled together, decode steps batched; t/s is their aggregate")
       ->delimiter(',')->capture_default_str()->check(CLI::Range(1, 256));
   cmd->add_option("-d,--n-depth", o->depths, "Depths (tokens already cached), comma-separated")
       ->delimiter(',')->capture_default_str()->check(CLI::Range((int64_t)0, (int64_t)1 << 26));

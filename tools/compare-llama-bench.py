@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fasa bench beside llama.cpp's llama-bench on the same GGUF, interleaved, as a markdown table of ratios.
 
-  LLAMA_BENCH=/path/to/llama-bench tools/compare-llama-bench.py MODEL.gguf [-p 512] [-n 32] [-d 0,4096]
+  LLAMA_BENCH=/path/to/llama-bench tools/compare-llama-bench.py MODEL.gguf [-p 512[,...]] [-n 32] [-d 0,4096]
       [--pg 8192,256] [-r 5] [--inner 3] [-t 2] [--attn full[,fasa...]] [--kv-type f16|q8_0]
       [--fasa-args "..."] [--peer-once]
 
@@ -36,8 +36,9 @@ def tests(a):
     out = []
     for d in a.depths:
         at = f" @ d{d}" if d else ""
-        if a.p:
-            out.append((f"pp{a.p}{at}", a.p, 0, d))
+        for p in a.p:
+            if p:
+                out.append((f"pp{p}{at}", p, 0, d))
         if a.n:
             out.append((f"tg{a.n}{at}", 0, a.n, d))
         for pg in a.pg:
@@ -49,7 +50,8 @@ def tests(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model")
-    ap.add_argument("-p", type=int, default=512)
+    ap.add_argument("-p", type=lambda s: [int(v) for v in s.split(",")], default=[512],
+                    help="prompt tokens per pp test, comma-separated (e.g. 1,2,4,8,16 for small batches)")
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-d", dest="depths", type=lambda s: [int(v) for v in s.split(",")], default=[0])
     ap.add_argument("--pg", action="append", default=[], help="N,M: prefill N then decode M (repeatable)")

@@ -113,14 +113,17 @@ class Context;
 // Continuous batching: contexts of one engine join and leave between forward passes, and every pass
 // advances each member by one step — the next chunk of its prompt, or one generated token — with the
 // weights read once for all of them, while each member attends over its own cache with its own
-// policy. Each member ends as its own feed_tokens + generate would leave it (greedy: the same tokens).
-// Not thread-safe: one thread adds and steps (the server's scheduler).
+// policy. Each member ends as its own feed_tokens + generate would leave it: bit for bit where every
+// pass holds at most 16 tokens; larger passes (prompt chunks) round differently with float weights
+// (quantized weights: bit for bit), so a greedy reply may part at a near tie. Not thread-safe: one
+// thread adds and steps (the server's scheduler). Destroying a batch with members leaves their
+// contexts mid-way (step() until it is empty first).
 class Batch {
  public:
   struct Options {
     int max_pass_tokens = 256;  // tokens per forward pass (llama.cpp's -b): decode steps first, then
-                                // prompt chunks in the room left, so a long prompt never holds up the
-                                // others' tokens for more than a pass
+                                // prompt chunks in the room left (at least 8), so a long prompt never
+                                // holds up the others' tokens for more than a pass
     int max_prompt_chunk = 0;   // prompt tokens of one member per pass (llama.cpp's -ub); 0: max_pass_tokens
     int threads = 0;            // OpenMP threads of the passes; 0: the process default
   };
@@ -134,12 +137,14 @@ class Batch {
   Batch& operator=(const Batch&) = delete;
 
   // `ctx` (not already a member; it must outlive its membership) is fed `prompt` after what it holds,
-  // then generates with `opts`, streaming to `on_text`; `on_done` gets the result. Throws fasa::Error
-  // for what feed_tokens or generate would refuse (nothing fed at all, a prompt over the context).
+  // then generates with `opts`, streaming to `on_text`; `on_done` gets the result. Throws fasa::Error,
+  // the context unchanged, for what feed_tokens or generate would refuse (nothing fed at all, a prompt
+  // over the context, a token outside the vocabulary, max_tokens < 0).
   void add(Context& ctx, std::vector<int32_t> prompt, const GenerationOptions& opts, TextCallback on_text = {},
            DoneCallback on_done = {});
   // One forward pass over every member's next step; finished members leave (on_done). False when the
-  // batch was empty. A failed pass fails every member it held (on_done with the error).
+  // batch was empty. A failed pass fails every member it held (on_done with the error); a member whose
+  // own step fails after the pass (its callback threw) fails alone.
   bool step();
   size_t size() const;
   int64_t prefilling() const;  // prompt tokens the members have yet to feed
@@ -154,8 +159,9 @@ class Batch {
 
 // Generates in several contexts at once (a Batch stepped until every one is done): contexts[i] with
 // opts[i] (one entry: the same for all), streaming to on_text[i] (optional); results[i] is what
-// contexts[i]->generate(opts[i], on_text[i]) would give (greedy: the same tokens). The passes run on
-// the first context's threads setting.
+// contexts[i]->generate(opts[i], on_text[i]) would give, bit for bit up to 16 contexts (the passes are
+// their decode steps). The passes run on the first context's threads setting. If a context fails, the
+// others still finish, then its error is thrown.
 std::vector<GenerationResult> generate_together(std::span<Context* const> contexts,
                                                 std::span<const GenerationOptions> opts,
                                                 std::span<const TextCallback> on_text = {});

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 
 #include "api/generation.h"
 #include "fasa/fasa.h"
@@ -72,7 +73,9 @@ void Batch::add(Context& ctx, std::vector<int32_t> prompt, const GenerationOptio
 
 bool Batch::step() {
   if (members_.empty()) return false;
-  // Decode steps first, then prompt chunks in the room left.
+  // Decode steps first, then prompt chunks in the room left; a waiting prompt gets a few tokens even
+  // when the decode steps fill the pass, so it is never starved.
+  constexpr int64_t kMinPromptRoom = 8;
   std::vector<SessionTokens> pass;
   std::vector<Member*> in_pass;
   int64_t room = opts_.max_pass_tokens;
@@ -82,6 +85,7 @@ bool Batch::step() {
       in_pass.push_back(m.get());
       --room;
     }
+  room = std::max(room, kMinPromptRoom);
   for (const auto& m : members_)
     if (!m->gen && room > 0) {
       const size_t n = std::min<size_t>(std::min<int64_t>(room, opts_.max_prompt_chunk), m->prompt.size() - m->fed);
@@ -92,26 +96,33 @@ bool Batch::step() {
     }
   if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
   std::vector<const Member*> done;
+  auto fail = [&](Member& m, std::exception_ptr error) {
+    if (m.on_done) m.on_done({}, error);
+    done.push_back(&m);
+  };
   try {
-    eval_together(pass);
+    const int64_t n = std::accumulate(pass.begin(), pass.end(), (int64_t)0,
+                                      [](int64_t a, const SessionTokens& t) { return a + (int64_t)t.tokens.size(); });
+    eval_together(pass, (int)std::max<int64_t>(n, 1));  // one pass: its size was bounded above
   } catch (...) {  // the pass's members are in no state to go on
-    for (Member* m : in_pass) {
-      if (m->on_done) m->on_done({}, std::current_exception());
-      done.push_back(m);
-    }
+    for (Member* m : in_pass) fail(*m, std::current_exception());
   }
   if (done.empty())
     for (size_t i = 0; i < in_pass.size(); ++i) {
       Member& m = *in_pass[i];
-      if (m.gen) {
-        m.ctx->after_eval(1);
-        if (!advance(m)) done.push_back(&m);
-        continue;
+      try {  // a member's own failure (its callback, its automatic profile) ends that member only
+        if (m.gen) {
+          m.ctx->after_eval(1);
+          if (!advance(m)) done.push_back(&m);
+          continue;
+        }
+        m.fed += pass[i].tokens.size();
+        if (m.fed < m.prompt.size()) continue;
+        m.ctx->after_eval(m.prompt.size());
+        if (!begin(m)) done.push_back(&m);
+      } catch (...) {
+        fail(m, std::current_exception());
       }
-      m.fed += pass[i].tokens.size();
-      if (m.fed < m.prompt.size()) continue;
-      m.ctx->after_eval(m.prompt.size());
-      if (!begin(m)) done.push_back(&m);
     }
   std::erase_if(members_, [&](const auto& m) { return std::find(done.begin(), done.end(), m.get()) != done.end(); });
   return true;
@@ -123,8 +134,14 @@ std::vector<GenerationResult> generate_together(std::span<Context* const> contex
   const size_t n = contexts.size();
   if (opts.size() != n && opts.size() != 1) throw Error("generate_together: one GenerationOptions, or one per context");
   if (!on_text.empty() && on_text.size() != n) throw Error("generate_together: one text callback per context, or none");
-  for (Context* c : contexts)
-    if (&c->engine_ != &contexts[0]->engine_) throw Error("generate_together: the contexts must share one engine");
+  // Checked before any joins: a context that joined has handed its pending token to the batch.
+  for (size_t i = 0; i < n; ++i) {
+    Context& c = *contexts[i];
+    if (&c.engine_ != &contexts[0]->engine_) throw Error("generate_together: the contexts must share one engine");
+    if (std::count(contexts.begin(), contexts.end(), &c) > 1) throw Error("generate_together: a context appears twice");
+    if (c.n_past() == 0) throw Error("generate: feed a prompt first");
+    if (opts[opts.size() == 1 ? 0 : i].max_tokens < 0) throw Error("generate: max_tokens must be >= 0");
+  }
   Batch batch({.threads = n > 0 ? contexts[0]->opts_.threads : 0});
   std::vector<GenerationResult> results(n);
   std::exception_ptr failure;

@@ -111,6 +111,8 @@ std::vector<int32_t> Context::take_feed(const std::vector<int32_t>& ids) {
   if (session_->n_past() + n_all > n_ctx())
     throw Error("the prompt (" + std::to_string(session_->n_past() + n_all) + " tokens) does not fit the context of " +
                 std::to_string(n_ctx()) + " tokens");
+  for (int32_t t : ids)
+    if (t < 0 || t >= engine_.info().n_vocab) throw Error("token id " + std::to_string(t) + " is outside the vocabulary");
   std::vector<int32_t> all = std::move(unevaluated_);
   unevaluated_.clear();
   all.insert(all.end(), ids.begin(), ids.end());

@@ -60,7 +60,7 @@ std::span<const float> Session::eval(std::span<const int32_t> tokens, std::vecto
   return logits_;
 }
 
-void eval_together(std::span<const SessionTokens> batch) {
+void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens) {
   if (batch.empty()) return;
   for (const SessionTokens& b : batch) {
     if (!b.session || &b.session->model_ != &batch[0].session->model_)
@@ -69,9 +69,10 @@ void eval_together(std::span<const SessionTokens> batch) {
       if (&other != &b && other.session == b.session) throw Error("eval_together: a session appears twice");
     b.session->check_tokens(b.tokens);
   }
-  // Pass after pass, at most a ubatch of tokens each (the scratch memory's bound): every decode step in
-  // the first, prompts in chunks after them, in order.
-  const size_t ubatch = (size_t)std::max<int64_t>(batch[0].session->n_ubatch_, (int64_t)batch.size());
+  // Pass after pass, at most max_pass_tokens each (the scratch memory's bound): every decode step in the
+  // first (a pass holds at least one token of every session), prompts in chunks after them, in order.
+  const int limit = max_pass_tokens > 0 ? max_pass_tokens : batch[0].session->n_ubatch_;
+  const size_t ubatch = (size_t)std::max<int64_t>(limit, (int64_t)batch.size());
   std::vector<size_t> done(batch.size(), 0);  // tokens of batch[i] evaluated so far
   std::vector<size_t> order(batch.size());     // decode steps first
   std::iota(order.begin(), order.end(), 0);

@@ -43,8 +43,9 @@ struct SessionTokens {
 // at once (each weight row read once for the whole batch), attention over each session's own cache
 // with its own policy. Each session ends as its own eval(tokens) would leave it: in the same state, its
 // logits bit for bit the same while the pass holds at most kMatmulSmallBatch tokens, within rounding
-// beyond. Prompts longer than a ubatch go in several passes.
-void eval_together(std::span<const SessionTokens> batch);
+// beyond. More than `max_pass_tokens` tokens (0: the first session's ubatch) go in several passes,
+// decode steps first.
+void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens = 0);
 
 class Session {
  public:
@@ -80,7 +81,7 @@ class Session {
   void set_policy(std::shared_ptr<TokenSelector> policy);
 
  private:
-  friend void eval_together(std::span<const SessionTokens> batch);
+  friend void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens);
   // One session's tokens in a forward pass.
   struct ForwardPart {
     Session* session;
@@ -90,7 +91,7 @@ class Session {
     float* logits;      // null: none wanted; else [n_vocab] of the last token, or [n, n_vocab] with all_logits
     bool all_logits;
   };
-  // One forward pass over every part's tokens (at most n_ubatch in all), all of the same model.
+  // One forward pass over every part's tokens, all of the same model.
   static void forward(std::span<const ForwardPart> parts);
   // Throws unless `tokens` fit this session's context and vocabulary.
   void check_tokens(std::span<const int32_t> tokens) const;

@@ -146,7 +146,7 @@ struct Server::Impl {
   std::mutex sched_mu;
   std::condition_variable sched_wake;
   std::vector<std::function<void(Batch&)>> incoming;  // run on the scheduler thread before its next pass
-  bool stopping = false;
+  std::atomic<bool> stopping{false};  // read by the generations' callbacks on the scheduler thread
   std::mutex views_mu;
   std::vector<SlotView> views;  // [parallel], under views_mu
   void show_slot(const Job& job, bool processing);
@@ -213,7 +213,11 @@ void Server::Impl::schedule() {
       adds.swap(incoming);
     }
     for (auto& add : adds) add(batch);
-    batch.step();  // while stopping, the members' callbacks cancel them
+    try {
+      batch.step();  // while stopping, the members' callbacks cancel them
+    } catch (const std::exception& e) {  // Batch fails members, not itself: this would be a bug
+      std::fprintf(stderr, "error: the batch scheduler: %s\n", e.what());
+    }
     batch_members = (int)batch.size();
     batch_prefilling = batch.prefilling();
   }
@@ -230,12 +234,10 @@ int Server::bind() {
 
 void Server::run() { impl_->http.listen_after_bind(); }
 
+// Called from signal handlers: no lock here. Running generations end at their next token
+// ("cancelled"); the destructor wakes the scheduler to finish.
 void Server::stop() {
-  {
-    std::lock_guard lock(impl_->sched_mu);
-    impl_->stopping = true;  // running generations end at their next token ("cancelled")
-  }
-  impl_->sched_wake.notify_all();
+  impl_->stopping = true;
   impl_->http.stop();
 }
 
@@ -414,6 +416,7 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
     ContextOptions co;
     co.policy = r.policy;
     co.n_ctx = std::min<int64_t>(slot_ctx, (int64_t)std::bit_ceil((uint64_t)std::max<int64_t>(need, 512)));
+    co.threads = opts.threads;  // its own passes (an echo prompt's log-probabilities); the batch has its own
     slot.ctx = std::make_unique<Context>(engine, co);
     slot.policy = r.policy;
   }
@@ -481,10 +484,16 @@ struct Handoff {
 }  // namespace
 
 GenerationResult Server::Impl::generate(Job& job, const TextCallback& on_text) {
+  if (stopping) throw HttpError(503, "the server is stopping");
   std::vector<int32_t> to_feed;
   Context& ctx = prepare(job, to_feed);
   const ContextStats before = ctx.stats();
   show_slot(job, true);
+  struct ShownIdleAtExit {  // however this ends, /slots shows the slot free again
+    Impl& s;
+    const Job& job;
+    ~ShownIdleAtExit() { s.show_slot(job, false); }
+  } shown{*this, job};
   auto h = std::make_shared<Handoff>();
   auto add = [this, h, &ctx, &job, to_feed = std::move(to_feed)](Batch& batch) mutable {
     auto on_piece = [this, h, &job](std::string_view piece) {  // on the scheduler thread
@@ -513,25 +522,32 @@ GenerationResult Server::Impl::generate(Job& job, const TextCallback& on_text) {
     incoming.push_back(std::move(add));
   }
   sched_wake.notify_one();
-  // Send the pieces as they come; a failed send (the client went away) cancels the generation.
+  // Send the pieces as they come; a failed send (the client went away) cancels the generation. The
+  // scheduler holds references to the job and the context until it is done, so this waits for that
+  // even if sending throws.
   std::unique_lock lock(h->mu);
-  for (;;) {
-    h->ready.wait(lock, [&] { return h->done || !h->pieces.empty(); });
-    while (!h->pieces.empty()) {
-      const std::string piece = std::move(h->pieces.front());
-      h->pieces.pop_front();
-      lock.unlock();
-      if (on_text && !h->gone && !on_text(piece)) h->gone = true;
-      lock.lock();
+  try {
+    for (;;) {
+      h->ready.wait(lock, [&] { return h->done || !h->pieces.empty(); });
+      while (!h->pieces.empty()) {
+        const std::string piece = std::move(h->pieces.front());
+        h->pieces.pop_front();
+        lock.unlock();
+        if (on_text && !h->gone && !on_text(piece)) h->gone = true;
+        lock.lock();
+      }
+      if (h->done) break;
     }
-    if (h->done) break;
+  } catch (...) {
+    h->gone = true;
+    if (!lock.owns_lock()) lock.lock();
+    h->ready.wait(lock, [&] { return h->done; });
+    throw;
   }
   if (h->error) {
     slots[job.slot->index].ctx.reset();
-    show_slot(job, false);
     std::rethrow_exception(h->error);
   }
-  show_slot(job, false);
   GenerationResult r = std::move(h->result);
   if (h->gone) r.finish_reason = "cancelled";
   const ContextStats& after = ctx.stats();
