@@ -63,6 +63,8 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on every request but /health")
       ->envname("FASA_API_KEY");
   cmd->add_option("--cors", s.cors_origin, "Allow browser requests from this origin ('*': any)");
+  cmd->add_option("--max-body-bytes", s.max_body_bytes, "Largest request body; larger ones get 413")
+      ->capture_default_str()->check(CLI::Range((size_t)1024, (size_t)1 << 30));
   cmd->add_flag("!--log-disable", s.log_requests, "No line per request on stderr");
   add_policy_options(cmd, s.policy);
   add_gpu_options(cmd);

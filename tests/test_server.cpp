@@ -355,8 +355,9 @@ TEST_F(ServerTest, SlotsAndMetricsShowTheBatch) {
   }
 }
 
-// llama-server's habits: /tokenize, /detokenize and /props; unseeded (or seed -1) sampling differs from
-// request to request while a seed repeats; max_tokens above the cap is clamped to it.
+// llama-server's habits: /tokenize, /detokenize and /props; a JSON body sent as a form; unseeded (or
+// seed -1) sampling differs from request to request while a seed repeats; max_tokens above the cap is
+// clamped to it.
 TEST_F(ServerTest, LlamaServerEndpointsSeedsAndTheMaxTokensCap) {
   ServerOptions o = options();
   o.limits.max_tokens_limit = 5;
@@ -371,6 +372,14 @@ TEST_F(ServerTest, LlamaServerEndpointsSeedsAndTheMaxTokensCap) {
   auto props = s.client().Get("/props");
   ASSERT_TRUE(props);
   EXPECT_EQ(json::parse(props->body)["total_slots"], 2);
+
+  // JSON sent without its Content-Type (curl -d: a form) is read as JSON, past cpp-httplib's 8 KiB form limit.
+  std::string big = json{{"prompt", kPrompt}, {"max_tokens", 4}, {"temperature", 0}}.dump();
+  big.insert(big.size() - 1, 20000, ' ');  // JSON whitespace: a 20 KB body
+  auto form = s.client().Post("/v1/completions", big, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  ASSERT_EQ(form->status, 200) << form->body;
+  EXPECT_EQ(json::parse(form->body)["choices"][0]["text"], api_greedy(*engine_, kPrompt, 4));
 
   const json capped = post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 50}, {"ignore_eos", true}});
   EXPECT_EQ(capped["usage"]["completion_tokens"], 5);

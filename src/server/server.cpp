@@ -159,6 +159,7 @@ struct Server::Impl {
   json model_object() const;
   bool authorized(const httplib::Request& req, httplib::Response& res) const;
   httplib::Server::Handler guarded(httplib::Server::Handler handler) const;
+  void post(const char* path, httplib::Server::Handler handler);
   void complete(const httplib::Request& req, httplib::Response& res, bool chat);
   std::shared_ptr<Job> accept(const httplib::Request& req, bool chat);
   Context& prepare(Job& job, std::vector<int32_t>& to_feed);
@@ -291,7 +292,7 @@ void Server::Impl::routes() {
     res.set_content(dump(slots_json()), "application/json");
   }));
   // llama-server's own: text to token ids and back, and the server's settings.
-  http.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     try {
       const json body = json::parse(req.body);
       const json content = body.value("content", json());
@@ -301,8 +302,8 @@ void Server::Impl::routes() {
     } catch (const json::exception& e) {
       send_error(res, 400, std::string("the request body is not the JSON expected: ") + e.what());
     }
-  }));
-  http.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  });
+  post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     try {
       const std::vector<int32_t> ids = json::parse(req.body).at("tokens").get<std::vector<int32_t>>();
       for (int32_t t : ids)
@@ -311,7 +312,7 @@ void Server::Impl::routes() {
     } catch (const json::exception& e) {
       send_error(res, 400, std::string("'tokens' must be a list of token ids: ") + e.what());
     }
-  }));
+  });
   http.Get("/props", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump({{"total_slots", opts.parallel}, {"model_path", engine.info().path},
                           {"default_generation_settings", {{"n_ctx", slot_ctx}, {"n_predict", opts.limits.max_tokens}}},
@@ -319,10 +320,8 @@ void Server::Impl::routes() {
                           {"chat_format", engine.info().chat_format}, {"build_info", "fasa " FASA_VERSION}}),
                     "application/json");
   }));
-  http.Post("/v1/completions",
-            guarded([this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); }));
-  http.Post("/v1/chat/completions",
-            guarded([this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); }));
+  post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
+  post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
   // Unknown paths, oversized bodies and the like: the same JSON error shape as our own errors.
   http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
@@ -356,6 +355,24 @@ httplib::Server::Handler Server::Impl::guarded(httplib::Server::Handler handler)
   return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
     if (authorized(req, res)) handler(req, res);
   };
+}
+
+// A guarded POST route whose body is read here whatever its Content-Type: JSON sent as a form (curl's
+// -d, urllib's default) would otherwise be cut at cpp-httplib's 8 KiB form limit with a 413;
+// --max-body-bytes still bounds every body.
+void Server::Impl::post(const char* path, httplib::Server::Handler handler) {
+  http.Post(path, [this, handler = guarded(std::move(handler))](const httplib::Request& req, httplib::Response& res,
+                                                                const httplib::ContentReader& read) {
+    httplib::Request whole = req;
+    const bool fits = read([&](const char* data, size_t n) {
+      if (whole.body.size() + n > opts.max_body_bytes) return false;
+      whole.body.append(data, n);
+      return true;
+    });
+    if (!fits) return send_error(res, 413, "request body too large (over " + std::to_string(opts.max_body_bytes) +
+                                               " bytes; see --max-body-bytes)");
+    handler(whole, res);
+  });
 }
 
 // Parses and checks a request, tokenizes its prompt and takes a slot; throws HttpError.
