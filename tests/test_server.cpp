@@ -395,6 +395,43 @@ TEST_F(ServerTest, LlamaServerEndpointsSeedsAndTheMaxTokensCap) {
   EXPECT_GT(random.size(), 1u);
 }
 
+// llama-server's /completion: n_predict, its reply's fields, a stream of {"content", "stop"} events.
+TEST_F(ServerTest, LlamaServerCompletionEndpoint) {
+  TestServer s(*engine_, options());
+  const json r = post_json(s, "/completion", {{"prompt", kPrompt}, {"n_predict", 6}, {"temperature", 0}, {"ignore_eos", true}});
+  EXPECT_EQ(r["content"], api_greedy(*engine_, kPrompt, 6));
+  EXPECT_EQ(r["tokens_predicted"], 6);
+  EXPECT_EQ(r["tokens_evaluated"], engine_->tokenize(kPrompt, true).size());
+  EXPECT_EQ(r["stop_type"], "limit");
+  EXPECT_TRUE(r["stop"].get<bool>());
+  // A stop string inside the greedy reply: cut there, stop_type "word".
+  const std::string text = r["content"];
+  const std::string stop = text.substr(text.size() / 2, 2);
+  const json cut = post_json(s, "/completion", {{"prompt", kPrompt}, {"n_predict", 6}, {"temperature", 0}, {"ignore_eos", true}, {"stop", {stop}}});
+  EXPECT_EQ(cut["content"], text.substr(0, text.find(stop)));
+  EXPECT_EQ(cut["stop_type"], "word");
+
+  auto res = s.client().Post("/completion", json{{"prompt", kPrompt}, {"n_predict", 6}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}}.dump(),
+                             "application/json");
+  ASSERT_TRUE(res);
+  bool done = false;
+  const std::vector<json> events = sse_events(res->body, done);
+  EXPECT_FALSE(done);  // llama-server's stream has no [DONE]
+  ASSERT_GE(events.size(), 2u);
+  std::string streamed;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_FALSE(events[i]["stop"].get<bool>());
+    streamed += events[i]["content"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, text);
+  EXPECT_TRUE(events.back()["stop"].get<bool>());
+  EXPECT_EQ(events.back()["tokens_predicted"], 6);
+
+  post_json(s, "/completion", {{"prompt", kPrompt}, {"max_tokens", 4}}, 400);  // OpenAI's name: refused with n_predict named
+  post_json(s, "/completion", {{"prompt", kPrompt}, {"n_probs", 3}}, 400);
+  post_json(s, "/completion", {{"prompt", kPrompt}, {"n_predict", -2}}, 400);
+}
+
 // cpp-httplib's default SO_REUSEPORT let a second server share a busy port and take half its requests.
 TEST_F(ServerTest, ASecondServerOnABusyPortIsRefused) {
   TestServer first(*engine_, options());
@@ -460,7 +497,6 @@ TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
       {"/v1/completions", R"({"prompt": "x", "logit_bias": {"5": 100}})"},
       {"/v1/completions", R"({"prompt": "x", "no_such_field": 1})"},
       {"/v1/completions", R"({"prompt": "x", "logprobs": 99})"},
-      {"/v1/completions", R"({"prompt": "x", "logprobs": 1, "stream": true})"},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": 0})"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"},
       {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"},
@@ -568,6 +604,70 @@ TEST_F(ServerTest, CompletionLogprobsAndEchoMatchTheModel) {
   const json score = post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 0}, {"logprobs", 0}, {"echo", true}});
   EXPECT_EQ(score["choices"][0]["logprobs"]["tokens"].size(), prompt.size());
   EXPECT_EQ(score["usage"]["completion_tokens"], 0);
+}
+
+// Streamed, each chunk carries the logprobs of the tokens whose text it brings (with echo the prompt's
+// come first, a stop string's in the last chunk): together, the lists of the reply sent whole.
+TEST_F(ServerTest, StreamedLogprobsAddUpToTheWholeReplys) {
+  TestServer s(*engine_, options());
+  auto streamed = [&](const char* path, json body) {
+    body["stream"] = true;
+    auto res = s.client().Post(path, body.dump(), "application/json");
+    EXPECT_TRUE(res && res->status == 200);
+    bool done = false;
+    return res ? sse_events(res->body, done) : std::vector<json>{};
+  };
+  const json body = {{"prompt", kPrompt}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 2}, {"echo", true}, {"stop", " the"}};
+  const json whole = post_json(s, "/v1/completions", body)["choices"][0]["logprobs"];
+  json joined = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  for (const json& e : streamed("/v1/completions", body)) {
+    const json& lp = e["choices"][0]["logprobs"];
+    ASSERT_TRUE(lp.is_object()) << e.dump();
+    for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+      for (const json& v : lp[key]) joined[key].push_back(v);
+  }
+  EXPECT_EQ(joined, whole);
+  EXPECT_GT(whole["tokens"].size(), engine_->tokenize(kPrompt, true).size());
+
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 6}, {"temperature", 0},
+                     {"logprobs", true}, {"top_logprobs", 2}};
+  const json chat_whole = post_json(s, "/v1/chat/completions", chat)["choices"][0]["logprobs"]["content"];
+  json chat_joined = json::array();
+  for (const json& e : streamed("/v1/chat/completions", chat))
+    if (e["choices"][0].contains("logprobs") && !e["choices"][0]["logprobs"].is_null())
+      for (const json& t : e["choices"][0]["logprobs"]["content"]) chat_joined.push_back(t);
+  EXPECT_EQ(chat_joined, chat_whole);
+  EXPECT_FALSE(chat_whole.empty());
+}
+
+// `echo_policy`: the prompt's logprobs from decode steps under the request's policy (StreamingLLM with
+// 6 rows here), equal to a context fed token by token; the dense prefill's differ once the prompt
+// outgrows the budget.
+TEST_F(ServerTest, EchoScoredUnderTheRequestsPolicy) {
+  TestServer s(*engine_, options());
+  const json body = {{"prompt", kPrompt}, {"max_tokens", 0}, {"logprobs", 0}, {"echo", true}, {"attn", "stream"}, {"budget", 6}};
+  json scored = body;
+  scored["echo_policy"] = true;
+  const json policy_lp = post_json(s, "/v1/completions", scored)["choices"][0]["logprobs"]["token_logprobs"];
+  const json dense_lp = post_json(s, "/v1/completions", body)["choices"][0]["logprobs"]["token_logprobs"];
+  PolicyOptions p = options().policy;
+  p.attn = "stream";
+  p.budget = "6";
+  ContextOptions co;
+  co.policy = p;
+  Context ctx(*engine_, co);
+  const std::vector<int32_t> prompt = engine_->tokenize(kPrompt, true);
+  ASSERT_EQ(policy_lp.size(), prompt.size());
+  double largest_gap = 0;
+  std::vector<TokenLogprob> one;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    ctx.feed_tokens({prompt[i]}, &one, 0);
+    if (i == 0) continue;  // nothing predicts the first token
+    EXPECT_NEAR(policy_lp[i].get<double>(), one.at(0).logprob, 1e-4) << i;
+    largest_gap = std::max(largest_gap, std::abs(policy_lp[i].get<double>() - dense_lp[i].get<double>()));
+  }
+  EXPECT_GT(largest_gap, 1e-2);  // the policy changed the scores
+  post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 1}, {"echo_policy", true}}, 400);
 }
 
 TEST_F(ServerTest, ChatLogprobsAndTheDeveloperRole) {

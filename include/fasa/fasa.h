@@ -87,6 +87,9 @@ struct GenerationOptions {
   SamplerOptions sampling;
   bool ignore_eos = false;        // keep going past end-of-generation tokens
   std::vector<std::string> stop;  // generation ends before the first occurrence of any of these
+  // With logprobs >= 0: gets each generated token's log-probability before its text reaches the
+  // TextCallback (a stream sends them with the text).
+  std::function<void(const TokenLogprob&)> on_logprob;
 };
 
 struct GenerationResult {

@@ -185,7 +185,10 @@ int32_t Context::next_token(Generation& g) {
   ++r.n_tokens;
   r.tokens.push_back(next);
   tokens_.push_back(next);
-  if (g.opts.logprobs >= 0) r.logprobs.push_back(token_logprob(session_->logits(), next, g.opts.logprobs));
+  if (g.opts.logprobs >= 0) {
+    r.logprobs.push_back(token_logprob(session_->logits(), next, g.opts.logprobs));
+    if (g.opts.on_logprob) g.opts.on_logprob(r.logprobs.back());
+  }
   const std::string piece = g.stream.push(tok.token_text(next));
   if (g.stream.stopped()) r.finish_reason = "stop";
   if (!g.emit(piece)) r.finish_reason = "cancelled";

@@ -123,7 +123,7 @@ const std::set<std::string> kCommonFields = {"model", "max_tokens", "temperature
                                              "stream", "stream_options", "n", "user", "ignore_eos", "cache_prompt",
                                              "logprobs", "attn", "budget", "fcs", "fc_sharing"};
 const std::set<std::string> kChatFields = {"messages", "max_completion_tokens", "top_logprobs"};
-const std::set<std::string> kCompletionFields = {"prompt", "echo"};
+const std::set<std::string> kCompletionFields = {"prompt", "echo", "echo_policy"};
 
 // A field this server does not implement is an error, so a client never silently gets something other
 // than it asked for, unless it holds OpenAI's value for "off" (clients and harnesses send those).
@@ -140,16 +140,36 @@ void check_fields(const json& body, bool chat) {
   }
 }
 
+// llama-server's /completion body in OpenAI's terms: n_predict (-1: as many as allowed) is max_tokens,
+// temperature defaults to llama-server's 0.8; its fields that mean "off" are dropped, others refused.
+json openai_fields(json body, const RequestLimits& limits) {
+  if (field(body, "max_tokens")) bad("max_tokens", "is /v1/completions' field: /completion takes 'n_predict'");
+  for (const char* openai_only : {"echo", "echo_policy", "logprobs", "n", "stream_options"})
+    if (field(body, openai_only)) bad(openai_only, "is /v1/completions' field, not /completion's");
+  if (field(body, "n_predict")) {
+    const int64_t n = get_int(body, "n_predict", -1, -1, INT32_MAX);
+    body["max_tokens"] = n < 0 ? limits.max_tokens_limit : n;
+  }
+  if (!field(body, "temperature")) body["temperature"] = 0.8;
+  if (get_int(body, "n_probs", 0, 0, 1 << 20) > 0) bad("n_probs", "is not supported by this server (/v1/completions has logprobs)");
+  if (get_int(body, "id_slot", -1, -1, 1 << 20) >= 0) bad("id_slot", "is not supported: the server picks the slot whose cache fits");
+  for (const char* llama_only : {"n_predict", "n_probs", "id_slot"}) body.erase(llama_only);
+  return body;
+}
+
 }  // namespace
 
-CompletionRequest parse_completion_request(std::string_view text, bool chat, const RequestLimits& limits,
+CompletionRequest parse_completion_request(std::string_view text, Endpoint endpoint, const RequestLimits& limits,
                                            const PolicyOptions& defaults) {
-  const json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) throw BadRequest("the request body is not valid JSON");
   if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
+  const bool chat = endpoint == Endpoint::chat;
+  if (endpoint == Endpoint::llama_completion) body = openai_fields(std::move(body), limits);
 
   check_fields(body, chat);
   CompletionRequest r;
+  r.endpoint = endpoint;
   r.chat = chat;
   if (chat) r.messages = get_messages(body);
   else get_prompt(body, r);
@@ -164,7 +184,7 @@ CompletionRequest parse_completion_request(std::string_view text, bool chat, con
   // Above the server's cap, max_tokens is clamped to it, as llama-server clamps n_predict.
   g.max_tokens = (int)std::min<int64_t>(
       get_int(body, chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-              limits.max_tokens, r.echo ? 0 : 1, INT32_MAX),
+              limits.max_tokens, r.echo || endpoint == Endpoint::llama_completion ? 0 : 1, INT32_MAX),
       limits.max_tokens_limit);
   // Completions: logprobs is the number of alternatives; chat: a flag, with top_logprobs alternatives.
   if (!chat) {
@@ -174,6 +194,8 @@ CompletionRequest parse_completion_request(std::string_view text, bool chat, con
   } else if (field(body, "top_logprobs")) {
     bad("top_logprobs", "needs 'logprobs': true");
   }
+  r.echo_policy = get_bool(body, "echo_policy", false);
+  if (r.echo_policy && !(r.echo && g.logprobs >= 0)) bad("echo_policy", "needs 'echo': true and 'logprobs'");
   // OpenAI's defaults: temperature 1, no top-p cut; top_k is an extension (0: off).
   g.sampling.temperature = (float)get_number(body, "temperature", 1.0, 0.0, 100.0);
   g.sampling.top_p = (float)get_number(body, "top_p", 1.0, 1e-6, 1.0);

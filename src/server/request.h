@@ -1,6 +1,6 @@
 #pragma once
-// OpenAI-style request bodies (/v1/completions, /v1/chat/completions) parsed and checked into what
-// a generation needs. Anything malformed, mistyped or out of range is a BadRequest (HTTP 400) that
+// Request bodies of /v1/completions, /v1/chat/completions and llama-server's /completion parsed and
+// checked into what a generation needs. Anything malformed, mistyped or out of range is a BadRequest (HTTP 400) that
 // names the field.
 #include <stdexcept>
 #include <string>
@@ -21,13 +21,18 @@ struct RequestLimits {
   int max_tokens_limit = 4096;  // largest max_tokens a request may ask for
 };
 
+// Which API a request came in by: it decides the reply's shape.
+enum class Endpoint { completions, chat, llama_completion };
+
 struct CompletionRequest {
-  bool chat = false;
+  Endpoint endpoint = Endpoint::completions;
+  bool chat = false;                  // endpoint == chat
   std::string prompt;                 // completions: the prompt text
   std::vector<int32_t> prompt_ids;    // completions: a prompt given as token ids
   std::vector<ChatMessage> messages;  // chat
   bool stream = false;
   bool echo = false;                  // completions: the prompt goes before the reply (with its logprobs)
+  bool echo_policy = false;           // echo's logprobs from decode steps under `policy`, not the dense prefill
   bool cache_prompt = true;           // reuse a slot's cached prefix of this prompt
   GenerationOptions gen;              // gen.logprobs: alternatives per token, -1 when logprobs are not asked
   PolicyOptions policy;               // the server's, with the request's attn/budget/fcs/fc_sharing
@@ -35,7 +40,7 @@ struct CompletionRequest {
 
 // `defaults`: the server's policy. Throws BadRequest, also for an OpenAI field the server does not
 // honour (tools, response_format, penalties...) unless it holds the value that means "off".
-CompletionRequest parse_completion_request(std::string_view body, bool chat, const RequestLimits& limits,
+CompletionRequest parse_completion_request(std::string_view body, Endpoint endpoint, const RequestLimits& limits,
                                            const PolicyOptions& defaults);
 
 }  // namespace fasa

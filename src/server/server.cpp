@@ -110,6 +110,15 @@ json usage(const Job& job, const GenerationResult& r) {
           {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens}}}};
 }
 
+// llama-server's `timings` of a reply.
+json timings(const Job& job, const GenerationResult& r) {
+  const int64_t prompt_n = (int64_t)job.prompt.size() - job.cached_tokens;
+  return {{"cache_n", job.cached_tokens}, {"prompt_n", prompt_n}, {"prompt_ms", job.prompt_seconds * 1e3},
+          {"prompt_per_second", job.prompt_seconds > 0 ? prompt_n / job.prompt_seconds : 0.0},
+          {"predicted_n", r.n_tokens}, {"predicted_ms", r.seconds * 1e3},
+          {"predicted_per_second", r.seconds > 0 ? r.n_tokens / r.seconds : 0.0}};
+}
+
 // A random hex string, so response ids differ across restarts of the server.
 std::string random_hex(int n) {
   std::random_device rd;
@@ -160,14 +169,18 @@ struct Server::Impl {
   bool authorized(const httplib::Request& req, httplib::Response& res) const;
   httplib::Server::Handler guarded(httplib::Server::Handler handler) const;
   void post(const char* path, httplib::Server::Handler handler);
-  void complete(const httplib::Request& req, httplib::Response& res, bool chat);
-  std::shared_ptr<Job> accept(const httplib::Request& req, bool chat);
+  void complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+  std::shared_ptr<Job> accept(const httplib::Request& req, Endpoint endpoint);
   Context& prepare(Job& job, std::vector<int32_t>& to_feed);
-  GenerationResult generate(Job& job, const TextCallback& on_text);
+  // Gets each piece of text with the log-probabilities of the tokens it completes; false: stop.
+  using PieceCallback = std::function<bool(std::string_view text, std::span<const TokenLogprob> logprobs)>;
+  GenerationResult generate(Job& job, const PieceCallback& on_piece_sent);
   json slots_json();
   json token_json(const TokenLogprob& t, bool chat) const;
-  json logprobs_json(const Job& job, const GenerationResult& r) const;
+  json logprobs_json(bool chat, std::span<const TokenLogprob> logprobs, size_t& offset) const;
+  size_t first_offset(const Job& job) const;
   json completion_body(const Job& job, const GenerationResult& r) const;
+  json llama_body(const Job& job, const GenerationResult& r) const;
   json chunk(const Job& job, const json& choice) const;
   bool stream(const std::shared_ptr<Job>& job, httplib::DataSink& sink);
 };
@@ -320,8 +333,10 @@ void Server::Impl::routes() {
                           {"chat_format", engine.info().chat_format}, {"build_info", "fasa " FASA_VERSION}}),
                     "application/json");
   }));
-  post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
-  post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
+  post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, Endpoint::completions); });
+  post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, Endpoint::chat); });
+  for (const char* path : {"/completion", "/completions"})  // llama-server's own
+    post(path, [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, Endpoint::llama_completion); });
   // Unknown paths, oversized bodies and the like: the same JSON error shape as our own errors.
   http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
@@ -376,17 +391,16 @@ void Server::Impl::post(const char* path, httplib::Server::Handler handler) {
 }
 
 // Parses and checks a request, tokenizes its prompt and takes a slot; throws HttpError.
-std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, bool chat) {
+std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, Endpoint endpoint) {
   auto job = std::make_shared<Job>();
   try {
-    job->request = parse_completion_request(req.body, chat, opts.limits, opts.policy);
+    job->request = parse_completion_request(req.body, endpoint, opts.limits, opts.policy);
     engine.check_policy(job->request.policy);
   } catch (const std::exception& e) {  // BadRequest, or fasa::Error for an unknown policy or bad budget
     throw HttpError(400, e.what());
   }
   CompletionRequest& r = job->request;
-  if (r.stream && r.gen.logprobs >= 0) throw HttpError(400, "'logprobs' are not available with 'stream'");
-  if (chat) {
+  if (r.chat) {
     job->prompt = engine.tokenize(engine.chat_prompt(r.messages), true, /*parse_special=*/true);
   } else if (!r.prompt_ids.empty()) {
     for (int32_t t : r.prompt_ids)
@@ -413,7 +427,7 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, bool chat
   if (slot < 0) throw HttpError(503, "the server is busy: all slots and the queue are taken; retry later");
   job->slot = std::make_shared<SlotLease>(admission, slot);
   slots[slot].last_used = next_use++;
-  job->id = (chat ? "chatcmpl-" : "cmpl-") + id_prefix + "-" + std::to_string(next_id++);
+  job->id = (r.chat ? "chatcmpl-" : "cmpl-") + id_prefix + "-" + std::to_string(next_id++);
   job->created = unix_now();
   job->peer = PeerSocket(req.local_port, req.remote_addr, req.remote_port);
   return job;
@@ -451,7 +465,15 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
     to_feed.assign(job.prompt.begin() + keep, job.prompt.end());
     if (echo_logprobs) {
       const double before = ctx.stats().prompt_seconds;
-      ctx.feed_tokens(to_feed, &job.prompt_logprobs, r.gen.logprobs);
+      if (!r.echo_policy) {
+        ctx.feed_tokens(to_feed, &job.prompt_logprobs, r.gen.logprobs);
+      } else {  // each token a decode step under the request's policy, as `fasa eval ppl` scores
+        std::vector<TokenLogprob> one;
+        for (int32_t t : to_feed) {
+          ctx.feed_tokens({t}, &one, r.gen.logprobs);
+          job.prompt_logprobs.push_back(std::move(one.at(0)));
+        }
+      }
       job.prompt_seconds = ctx.stats().prompt_seconds - before;
       to_feed.clear();
     }
@@ -459,7 +481,7 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
     slot.ctx.reset();  // a context left half-fed is not reused
     throw;
   }
-  slot.reusable = ctx.decode_is_dense() ? std::numeric_limits<int64_t>::max() : n;
+  slot.reusable = ctx.decode_is_dense() ? std::numeric_limits<int64_t>::max() : r.echo_policy ? 0 : n;
   job.cached_tokens = std::max<int64_t>(0, keep - 1);  // the last kept token is evaluated again
   request_log.prompt_tokens = n;
   request_log.cached_tokens = job.cached_tokens;
@@ -492,7 +514,8 @@ namespace {
 struct Handoff {
   std::mutex mu;
   std::condition_variable ready;
-  std::deque<std::string> pieces;
+  std::deque<std::pair<std::string, std::vector<TokenLogprob>>> pieces;  // text, its tokens' logprobs
+  std::vector<TokenLogprob> unsent;  // logprobs of tokens whose text is still held back
   bool done = false;
   GenerationResult result;
   std::exception_ptr error;
@@ -500,7 +523,7 @@ struct Handoff {
 };
 }  // namespace
 
-GenerationResult Server::Impl::generate(Job& job, const TextCallback& on_text) {
+GenerationResult Server::Impl::generate(Job& job, const PieceCallback& on_piece_sent) {
   if (stopping) throw HttpError(503, "the server is stopping");
   std::vector<int32_t> to_feed;
   Context& ctx = prepare(job, to_feed);
@@ -516,10 +539,17 @@ GenerationResult Server::Impl::generate(Job& job, const TextCallback& on_text) {
     auto on_piece = [this, h, &job](std::string_view piece) {  // on the scheduler thread
       if (h->gone || stopping || job.peer.closed()) return false;
       std::lock_guard lock(h->mu);
-      h->pieces.emplace_back(piece);
+      h->pieces.emplace_back(piece, std::move(h->unsent));
+      h->unsent.clear();
       h->ready.notify_one();
       return true;
     };
+    GenerationOptions gen = job.request.gen;
+    if (gen.logprobs >= 0)
+      gen.on_logprob = [h](const TokenLogprob& t) {
+        std::lock_guard lock(h->mu);
+        h->unsent.push_back(t);
+      };
     auto on_done = [h](GenerationResult r, std::exception_ptr error) {
       std::lock_guard lock(h->mu);
       h->result = std::move(r);
@@ -528,7 +558,7 @@ GenerationResult Server::Impl::generate(Job& job, const TextCallback& on_text) {
       h->ready.notify_one();
     };
     try {
-      batch.add(ctx, std::move(to_feed), job.request.gen, on_piece, on_done);
+      batch.add(ctx, std::move(to_feed), gen, on_piece, on_done);
     } catch (...) {
       on_done({}, std::current_exception());
     }
@@ -547,10 +577,10 @@ GenerationResult Server::Impl::generate(Job& job, const TextCallback& on_text) {
     for (;;) {
       h->ready.wait(lock, [&] { return h->done || !h->pieces.empty(); });
       while (!h->pieces.empty()) {
-        const std::string piece = std::move(h->pieces.front());
+        const auto [piece, logprobs] = std::move(h->pieces.front());
         h->pieces.pop_front();
         lock.unlock();
-        if (on_text && !h->gone && !on_text(piece)) h->gone = true;
+        if (on_piece_sent && !h->gone && !on_piece_sent(piece, logprobs)) h->gone = true;
         lock.lock();
       }
       if (h->done) break;
@@ -584,13 +614,12 @@ json Server::Impl::token_json(const TokenLogprob& t, bool chat) const {
   return {{"token", text}, {"logprob", t.logprob}, {"bytes", bytes}};
 }
 
-// OpenAI's `logprobs` of a choice: chat {"content": [...]}, completions the legacy lists (with echo,
-// the prompt's tokens first; the first token of a context has none).
-json Server::Impl::logprobs_json(const Job& job, const GenerationResult& r) const {
-  const bool chat = job.request.chat;
+// OpenAI's `logprobs` of a choice or a stream chunk: chat {"content": [...]}, completions the legacy
+// lists (the first token of a context has none) with byte offsets counted from `offset` on.
+json Server::Impl::logprobs_json(bool chat, std::span<const TokenLogprob> logprobs, size_t& offset) const {
   if (chat) {
     json content = json::array();
-    for (const TokenLogprob& t : r.logprobs) {
+    for (const TokenLogprob& t : logprobs) {
       json entry = token_json(t, true);
       entry["top_logprobs"] = json::array();
       for (const auto& [id, lp] : t.top) entry["top_logprobs"].push_back(token_json({id, true, lp, {}}, true));
@@ -599,9 +628,7 @@ json Server::Impl::logprobs_json(const Job& job, const GenerationResult& r) cons
     return {{"content", content}};
   }
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
-  // Byte offsets into the prompt and reply's token texts, as OpenAI's: the reply's start after the prompt.
-  size_t offset = job.request.echo ? 0 : engine.detokenize(job.prompt).size();
-  auto add = [&](const TokenLogprob& t) {
+  for (const TokenLogprob& t : logprobs) {
     const std::string text = engine.token_text(t.id);
     tokens.push_back(text);
     offsets.push_back(offset);
@@ -609,37 +636,62 @@ json Server::Impl::logprobs_json(const Job& job, const GenerationResult& r) cons
     if (!t.known) {
       token_logprobs.push_back(nullptr);
       top.push_back(nullptr);
-      return;
+      continue;
     }
     token_logprobs.push_back(t.logprob);
     json alternatives = json::object();
     for (const auto& [id, lp] : t.top) alternatives.emplace(engine.token_text(id), lp);  // tokens of one text: the likeliest
     top.push_back(alternatives);
-  };
-  for (const TokenLogprob& t : job.prompt_logprobs) add(t);
-  for (const TokenLogprob& t : r.logprobs) add(t);
+  }
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+// Where the reply's text offsets start, as OpenAI's: after the prompt, or at 0 with echo (the prompt's
+// tokens come first).
+size_t Server::Impl::first_offset(const Job& job) const {
+  return job.request.echo ? 0 : engine.detokenize(job.prompt).size();
 }
 
 json Server::Impl::completion_body(const Job& job, const GenerationResult& r) const {
   const CompletionRequest& q = job.request;
-  const json logprobs = q.gen.logprobs >= 0 ? logprobs_json(job, r) : json(nullptr);
+  json logprobs = nullptr;
+  if (q.gen.logprobs >= 0) {
+    std::vector<TokenLogprob> all = job.prompt_logprobs;  // empty without echo
+    all.insert(all.end(), r.logprobs.begin(), r.logprobs.end());
+    size_t offset = first_offset(job);
+    logprobs = logprobs_json(q.chat, all, offset);
+  }
   json choice = q.chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", r.text}}},
                               {"logprobs", logprobs}, {"finish_reason", r.finish_reason}}
                        : json{{"index", 0}, {"text", q.echo ? engine.detokenize(job.prompt) + r.text : r.text},
                               {"logprobs", logprobs}, {"finish_reason", r.finish_reason}};
-  const int64_t prompt_n = (int64_t)job.prompt.size() - job.cached_tokens;
   return {{"id", job.id},
           {"object", q.chat ? "chat.completion" : "text_completion"},
           {"created", job.created},
           {"model", opts.model_name},
           {"choices", json::array({choice})},
           {"usage", usage(job, r)},
-          {"timings", {{"cache_n", job.cached_tokens}, {"prompt_n", prompt_n}, {"prompt_ms", job.prompt_seconds * 1e3},
-                       {"prompt_per_second", job.prompt_seconds > 0 ? prompt_n / job.prompt_seconds : 0.0},
-                       {"predicted_n", r.n_tokens}, {"predicted_ms", r.seconds * 1e3},
-                       {"predicted_per_second", r.seconds > 0 ? r.n_tokens / r.seconds : 0.0}}},
+          {"timings", timings(job, r)},
           {"attn", q.policy.attn}};
+}
+
+// llama-server's /completion reply (and its stream's last event): the text, its counts and why it
+// stopped (eos, word: a stop string, or limit).
+json Server::Impl::llama_body(const Job& job, const GenerationResult& r) const {
+  std::string stop_type = r.finish_reason == "length" ? "limit" : "eos";
+  std::string all_text;  // the tokens' text: longer than the reply where a stop string cut it
+  for (int32_t t : r.tokens) all_text += engine.token_text(t);
+  if (r.finish_reason == "stop" && all_text != r.text) stop_type = "word";
+  return {{"content", r.text},
+          {"id_slot", job.slot->index},
+          {"stop", true},
+          {"model", opts.model_name},
+          {"tokens_predicted", r.n_tokens},
+          {"tokens_evaluated", job.prompt.size()},
+          {"tokens_cached", job.cached_tokens},
+          {"truncated", false},
+          {"stop_type", stop_type},
+          {"timings", timings(job, r)}};
 }
 
 json Server::Impl::chunk(const Job& job, const json& choice) const {
@@ -650,32 +702,57 @@ json Server::Impl::chunk(const Job& job, const json& choice) const {
           {"choices", json::array({choice})}};
 }
 
-// Server-sent events: one chunk per piece of text, a last chunk with finish_reason, then [DONE].
-// False when the client went away.
+// Server-sent events: one chunk per piece of text (with its tokens' logprobs when asked), a last chunk
+// with finish_reason, then [DONE]; /completion's as llama-server's. False when the client went away.
 bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& sink) {
-  const bool chat = job->request.chat;
+  const bool chat = job->request.chat, llama = job->request.endpoint == Endpoint::llama_completion;
+  const bool with_logprobs = job->request.gen.logprobs >= 0;
+  size_t offset = first_offset(*job);
   auto send = [&](const json& j) {
     const std::string event = "data: " + dump(j) + "\n\n";
     return sink.write(event.data(), event.size());
   };
-  auto piece_choice = [&](std::string_view text) {
-    return chat ? json{{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}}
-                : json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  auto logprobs = [&](std::span<const TokenLogprob> tokens) {
+    return with_logprobs ? logprobs_json(chat, tokens, offset) : json(nullptr);
+  };
+  auto piece_choice = [&](std::string_view text, std::span<const TokenLogprob> tokens) {
+    return chat ? json{{"index", 0}, {"delta", {{"content", text}}}, {"logprobs", logprobs(tokens)}, {"finish_reason", nullptr}}
+                : json{{"index", 0}, {"text", text}, {"logprobs", logprobs(tokens)}, {"finish_reason", nullptr}};
   };
   if (chat && !send(chunk(*job, {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}})))
     return false;
-  if (job->request.echo && !send(chunk(*job, piece_choice(engine.detokenize(job->prompt))))) return false;
+  // With echo, the prompt goes first, with its logprobs (known once the prompt is prefilled).
+  bool echo_pending = job->request.echo;
+  auto send_echo = [&] {
+    echo_pending = false;
+    return send(chunk(*job, piece_choice(engine.detokenize(job->prompt), job->prompt_logprobs)));
+  };
   GenerationResult r;
+  size_t sent = 0;  // generated tokens whose logprobs went out
   try {
-    r = generate(*job, [&](std::string_view piece) { return send(chunk(*job, piece_choice(piece))); });
+    r = generate(*job, [&](std::string_view piece, std::span<const TokenLogprob> tokens) {
+      if (echo_pending && !send_echo()) return false;
+      sent += tokens.size();
+      if (llama) return send({{"content", piece}, {"stop", false}, {"id_slot", job->slot->index}});
+      return send(chunk(*job, piece_choice(piece, tokens)));
+    });
   } catch (const std::exception& e) {
     send(error_body(500, e.what()));
     sink.done();
     return true;
   }
-  if (r.finish_reason == "cancelled") return false;
-  json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"finish_reason", r.finish_reason}}
-                   : json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", r.finish_reason}};
+  if (r.finish_reason == "cancelled" || (echo_pending && !send_echo())) return false;
+  if (llama) {  // llama-server's stream ends with the whole reply's counts, no [DONE]
+    json end = llama_body(*job, r);
+    end["content"] = "";
+    if (!send(end)) return false;
+    sink.done();
+    return true;
+  }
+  // The last chunk: the logprobs of tokens whose text never went out (a stop string's).
+  const std::span<const TokenLogprob> rest = std::span(r.logprobs).subspan(std::min(sent, r.logprobs.size()));
+  json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"logprobs", logprobs(rest)}, {"finish_reason", r.finish_reason}}
+                   : json{{"index", 0}, {"text", ""}, {"logprobs", logprobs(rest)}, {"finish_reason", r.finish_reason}};
   json end = chunk(*job, last);
   end["usage"] = usage(*job, r);
   const std::string done = "data: [DONE]\n\n";
@@ -684,17 +761,18 @@ bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& si
   return true;
 }
 
-void Server::Impl::complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+void Server::Impl::complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
   std::shared_ptr<Job> job;
   try {
-    job = accept(req, chat);
+    job = accept(req, endpoint);
     if (!job->request.stream) {
       const GenerationResult r = generate(*job, {});
       if (r.finish_reason == "cancelled") {  // nobody is listening
         res.status = 499;                     // "client closed request", for the metrics
         return;
       }
-      res.set_content(dump(completion_body(*job, r)), "application/json");
+      res.set_content(dump(endpoint == Endpoint::llama_completion ? llama_body(*job, r) : completion_body(*job, r)),
+                      "application/json");
       return;
     }
   } catch (const HttpError& e) {
