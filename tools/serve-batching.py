@@ -8,6 +8,8 @@ Starts `fasa serve` on loopback, then:
              chunks of any stream while that prompt is prefilled, against the streams' median gap.
 Usage: tools/serve-batching.py [--fasa build/fasa] [--model M] [--clients 1,8] [--parallel 8]
                                 [--max-tokens 64] [--long-words 0] [--threads 2] [--extra "ARGS"]
+                                [--peer /path/to/llama-server]
+--peer measures llama-server instead, with the same slots, context, threads and requests (-fa on).
 Standard library only; the server is stopped at the end.
 """
 import argparse
@@ -28,7 +30,7 @@ def stream_completion(port, prompt, max_tokens, arrivals):
                        "stream": True}).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
                                  {"Content-Type": "application/json"})
-    tokens = 0
+    tokens, usage = 0, None
     try:
         res = urllib.request.urlopen(req, timeout=3600)
     except urllib.error.HTTPError as e:
@@ -41,8 +43,10 @@ def stream_completion(port, prompt, max_tokens, arrivals):
             event = json.loads(line[6:])
             arrivals.append(time.monotonic())
             if event.get("usage"):
-                tokens = event["usage"]["completion_tokens"]
-    return tokens
+                usage = event["usage"]["completion_tokens"]
+            elif event.get("choices") and event["choices"][0].get("text"):
+                tokens += 1  # a server that sends no usage: a chunk per token
+    return usage if usage is not None else tokens
 
 
 def aggregate(port, clients, max_tokens):
@@ -94,11 +98,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--port", type=int, default=8099)
     ap.add_argument("--ctx", type=int, default=0, help="-c of the server (default: 1024 per slot, more with --long-words)")
-    ap.add_argument("--extra", default="", help="more arguments for fasa serve, e.g. '-b 64'")
+    ap.add_argument("--extra", default="", help="more arguments for the server, e.g. '-b 64'")
+    ap.add_argument("--peer", help="llama-server binary: measure it instead of fasa serve")
     a = ap.parse_args()
     ctx = a.ctx or a.parallel * max(1024, 2 * a.long_words + 512)
-    cmd = [a.fasa, "serve", "-m", a.model, "--port", str(a.port), "-np", str(a.parallel), "-c", str(ctx),
-           "-t", str(a.threads), "--log-disable", "--max-tokens-limit", "100000"] + shlex.split(a.extra)
+    common = ["-m", a.model, "--port", str(a.port), "-np", str(a.parallel), "-c", str(ctx), "-t", str(a.threads)]
+    cmd = ([a.peer] + common + ["-fa", "on"] if a.peer
+           else [a.fasa, "serve"] + common + ["--log-disable", "--max-tokens-limit", "100000"]) + shlex.split(a.extra)
     server = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
     try:
         for _ in range(600):

@@ -11,10 +11,12 @@ namespace fasa {
 
 namespace {
 
-// Iterations per hand-out of the weight loops: threads take chunks from a shared counter rather than
-// fixed shares, so a thread that another process holds up delays the matmul by its chunk, not its
-// whole share (a busy machine), at the cost of one atomic add per chunk.
-constexpr int kChunk = 4;
+// Iterations per hand-out of the weight loops, about 256 KiB of weights each: threads take chunks
+// from a shared counter rather than fixed shares, so a thread that another process holds up delays the
+// matmul by a chunk, not its whole share (a busy machine); yet each chunk is a long run of memory, so
+// the prefetchers' ramp-up and the first rows' misses come once per run (chunks of 32 rows decoded
+// Q4_K_M at 0.8x of fixed shares on a Zen 4 VM).
+int chunk_of(size_t bytes_per_iteration) { return (int)std::max<size_t>(1, (256 << 10) / std::max<size_t>(1, bytes_per_iteration)); }
 
 // Float weights, several tokens: a panel of kPanelRows rows is dequantized once per call and stored
 // column-major, so each step over the columns loads kPanelRows weights as two vectors and multiplies
@@ -52,7 +54,7 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
   const int64_t groups = W.rows / kDirectRows, half = (groups + 1) / 2;
   const size_t gb = packed_group_bytes(W.cols);
   if (n_tokens == 1) {
-#pragma omp parallel for schedule(dynamic, kChunk)
+#pragma omp parallel for schedule(dynamic, chunk_of(2 * gb))
     for (int64_t g = 0; g < half; ++g) {
       const bool pair = g + half < groups;
       float y[2 * kDirectRows];  // group g's rows, then group g + half's
@@ -62,10 +64,15 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
     }
     return;
   }
-#pragma omp parallel for schedule(dynamic, kChunk)
+#pragma omp parallel for schedule(dynamic, chunk_of(gb))
   for (int64_t g = 0; g < groups; ++g)
     dot_packed_tokens(W.packed + g * gb, xq.data(), n_tokens, W.cols, Y + g * kDirectRows, W.rows);
 }
+
+// Tokens from which the prefill tiles beat the decode kernels over several tokens (both give the same
+// bits): K-quants' from 12 (Zen 4 VM, Q4_K_M: about 60 t/s each at 12, tiles 61-72 against 55-63 at
+// 16), Q8_0's packed pairs all the way (90 t/s at 16 against the tiles' 55).
+int tiles_from(DType t) { return t == DType::Q8_0 ? kMatmulSmallBatch + 1 : 12; }
 
 // Quantized weights: activations rounded to int8 once per token.
 void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
@@ -81,9 +88,9 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
     for (int64_t r = first; r < rows; ++r)
       for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_direct(W.type, W.row(r), xq[t], cols);
   };
-  if (n_tokens > kMatmulSmallBatch && has_quant_tiles(W.type)) {  // their unpacking per call repaid by many tokens
+  if (has_quant_tiles(W.type) && n_tokens >= tiles_from(W.type)) {  // their unpacking per call repaid by many tokens
     const int64_t whole = rows / kTileGroupRows * kTileGroupRows;
-#pragma omp parallel for schedule(dynamic, kChunk)
+#pragma omp parallel for schedule(dynamic, chunk_of(kTileGroupRows * W.row_bytes))
     for (int64_t r0 = 0; r0 < whole; r0 += kTileGroupRows) {
       const void* group[kTileGroupRows];
       for (int i = 0; i < kTileGroupRows; ++i) group[i] = W.row(r0 + i);
@@ -96,7 +103,7 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
     if (W.packed) {
       matmul_packed(W, xq, n_tokens, Y);
     } else {
-#pragma omp parallel for schedule(dynamic, kChunk)
+#pragma omp parallel for schedule(dynamic, chunk_of(kDirectRows * W.row_bytes))
       for (int64_t r0 = 0; r0 < whole; r0 += kDirectRows) {
         const void* group[kDirectRows];
         for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(r0 + i);
@@ -109,7 +116,7 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
 #pragma omp parallel
   {
     UnpackedRow w;
-#pragma omp for schedule(dynamic, kChunk)
+#pragma omp for schedule(dynamic, chunk_of(W.row_bytes))
     for (int64_t r = 0; r < rows; ++r) {
       unpack_row(W.type, W.row(r), cols, w);
       for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_unpacked(w, xq[t]);
@@ -123,7 +130,7 @@ void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
   const int64_t rows = W.rows, cols = W.cols;
   if (uses_quantized_acts(W.type)) return matmul_quantized(W, X, n_tokens, Y);
   if (n_tokens <= kMatmulSmallBatch) {  // each row read once for every token; each token's sums as a batch of one's
-#pragma omp parallel for schedule(dynamic, kChunk)
+#pragma omp parallel for schedule(dynamic, chunk_of(W.row_bytes))
     for (int64_t r = 0; r < rows; ++r) dot_row_tokens(W.type, W.row(r), X, n_tokens, cols, Y + r, rows);
     return;
   }
@@ -136,7 +143,7 @@ void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
     thread_local std::vector<float> panel;  // [cols, kPanelRows] the same, column-major
     w.resize((size_t)kPanelRows * cols);
     panel.resize((size_t)cols * kPanelRows);
-#pragma omp for schedule(dynamic, kChunk)
+#pragma omp for schedule(dynamic, chunk_of(kPanelRows * W.row_bytes))
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t r0 = p * kPanelRows, nr = std::min<int64_t>(kPanelRows, rows - r0);
       for (int64_t i = 0; i < nr; ++i) dequantize_row(W.type, W.row(r0 + i), &w[i * cols], cols);
