@@ -60,6 +60,10 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--ubatch-size", s.ubatch_tokens, "One slot's prompt tokens per pass (llama.cpp's -ub; 0: --batch-size)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 16));
+  cmd->add_option("--max-pause-ms", s.max_pause_ms,
+                  "While slots stream, a prompt is prefilled in chunks that keep each pass (each pause of their "
+                  "streams) under this long, from measured pass times; 0: only --batch-size bounds a pass")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--api-key", s.api_key, "Require 'Authorization: Bearer KEY' on every request but /health")
       ->envname("FASA_API_KEY");
   cmd->add_option("--cors", s.cors_origin, "Allow browser requests from this origin ('*': any)");

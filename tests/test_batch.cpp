@@ -232,5 +232,46 @@ TEST(BatchedDecode, ContinuousBatchFeedsPromptsInChunksBetweenDecodeSteps) {
   EXPECT_EQ(ctxs[0]->stats().generated_tokens, 24);
 }
 
+// While a member generates, a prompt's chunks shrink to what fits max_pass_seconds (a first chunk of
+// 32 measures what a prompt token costs; here no chunk fits, so the least, 8, goes per pass); without a
+// limit the whole prompt goes in one pass. The replies are the same either way.
+TEST(BatchedDecode, PromptChunksFitThePassTimeWhileOthersStream) {
+  Engine engine(FASA_BUNDLED_MODEL);
+  GenerationOptions go;
+  go.max_tokens = 40;
+  go.ignore_eos = true;
+  std::string long_prompt = "Ge1:1 In the beginning God created the heaven and the earth.";
+  for (int i = 0; i < 8; ++i) long_prompt += " And the earth was without form, and void;";
+  const std::vector<int32_t> prompt = engine.tokenize(long_prompt, true);
+  ASSERT_GT(prompt.size(), 80u);
+  std::vector<std::string> replies;
+  for (double limit : {1e-9, 0.0}) {
+    ContextOptions co;
+    co.n_ctx = 256;
+    Context a(engine, co), b(engine, co);
+    Batch batch({.max_pass_seconds = limit});
+    std::string reply;
+    batch.add(a, engine.tokenize("Ps23:1 The LORD is my shepherd;", true), go);
+    batch.step();  // a's prompt
+    batch.step();  // a decode step alone: its time is measured
+    batch.add(b, prompt, go, [&](std::string_view piece) { return reply += piece, true; });
+    std::vector<int64_t> taken;  // prompt tokens of each pass
+    for (int64_t before = batch.prefilling(); before > 0; before = batch.prefilling()) {
+      ASSERT_TRUE(batch.step());
+      taken.push_back(before - batch.prefilling());
+    }
+    if (limit > 0) {
+      EXPECT_EQ(taken.front(), 32);
+      for (size_t i = 1; i + 1 < taken.size(); ++i) EXPECT_EQ(taken[i], 8) << i;
+    } else {
+      EXPECT_EQ(taken, std::vector<int64_t>{(int64_t)prompt.size()});
+    }
+    while (batch.step()) {
+    }
+    replies.push_back(reply);
+  }
+  EXPECT_EQ(replies[0], replies[1]);
+}
+
 }  // namespace
 }  // namespace fasa

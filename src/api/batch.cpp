@@ -41,8 +41,8 @@ bool Batch::begin(Member& m) {
 }
 
 Batch::Batch(Options opts) : opts_(opts) {
-  if (opts_.max_pass_tokens < 1 || opts_.max_prompt_chunk < 0)
-    throw Error("Batch: max_pass_tokens must be at least 1 and max_prompt_chunk not negative");
+  if (opts_.max_pass_tokens < 1 || opts_.max_prompt_chunk < 0 || !(opts_.max_pass_seconds >= 0))
+    throw Error("Batch: max_pass_tokens must be at least 1, max_prompt_chunk and max_pass_seconds not negative");
   if (opts_.max_prompt_chunk == 0) opts_.max_prompt_chunk = opts_.max_pass_tokens;
 }
 
@@ -71,11 +71,22 @@ void Batch::add(Context& ctx, std::vector<int32_t> prompt, const GenerationOptio
   if (!m->prompt.empty() || begin(*m)) members_.push_back(std::move(m));
 }
 
+// A waiting prompt gets a few tokens even when the decode steps fill the pass, so it is never starved.
+constexpr int64_t kMinPromptRoom = 8;
+
+// With members generating and max_pass_seconds set: the prompt tokens a pass can take in that time,
+// from the smoothed times of earlier passes (a pass costs about decode_pass_seconds_ plus
+// prompt_token_seconds_ per prompt token); a first, small chunk measures the cost.
+int64_t Batch::prompt_room(int64_t room, bool generating) const {
+  if (!generating || opts_.max_pass_seconds <= 0) return room;
+  if (prompt_token_seconds_ <= 0) return std::min<int64_t>(room, 4 * kMinPromptRoom);
+  const double fits = (opts_.max_pass_seconds - decode_pass_seconds_) / prompt_token_seconds_;
+  return std::clamp<int64_t>((int64_t)fits, std::min(kMinPromptRoom, room), room);
+}
+
 bool Batch::step() {
   if (members_.empty()) return false;
-  // Decode steps first, then prompt chunks in the room left; a waiting prompt gets a few tokens even
-  // when the decode steps fill the pass, so it is never starved.
-  constexpr int64_t kMinPromptRoom = 8;
+  // Decode steps first, then prompt chunks in the room left.
   std::vector<SessionTokens> pass;
   std::vector<Member*> in_pass;
   int64_t room = opts_.max_pass_tokens;
@@ -85,7 +96,9 @@ bool Batch::step() {
       in_pass.push_back(m.get());
       --room;
     }
-  room = std::max(room, kMinPromptRoom);
+  const bool generating = !pass.empty();
+  room = prompt_room(std::max(room, kMinPromptRoom), generating);
+  int64_t n_prompt = 0;
   for (const auto& m : members_)
     if (!m->gen && room > 0) {
       const size_t n = std::min<size_t>(std::min<int64_t>(room, opts_.max_prompt_chunk), m->prompt.size() - m->fed);
@@ -93,6 +106,7 @@ bool Batch::step() {
       pass.push_back({m->ctx->session_.get(), {m->prompt.data() + m->fed, n}, m->prompt.size() > 1});
       in_pass.push_back(m.get());
       room -= (int64_t)n;
+      n_prompt += (int64_t)n;
     }
   if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
   std::vector<const Member*> done;
@@ -103,7 +117,13 @@ bool Batch::step() {
   try {
     const int64_t n = std::accumulate(pass.begin(), pass.end(), (int64_t)0,
                                       [](int64_t a, const SessionTokens& t) { return a + (int64_t)t.tokens.size(); });
+    const auto t0 = Clock::now();
     eval_together(pass, (int)std::max<int64_t>(n, 1));  // one pass: its size was bounded above
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    auto smooth = [](double& avg, double x) { avg = avg > 0 ? 0.7 * avg + 0.3 * x : x; };
+    if (n_prompt == 0) smooth(decode_pass_seconds_, seconds);
+    else if (generating && decode_pass_seconds_ > 0 && n_prompt >= kMinPromptRoom)
+      smooth(prompt_token_seconds_, std::max(seconds - decode_pass_seconds_, 0.0) / (double)n_prompt);
   } catch (...) {  // the pass's members are in no state to go on
     for (Member* m : in_pass) fail(*m, std::current_exception());
   }

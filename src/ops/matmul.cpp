@@ -69,11 +69,6 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
     dot_packed_tokens(W.packed + g * gb, xq.data(), n_tokens, W.cols, Y + g * kDirectRows, W.rows);
 }
 
-// Tokens from which the prefill tiles beat the decode kernels over several tokens (both give the same
-// bits): K-quants' from 12 (Zen 4 VM, Q4_K_M: about 60 t/s each at 12, tiles 61-72 against 55-63 at
-// 16), Q8_0's packed pairs all the way (90 t/s at 16 against the tiles' 55).
-int tiles_from(DType t) { return t == DType::Q8_0 ? kMatmulSmallBatch + 1 : 12; }
-
 // Quantized weights: activations rounded to int8 once per token.
 void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
   const int64_t rows = W.rows, cols = W.cols;
@@ -88,7 +83,7 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
     for (int64_t r = first; r < rows; ++r)
       for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_direct(W.type, W.row(r), xq[t], cols);
   };
-  if (has_quant_tiles(W.type) && n_tokens >= tiles_from(W.type)) {  // their unpacking per call repaid by many tokens
+  if (n_tokens > kMatmulSmallBatch && has_quant_tiles(W.type)) {  // their unpacking per call repaid by many tokens
     const int64_t whole = rows / kTileGroupRows * kTileGroupRows;
 #pragma omp parallel for schedule(dynamic, chunk_of(kTileGroupRows * W.row_bytes))
     for (int64_t r0 = 0; r0 < whole; r0 += kTileGroupRows) {

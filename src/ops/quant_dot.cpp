@@ -423,8 +423,32 @@ inline __m512i lanes_of(__m512i scales, int a, int b) {
   return _mm512_permutexvar_epi32(_mm512_set_epi32(b, b, b, b, b, b, b, b, a, a, a, a, a, a, a, a), scales);
 }
 
-// NT tokens against one row: the weights are unpacked once per super-block for all of them, and each
-// token's sums and float steps are the one-token kernel's.   x: [NT]; out[t * ldo] for t < NT
+// out[i] = the sum of v[i]'s 16 lanes for i < K (2 or a multiple of 4): exact integer sums, so reducing several
+// vectors together (each folded to 256 bits, then a tree of horizontal adds) gives the bits one
+// reduction each would, at a fraction of the instructions.
+template <int K>
+inline void lane_sums(const __m512i* v, int32_t* out) {
+  static_assert(K == 2 || K % 4 == 0);
+  if constexpr (K == 2) {
+    const __m256i h0 = _mm256_add_epi32(_mm512_castsi512_si256(v[0]), _mm512_extracti64x4_epi64(v[0], 1));
+    const __m256i h1 = _mm256_add_epi32(_mm512_castsi512_si256(v[1]), _mm512_extracti64x4_epi64(v[1], 1));
+    const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(h0, h1), _mm256_setzero_si256());
+    const __m128i r = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    out[0] = _mm_cvtsi128_si32(r), out[1] = _mm_extract_epi32(r, 1);
+    return;
+  }
+  for (int q = 0; q < K; q += 4) {
+    __m256i h[4];
+    for (int i = 0; i < 4; ++i) h[i] = _mm256_add_epi32(_mm512_castsi512_si256(v[q + i]), _mm512_extracti64x4_epi64(v[q + i], 1));
+    // per 128-bit half: [sum h0, sum h1, sum h2, sum h3] of that half's four lanes
+    const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]), _mm256_hadd_epi32(h[2], h[3]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + q), _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+  }
+}
+
+// NT tokens against one row: the weights are unpacked once per super-block for all of them; the
+// tokens' integer sums are reduced together, then each token's float steps are the one-token kernel's.
+// x: [NT]; out[t * ldo] for t < NT
 template <int NT>
 void dot_k4_row(const uint8_t* row, const QuantizedActs* x, int64_t n, bool fifth_bit, float* out, int64_t ldo) {
   const int block_bytes = fifth_bit ? 176 : 144;
@@ -440,7 +464,8 @@ void dot_k4_row(const uint8_t* row, const QuantizedActs* x, int64_t n, bool fift
     const uint64_t mn = (uint64_t)(bb & 0x3f3f3f3f) |
                         (uint64_t)(((c >> 4) & 0x0f0f0f0f) | (((bb >> 6) & 0x03030303) << 4)) << 32;
     const __m512i scales = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
-    const __m512i mins = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn));
+    const __m128i mn8 = _mm_cvtsi64_si128((long long)mn);
+    const __m512i mins16 = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(mn8, mn8));  // lanes 2s, 2s + 1: sub-block s's min
     const uint8_t* qs = p + (fifth_bit ? 48 : 16);
     const __m512i qh = fifth_bit ? _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)))
                                  : _mm512_setzero_si512();
@@ -454,20 +479,23 @@ void dot_k4_row(const uint8_t* row, const QuantizedActs* x, int64_t n, bool fift
       }
       sc_lanes[g] = lanes_of(scales, 2 * g, 2 * g + 1);
     }
-    const float d = fp16_at(p), dmin = fp16_at(p + 2);
+    __m512i v[2 * NT];  // token t: 2t the scaled products, 2t + 1 the activations' sums per 16 times their min
     for (int t = 0; t < NT; ++t) {
       const int8_t* xq = x[t].q.data() + b * 256;
-      const __m512i xs16 = _mm512_loadu_si512(&x[t].sum16[b * 16]);
-      const __m512i xs32 = _mm512_add_epi32(  // the activations' sums per sub-block of 32, in lanes 0-7
-          _mm512_maskz_compress_epi32(0x5555, xs16), _mm512_maskz_compress_epi32(0xAAAA, xs16));
       __m512i isum = _mm512_setzero_si512();
       for (int g = 0; g < 4; ++g) {
         const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[g], _mm512_loadu_si512(xq + 64 * g));
         isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dp, sc_lanes[g]));
       }
-      const int32_t msum = _mm512_reduce_add_epi32(_mm512_mullo_epi32(mins, xs32));
-      sum[t] = std::fma(d * x[t].d[b], (float)_mm512_reduce_add_epi32(isum), sum[t]);
-      sum[t] = std::fma(-(dmin * x[t].d[b]), (float)msum, sum[t]);
+      v[2 * t] = isum;
+      v[2 * t + 1] = _mm512_mullo_epi32(mins16, _mm512_loadu_si512(&x[t].sum16[b * 16]));
+    }
+    int32_t sums[2 * NT];
+    lane_sums<2 * NT>(v, sums);
+    const float d = fp16_at(p), dmin = fp16_at(p + 2);
+    for (int t = 0; t < NT; ++t) {
+      sum[t] = std::fma(d * x[t].d[b], (float)sums[2 * t], sum[t]);
+      sum[t] = std::fma(-(dmin * x[t].d[b]), (float)sums[2 * t + 1], sum[t]);
     }
   }
   for (int t = 0; t < NT; ++t) out[t * ldo] = sum[t];
@@ -475,39 +503,54 @@ void dot_k4_row(const uint8_t* row, const QuantizedActs* x, int64_t n, bool fift
 
 template <int NT>
 void dot_q6_k_row(const uint8_t* row, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  constexpr int SB = NT >= 4 ? 1 : 4 / NT, K = SB * NT;  // super-blocks whose sums are reduced with the tokens'
+
   const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
   const __m512i shift_lo = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0), shift_hi = _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4);
   float sum[NT] = {};
-  for (int64_t b = 0; b < n / 256; ++b) {
-    const uint8_t* p = row + b * 210;
-    const __m512i scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
-    __m512i w[4], sc_lanes[4];  // elements 0-63, 64-127 of each half, each + 32; lanes 4j..4j+3: sub-block 4k + j's scale
-    for (int half = 0; half < 2; ++half) {
-      const __m512i ql = _mm512_loadu_si512(p + 64 * half);
-      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * half)));
-      w[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, low4),
-                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_lo), low2), 4));
-      w[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_hi), low2), 4));
-    }
-    for (int k = 0; k < 4; ++k) {
-      const int s0 = 4 * k;
-      const __m512i idx = _mm512_set_epi32(s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 2, s0 + 2, s0 + 2, s0 + 2,
-                                           s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0, s0, s0, s0);
-      sc_lanes[k] = _mm512_permutexvar_epi32(idx, scales);
-    }
-    const float d = fp16_at(p + 208);
-    for (int t = 0; t < NT; ++t) {
-      const int8_t* xq = x[t].q.data() + b * 256;
-      const __m512i xs16 = _mm512_loadu_si512(&x[t].sum16[b * 16]);
-      // the quants are stored + 32: start from -32 * sum_s sc[s] * sum(q_x over s)
-      __m512i isum = _mm512_mullo_epi32(_mm512_mullo_epi32(scales, xs16), _mm512_set1_epi32(-32));
-      for (int k = 0; k < 4; ++k) {  // w[k] holds sub-blocks 4k..4k+3 (16 elements each)
-        const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[k], _mm512_loadu_si512(xq + 64 * k));
-        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dp, sc_lanes[k]));
+  const int64_t nb = n / 256;
+  for (int64_t b0 = 0; b0 < nb; b0 += SB) {
+    __m512i v[K];  // super-block j, token t: j NT + t
+    float d[SB] = {};
+    for (int j = 0; j < SB; ++j) {
+      if (b0 + j >= nb) {
+        for (int t = 0; t < NT; ++t) v[j * NT + t] = _mm512_setzero_si512();
+        continue;
       }
-      sum[t] = std::fma(d * x[t].d[b], (float)_mm512_reduce_add_epi32(isum), sum[t]);
+      const uint8_t* p = row + (b0 + j) * 210;
+      const __m512i scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
+      __m512i w[4], sc_lanes[4];  // elements 0-63, 64-127 of each half, each + 32; lanes 4j..4j+3: sub-block 4k + j's scale
+      for (int half = 0; half < 2; ++half) {
+        const __m512i ql = _mm512_loadu_si512(p + 64 * half);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * half)));
+        w[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, low4),
+                                      _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_lo), low2), 4));
+        w[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_hi), low2), 4));
+      }
+      for (int k = 0; k < 4; ++k) {
+        const int s0 = 4 * k;
+        const __m512i idx = _mm512_set_epi32(s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 2, s0 + 2, s0 + 2, s0 + 2,
+                                             s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0, s0, s0, s0);
+        sc_lanes[k] = _mm512_permutexvar_epi32(idx, scales);
+      }
+      d[j] = fp16_at(p + 208);
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* xq = x[t].q.data() + (b0 + j) * 256;
+        const __m512i xs16 = _mm512_loadu_si512(&x[t].sum16[(b0 + j) * 16]);
+        // the quants are stored + 32: start from -32 * sum_s sc[s] * sum(q_x over s)
+        __m512i isum = _mm512_mullo_epi32(_mm512_mullo_epi32(scales, xs16), _mm512_set1_epi32(-32));
+        for (int k = 0; k < 4; ++k) {  // w[k] holds sub-blocks 4k..4k+3 (16 elements each)
+          const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[k], _mm512_loadu_si512(xq + 64 * k));
+          isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dp, sc_lanes[k]));
+        }
+        v[j * NT + t] = isum;
+      }
     }
+    int32_t sums[K];
+    lane_sums<K>(v, sums);
+    for (int j = 0; j < SB && b0 + j < nb; ++j)
+      for (int t = 0; t < NT; ++t) sum[t] = std::fma(d[j] * x[t].d[b0 + j], (float)sums[j * NT + t], sum[t]);
   }
   for (int t = 0; t < NT; ++t) out[t * ldo] = sum[t];
 }
@@ -518,17 +561,19 @@ void dot_q6_k_row(const uint8_t* row, const QuantizedActs* x, int64_t n, float* 
 #endif
 
 #if defined(__AVX2__)
-// Every token against one K-quant row, kKquantTokens at a time (each pass reads the row from cache).
+// Every token against one K-quant row, 8, 4, 2 or 1 at a time (each pass reads the row from cache).
 template <bool Q6>
 void dot_k_row_tokens(const uint8_t* row, const QuantizedActs* x, int n_tokens, int64_t n, bool fifth_bit,
                          float* out, int64_t ldo) {
-  constexpr int kKquantTokens = 4;
   auto pass = [&]<int NT>(int t) {
     if constexpr (Q6) dot_q6_k_row<NT>(row, x + t, n, out + t * ldo, ldo);
     else dot_k4_row<NT>(row, x + t, n, fifth_bit, out + t * ldo, ldo);
   };
   int t = 0;
-  for (; t + kKquantTokens <= n_tokens; t += kKquantTokens) pass.template operator()<kKquantTokens>(t);
+#if FASA_KQUANT_512
+  for (; t + 8 <= n_tokens; t += 8) pass.template operator()<8>(t);
+#endif
+  for (; t + 4 <= n_tokens; t += 4) pass.template operator()<4>(t);
   for (; t + 2 <= n_tokens; t += 2) pass.template operator()<2>(t);
   for (; t < n_tokens; ++t) pass.template operator()<1>(t);
 }

@@ -217,7 +217,10 @@ Server::~Server() {
 }
 
 void Server::Impl::schedule() {
-  Batch batch({.max_pass_tokens = opts.batch_tokens, .max_prompt_chunk = opts.ubatch_tokens, .threads = opts.threads});
+  Batch batch({.max_pass_tokens = opts.batch_tokens,
+               .max_prompt_chunk = opts.ubatch_tokens,
+               .threads = opts.threads,
+               .max_pass_seconds = opts.max_pause_ms / 1000.0});
   for (;;) {
     std::vector<std::function<void(Batch&)>> adds;
     {

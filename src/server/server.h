@@ -24,6 +24,7 @@ struct ServerOptions {
   int threads = 0;             // OpenMP threads of the shared forward passes; 0: all cores
   int batch_tokens = 256;      // tokens per forward pass (llama.cpp's -b): every decode step, then prompt chunks
   int ubatch_tokens = 0;       // one slot's prompt tokens per pass (llama.cpp's -ub); 0: batch_tokens
+  int max_pause_ms = 500;      // while slots stream, a pass takes the prompt tokens that fit this long; 0: no limit
   size_t max_body_bytes = 1 << 20;
   RequestLimits limits;
   PolicyOptions policy;        // the default policy; requests may change attn, budget, fcs, fc_sharing
