@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "api/prompt_chunk.h"
 #include "fasa/fasa.h"
 #include "model/model.h"
 #include "model/sampler.h"
@@ -232,10 +233,25 @@ TEST(BatchedDecode, ContinuousBatchFeedsPromptsInChunksBetweenDecodeSteps) {
   EXPECT_EQ(ctxs[0]->stats().generated_tokens, 24);
 }
 
-// While a member generates, a prompt's chunks shrink to what fits max_pass_seconds (a first chunk of
-// 32 measures what a prompt token costs; here no chunk fits, so the least, 8, goes per pass); without a
+// The prompt tokens a pass takes while others generate: what fits the time limit, at least 8, at most
+// the room; a probe of 32 before a token's cost is known; all of the room without a limit or without
+// generating members; where decode steps alone take longer than the limit, as long again as they take.
+TEST(BatchedDecode, PromptChunkFitsThePassTime) {
+  EXPECT_EQ(prompt_chunk(256, true, 0.5, 0.1, 0.01), 40);      // (0.5 - 0.1) / 0.01
+  EXPECT_EQ(prompt_chunk(256, true, 0.5, 0.1, 0.0), kProbePromptChunk);
+  EXPECT_EQ(prompt_chunk(20, true, 0.5, 0.1, 0.0), 20);
+  EXPECT_EQ(prompt_chunk(256, true, 0.5, 0.1, 1.0), kMinPromptChunk);
+  EXPECT_EQ(prompt_chunk(256, true, 10.0, 0.1, 0.01), 256);
+  EXPECT_EQ(prompt_chunk(256, true, 0.5, 0.8, 0.01), 80);      // the decode steps' 0.8 s again
+  EXPECT_EQ(prompt_chunk(256, false, 0.5, 0.1, 0.01), 256);
+  EXPECT_EQ(prompt_chunk(256, true, 0.0, 0.1, 0.01), 256);
+  EXPECT_EQ(prompt_chunk(256, true, 1e300, 0.1, 1e-300), 256);  // no overflow in the cast
+}
+
+// In a Batch: while a member generates, a new prompt's first chunk (32 tokens) measures a prompt
+// token's cost, then the rest goes as the limit allows (all of it, under a loose limit); without a
 // limit the whole prompt goes in one pass. The replies are the same either way.
-TEST(BatchedDecode, PromptChunksFitThePassTimeWhileOthersStream) {
+TEST(BatchedDecode, PromptChunksProbeTheCostWhileOthersStream) {
   Engine engine(FASA_BUNDLED_MODEL);
   GenerationOptions go;
   go.max_tokens = 40;
@@ -245,7 +261,7 @@ TEST(BatchedDecode, PromptChunksFitThePassTimeWhileOthersStream) {
   const std::vector<int32_t> prompt = engine.tokenize(long_prompt, true);
   ASSERT_GT(prompt.size(), 80u);
   std::vector<std::string> replies;
-  for (double limit : {1e-9, 0.0}) {
+  for (double limit : {1e9, 0.0}) {
     ContextOptions co;
     co.n_ctx = 256;
     Context a(engine, co), b(engine, co);
@@ -260,12 +276,10 @@ TEST(BatchedDecode, PromptChunksFitThePassTimeWhileOthersStream) {
       ASSERT_TRUE(batch.step());
       taken.push_back(before - batch.prefilling());
     }
-    if (limit > 0) {
-      EXPECT_EQ(taken.front(), 32);
-      for (size_t i = 1; i + 1 < taken.size(); ++i) EXPECT_EQ(taken[i], 8) << i;
-    } else {
-      EXPECT_EQ(taken, std::vector<int64_t>{(int64_t)prompt.size()});
-    }
+    const int64_t n = (int64_t)prompt.size();
+    const std::vector<int64_t> want = limit > 0 ? std::vector<int64_t>{kProbePromptChunk, n - kProbePromptChunk}
+                                                : std::vector<int64_t>{n};
+    EXPECT_EQ(taken, want);
     while (batch.step()) {
     }
     replies.push_back(reply);

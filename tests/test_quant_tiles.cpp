@@ -40,6 +40,13 @@ std::string random_k_row(DType t, int64_t n, std::mt19937& rng) {
   return row;
 }
 
+// A [rows, cols] matrix of random rows of type t, stored in `data`.
+Matrix random_matrix(DType t, int64_t rows, int64_t cols, unsigned seed, std::string& data) {
+  std::mt19937 rng(seed);
+  for (int r = 0; r < rows; ++r) data += random_k_row(t, cols, rng);
+  return {t, rows, cols, dtype_bytes(t, cols), reinterpret_cast<const uint8_t*>(data.data())};
+}
+
 class QuantTileTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(QuantTileTest, EqualsTheDecodeKernelExactly) {
@@ -74,17 +81,17 @@ TEST_P(QuantTileTest, EqualsTheDecodeKernelExactly) {
 // groups and the decode kernel for the rows after them.
 TEST_P(QuantTileTest, MatmulMatchesReference) {
   const DType t = GetParam();
-  std::mt19937 rng(8);
-  const int64_t rows = 2 * kTileGroupRows + 5, cols = 512;
-  std::string data;
-  for (int r = 0; r < rows; ++r) data += random_k_row(t, cols, rng);
-  const Matrix W{t, rows, cols, dtype_bytes(t, cols), reinterpret_cast<const uint8_t*>(data.data())};
-  for (int n : {1, 6, 20}) {
-    auto X = test::random_floats((size_t)n * cols, 12);
-    std::vector<float> Y(n * rows), R(n * rows);
-    matmul(W, X.data(), n, Y.data());
-    matmul_reference(W, X.data(), n, R.data());
-    EXPECT_LE(test::normalized_error(Y.data(), R.data(), Y.size()), 1e-5) << dtype_name(t) << " n=" << n;
+  for (const int64_t cols : {512, 1280}) {
+    const int64_t rows = 2 * kTileGroupRows + 5;
+    std::string data;
+    const Matrix W = random_matrix(t, rows, cols, 8, data);
+    for (int n : {1, 6, 8, 12, 20}) {
+      auto X = test::random_floats((size_t)n * cols, 12);
+      std::vector<float> Y(n * rows), R(n * rows);
+      matmul(W, X.data(), n, Y.data());
+      matmul_reference(W, X.data(), n, R.data());
+      EXPECT_LE(test::normalized_error(Y.data(), R.data(), Y.size()), 1e-5) << dtype_name(t) << " cols " << cols << " n=" << n;
+    }
   }
 }
 
@@ -93,34 +100,36 @@ TEST_P(QuantTileTest, MatmulMatchesReference) {
 // Q8_0 rows, tiles), gives each token exactly what a batch of one gives it.
 TEST_P(QuantTileTest, EveryBatchSizeGivesEachTokenItsOwnResult) {
   const DType t = GetParam();
-  std::mt19937 rng(9);
-  const int64_t rows = 2 * kTileGroupRows + 5, cols = 512;
-  std::string data;
-  for (int r = 0; r < rows; ++r) data += random_k_row(t, cols, rng);
-  Matrix W{t, rows, cols, dtype_bytes(t, cols), reinterpret_cast<const uint8_t*>(data.data())};
-  std::vector<uint8_t> packed;  // Q8_0's copy for decode, as bind_weights packs it
-  if (has_packed_rows(t)) {
-    packed.resize(rows / kDirectRows * packed_group_bytes(cols));
-    for (int64_t g = 0; g < rows / kDirectRows; ++g) {
-      const void* group[kDirectRows];
-      for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(g * kDirectRows + i);
-      pack_rows(group, cols, &packed[g * packed_group_bytes(cols)]);
+  // 2 and 5 super-blocks a row: the K-quant kernels reduce several super-blocks' sums together, with a
+  // remainder at 5
+  for (const int64_t cols : {512, 1280}) {
+    const int64_t rows = 2 * kTileGroupRows + 5;
+    std::string data;
+    Matrix W = random_matrix(t, rows, cols, 9, data);
+    std::vector<uint8_t> packed;  // Q8_0's copy for decode, as bind_weights packs it
+    if (has_packed_rows(t)) {
+      packed.resize(rows / kDirectRows * packed_group_bytes(cols));
+      for (int64_t g = 0; g < rows / kDirectRows; ++g) {
+        const void* group[kDirectRows];
+        for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(g * kDirectRows + i);
+        pack_rows(group, cols, &packed[g * packed_group_bytes(cols)]);
+      }
     }
-  }
-  for (bool use_packed : {false, true}) {
-    if (use_packed && packed.empty()) continue;
-    W.packed = use_packed ? packed.data() : nullptr;
-    const int max_tokens = 40;
-    auto X = test::random_floats((size_t)max_tokens * cols, 13, 4.0f);
-    std::vector<float> one(max_tokens * rows);  // each token alone
-    for (int k = 0; k < max_tokens; ++k) matmul(W, &X[(size_t)k * cols], 1, &one[(size_t)k * rows]);
-    for (int n : {2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 40}) {
-      std::vector<float> Y(n * rows);
-      matmul(W, X.data(), n, Y.data());
-      for (int k = 0; k < n; ++k)
-        for (int64_t r = 0; r < rows; ++r)
-          ASSERT_EQ(Y[k * rows + r], one[k * rows + r])
-              << dtype_name(t) << (use_packed ? " packed" : "") << " batch " << n << " token " << k << " row " << r;
+    for (bool use_packed : {false, true}) {
+      if (use_packed && packed.empty()) continue;
+      W.packed = use_packed ? packed.data() : nullptr;
+      const int max_tokens = 40;
+      auto X = test::random_floats((size_t)max_tokens * cols, 13, 4.0f);
+      std::vector<float> one(max_tokens * rows);  // each token alone
+      for (int k = 0; k < max_tokens; ++k) matmul(W, &X[(size_t)k * cols], 1, &one[(size_t)k * rows]);
+      for (int n : {2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 40}) {
+        std::vector<float> Y(n * rows);
+        matmul(W, X.data(), n, Y.data());
+        for (int k = 0; k < n; ++k)
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(Y[k * rows + r], one[k * rows + r]) << dtype_name(t) << (use_packed ? " packed" : "") << " cols " << cols
+                                                         << " batch " << n << " token " << k << " row " << r;
+      }
     }
   }
 }

@@ -617,8 +617,13 @@ TEST_F(ServerTest, StreamedLogprobsAddUpToTheWholeReplys) {
     bool done = false;
     return res ? sse_events(res->body, done) : std::vector<json>{};
   };
-  const json body = {{"prompt", kPrompt}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 2}, {"echo", true}, {"stop", " the"}};
-  const json whole = post_json(s, "/v1/completions", body)["choices"][0]["logprobs"];
+  // A stop string from the middle of the greedy reply: its tokens' logprobs go in the last chunk.
+  const std::string greedy = api_greedy(*engine_, kPrompt, 12);
+  const json body = {{"prompt", kPrompt}, {"max_tokens", 12}, {"temperature", 0}, {"ignore_eos", true},
+                     {"logprobs", 2}, {"echo", true}, {"stop", greedy.substr(greedy.size() / 2, 3)}};
+  const json whole_reply = post_json(s, "/v1/completions", body)["choices"][0];
+  ASSERT_EQ(whole_reply["finish_reason"], "stop");
+  const json& whole = whole_reply["logprobs"];
   json joined = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
   for (const json& e : streamed("/v1/completions", body)) {
     const json& lp = e["choices"][0]["logprobs"];

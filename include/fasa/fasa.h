@@ -130,7 +130,8 @@ class Batch {
     int max_prompt_chunk = 0;   // prompt tokens of one member per pass (llama.cpp's -ub); 0: max_pass_tokens
     int threads = 0;            // OpenMP threads of the passes; 0: the process default
     // While members are generating, a pass takes only the prompt tokens that keep it under about this
-    // long (from the times of earlier passes), so their streams never pause longer; 0: no limit.
+    // long (from the times of earlier passes), so their streams pause no longer; where their decode
+    // steps alone take longer, a pass takes prompt tokens for as long again. 0: no limit.
     double max_pass_seconds = 0.5;
   };
   // Called once per member when it has finished (its result) or failed (`error` set, result empty).
@@ -159,7 +160,6 @@ class Batch {
   struct Member;
   bool advance(Member& m);  // samples m's next token; false (and on_done) once its generation has ended
   bool begin(Member& m);    // m's prompt is in: its generation starts; false when it ended at once
-  int64_t prompt_room(int64_t room, bool generating) const;  // prompt tokens the next pass may take
   Options opts_;
   std::vector<std::unique_ptr<Member>> members_;
   double decode_pass_seconds_ = 0;  // a pass without prompt tokens, smoothed over the last ones

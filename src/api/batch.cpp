@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "api/generation.h"
+#include "api/prompt_chunk.h"
 #include "fasa/fasa.h"
 #include "model/session.h"
 
@@ -71,19 +72,6 @@ void Batch::add(Context& ctx, std::vector<int32_t> prompt, const GenerationOptio
   if (!m->prompt.empty() || begin(*m)) members_.push_back(std::move(m));
 }
 
-// A waiting prompt gets a few tokens even when the decode steps fill the pass, so it is never starved.
-constexpr int64_t kMinPromptRoom = 8;
-
-// With members generating and max_pass_seconds set: the prompt tokens a pass can take in that time,
-// from the smoothed times of earlier passes (a pass costs about decode_pass_seconds_ plus
-// prompt_token_seconds_ per prompt token); a first, small chunk measures the cost.
-int64_t Batch::prompt_room(int64_t room, bool generating) const {
-  if (!generating || opts_.max_pass_seconds <= 0) return room;
-  if (prompt_token_seconds_ <= 0) return std::min<int64_t>(room, 4 * kMinPromptRoom);
-  const double fits = (opts_.max_pass_seconds - decode_pass_seconds_) / prompt_token_seconds_;
-  return std::clamp<int64_t>((int64_t)fits, std::min(kMinPromptRoom, room), room);
-}
-
 bool Batch::step() {
   if (members_.empty()) return false;
   // Decode steps first, then prompt chunks in the room left.
@@ -97,7 +85,8 @@ bool Batch::step() {
       --room;
     }
   const bool generating = !pass.empty();
-  room = prompt_room(std::max(room, kMinPromptRoom), generating);
+  room = prompt_chunk(std::max(room, kMinPromptChunk), generating, opts_.max_pass_seconds, decode_pass_seconds_,
+                      prompt_token_seconds_);
   int64_t n_prompt = 0;
   for (const auto& m : members_)
     if (!m->gen && room > 0) {
@@ -122,8 +111,8 @@ bool Batch::step() {
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     auto smooth = [](double& avg, double x) { avg = avg > 0 ? 0.7 * avg + 0.3 * x : x; };
     if (n_prompt == 0) smooth(decode_pass_seconds_, seconds);
-    else if (generating && decode_pass_seconds_ > 0 && n_prompt >= kMinPromptRoom)
-      smooth(prompt_token_seconds_, std::max(seconds - decode_pass_seconds_, 0.0) / (double)n_prompt);
+    else if (generating && n_prompt >= kMinPromptChunk)  // (while no decode pass alone was timed: all of it)
+      smooth(prompt_token_seconds_, std::max(seconds - decode_pass_seconds_, 1e-9) / (double)n_prompt);
   } catch (...) {  // the pass's members are in no state to go on
     for (Member* m : in_pass) fail(*m, std::current_exception());
   }

@@ -1,5 +1,7 @@
 #include "ops/matmul.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -15,8 +17,13 @@ namespace {
 // from a shared counter rather than fixed shares, so a thread that another process holds up delays the
 // matmul by a chunk, not its whole share (a busy machine); yet each chunk is a long run of memory, so
 // the prefetchers' ramp-up and the first rows' misses come once per run (chunks of 32 rows decoded
-// Q4_K_M at 0.8x of fixed shares on a Zen 4 VM).
-int chunk_of(size_t bytes_per_iteration) { return (int)std::max<size_t>(1, (256 << 10) / std::max<size_t>(1, bytes_per_iteration)); }
+// Q4_K_M at 0.8x of fixed shares on a Zen 4 VM); and at most a quarter of each thread's share, so a
+// small matrix still gives every thread of a many-core machine work.
+int chunk_of(size_t bytes_per_iteration, int64_t iterations) {
+  const int64_t by_bytes = (256 << 10) / std::max<size_t>(1, bytes_per_iteration);
+  const int64_t by_threads = iterations / (4 * (int64_t)omp_get_max_threads());
+  return (int)std::max<int64_t>(1, std::min(by_bytes, by_threads));
+}
 
 // Float weights, several tokens: a panel of kPanelRows rows is dequantized once per call and stored
 // column-major, so each step over the columns loads kPanelRows weights as two vectors and multiplies
@@ -54,7 +61,7 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
   const int64_t groups = W.rows / kDirectRows, half = (groups + 1) / 2;
   const size_t gb = packed_group_bytes(W.cols);
   if (n_tokens == 1) {
-#pragma omp parallel for schedule(dynamic, chunk_of(2 * gb))
+#pragma omp parallel for schedule(dynamic, chunk_of(2 * gb, half))
     for (int64_t g = 0; g < half; ++g) {
       const bool pair = g + half < groups;
       float y[2 * kDirectRows];  // group g's rows, then group g + half's
@@ -64,7 +71,7 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
     }
     return;
   }
-#pragma omp parallel for schedule(dynamic, chunk_of(gb))
+#pragma omp parallel for schedule(dynamic, chunk_of(gb, groups))
   for (int64_t g = 0; g < groups; ++g)
     dot_packed_tokens(W.packed + g * gb, xq.data(), n_tokens, W.cols, Y + g * kDirectRows, W.rows);
 }
@@ -85,7 +92,7 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
   };
   if (n_tokens > kMatmulSmallBatch && has_quant_tiles(W.type)) {  // their unpacking per call repaid by many tokens
     const int64_t whole = rows / kTileGroupRows * kTileGroupRows;
-#pragma omp parallel for schedule(dynamic, chunk_of(kTileGroupRows * W.row_bytes))
+#pragma omp parallel for schedule(dynamic, chunk_of(kTileGroupRows * W.row_bytes, whole / kTileGroupRows))
     for (int64_t r0 = 0; r0 < whole; r0 += kTileGroupRows) {
       const void* group[kTileGroupRows];
       for (int i = 0; i < kTileGroupRows; ++i) group[i] = W.row(r0 + i);
@@ -98,7 +105,7 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
     if (W.packed) {
       matmul_packed(W, xq, n_tokens, Y);
     } else {
-#pragma omp parallel for schedule(dynamic, chunk_of(kDirectRows * W.row_bytes))
+#pragma omp parallel for schedule(dynamic, chunk_of(kDirectRows * W.row_bytes, whole / kDirectRows))
       for (int64_t r0 = 0; r0 < whole; r0 += kDirectRows) {
         const void* group[kDirectRows];
         for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(r0 + i);
@@ -111,7 +118,7 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
 #pragma omp parallel
   {
     UnpackedRow w;
-#pragma omp for schedule(dynamic, chunk_of(W.row_bytes))
+#pragma omp for schedule(dynamic, chunk_of(W.row_bytes, rows))
     for (int64_t r = 0; r < rows; ++r) {
       unpack_row(W.type, W.row(r), cols, w);
       for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_unpacked(w, xq[t]);
@@ -125,7 +132,7 @@ void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
   const int64_t rows = W.rows, cols = W.cols;
   if (uses_quantized_acts(W.type)) return matmul_quantized(W, X, n_tokens, Y);
   if (n_tokens <= kMatmulSmallBatch) {  // each row read once for every token; each token's sums as a batch of one's
-#pragma omp parallel for schedule(dynamic, chunk_of(W.row_bytes))
+#pragma omp parallel for schedule(dynamic, chunk_of(W.row_bytes, rows))
     for (int64_t r = 0; r < rows; ++r) dot_row_tokens(W.type, W.row(r), X, n_tokens, cols, Y + r, rows);
     return;
   }
@@ -138,7 +145,7 @@ void matmul(const Matrix& W, const float* X, int n_tokens, float* Y) {
     thread_local std::vector<float> panel;  // [cols, kPanelRows] the same, column-major
     w.resize((size_t)kPanelRows * cols);
     panel.resize((size_t)cols * kPanelRows);
-#pragma omp for schedule(dynamic, chunk_of(kPanelRows * W.row_bytes))
+#pragma omp for schedule(dynamic, chunk_of(kPanelRows * W.row_bytes, panels))
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t r0 = p * kPanelRows, nr = std::min<int64_t>(kPanelRows, rows - r0);
       for (int64_t i = 0; i < nr; ++i) dequantize_row(W.type, W.row(r0 + i), &w[i * cols], cols);

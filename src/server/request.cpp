@@ -146,10 +146,8 @@ json openai_fields(json body, const RequestLimits& limits) {
   if (field(body, "max_tokens")) bad("max_tokens", "is /v1/completions' field: /completion takes 'n_predict'");
   for (const char* openai_only : {"echo", "echo_policy", "logprobs", "n", "stream_options"})
     if (field(body, openai_only)) bad(openai_only, "is /v1/completions' field, not /completion's");
-  if (field(body, "n_predict")) {
-    const int64_t n = get_int(body, "n_predict", -1, -1, INT32_MAX);
-    body["max_tokens"] = n < 0 ? limits.max_tokens_limit : n;
-  }
+  const int64_t n = get_int(body, "n_predict", -1, -1, INT32_MAX);  // absent: -1, as llama-server
+  body["max_tokens"] = n < 0 ? limits.max_tokens_limit : n;
   if (!field(body, "temperature")) body["temperature"] = 0.8;
   if (get_int(body, "n_probs", 0, 0, 1 << 20) > 0) bad("n_probs", "is not supported by this server (/v1/completions has logprobs)");
   if (get_int(body, "id_slot", -1, -1, 1 << 20) >= 0) bad("id_slot", "is not supported: the server picks the slot whose cache fits");

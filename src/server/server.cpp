@@ -710,7 +710,7 @@ json Server::Impl::chunk(const Job& job, const json& choice) const {
 bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& sink) {
   const bool chat = job->request.chat, llama = job->request.endpoint == Endpoint::llama_completion;
   const bool with_logprobs = job->request.gen.logprobs >= 0;
-  size_t offset = first_offset(*job);
+  size_t offset = with_logprobs ? first_offset(*job) : 0;
   auto send = [&](const json& j) {
     const std::string event = "data: " + dump(j) + "\n\n";
     return sink.write(event.data(), event.size());
