@@ -418,6 +418,13 @@ void dot_q6_k_row(const uint8_t* p, const QuantizedActs* x, int64_t n, float* ou
 // Each 512-bit weight vector holds two sub-blocks' quants in the activations' order (a 32-byte load
 // broadcast to both halves, each half shifted to its nibble), so the activations load contiguously.
 
+// The super-block this far ahead is fetched while one is computed: the hardware prefetchers alone
+// kept a K-quant matmul from DRAM 5-20 % slower (one-token and 8-token passes, 2 threads, Zen 4).
+constexpr int kKquantPrefetchBytes = 2048;
+inline void prefetch_block(const uint8_t* p, int bytes) {
+  for (int at = 0; at < bytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + kKquantPrefetchBytes + at, _MM_HINT_T0);
+}
+
 // 16 lanes of the 8 scales: lanes 0-7 take scale a, lanes 8-15 scale b.
 inline __m512i lanes_of(__m512i scales, int a, int b) {
   return _mm512_permutexvar_epi32(_mm512_set_epi32(b, b, b, b, b, b, b, b, a, a, a, a, a, a, a, a), scales);
@@ -457,6 +464,7 @@ void dot_k4_row(const uint8_t* row, const QuantizedActs* x, int64_t n, bool fift
   float sum[NT] = {};
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* p = row + b * block_bytes;
+    prefetch_block(p, block_bytes);
     uint32_t a, bb, c;
     std::memcpy(&a, p + 4, 4), std::memcpy(&bb, p + 8, 4), std::memcpy(&c, p + 12, 4);
     const uint64_t sc = (uint64_t)(a & 0x3f3f3f3f) |
@@ -518,6 +526,7 @@ void dot_q6_k_row(const uint8_t* row, const QuantizedActs* x, int64_t n, float* 
         continue;
       }
       const uint8_t* p = row + (b0 + j) * 210;
+      prefetch_block(p, 210);
       const __m512i scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
       __m512i w[4], sc_lanes[4];  // elements 0-63, 64-127 of each half, each + 32; lanes 4j..4j+3: sub-block 4k + j's scale
       for (int half = 0; half < 2; ++half) {
