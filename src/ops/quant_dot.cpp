@@ -430,12 +430,16 @@ inline __m512i lanes_of(__m512i scales, int a, int b) {
   return _mm512_permutexvar_epi32(_mm512_set_epi32(b, b, b, b, b, b, b, b, a, a, a, a, a, a, a, a), scales);
 }
 
-// out[i] = the sum of v[i]'s 16 lanes for i < K (2 or a multiple of 4): exact integer sums, so reducing several
-// vectors together (each folded to 256 bits, then a tree of horizontal adds) gives the bits one
-// reduction each would, at a fraction of the instructions.
+// out[i] = the sum of v[i]'s 16 lanes for i < K (1, 2 or a multiple of 4): exact integer sums, so
+// reducing several vectors together (each folded to 256 bits, then a tree of horizontal adds) gives
+// the bits one reduction each would, at a fraction of the instructions.
 template <int K>
 inline void lane_sums(const __m512i* v, int32_t* out) {
-  static_assert(K == 2 || K % 4 == 0);
+  static_assert(K <= 2 || K % 4 == 0);
+  if constexpr (K == 1) {
+    out[0] = _mm512_reduce_add_epi32(v[0]);
+    return;
+  }
   if constexpr (K == 2) {
     const __m256i h0 = _mm256_add_epi32(_mm512_castsi512_si256(v[0]), _mm512_extracti64x4_epi64(v[0], 1));
     const __m256i h1 = _mm256_add_epi32(_mm512_castsi512_si256(v[1]), _mm512_extracti64x4_epi64(v[1], 1));
@@ -511,55 +515,43 @@ void dot_k4_row(const uint8_t* row, const QuantizedActs* x, int64_t n, bool fift
 
 template <int NT>
 void dot_q6_k_row(const uint8_t* row, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
-  constexpr int SB = NT >= 4 ? 1 : 4 / NT, K = SB * NT;  // super-blocks whose sums are reduced with the tokens'
-
   const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(3);
   const __m512i shift_lo = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0), shift_hi = _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4);
   float sum[NT] = {};
-  const int64_t nb = n / 256;
-  for (int64_t b0 = 0; b0 < nb; b0 += SB) {
-    __m512i v[K];  // super-block j, token t: j NT + t
-    float d[SB] = {};
-    for (int j = 0; j < SB; ++j) {
-      if (b0 + j >= nb) {
-        for (int t = 0; t < NT; ++t) v[j * NT + t] = _mm512_setzero_si512();
-        continue;
-      }
-      const uint8_t* p = row + (b0 + j) * 210;
-      prefetch_block(p, 210);
-      const __m512i scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
-      __m512i w[4], sc_lanes[4];  // elements 0-63, 64-127 of each half, each + 32; lanes 4j..4j+3: sub-block 4k + j's scale
-      for (int half = 0; half < 2; ++half) {
-        const __m512i ql = _mm512_loadu_si512(p + 64 * half);
-        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * half)));
-        w[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, low4),
-                                      _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_lo), low2), 4));
-        w[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
-                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_hi), low2), 4));
-      }
-      for (int k = 0; k < 4; ++k) {
-        const int s0 = 4 * k;
-        const __m512i idx = _mm512_set_epi32(s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 2, s0 + 2, s0 + 2, s0 + 2,
-                                             s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0, s0, s0, s0);
-        sc_lanes[k] = _mm512_permutexvar_epi32(idx, scales);
-      }
-      d[j] = fp16_at(p + 208);
-      for (int t = 0; t < NT; ++t) {
-        const int8_t* xq = x[t].q.data() + (b0 + j) * 256;
-        const __m512i xs16 = _mm512_loadu_si512(&x[t].sum16[(b0 + j) * 16]);
-        // the quants are stored + 32: start from -32 * sum_s sc[s] * sum(q_x over s)
-        __m512i isum = _mm512_mullo_epi32(_mm512_mullo_epi32(scales, xs16), _mm512_set1_epi32(-32));
-        for (int k = 0; k < 4; ++k) {  // w[k] holds sub-blocks 4k..4k+3 (16 elements each)
-          const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[k], _mm512_loadu_si512(xq + 64 * k));
-          isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(dp, sc_lanes[k]));
-        }
-        v[j * NT + t] = isum;
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* p = row + b * 210;
+    prefetch_block(p, 210);
+    const __m512i scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
+    __m512i w[4], sc_lanes[4];  // elements 0-63, 64-127 of each half, each + 32; lanes 4j..4j+3: sub-block 4k + j's scale
+    for (int half = 0; half < 2; ++half) {
+      const __m512i ql = _mm512_loadu_si512(p + 64 * half);
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * half)));
+      w[2 * half] = _mm512_or_si512(_mm512_and_si512(ql, low4),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_lo), low2), 4));
+      w[2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, shift_hi), low2), 4));
+    }
+    for (int k = 0; k < 4; ++k) {
+      const int s0 = 4 * k;
+      const __m512i idx = _mm512_set_epi32(s0 + 3, s0 + 3, s0 + 3, s0 + 3, s0 + 2, s0 + 2, s0 + 2, s0 + 2,
+                                           s0 + 1, s0 + 1, s0 + 1, s0 + 1, s0, s0, s0, s0);
+      sc_lanes[k] = _mm512_permutexvar_epi32(idx, scales);
+    }
+    __m512i v[NT];  // token t's scaled products
+    for (int t = 0; t < NT; ++t) {
+      const int8_t* xq = x[t].q.data() + b * 256;
+      const __m512i xs16 = _mm512_loadu_si512(&x[t].sum16[b * 16]);
+      // the quants are stored + 32: start from -32 * sum_s sc[s] * sum(q_x over s)
+      v[t] = _mm512_mullo_epi32(_mm512_mullo_epi32(scales, xs16), _mm512_set1_epi32(-32));
+      for (int k = 0; k < 4; ++k) {  // w[k] holds sub-blocks 4k..4k+3 (16 elements each)
+        const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[k], _mm512_loadu_si512(xq + 64 * k));
+        v[t] = _mm512_add_epi32(v[t], _mm512_mullo_epi32(dp, sc_lanes[k]));
       }
     }
-    int32_t sums[K];
-    lane_sums<K>(v, sums);
-    for (int j = 0; j < SB && b0 + j < nb; ++j)
-      for (int t = 0; t < NT; ++t) sum[t] = std::fma(d[j] * x[t].d[b0 + j], (float)sums[j * NT + t], sum[t]);
+    int32_t sums[NT];
+    lane_sums<NT>(v, sums);
+    const float d = fp16_at(p + 208);
+    for (int t = 0; t < NT; ++t) sum[t] = std::fma(d * x[t].d[b], (float)sums[t], sum[t]);
   }
   for (int t = 0; t < NT; ++t) out[t * ldo] = sum[t];
 }

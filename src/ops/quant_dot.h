@@ -57,7 +57,7 @@ float dot_direct(DType weight_type, const void* row, const QuantizedActs& x, int
 // out[t * ldo + r] = dot_direct(weight_type, rows[r], x[t], n) for kDirectRows rows and n_tokens tokens
 // (the matmul's path for decode and small batches): each activation block is loaded once for all the
 // rows, whose sums run as independent chains; each row comes from memory once for all the tokens, and
-// a K-quant row is unpacked once for up to 4 tokens.   x: [n_tokens]
+// a K-quant row is unpacked once for up to 8 tokens (4 with AVX2).   x: [n_tokens]
 constexpr int kDirectRows = 8;
 void dot_direct_rows(DType weight_type, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n,
                      float* out, int64_t ldo);
