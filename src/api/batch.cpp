@@ -61,8 +61,7 @@ void Batch::add(Context& ctx, std::vector<int32_t> prompt, const GenerationOptio
                 DoneCallback on_done) {
   for (const auto& m : members_)
     if (m->ctx == &ctx) throw Error("Batch::add: the context is already in the batch");
-  if (opts.max_tokens < 0) throw Error("generate: max_tokens must be >= 0");
-  if (prompt.empty() && ctx.n_past() == 0) throw Error("generate: feed a prompt first");
+  check_generation(opts, !prompt.empty() || ctx.n_past() > 0);
   auto m = std::make_unique<Member>();
   m->ctx = &ctx;
   m->opts = opts;
@@ -148,8 +147,7 @@ std::vector<GenerationResult> generate_together(std::span<Context* const> contex
     Context& c = *contexts[i];
     if (&c.engine_ != &contexts[0]->engine_) throw Error("generate_together: the contexts must share one engine");
     if (std::count(contexts.begin(), contexts.end(), &c) > 1) throw Error("generate_together: a context appears twice");
-    if (c.n_past() == 0) throw Error("generate: feed a prompt first");
-    if (opts[opts.size() == 1 ? 0 : i].max_tokens < 0) throw Error("generate: max_tokens must be >= 0");
+    check_generation(opts[opts.size() == 1 ? 0 : i], c.n_past() > 0);
   }
   Batch batch({.threads = n > 0 ? contexts[0]->opts_.threads : 0});
   std::vector<GenerationResult> results(n);

@@ -168,8 +168,7 @@ bool Context::decode_is_dense() const { return policy_info(opts_.policy.attn).de
 
 std::unique_ptr<Context::Generation> Context::start_generation(const GenerationOptions& opts, const TextCallback& on_text) {
   if (!unevaluated_.empty()) feed_tokens({});
-  if (session_->n_past() == 0) throw Error("generate: feed a prompt first");
-  if (opts.max_tokens < 0) throw Error("generate: max_tokens must be >= 0");
+  check_generation(opts, session_->n_past() > 0);
   return std::make_unique<Generation>(opts, on_text);
 }
 

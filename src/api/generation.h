@@ -10,6 +10,12 @@
 
 namespace fasa {
 
+// What a generation refuses to start with: nothing fed (`fed` false) or max_tokens < 0.
+inline void check_generation(const GenerationOptions& opts, bool fed) {
+  if (!fed) throw Error("generate: feed a prompt first");
+  if (opts.max_tokens < 0) throw Error("generate: max_tokens must be >= 0");
+}
+
 struct Context::Generation {
   GenerationOptions opts;
   TextCallback on_text;
