@@ -5,6 +5,7 @@
 
 #include "ops/dtype.h"
 #include "ops/matmul.h"
+#include "ops/packed_rows.h"
 #include "ops/quant_dot.h"
 #include "test_util.h"
 #include "fasa/error.h"
@@ -246,36 +247,49 @@ TEST_P(QuantKernelTest, DirectRowsEqualOneRowAtATime) {
 INSTANTIATE_TEST_SUITE_P(Q8_0AndQ4_0, QuantKernelTest, ::testing::Values(DType::Q8_0, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// Q8_0 rows packed for decode give exactly the direct kernel's sums (same integer chunks, same order),
-// one group alone and two side by side, including extreme quants (-128, 127) that the +128 offset must
-// not wrap.
-TEST(QuantKernels, PackedQ8_0RowsEqualDirectRows) {
-  const DType t = DType::Q8_0;
-  if (!has_packed_rows(t)) GTEST_SKIP() << "no packed Q8_0 kernel in this build (it needs AVX512-VNNI)";
-  for (int64_t n : {32, 256, 4096}) {
+// Rows packed for decode (Q8_0, Q4_K) give exactly the direct kernel's sums (same integer sums, same
+// float steps in the same order), one group alone and two side by side, including extreme quants
+// (Q8_0's -128 and 127, which the +128 offset must not wrap; Q4_K's 15 and 63 scales and mins).
+class PackedRowsTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(PackedRowsTest, EqualDirectRows) {
+  const DType t = GetParam();
+  if (!has_packed_rows(t)) GTEST_SKIP() << "no packed " << dtype_name(t) << " kernel in this build (it needs AVX512-VNNI)";
+  for (int64_t n : {256, 4096}) {
     std::vector<std::string> data;
     for (int r = 0; r < kDirectRows; ++r) data.push_back(random_row(t, n, 80 + r + (uint32_t)n));
-    data[0][2] = (char)-128, data[0][3] = 127;  // block 0's first quants
+    if (t == DType::Q8_0) data[0][2] = (char)-128, data[0][3] = 127;  // block 0's first quants
+    if (t == DType::Q4_K) {
+      for (auto& row : data)  // finite d and dmin (random bytes can be NaN)
+        for (int64_t b = 0; b < n / 256; ++b) {
+          const uint16_t d = fp32_to_fp16(0.01f * (float)(b + 1)), dmin = fp32_to_fp16(0.003f);
+          std::memcpy(&row[b * 144], &d, 2), std::memcpy(&row[b * 144 + 2], &dmin, 2);
+        }
+      std::memset(&data[0][4], 0xff, 140);  // scales, mins and quants at their maxima
+    }
     const void* rows[kDirectRows];
     for (int r = 0; r < kDirectRows; ++r) rows[r] = data[r].data();
-    std::vector<uint8_t> packed(packed_group_bytes(n));
-    pack_rows(rows, n, packed.data());
+    std::vector<uint8_t> packed(packed_group_bytes(t, n));
+    pack_rows(t, rows, n, packed.data());
     QuantizedActs x;
     quantize_acts(t, test::random_floats(n, 81).data(), n, x);
     float got[kDirectRows], want[kDirectRows], two[2 * kDirectRows];
-    dot_packed_rows(packed.data(), nullptr, x, n, got);  // one group alone
+    dot_packed_rows(t, packed.data(), nullptr, x, n, got);  // one group alone
     dot_direct_rows(t, rows, &x, 1, n, want, kDirectRows);
     for (int r = 0; r < kDirectRows; ++r) EXPECT_EQ(got[r], want[r]) << "n=" << n << " row " << r;
     std::vector<uint8_t> other(packed.size());  // the same rows in reverse order: a second group
     std::reverse(std::begin(rows), std::end(rows));
-    pack_rows(rows, n, other.data());
-    dot_packed_rows(packed.data(), other.data(), x, n, two);  // both groups side by side
+    pack_rows(t, rows, n, other.data());
+    dot_packed_rows(t, packed.data(), other.data(), x, n, two);  // both groups side by side
     for (int r = 0; r < kDirectRows; ++r) {
       EXPECT_EQ(two[r], want[r]) << "n=" << n << " row " << r;
       EXPECT_EQ(two[kDirectRows + r], want[kDirectRows - 1 - r]) << "n=" << n << " second group, row " << r;
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Packable, PackedRowsTest, ::testing::Values(DType::Q8_0, DType::Q4_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(DType, UnknownAndUncomputableTypes) {
   EXPECT_FALSE(dtype_traits(4).has_value());  // Q4_2: removed from ggml

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/packed_rows.h"
 #include "ops/quant_dot.h"
 #include "ops/quant_tiles.h"
 #include "ops/matmul.h"
@@ -106,13 +107,13 @@ TEST_P(QuantTileTest, EveryBatchSizeGivesEachTokenItsOwnResult) {
     const int64_t rows = 2 * kTileGroupRows + 5;
     std::string data;
     Matrix W = random_matrix(t, rows, cols, 9, data);
-    std::vector<uint8_t> packed;  // Q8_0's copy for decode, as bind_weights packs it
+    std::vector<uint8_t> packed;  // Q8_0's and Q4_K's copy for decode, as bind_weights packs it
     if (has_packed_rows(t)) {
-      packed.resize(rows / kDirectRows * packed_group_bytes(cols));
+      packed.resize(rows / kDirectRows * packed_group_bytes(t, cols));
       for (int64_t g = 0; g < rows / kDirectRows; ++g) {
         const void* group[kDirectRows];
         for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(g * kDirectRows + i);
-        pack_rows(group, cols, &packed[g * packed_group_bytes(cols)]);
+        pack_rows(t, group, cols, &packed[g * packed_group_bytes(t, cols)]);
       }
     }
     for (bool use_packed : {false, true}) {

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "fasa/error.h"
-#include "ops/quant_dot.h"
+#include "ops/packed_rows.h"
 
 namespace fasa {
 
@@ -134,13 +134,13 @@ std::vector<float> bind_vector(const TensorLookup& lookup, const std::string& na
 void pack_for_decode(Matrix& m, std::vector<std::vector<uint8_t>>& owned) {
   if (!has_packed_rows(m.type) || m.cols % 32 != 0) return;
   const int64_t groups = m.rows / kDirectRows;
-  const size_t group_bytes = packed_group_bytes(m.cols);
+  const size_t group_bytes = packed_group_bytes(m.type, m.cols);
   std::vector<uint8_t>& buf = owned.emplace_back(groups * group_bytes);
 #pragma omp parallel for schedule(static)
   for (int64_t g = 0; g < groups; ++g) {
     const void* rows[kDirectRows];
     for (int i = 0; i < kDirectRows; ++i) rows[i] = m.row(g * kDirectRows + i);
-    pack_rows(rows, m.cols, &buf[g * group_bytes]);
+    pack_rows(m.type, rows, m.cols, &buf[g * group_bytes]);
   }
   m.packed = buf.data();
 }

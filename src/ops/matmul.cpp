@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/float_vec.h"
+#include "ops/packed_rows.h"
 #include "ops/quant_tiles.h"
 #include "ops/quant_dot.h"
 
@@ -59,13 +60,13 @@ void multiply_panel(const float* panel, const float* x, int64_t cols, float* y, 
 // flight); several: each group once for all of them.
 void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_tokens, float* Y) {
   const int64_t groups = W.rows / kDirectRows, half = (groups + 1) / 2;
-  const size_t gb = packed_group_bytes(W.cols);
+  const size_t gb = packed_group_bytes(W.type, W.cols);
   if (n_tokens == 1) {
 #pragma omp parallel for schedule(dynamic, chunk_of(2 * gb, half))
     for (int64_t g = 0; g < half; ++g) {
       const bool pair = g + half < groups;
       float y[2 * kDirectRows];  // group g's rows, then group g + half's
-      dot_packed_rows(W.packed + g * gb, pair ? W.packed + (g + half) * gb : nullptr, xq[0], W.cols, y);
+      dot_packed_rows(W.type, W.packed + g * gb, pair ? W.packed + (g + half) * gb : nullptr, xq[0], W.cols, y);
       std::copy_n(y, kDirectRows, Y + g * kDirectRows);
       if (pair) std::copy_n(y + kDirectRows, kDirectRows, Y + (g + half) * kDirectRows);
     }
@@ -73,7 +74,7 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
   }
 #pragma omp parallel for schedule(dynamic, chunk_of(gb, groups))
   for (int64_t g = 0; g < groups; ++g)
-    dot_packed_tokens(W.packed + g * gb, xq.data(), n_tokens, W.cols, Y + g * kDirectRows, W.rows);
+    dot_packed_tokens(W.type, W.packed + g * gb, xq.data(), n_tokens, W.cols, Y + g * kDirectRows, W.rows);
 }
 
 // Quantized weights: activations rounded to int8 once per token.

@@ -21,6 +21,7 @@ struct QuantizedActs {
   std::vector<int8_t> q;       // [n]
   std::vector<float> d;        // [n / group]
   std::vector<int32_t> sum16;  // [n / 16] sum of q over each 16 elements (for the offsets)
+  std::vector<int16_t> sum32;  // [n / 32] the same over each 32 (packed Q4_K rows' mins)
   std::vector<int32_t> minus128_sum4;  // [n / 4] -128 * the sum of q over each 4 elements (packed Q8_0 rows)
 };
 
@@ -61,21 +62,5 @@ float dot_direct(DType weight_type, const void* row, const QuantizedActs& x, int
 constexpr int kDirectRows = 8;
 void dot_direct_rows(DType weight_type, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n,
                      float* out, int64_t ldo);
-
-// Q8_0 rows packed for the decode matmul, kDirectRows at a time: per block of 32 columns the rows'
-// 8 fp16 scales (16 bytes), then for each 4-column chunk the rows' 4 quants + 128 as unsigned bytes
-// (32 bytes), so one load and one vpdpbusd give that chunk's sums for all 8 rows. The sums and their
-// order are dot_direct_rows' (llama.cpp's) exactly: each row's 8 lanes hold its chunks' running sums.
-// Built where the CPU has VNNI (unsigned x signed byte dots); elsewhere has_packed_rows is false.
-bool has_packed_rows(DType weight_type);
-size_t packed_group_bytes(int64_t n);  // one group of kDirectRows rows of n columns
-// rows: kDirectRows Q8_0 rows of n columns; out: packed_group_bytes(n)
-void pack_rows(const void* const* rows, int64_t n, uint8_t* out);
-// Two groups read side by side (two memory streams), or one where group_b is null.   out: [16] or [8]
-void dot_packed_rows(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n, float* out);
-// One group against n_tokens tokens (small batches), bit-identical to dot_packed_rows per token: with
-// AVX-512 two tokens share each vpdpbusd, and every load of the group serves four.
-//   x: [n_tokens]; out[t * ldo + r] for r < kDirectRows
-void dot_packed_tokens(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out, int64_t ldo);
 
 }  // namespace fasa

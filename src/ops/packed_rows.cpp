@@ -1,0 +1,307 @@
+#include "ops/packed_rows.h"
+
+#include <cstring>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "fasa/error.h"
+#include "ops/hsum_avx.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#define FASA_PACKED_K4 1
+#endif
+
+namespace fasa {
+
+namespace {
+
+// ---- Q8_0 ----
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define FASA_PACKED_Q8 1
+#endif
+
+constexpr size_t kPackedBlockBytes = 16 + 8 * 32;  // 8 fp16 scales + 8 chunks x 8 rows x 4 quants
+
+void pack_q8_0(const void* const* rows, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 32; ++b, out += kPackedBlockBytes) {
+    for (int r = 0; r < 8; ++r) {
+      const uint8_t* block = static_cast<const uint8_t*>(rows[r]) + b * 34;
+      std::memcpy(out + 2 * r, block, 2);
+      for (int c = 0; c < 8; ++c)
+        for (int e = 0; e < 4; ++e) out[16 + c * 32 + r * 4 + e] = (uint8_t)((int8_t)block[2 + 4 * c + e] + 128);
+    }
+  }
+}
+
+#if FASA_PACKED_Q8
+constexpr size_t kPackedAhead = 4;  // blocks: how far ahead of use the packed rows are asked for
+
+// The packed rows of NG groups at once: NG streams through memory per thread (one stream alone does
+// not keep enough reads in flight).   out: [NG * 8]
+template <int NG>
+void dot_packed_groups(const uint8_t* const* groups, const QuantizedActs& x, int64_t n, float* out) {
+  __m256 acc[NG][8];  // acc[g][c]: lane r = row r's running sum of its chunk-c sums (a lane of dot_blocks' acc)
+  for (auto& a : acc)
+    for (auto& c : a) c = _mm256_setzero_ps();
+  const int8_t* xq = x.q.data();
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m256 xd = _mm256_set1_ps(x.d[b]);
+    for (int g = 0; g < NG; ++g) {
+      const uint8_t* p = groups[g] + b * kPackedBlockBytes;
+      for (size_t line = 0; line < kPackedBlockBytes; line += 64)  // every cache line, kPackedAhead blocks ahead
+        _mm_prefetch(reinterpret_cast<const char*>(p) + kPackedAhead * kPackedBlockBytes + line, _MM_HINT_T0);
+      const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), xd);
+      for (int c = 0; c < 8; ++c) {
+        int32_t xc;
+        std::memcpy(&xc, xq + b * 32 + 4 * c, 4);
+        // (w + 128) . x - 128 * sum(x) = w . x, for the 8 rows at once
+        const __m256i sums = _mm256_dpbusd_epi32(_mm256_set1_epi32(x.minus128_sum4[b * 8 + c]),
+                                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c)),
+                                                 _mm256_set1_epi32(xc));
+        acc[g][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc[g][c]);
+      }
+    }
+  }
+  for (int g = 0; g < NG; ++g) {
+    transpose8(acc[g]);  // acc[g][r]: row r's eight lanes
+    for (int r = 0; r < 8; ++r) out[g * 8 + r] = hsum_avx(acc[g][r]);
+  }
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define FASA_PACKED_PAIRS 1
+// GCC 12's own AVX-512 headers trip -W(maybe-)uninitialized (the unmasked forms' undefined source).
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+// Two tokens per 512-bit vector: a chunk's 32 packed bytes go to both halves and each half takes one
+// token's activations, so one vpdpbusd gives the chunk's sums for 8 rows x 2 tokens. NP pairs share
+// each load. Lane by lane these are dot_packed_groups' steps (bit-identical per token).
+//   x: [2 * NP]; out[t * ldo + r] for t < 2 * NP, r < 8
+template <int NP>
+void dot_packed_pairs(const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  constexpr __mmask16 kHigh = 0xFF00;  // the second token's lanes
+  __m512 acc[NP][8];
+  for (auto& a : acc)
+    for (auto& c : a) c = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* p = group + b * kPackedBlockBytes;
+    for (size_t line = 0; line < kPackedBlockBytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kPackedAhead * kPackedBlockBytes + line, _MM_HINT_T0);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512 dw2 = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(dw)));
+    __m512 d[NP];
+    for (int k = 0; k < NP; ++k)
+      d[k] = _mm512_mul_ps(dw2, _mm512_mask_broadcastss_ps(_mm512_set1_ps(x[2 * k].d[b]), kHigh,
+                                                            _mm_set_ss(x[2 * k + 1].d[b])));
+    for (int c = 0; c < 8; ++c) {
+      const __m512i w = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c)));
+      for (int k = 0; k < NP; ++k) {
+        const QuantizedActs &x0 = x[2 * k], &x1 = x[2 * k + 1];
+        int32_t c0, c1;
+        std::memcpy(&c0, x0.q.data() + b * 32 + 4 * c, 4);
+        std::memcpy(&c1, x1.q.data() + b * 32 + 4 * c, 4);
+        const __m512i init = _mm512_mask_set1_epi32(_mm512_set1_epi32(x0.minus128_sum4[b * 8 + c]), kHigh,
+                                                    x1.minus128_sum4[b * 8 + c]);
+        const __m512i sums = _mm512_dpbusd_epi32(init, w, _mm512_mask_set1_epi32(_mm512_set1_epi32(c0), kHigh, c1));
+        acc[k][c] = _mm512_fmadd_ps(d[k], _mm512_cvtepi32_ps(sums), acc[k][c]);
+      }
+    }
+  }
+  for (int k = 0; k < NP; ++k) {
+    __m256 lo[8], hi[8];  // the two tokens' halves
+    for (int c = 0; c < 8; ++c) {
+      lo[c] = _mm512_castps512_ps256(acc[k][c]);
+      hi[c] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[k][c]), 1));
+    }
+    transpose8(lo);
+    transpose8(hi);
+    for (int r = 0; r < 8; ++r) {
+      out[2 * k * ldo + r] = hsum_avx(lo[r]);
+      out[(2 * k + 1) * ldo + r] = hsum_avx(hi[r]);
+    }
+  }
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+#endif
+
+void dot_packed_rows_q8(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n, float* out) {
+#if FASA_PACKED_Q8
+  const uint8_t* groups[2] = {group_a, group_b};
+  if (group_b)
+    dot_packed_groups<2>(groups, x, n, out);
+  else
+    dot_packed_groups<1>(groups, x, n, out);
+#else
+  (void)group_a, (void)group_b, (void)x, (void)n, (void)out;
+  throw Error("packed Q8_0 rows need a build with AVX512-VNNI");
+#endif
+}
+
+void dot_packed_tokens_q8(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out, int64_t ldo) {
+#if FASA_PACKED_PAIRS
+  constexpr int kPairs = 2;  // per pass: 16 accumulators per pair fill the registers
+  int t = 0;
+  for (; t + 2 * kPairs <= n_tokens; t += 2 * kPairs) dot_packed_pairs<kPairs>(group, x + t, n, out + t * ldo, ldo);
+  for (; t + 2 <= n_tokens; t += 2) dot_packed_pairs<1>(group, x + t, n, out + t * ldo, ldo);
+  if (t < n_tokens) dot_packed_rows_q8(group, nullptr, x[t], n, out + t * ldo);
+#else
+  for (int t = 0; t < n_tokens; ++t) dot_packed_rows_q8(group, nullptr, x[t], n, out + t * ldo);
+#endif
+}
+
+
+// ---- Q4_K ----
+
+constexpr size_t kK4Bytes = 16 + 16 + 64 + 64 + 1024;  // d, dmin, scales, mins, quants (one super-block)
+
+void pack_q4_k(const void* const* rows, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 256; ++b, out += kK4Bytes) {
+    for (int r = 0; r < 8; ++r) {
+      const uint8_t* p = static_cast<const uint8_t*>(rows[r]) + b * 144;
+      std::memcpy(out + 2 * r, p, 2);
+      std::memcpy(out + 16 + 2 * r, p + 2, 2);
+      const uint8_t* sc = p + 4;
+      for (int s = 0; s < 8; ++s) {  // the 6-bit scales and mins as unpack_k4 decodes them
+        out[32 + 8 * s + r] = (uint8_t)(s < 4 ? sc[s] & 63 : (sc[s + 4] & 0x0F) | ((sc[s - 4] >> 6) << 4));
+        out[96 + 32 * (s / 4) + 4 * r + s % 4] = (uint8_t)(s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4));
+      }
+      // element e of the super-block: byte 32 * (e / 64) + e % 32 of qs, high nibble where e % 64 >= 32
+      auto quant = [&](int e) { return (p[16 + 32 * (e / 64) + e % 32] >> (e % 64 >= 32 ? 4 : 0)) & 0x0F; };
+      for (int m = 0; m < 16; ++m)
+        for (int k = 0; k < 8; ++k) out[160 + 64 * m + 8 * r + k] = (uint8_t)(quant(16 * m + k) | quant(16 * m + 8 + k) << 4);
+    }
+  }
+}
+
+#if FASA_PACKED_K4
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+constexpr int kK4Ahead = 2;  // super-blocks: how far ahead of use the packed rows are asked for
+
+// 8 bytes of p in every 64-bit lane.
+inline __m512i broadcast8(const void* p) {
+  int64_t v;
+  std::memcpy(&v, p, 8);
+  return _mm512_set1_epi64(v);
+}
+
+// Lane pairs 2r, 2r + 1 summed: row r's int32 in lane r.
+inline __m256i pair_sums(__m512i v) { return _mm512_cvtepi64_epi32(_mm512_add_epi64(v, _mm512_srli_epi64(v, 32))); }
+
+// NT tokens against one packed group: per super-block the exact isum and msum of dot_k4_row for all 8
+// rows at once, then its float steps in 8 lanes.   x: [NT]; out[t * ldo + r]
+template <int NT>
+void dot_packed_k4(const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m256 sum[NT];
+  for (auto& s : sum) s = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* p = group + b * kK4Bytes;
+    for (size_t line = 0; line < kK4Bytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kK4Ahead * kK4Bytes + line, _MM_HINT_T0);
+    const uint8_t* qs = p + 160;
+    __m512i isum[NT];  // lanes 2r, 2r + 1: row r's scaled sums of its two 4-column chunks of each line
+    for (auto& v : isum) v = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 32 + 8 * s));
+      const __m512i scale = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(sc8, sc8));  // lanes 2r, 2r + 1: row r's
+      const __m512i raw0 = _mm512_loadu_si512(qs + 128 * s), raw1 = _mm512_loadu_si512(qs + 128 * s + 64);
+      const __m512i w0 = _mm512_and_si512(raw0, low4), w1 = _mm512_and_si512(_mm512_srli_epi16(raw0, 4), low4);
+      const __m512i w2 = _mm512_and_si512(raw1, low4), w3 = _mm512_and_si512(_mm512_srli_epi16(raw1, 4), low4);
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* xq = x[t].q.data() + b * 256 + 32 * s;
+        __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, broadcast8(xq));
+        dp = _mm512_dpbusd_epi32(dp, w1, broadcast8(xq + 8));
+        dp = _mm512_dpbusd_epi32(dp, w2, broadcast8(xq + 16));
+        dp = _mm512_dpbusd_epi32(dp, w3, broadcast8(xq + 24));
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(dp, scale));
+      }
+    }
+    // mins as int16: lanes 2r, 2r + 1 of mins_a hold row r's mins of sub-blocks 0-1, 2-3; mins_b 4-5, 6-7
+    const __m512i mins_a = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 96)));
+    const __m512i mins_b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128)));
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+    for (int t = 0; t < NT; ++t) {
+      const int16_t* xs = x[t].sum32.data() + b * 8;
+      const __m512i msum = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_setzero_si512(), mins_a, broadcast8(xs)),
+                                               mins_b, broadcast8(xs + 4));
+      const __m256 xd = _mm256_set1_ps(x[t].d[b]);
+      sum[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(pair_sums(isum[t])), sum[t]);
+      const __m256 neg_dmin = _mm256_xor_ps(_mm256_mul_ps(dmin, xd), _mm256_set1_ps(-0.0f));
+      sum[t] = _mm256_fmadd_ps(neg_dmin, _mm256_cvtepi32_ps(pair_sums(msum)), sum[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo, sum[t]);
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+void dot_packed_tokens_k4(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out, int64_t ldo) {
+  int t = 0;
+  for (; t + 8 <= n_tokens; t += 8) dot_packed_k4<8>(group, x + t, n, out + t * ldo, ldo);
+  for (; t + 4 <= n_tokens; t += 4) dot_packed_k4<4>(group, x + t, n, out + t * ldo, ldo);
+  for (; t + 2 <= n_tokens; t += 2) dot_packed_k4<2>(group, x + t, n, out + t * ldo, ldo);
+  for (; t < n_tokens; ++t) dot_packed_k4<1>(group, x + t, n, out + t * ldo, ldo);
+}
+#endif
+
+}  // namespace
+
+bool has_packed_rows(DType t) {
+#if FASA_PACKED_K4
+  if (t == DType::Q4_K) return true;
+#endif
+#if FASA_PACKED_Q8
+  if (t == DType::Q8_0) return true;
+#endif
+  (void)t;
+  return false;
+}
+
+size_t packed_group_bytes(DType t, int64_t n) {
+  return t == DType::Q4_K ? (size_t)(n / 256) * kK4Bytes : (size_t)(n / 32) * kPackedBlockBytes;
+}
+
+void pack_rows(DType t, const void* const* rows, int64_t n, uint8_t* out) {
+  static_assert(kDirectRows == 8, "the packed layouts hold 8 rows per group");
+  if (!has_packed_rows(t)) throw Error(std::string("no packed rows for tensor type ") + dtype_name(t) + " in this build");
+  t == DType::Q4_K ? pack_q4_k(rows, n, out) : pack_q8_0(rows, n, out);
+}
+
+void dot_packed_rows(DType t, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n,
+                     float* out) {
+#if FASA_PACKED_K4
+  if (t == DType::Q4_K) {  // each group's own stream: the kernel prefetches its rows
+    dot_packed_k4<1>(group_a, &x, n, out, 0);
+    if (group_b) dot_packed_k4<1>(group_b, &x, n, out + kDirectRows, 0);
+    return;
+  }
+#endif
+  if (t != DType::Q8_0) throw Error(std::string("no packed rows for tensor type ") + dtype_name(t) + " in this build");
+  dot_packed_rows_q8(group_a, group_b, x, n, out);
+}
+
+void dot_packed_tokens(DType t, const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
+                       int64_t ldo) {
+#if FASA_PACKED_K4
+  if (t == DType::Q4_K) return dot_packed_tokens_k4(group, x, n_tokens, n, out, ldo);
+#endif
+  if (t != DType::Q8_0) throw Error(std::string("no packed rows for tensor type ") + dtype_name(t) + " in this build");
+  dot_packed_tokens_q8(group, x, n_tokens, n, out, ldo);
+}
+
+}  // namespace fasa

@@ -1,0 +1,35 @@
+#pragma once
+// Weight rows packed for the decode matmul, kDirectRows at a time, where this CPU has VNNI (unsigned x
+// signed byte dots): one 512- or 256-bit load then holds several columns of all 8 rows, so one vpdpbusd
+// adds products to every row's sums and no row's sum needs a horizontal reduction per block. The copy is
+// made once when the model loads (model.cpp); the integer sums and the float steps are dot_direct_rows'
+// in its order, so results are bit-identical to it (and to llama.cpp's per-block sums).
+//
+// Q8_0, per block of 32 columns: the rows' 8 fp16 scales (16 bytes), then for each 4-column chunk the
+// rows' 4 quants + 128 as unsigned bytes (32 bytes); each row's 8 lanes hold its chunks' running sums.
+// Q4_K, per super-block of 256 columns: the rows' fp16 d (16 bytes) and dmin (16), their 6-bit scales as
+// bytes [sub-block][row] (64), their mins as bytes [row][sub-blocks 0-3], then [row][4-7] (64), then 16
+// lines of 64 bytes, line m for columns 16m..16m+15: byte 8r + k holds row r's column 16m + k in its low
+// nibble and 16m + 8 + k in its high one (1024). Each unpacked line pairs int32 lanes 2r, 2r + 1 with
+// row r's 4-column chunks, so the activations it meets are one 8-byte broadcast.
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/dtype.h"
+#include "ops/quant_dot.h"
+
+namespace fasa {
+
+bool has_packed_rows(DType weight_type);  // Q8_0 and Q4_K where the build has the kernels
+size_t packed_group_bytes(DType weight_type, int64_t n);  // one group of kDirectRows rows of n columns
+// rows: kDirectRows rows of n columns; out: packed_group_bytes(weight_type, n)
+void pack_rows(DType weight_type, const void* const* rows, int64_t n, uint8_t* out);
+// Two groups read side by side (two memory streams), or one where group_b is null.   out: [16] or [8]
+void dot_packed_rows(DType weight_type, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x,
+                     int64_t n, float* out);
+// One group against n_tokens tokens (small batches), bit-identical to dot_packed_rows per token: each
+// load of the group serves several tokens.   x: [n_tokens]; out[t * ldo + r] for r < kDirectRows
+void dot_packed_tokens(DType weight_type, const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n,
+                       float* out, int64_t ldo);
+
+}  // namespace fasa
