@@ -23,6 +23,7 @@ Command add_tokenize_command(CLI::App& app);
 Command add_make_model_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
+Command add_chat_command(CLI::App& app);
 
 // The options several commands take, each declared here once, named as llama.cpp's tools name them.
 // Where a command gives its own help, the meaning differs there (a window length, not a context).
@@ -33,6 +34,13 @@ CLI::Option* add_threads_option(CLI::App* cmd, std::vector<int>& threads);  // a
 CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& n_ctx, const std::string& help, int64_t min = 1);  // -c
 CLI::Option* add_file_option(CLI::App* cmd, std::string& path, const std::string& help);  // -f
 CLI::Option* add_n_predict_option(CLI::App* cmd, int& n, const std::string& help, int min);  // -n
+
+// --temp, --top-k, --top-p, -s/--seed (a seed < 0, or none, leaves seed_given false: a random one).
+void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given);
+
+// A conversation's own options, as llama-cli names them: -sys/--system-prompt, -st/--single-turn, and
+// -co/--color (accepted, with a note: no colours here).
+void add_conversation_options(CLI::App* cmd, std::string& system_prompt, bool& single_turn);
 
 // llama.cpp's GPU options (-ngl N, -fa on|off|auto), accepted so its command lines work here and
 // ignored with one note: this engine runs on the CPU.

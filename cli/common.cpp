@@ -93,6 +93,23 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
       ->check(CLI::IsMember({"on", "off"}));
 }
 
+void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given) {
+  cmd->add_option("--temp", o.temperature, "Temperature; 0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", o.top_k, "Top-k sampling; 0 = off")->capture_default_str();
+  cmd->add_option("--top-p", o.top_p, "Top-p (nucleus) sampling; 1 = off")->capture_default_str();
+  cmd->add_option_function<int64_t>(
+      "-s,--seed", [&o, &seed_given](int64_t s) { o.seed = (uint64_t)s, seed_given = s >= 0; },
+      "Sampling seed (default or -1: a random one, printed to stderr)");
+}
+
+void add_conversation_options(CLI::App* cmd, std::string& system_prompt, bool& single_turn) {
+  cmd->add_option("--system-prompt", system_prompt, "The conversation's system message (llama-cli's -sys)");
+  cmd->add_flag("--single-turn", single_turn, "Answer one turn, then exit (llama-cli's -st)");
+  cmd->add_flag_callback(
+      "--color", [] { std::fprintf(stderr, "note: -co / --color is ignored: fasa prints no colours\n"); },
+      "Ignored (llama-cli's -co): no colours");
+}
+
 void add_gpu_options(CLI::App* cmd) {
   auto note = [](const std::string&) {
     static bool said = false;

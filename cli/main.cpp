@@ -12,7 +12,7 @@
 namespace {
 // Options whose value is free text, which may itself look like a flag.
 bool takes_text(const char* option) {
-  for (const char* o : {"-p", "--prompt", "-f", "--file"})
+  for (const char* o : {"-p", "--prompt", "-f", "--file", "-sys", "--system-prompt"})
     if (std::strcmp(option, o) == 0) return true;
   return false;
 }
@@ -45,22 +45,32 @@ int main(int argc, char** argv) {
       fasa::cli::add_make_model_command(app),
       fasa::cli::add_bench_command(app),
       fasa::cli::add_serve_command(app),
+      fasa::cli::add_chat_command(app),
   };
   if (argc == 1 || std::strcmp(argv[1], "help") == 0) {  // as `fasa --help`, like llama.cpp's tools
     app.name(argv[0]);
     std::fputs(app.help().c_str(), stdout);
     return 0;
   }
-  // llama.cpp's multi-letter single-dash flags, read as the long options they are here (CLI11 takes one
-  // letter after a single dash). Only where a value follows, so a prompt "-fa" (as in -p -fa) stays text.
-  const struct { const char *llama, *ours; } aliases[] = {
-      {"-pg", "--pg"}, {"-npl", "--n-parallel"}, {"-ngl", "--n-gpu-layers"}, {"-fa", "--flash-attn"}, {"-np", "--parallel"}, {"-ub", "--ubatch-size"},
-      {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}};
+  // llama.cpp's multi-letter single-dash flags, read as the long options they are here (CLI11 reads
+  // "-cnv" as "-c nv"). Those that take a value only where one follows, so a prompt "-fa" (as in
+  // -p -fa) stays text; never right after an option whose value is free text.
+  const struct { const char *llama, *ours; bool takes_value; } aliases[] = {
+      {"-pg", "--pg", true}, {"-npl", "--n-parallel", true}, {"-ngl", "--n-gpu-layers", true},
+      {"-fa", "--flash-attn", true}, {"-np", "--parallel", true}, {"-ub", "--ubatch-size", true},
+      {"-ctk", "--cache-type-k", true}, {"-ctv", "--cache-type-v", true}, {"-sys", "--system-prompt", true},
+      {"-cnv", "--conversation", false}, {"-no-cnv", "--no-conversation", false}, {"-st", "--single-turn", false},
+      {"-co", "--color", false}};
   std::vector<char*> args(argv, argv + argc);
-  for (size_t i = 1; i + 1 < args.size(); ++i)
-    for (const auto& alias : aliases)
-      if (std::strcmp(args[i], alias.llama) == 0 && args[i + 1][0] != '-' && !takes_text(args[i - 1]))
-        args[i] = const_cast<char*>(alias.ours);
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (takes_text(args[i - 1])) continue;
+    for (const auto& alias : aliases) {
+      if (std::strcmp(args[i], alias.llama) != 0) continue;
+      const bool value_follows = i + 1 < args.size() && args[i + 1][0] != '-';
+      if (!alias.takes_value || value_follows) args[i] = const_cast<char*>(alias.ours);
+      else if (std::strcmp(alias.llama, "-fa") == 0) args[i] = const_cast<char*>("--flash-attn=on");  // -fa alone: on
+    }
+  }
   try {
     app.parse((int)args.size(), args.data());
   } catch (const CLI::ParseError& e) {

@@ -8,7 +8,12 @@
 #include <random>
 #include <string>
 
+#include <unistd.h>
+
+#include "cli/chat.h"
 #include "cli/commands.h"
+#include "cli/interrupt.h"
+#include "cli/speed_lines.h"
 #include "api/kv_memory_report.h"
 #include "fasa/fasa.h"
 
@@ -25,7 +30,12 @@ struct RunOptions {
   bool display_prompt = true;
   bool seed_given = false;
   int n_predict = 64;          // -1: until the end of the context or an end token
-  int64_t n_ctx = 0;
+  int64_t n_ctx = -1;          // -1: prompt + n, at most the model's; 0: the model's
+  // Conversation (llama-cli's -cnv / -no-cnv): on, off, or on where no prompt is given and standard
+  // input is a terminal.
+  enum class Conversation { Auto, On, Off } conversation = Conversation::Auto;
+  std::string system_prompt;   // -sys (a conversation)
+  bool single_turn = false;    // -st (a conversation)
   int threads = 0;
   PolicyOptions policy;
   bool ignore_eos = false;
@@ -60,7 +70,36 @@ std::string read_prompt(const RunOptions& o) {
   return std::string(std::istreambuf_iterator<char>(std::cin), {});
 }
 
+// The options of a conversation: the prompt, if any, is its first user turn.
+ChatOptions chat_options(const RunOptions& o) {
+  ChatOptions c;
+  c.model = o.model;
+  c.system_prompt = o.system_prompt;
+  c.has_first_message = o.prompt_given || !o.prompt_file.empty();
+  if (c.has_first_message) c.first_message = read_prompt(o);
+  c.n_ctx = o.n_ctx;
+  c.n_predict = o.n_predict == 64 ? -1 : o.n_predict;  // -n's default is run's; a reply runs to its end
+  c.threads = o.threads;
+  c.single_turn = o.single_turn;
+  c.policy = o.policy;
+  c.sampling = o.sampling;
+  c.seed_given = o.seed_given;
+  return c;
+}
+
+bool wants_conversation(const RunOptions& o) {
+  using C = RunOptions::Conversation;
+  const bool chat_flags = !o.system_prompt.empty() || o.single_turn;
+  if (o.conversation == C::Off) {
+    if (chat_flags) throw Error("-sys and -st belong to a conversation, which -no-cnv turns off");
+    return false;
+  }
+  const bool prompt = o.prompt_given || !o.prompt_file.empty();
+  return o.conversation == C::On || chat_flags || (!prompt && isatty(STDIN_FILENO));
+}
+
 int run(RunOptions o) {
+  if (wants_conversation(o)) return chat(chat_options(o));
   const std::string prompt = read_prompt(o);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   if (o.sampling.temperature > 0 && !o.seed_given) {  // as llama.cpp: a fresh seed, said so it can be repeated
@@ -76,8 +115,11 @@ int run(RunOptions o) {
     std::fprintf(stderr, "warning: -c %lld is above the %lld tokens the model was trained on; quality usually falls past it\n",
                  (long long)o.n_ctx, (long long)n_train);
   const int64_t n_prompt = (int64_t)ids.size();
-  const int64_t n_ctx = o.n_ctx > 0 ? o.n_ctx : o.n_predict < 0 ? n_train : std::min<int64_t>(n_train, n_prompt + o.n_predict);
+  const int64_t n_ctx = o.n_ctx > 0                        ? o.n_ctx
+                        : o.n_ctx == 0 || o.n_predict < 0 ? n_train  // -c 0: the model's, as llama.cpp
+                                                           : std::min<int64_t>(n_train, n_prompt + o.n_predict);
   const bool truncate = o.truncate_prompt && o.n_predict >= 0 && n_prompt + o.n_predict > n_ctx && n_ctx - o.n_predict >= 2;
+  bool stops_at_context_end = false;
   if (truncate) {
     // Keep the first token (BOS) and the most recent ones.
     const size_t keep = n_ctx - o.n_predict - 1, before = ids.size();
@@ -88,6 +130,7 @@ int run(RunOptions o) {
       throw Error("prompt (" + std::to_string(n_prompt) + " tokens) leaves no room in the context size " +
                   std::to_string(n_ctx) + (o.truncate_prompt ? " (raise -c)" : " (raise -c, or --truncate-prompt)"));
     o.n_predict = (int)std::max<int64_t>(0, n_ctx - n_prompt);
+    stops_at_context_end = true;
   }
   ContextOptions co;
   co.policy = o.policy;
@@ -102,12 +145,13 @@ int run(RunOptions o) {
   gen.sampling = o.sampling;
   gen.ignore_eos = o.ignore_eos;
   GenerationResult r;
+  catch_interrupts();  // Ctrl-C ends the generation: what came, then the speed lines
   try {
     ctx.feed_tokens(ids);
     r = ctx.generate(gen, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
-      return true;
+      return !take_interrupt();
     });
   } catch (...) {  // the error goes on a line of its own, not after the streamed text
     std::fputc('\n', stdout);
@@ -115,19 +159,15 @@ int run(RunOptions o) {
     throw;
   }
   std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (r.finish_reason == "length" && stops_at_context_end && o.n_predict > 0)
+    std::fprintf(stderr, "note: generation stopped at the end of the context (%lld tokens; raise -c)\n", (long long)n_ctx);
 
   const ContextStats& st = ctx.stats();
   // Tokens evaluated after the prompt: the last one sampled is not, unless an end token came after it.
   const int64_t decode_steps = r.finish_reason == "length" ? std::max(0, r.n_tokens - 1) : r.n_tokens;
-  std::fprintf(stderr, "\nmodel: %s (%s, %s, %.2fM params), attn: %s, threads: %d, ctx: %lld\n", o.model.c_str(),
-               engine.info().arch.c_str(), engine.info().format.c_str(), engine.info().n_params / 1e6,
-               ctx.policy_summary().c_str(), omp_get_max_threads(), (long long)n_ctx);
-  std::fprintf(stderr, "prompt: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)st.prompt_tokens,
-               st.prompt_seconds, st.prompt_tokens / st.prompt_seconds);
-  std::fprintf(stderr, "decode: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)decode_steps, st.decode_seconds,
-               decode_steps > 0 ? decode_steps / st.decode_seconds : 0.0);
+  print_speed_lines(engine, ctx, o.model, decode_steps);
   const KvMemory mem = ctx.kv_memory();
-  std::fprintf(stderr, "%s\n", kv_memory_line(mem).c_str());
   if (!o.stats_json.empty()) {
     nlohmann::json j = kv_memory_json(mem);
     j.update({{"model", o.model}, {"attn", ctx.policy_summary()}, {"kv_offload", o.policy.kv_offload},
@@ -151,21 +191,23 @@ Command add_run_command(CLI::App& app) {
   add_file_option(cmd, o->prompt_file, "Read the prompt from a file ('-': standard input)");
   cmd->add_flag("!--no-display-prompt", o->display_prompt, "Do not echo the prompt before the generated text");
   add_n_predict_option(cmd, o->n_predict, "Tokens to generate (-1: until the end of the context)", -1);
-  add_ctx_option(cmd, o->n_ctx, "Context size (default: prompt + n, at most the model's)");
+  add_ctx_option(cmd, o->n_ctx, "Context size (default: prompt + n, at most the model's; 0: the model's)", 0);
   add_threads_option(cmd, o->threads);
   add_policy_options(cmd, o->policy);
   add_gpu_options(cmd);
-  cmd->add_option("--temp", o->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", o->sampling.top_k, "Top-k sampling; 0 = off")->capture_default_str();
-  cmd->add_option("--top-p", o->sampling.top_p, "Top-p (nucleus) sampling; 1 = off")->capture_default_str();
-  cmd->add_option_function<int64_t>(
-      "-s,--seed", [o](int64_t s) { o->sampling.seed = (uint64_t)s, o->seed_given = s >= 0; },
-      "Sampling seed (default or -1: a random one, printed to stderr)");
+  add_sampling_options(cmd, o->sampling, o->seed_given);
   cmd->add_option("--stats-json", o->stats_json,
                   "Write the run's speeds and KV memory (kv_fast_bytes, kv_slow_bytes, kv_full_bytes, rss_bytes) to FILE");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");
   cmd->add_flag("--truncate-prompt", o->truncate_prompt,
                 "Drop the oldest prompt tokens (keeping BOS) when prompt + n exceed the context, instead of failing");
+  using C = RunOptions::Conversation;
+  cmd->add_flag_callback("--conversation", [o] { o->conversation = C::On; },
+                         "A conversation in the model's chat format (llama-cli's -cnv; as `fasa chat`): the prompt, "
+                         "if any, is the first turn");
+  cmd->add_flag_callback("--no-conversation", [o] { o->conversation = C::Off; },
+                         "Never a conversation, even with no prompt on a terminal (llama-cli's -no-cnv)");
+  add_conversation_options(cmd, o->system_prompt, o->single_turn);
   return {cmd, [o] { return run(*o); }};
 }
 

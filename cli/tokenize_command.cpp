@@ -1,6 +1,8 @@
 // `fasa tokenize`: the token ids of a text, as llama.cpp's llama-tokenize prints them.
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
+#include <iterator>
 
 #include "cli/commands.h"
 #include "io/gguf.h"
@@ -13,7 +15,8 @@ namespace {
 
 struct TokenizeOptions {
   std::string model = FASA_DEFAULT_MODEL;
-  std::string prompt, prompt_file;
+  std::string prompt, prompt_file;  // prompt_file "-": standard input
+  bool prompt_given = false;         // -p, even -p ""
   bool ids_only = false, no_bos = false;
 };
 
@@ -25,13 +28,16 @@ Tokenizer load_tokenizer(const std::string& path) {
 }
 
 int tokenize(const TokenizeOptions& o) {
-  if (o.prompt.empty() == o.prompt_file.empty()) throw Error("give exactly one of -p TEXT or -f FILE");
-  const std::string text = o.prompt_file.empty() ? o.prompt : read_text_file(o.prompt_file);
+  if (o.prompt_given == !o.prompt_file.empty()) throw Error("give exactly one of -p TEXT or -f FILE");
+  const std::string text = o.prompt_given           ? o.prompt
+                           : o.prompt_file != "-" ? read_text_file(o.prompt_file)
+                                                  : std::string(std::istreambuf_iterator<char>(std::cin), {});
   const Tokenizer tok = load_tokenizer(o.model);
   const std::vector<int32_t> ids = tok.encode(text, !o.no_bos);
-  if (o.ids_only) {
-    for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
-    std::printf("\n");
+  if (o.ids_only) {  // as llama-tokenize --ids: a Python list
+    std::printf("[");
+    for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? ", %d" : "%d", ids[i]);
+    std::printf("]\n");
     return 0;
   }
   for (int32_t id : ids) {
@@ -47,9 +53,10 @@ Command add_tokenize_command(CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text");
   add_model_option(cmd, o->model, "A .gguf file (vocabulary-only files work) or a Hugging Face directory");
-  cmd->add_option("-p,--prompt", o->prompt, "Text to tokenize");
-  add_file_option(cmd, o->prompt_file, "Read the text from a file");
-  cmd->add_flag("--ids", o->ids_only, "Print only the ids, space-separated");
+  cmd->add_option_function<std::string>(
+      "-p,--prompt", [o](const std::string& p) { o->prompt = p, o->prompt_given = true; }, "Text to tokenize");
+  add_file_option(cmd, o->prompt_file, "Read the text from a file ('-': standard input)");
+  cmd->add_flag("--ids", o->ids_only, "Print only the ids, as a list: [1, 706, ...]");
   cmd->add_flag("--no-bos", o->no_bos, "Do not add the BOS (or EOS) token the model asks for");
   return {cmd, [o] { return tokenize(*o); }};
 }

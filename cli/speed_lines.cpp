@@ -1,0 +1,23 @@
+#include "cli/speed_lines.h"
+
+#include <omp.h>
+
+#include <cstdio>
+
+#include "api/kv_memory_report.h"
+
+namespace fasa::cli {
+
+void print_speed_lines(const Engine& engine, const Context& ctx, const std::string& model, int64_t decode_steps) {
+  const ContextStats& st = ctx.stats();
+  std::fprintf(stderr, "\nmodel: %s (%s, %s, %.2fM params), attn: %s, threads: %d, ctx: %lld\n", model.c_str(),
+               engine.info().arch.c_str(), engine.info().format.c_str(), engine.info().n_params / 1e6,
+               ctx.policy_summary().c_str(), omp_get_max_threads(), (long long)ctx.n_ctx());
+  std::fprintf(stderr, "prompt: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)st.prompt_tokens,
+               st.prompt_seconds, st.prompt_seconds > 0 ? st.prompt_tokens / st.prompt_seconds : 0.0);
+  std::fprintf(stderr, "decode: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)decode_steps, st.decode_seconds,
+               decode_steps > 0 ? decode_steps / st.decode_seconds : 0.0);
+  std::fprintf(stderr, "%s\n", kv_memory_line(ctx.kv_memory()).c_str());
+}
+
+}  // namespace fasa::cli
