@@ -48,7 +48,7 @@ Command add_serve_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 256));
   cmd->add_option("--queue", s.queue, "Requests that may wait for a slot; more get 503")->capture_default_str()
       ->check(CLI::Range(0, 4096));
-  add_ctx_option(cmd, s.n_ctx, "Context of all slots together, each getting an equal share, as llama-server's (default: the model's)");
+  add_ctx_option(cmd, s.n_ctx, "Context of all slots together, each getting an equal share, as llama-server's (default or 0: the model's)", 0);
   cmd->add_option("--max-prompt-tokens", s.max_prompt_tokens, "Longest prompt accepted (default: context - 1)")
       ->check(CLI::Range((int64_t)1, (int64_t)1 << 24));
   add_n_predict_option(cmd, s.limits.max_tokens, "max_tokens of a request that gives none", 1);
