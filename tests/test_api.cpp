@@ -209,7 +209,11 @@ TEST(ChatTemplate, FormatsAreRecognisedAndRendered) {
   EXPECT_EQ(detect_chat_format("{{ '<|start_header_id|>' + message['role'] }}"), ChatFormat::Llama3);
   EXPECT_EQ(detect_chat_format("{{'<|im_start|>' + message['role'] + '\\n'}}"), ChatFormat::ChatML);
   EXPECT_EQ(detect_chat_format("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), ChatFormat::Mistral);
+  EXPECT_EQ(detect_chat_format("{{'<|user|>' + '\n' + message['content'] + '<|end|>'}}"), ChatFormat::Phi3);
   EXPECT_EQ(detect_chat_format(""), ChatFormat::Plain);
+  EXPECT_EQ(render_chat(ChatFormat::Phi3, m),
+            "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello<|end|>\n<|user|>\nWho?<|end|>\n"
+            "<|assistant|>\n");
   EXPECT_EQ(render_chat(ChatFormat::ChatML, m),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello"
             "<|im_end|>\n<|im_start|>user\nWho?<|im_end|>\n<|im_start|>assistant\n");

@@ -1,7 +1,14 @@
-// Architecture specifics beyond plain Llama, on small random-weight GGUFs: qwen2's Q/K/V biases and
-// qwen3's per-head Q/K RMSNorm (which makes attention blind to the scale of W_q and W_k).
+// Architecture specifics beyond plain Llama, on small random-weight GGUFs: qwen2's Q/K/V biases,
+// qwen3's per-head Q/K RMSNorm (which makes attention blind to the scale of W_q and W_k), and phi3
+// against llama.cpp's own outputs on the same file.
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bench/synthetic_model.h"
 #include "model/model.h"
 #include "model/session.h"
+#include "sparse/policy.h"
 #include "test_util.h"
 #include "fasa/error.h"
 
@@ -65,8 +72,70 @@ TEST(Architectures, UnsupportedArchitectureListsTheSupportedOnes) {
     FAIL() << "no error";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    for (const char* s : {"mamba", "llama", "qwen2", "qwen3", path.c_str()}) EXPECT_NE(msg.find(s), std::string::npos) << msg;
+    for (const char* s : {"mamba", "llama", "qwen2", "qwen3", "phi3", path.c_str()}) EXPECT_NE(msg.find(s), std::string::npos) << msg;
   }
+}
+
+// Greedy decoding from `prompt`: the tokens and the logits before each.   logits: [n][n_vocab]
+std::vector<int32_t> greedy(Session& s, const std::vector<int32_t>& prompt, int n, std::vector<std::vector<float>>& logits) {
+  std::vector<int32_t> out;
+  std::span<const float> l = s.eval(prompt);
+  for (int i = 0; i < n; ++i) {
+    logits.emplace_back(l.begin(), l.end());
+    out.push_back((int32_t)(std::max_element(l.begin(), l.end()) - l.begin()));
+    l = s.eval(std::span<const int32_t>(&out.back(), 1));
+  }
+  return out;
+}
+
+// `fasa make-model --shape NAME` (F32, seed 1), as tools/arch-references/make.py ran llama.cpp on it:
+// the same greedy tokens, logits within rounding; and FASA with a budget covering the context equal to
+// full attention (within the rounding of its other summation order).
+void expect_llama_cpp_outputs(const std::string& shape) {
+  std::ifstream in(std::string(FASA_SOURCE_DIR) + "/tests/golden/arch/" + shape + ".json");
+  ASSERT_TRUE(in) << shape << ": no reference";
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  const std::string path = test::temp_dir() + "/" + shape + ".gguf";
+  write_synthetic_model(find_model_shape(shape), DType::F32, path, 1);
+  auto model = load_model(path);
+  const auto prompt = ref["prompt"].get<std::vector<int32_t>>();
+  const auto want = ref["tokens"].get<std::vector<int32_t>>();
+  Session full(*model, {});
+  std::vector<std::vector<float>> logits;
+  EXPECT_EQ(greedy(full, prompt, (int)want.size(), logits), want) << shape;
+  for (const auto& [step, values] : ref["logits"].items()) {
+    const auto theirs = values.get<std::vector<float>>();
+    const auto& ours = logits.at(std::stoul(step));
+    ASSERT_EQ(ours.size(), theirs.size());
+    // llama.cpp's CPU attention rounds the queries to F16 (as both round K and V): ~7e-4 apart
+    EXPECT_LE(test::normalized_error(ours.data(), theirs.data(), ours.size()), 2e-3) << shape << " step " << step;
+  }
+  PolicyOptions o;
+  o.attn = "fasa";
+  o.synthetic_profile = true;
+  o.budget = "100000";
+  o.dense_layers = "";
+  Session sparse(*model, {}, make_selector(o, *model));
+  std::vector<std::vector<float>> sparse_logits;
+  EXPECT_EQ(greedy(sparse, prompt, (int)want.size(), sparse_logits), want) << shape << " fasa";
+  for (size_t i = 0; i < logits.size(); ++i)
+    EXPECT_LE(test::normalized_error(sparse_logits[i].data(), logits[i].data(), logits[i].size()), 1e-5) << shape << " fasa step " << i;
+}
+
+TEST(Architectures, Phi3EqualsLlamaCpp) { expect_llama_cpp_outputs("phi3-tiny"); }
+
+TEST(Architectures, Phi3LongRopeIsRefusedByName) {
+  test::TinyLlamaSpec spec;
+  spec.arch = "phi3";
+  spec.extra_tensor = "rope_factors_long.weight";
+  const std::string path = test::temp_dir() + "/p.gguf";
+  test::write_file(path, test::tiny_llama_gguf(spec).bytes());
+  EXPECT_THROW(
+      try { load_model(path); } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("LongRoPE"), std::string::npos) << e.what();
+        throw;
+      },
+      Error);
 }
 
 }  // namespace

@@ -111,6 +111,7 @@ GgufWriter tiny_llama_gguf(const TinyLlamaSpec& s) {
   add("token_embd.weight", {E, V});
   add("output_norm.weight", {E});
   add("output.weight", {E, V});
+  if (!s.extra_tensor.empty()) add(s.extra_tensor, {D / 2});
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     add(p + "attn_norm.weight", {E});

@@ -51,6 +51,7 @@ struct TinyLlamaSpec {
   std::string misshape_tensor;             // give this tensor a wrong shape
   std::string scale_tensor;                // multiply this tensor's values by `scale`
   float scale = 1.0f;
+  std::string extra_tensor;                // one more F32 tensor of head_dim / 2 values (rope factors)
   std::vector<std::string> extra_tokens;   // appended after the 259 base tokens
 };
 int tiny_vocab_size(const TinyLlamaSpec& s);

@@ -14,6 +14,9 @@ const std::vector<ModelShape>& model_shapes() {
       {"llama3.2-1b", "llama", 16, 2048, 32, 8, 8192, 128256, 131072, 500000.0f, 32.0f, true},
       {"llama3.1-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 131072, 500000.0f, 8.0f, false},
       {"qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 4864, 151936, 32768, 1000000.0f, 0.0f, true},
+      {"phi3-mini", "phi3", 32, 3072, 32, 32, 8192, 32064, 4096, 10000.0f, 0.0f, false},
+      // two layers with GQA, for the tests against llama.cpp's outputs (tests/golden/phi3-tiny)
+      {"phi3-tiny", "phi3", 2, 256, 4, 2, 512, 1024, 4096, 10000.0f, 0.0f, false},
   };
   return shapes;
 }
@@ -126,7 +129,9 @@ void write_synthetic_model(const ModelShape& s, DType type, const std::string& p
   GgufWriter w;
   const std::string a = s.arch + ".";
   w.kv_string("general.architecture", s.arch);
-  w.kv_string("general.name", "fasa synthetic " + s.name + " (random weights)");
+  // Not the shape's name: llama.cpp reads "phi3" in general.name as a Phi-3 vocabulary's (its special tokens)
+  w.kv_string("general.name", "fasa synthetic model (random weights)");
+  w.kv_string("fasa.shape", s.name);
   write_llama_hparams(w, s);
 
   std::vector<std::string> fillers;  // numbered pieces up to the vocabulary size
@@ -146,17 +151,26 @@ void write_synthetic_model(const ModelShape& s, DType type, const std::string& p
     w.tensor_f32("rope_freqs.weight", {D / 2}, llama3_rope_factors(D, s.rope_base, s.llama3_rope_factor, 1.0f, 4.0f, 8192));
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
+    const bool phi3 = s.arch == "phi3";  // Q, K, V in one matrix, and gate and up
     ones(p + "attn_norm.weight", E);
-    matrix(p + "attn_q.weight", E, Q);
-    matrix(p + "attn_k.weight", E, KV);
-    matrix(p + "attn_v.weight", E, KV);
+    if (phi3) {
+      matrix(p + "attn_qkv.weight", E, Q + 2 * KV);
+    } else {
+      matrix(p + "attn_q.weight", E, Q);
+      matrix(p + "attn_k.weight", E, KV);
+      matrix(p + "attn_v.weight", E, KV);
+    }
     if (s.arch == "qwen2")
       for (auto [t, n] : {std::pair{"q", Q}, {"k", KV}, {"v", KV}})
         w.tensor_f32(p + "attn_" + t + ".bias", {n}, std::vector<float>(n, 0.0f));
     matrix(p + "attn_output.weight", Q, E);
     ones(p + "ffn_norm.weight", E);
-    matrix(p + "ffn_gate.weight", E, F);
-    matrix(p + "ffn_up.weight", E, F);
+    if (phi3) {
+      matrix(p + "ffn_up.weight", E, 2 * F);  // rows 0..F-1 the gate's, F..2F-1 the up projection's
+    } else {
+      matrix(p + "ffn_gate.weight", E, F);
+      matrix(p + "ffn_up.weight", E, F);
+    }
     matrix(p + "ffn_down.weight", F, E);
   }
   w.write_file(path);

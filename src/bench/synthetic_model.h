@@ -10,7 +10,7 @@
 namespace fasa {
 
 struct ModelShape {
-  std::string name, arch;  // arch: llama or qwen2
+  std::string name, arch;  // arch: llama, qwen2 or phi3 (fused QKV and gate-up matrices)
   int n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   float rope_base;
   float llama3_rope_factor;  // 0: no Llama-3 rope scaling

@@ -40,6 +40,13 @@ std::string render_mistral(const std::vector<ChatMessage>& messages) {
   return out;
 }
 
+// Phi-3: <|role|> on its own line, the content, <|end|>; the reply starts after "<|assistant|>\n".
+std::string render_phi3(const std::vector<ChatMessage>& messages) {
+  std::string out;
+  for (const ChatMessage& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+  return out + "<|assistant|>\n";
+}
+
 std::string render_plain(const std::vector<ChatMessage>& messages) {
   std::string out;
   for (const ChatMessage& m : messages) out += m.role + ": " + m.content + "\n";
@@ -52,6 +59,7 @@ ChatFormat detect_chat_format(std::string_view t) {
   if (t.find("<|start_header_id|>") != std::string_view::npos) return ChatFormat::Llama3;
   if (t.find("<|im_start|>") != std::string_view::npos) return ChatFormat::ChatML;
   if (t.find("[INST]") != std::string_view::npos) return ChatFormat::Mistral;
+  if (t.find("<|user|>") != std::string_view::npos && t.find("<|end|>") != std::string_view::npos) return ChatFormat::Phi3;
   return ChatFormat::Plain;
 }
 
@@ -60,6 +68,7 @@ const char* chat_format_name(ChatFormat f) {
     case ChatFormat::Llama3: return "llama3";
     case ChatFormat::ChatML: return "chatml";
     case ChatFormat::Mistral: return "mistral";
+    case ChatFormat::Phi3: return "phi3";
     case ChatFormat::Plain: return "plain";
   }
   return "?";
@@ -70,6 +79,7 @@ std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages) 
     case ChatFormat::Llama3: return render_llama3(messages);
     case ChatFormat::ChatML: return render_chatml(messages);
     case ChatFormat::Mistral: return render_mistral(messages);
+    case ChatFormat::Phi3: return render_phi3(messages);
     case ChatFormat::Plain: break;
   }
   return render_plain(messages);

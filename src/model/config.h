@@ -1,5 +1,5 @@
 #pragma once
-// Hyper-parameters of a Llama-family model (llama, mistral-style llama, qwen2, qwen3), format independent.
+// Hyper-parameters of a Llama-family model (llama, mistral-style llama, qwen2, qwen3, phi3), format independent.
 #include <string>
 #include <vector>
 
@@ -8,7 +8,7 @@
 namespace fasa {
 
 struct ModelConfig {
-  std::string arch;        // "llama", "qwen2" or "qwen3"
+  std::string arch;        // "llama", "qwen2", "qwen3" or "phi3"
   int n_layer = 0;
   int n_embd = 0;
   int n_ff = 0;

@@ -28,8 +28,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   m->format = "gguf";
   ModelConfig& c = m->config;
   c.arch = f.get_string("general.architecture");
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3")
-    fail(path, "architecture '" + c.arch + "' is not supported (supported: llama (incl. Mistral-style), qwen2, qwen3)");
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "phi3")
+    fail(path, "architecture '" + c.arch + "' is not supported (supported: llama (incl. Mistral-style), qwen2, qwen3, phi3)");
   const std::string a = c.arch + ".";
   c.n_layer = int_param(f, a + "block_count");
   c.n_embd = int_param(f, a + "embedding_length");
@@ -60,6 +60,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
       fail(path, "tensor 'rope_freqs.weight' must be F32 [" + std::to_string(c.n_rot / 2) + "]");
     c.rope_freq_factors.assign((const float*)r.data, (const float*)r.data + r.ne[0]);
   }
+  if (refs.count("rope_factors_long.weight") || refs.count("rope_factors_short.weight"))
+    fail(path, "LongRoPE (rope_factors_long/short, the 128k Phi-3 models) is not supported yet");
   c.validate(path);
 
   TensorNames names{"token_embd.weight", "output_norm.weight", "output.weight",
@@ -67,7 +69,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
                     "blk.{}.attn_v.weight", "blk.{}.attn_q.bias", "blk.{}.attn_k.bias",
                     "blk.{}.attn_v.bias", "blk.{}.attn_q_norm.weight", "blk.{}.attn_k_norm.weight",
                     "blk.{}.attn_output.weight", "blk.{}.ffn_norm.weight",
-                    "blk.{}.ffn_gate.weight", "blk.{}.ffn_up.weight", "blk.{}.ffn_down.weight"};
+                    "blk.{}.ffn_gate.weight", "blk.{}.ffn_up.weight", "blk.{}.ffn_down.weight",
+                    "blk.{}.attn_qkv.weight", c.arch == "phi3" ? "blk.{}.ffn_up.weight" : ""};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
     return it == refs.end() ? nullptr : &it->second;

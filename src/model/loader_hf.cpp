@@ -89,7 +89,7 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
                     "model.layers.{}.self_attn.v_proj.bias", "model.layers.{}.self_attn.q_norm.weight",
                     "model.layers.{}.self_attn.k_norm.weight", "model.layers.{}.self_attn.o_proj.weight",
                     "model.layers.{}.post_attention_layernorm.weight", "model.layers.{}.mlp.gate_proj.weight",
-                    "model.layers.{}.mlp.up_proj.weight", "model.layers.{}.mlp.down_proj.weight"};
+                    "model.layers.{}.mlp.up_proj.weight", "model.layers.{}.mlp.down_proj.weight", "", ""};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
     return it == refs.end() ? nullptr : &it->second;

@@ -130,6 +130,14 @@ std::vector<float> bind_vector(const TensorLookup& lookup, const std::string& na
   return v;
 }
 
+// Rows [r0, r0 + n) of m: one part of a fused matrix.
+Matrix row_slice(const Matrix& m, int64_t r0, int64_t n) {
+  Matrix part = m;
+  part.rows = n;
+  part.data = m.data + (size_t)r0 * m.row_bytes;
+  return part;
+}
+
 // A copy of m's rows packed for the decode matmul, where this CPU has the kernel for m's type.
 void pack_for_decode(Matrix& m, std::vector<std::vector<uint8_t>>& owned) {
   if (!has_packed_rows(m.type) || m.cols % 32 != 0) return;
@@ -158,9 +166,16 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     auto n = [&](const std::string& p) { return layer_name(p, l); };
     LayerWeights L;
     L.attn_norm = bind_vector(lookup, n(names.attn_norm), cfg.n_embd, src);
-    L.wq = bind_matrix(lookup, n(names.wq), q_dim, cfg.n_embd, src, w.owned);
-    L.wk = bind_matrix(lookup, n(names.wk), kv_dim, cfg.n_embd, src, w.owned);
-    L.wv = bind_matrix(lookup, n(names.wv), kv_dim, cfg.n_embd, src, w.owned);
+    if (!names.wqkv.empty() && lookup(n(names.wqkv))) {
+      const Matrix qkv = bind_matrix(lookup, n(names.wqkv), q_dim + 2 * kv_dim, cfg.n_embd, src, w.owned);
+      L.wq = row_slice(qkv, 0, q_dim);
+      L.wk = row_slice(qkv, q_dim, kv_dim);
+      L.wv = row_slice(qkv, q_dim + kv_dim, kv_dim);
+    } else {
+      L.wq = bind_matrix(lookup, n(names.wq), q_dim, cfg.n_embd, src, w.owned);
+      L.wk = bind_matrix(lookup, n(names.wk), kv_dim, cfg.n_embd, src, w.owned);
+      L.wv = bind_matrix(lookup, n(names.wv), kv_dim, cfg.n_embd, src, w.owned);
+    }
     if (cfg.qkv_bias) {
       L.bq = bind_vector(lookup, n(names.bq), q_dim, src);
       L.bk = bind_vector(lookup, n(names.bk), kv_dim, src);
@@ -172,8 +187,14 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     }
     L.wo = bind_matrix(lookup, n(names.wo), cfg.n_embd, q_dim, src, w.owned);
     L.ffn_norm = bind_vector(lookup, n(names.ffn_norm), cfg.n_embd, src);
-    L.w_gate = bind_matrix(lookup, n(names.w_gate), cfg.n_ff, cfg.n_embd, src, w.owned);
-    L.w_up = bind_matrix(lookup, n(names.w_up), cfg.n_ff, cfg.n_embd, src, w.owned);
+    if (!names.w_gate_up.empty()) {
+      const Matrix gate_up = bind_matrix(lookup, n(names.w_gate_up), 2LL * cfg.n_ff, cfg.n_embd, src, w.owned);
+      L.w_gate = row_slice(gate_up, 0, cfg.n_ff);
+      L.w_up = row_slice(gate_up, cfg.n_ff, cfg.n_ff);
+    } else {
+      L.w_gate = bind_matrix(lookup, n(names.w_gate), cfg.n_ff, cfg.n_embd, src, w.owned);
+      L.w_up = bind_matrix(lookup, n(names.w_up), cfg.n_ff, cfg.n_embd, src, w.owned);
+    }
     L.w_down = bind_matrix(lookup, n(names.w_down), cfg.n_embd, cfg.n_ff, src, w.owned);
     w.layers.push_back(std::move(L));
   }

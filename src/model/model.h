@@ -46,6 +46,9 @@ struct TensorNames {
   std::string tok_embd, output_norm, output;
   // Per-layer names hold "{}" where the layer number goes.
   std::string attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, ffn_norm, w_gate, w_up, w_down;
+  // Fused matrices, where a file has them: [Q; K; V] rows in one (used when present), and [gate; up]
+  // rows in one (phi3's ffn_up: always; then w_gate and w_up are not looked up).
+  std::string wqkv, w_gate_up;
 };
 
 // Checks every tensor's presence, type and shape against `cfg` and builds the views. Errors about a
