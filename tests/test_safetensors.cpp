@@ -1,5 +1,6 @@
 // Hugging Face directories: a sharded copy of the real model (with an index) loads and computes
-// exactly what the single-file original does.
+// exactly what the single-file original does; a phi3 directory (fused QKV and gate-up) computes what the
+// Llama directory it was fused from does.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -54,6 +55,58 @@ TEST(Safetensors, ShardedCopyOfRealModelGivesIdenticalLogits) {
   s1.eval(tokens, &l1);
   s2.eval(tokens, &l2);
   ASSERT_EQ(l1.size(), l2.size());
+  EXPECT_EQ(l1, l2);
+}
+
+// llama3-rand's HF directory rewritten as phi3 (model_type "phi3", q/k/v_proj stacked into qkv_proj and
+// gate/up_proj into gate_up_proj, as Phi-3 checkpoints store them): the same model, the same logits.
+TEST(Safetensors, Phi3FusedMatricesEqualTheSeparateOnes) {
+  FASA_REQUIRE_SHARED();
+  const std::string src_dir = test::shared_dir() + "/models/llama3-rand/hf";
+  SafetensorsModel src(src_dir);
+  const std::string dir = test::temp_dir();
+  fs::copy_file(fs::path(src_dir) / "tokenizer.model", fs::path(dir) / "tokenizer.model");
+  nlohmann::json config = nlohmann::json::parse(test::read_file(src_dir + "/config.json"));
+  config["model_type"] = "phi3";
+  test::write_file(dir + "/config.json", config.dump());
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  auto put = [&](const std::string& name, const std::vector<std::string>& parts) {  // rows of parts, stacked
+    const SafetensorInfo* first = src.find(parts[0]);
+    std::vector<int64_t> shape = first->shape;
+    shape[0] = 0;
+    const size_t at = data.size();
+    for (const std::string& p : parts) {
+      const SafetensorInfo* t = src.find(p);
+      shape[0] += t->shape[0];
+      data.append(reinterpret_cast<const char*>(t->data), t->bytes);
+    }
+    header[name] = {{"dtype", dtype_str(first->type)}, {"shape", shape}, {"data_offsets", {at, data.size()}}};
+  };
+  for (auto& [name, t] : src.tensors()) {
+    const size_t q = name.find("self_attn.q_proj.weight"), g = name.find("mlp.gate_proj.weight");
+    if (q != std::string::npos) {
+      const std::string layer = name.substr(0, q);
+      put(layer + "self_attn.qkv_proj.weight",
+          {name, layer + "self_attn.k_proj.weight", layer + "self_attn.v_proj.weight"});
+    } else if (g != std::string::npos) {
+      const std::string layer = name.substr(0, g);
+      put(layer + "mlp.gate_up_proj.weight", {name, layer + "mlp.up_proj.weight"});
+    } else if (name.find("k_proj") == std::string::npos && name.find("v_proj") == std::string::npos &&
+               name.find("up_proj") == std::string::npos) {
+      put(name, {name});
+    }
+  }
+  const std::string h = header.dump();
+  test::write_file(dir + "/model.safetensors", gguf_le64(h.size()) + h + data);
+
+  auto llama = load_model(src_dir), phi3 = load_model(dir);
+  EXPECT_EQ(phi3->config.arch, "phi3");
+  const std::vector<int32_t> tokens = llama->tokenizer.encode("In the beginning God created", true);
+  Session s1(*llama, {}), s2(*phi3, {});
+  std::vector<float> l1, l2;
+  s1.eval(tokens, &l1);
+  s2.eval(tokens, &l2);
   EXPECT_EQ(l1, l2);
 }
 

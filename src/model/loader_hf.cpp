@@ -42,8 +42,8 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
   m->format = "safetensors";
   ModelConfig& c = m->config;
   const std::string type = j.value("model_type", std::string());
-  if (type != "llama" && type != "mistral" && type != "qwen2" && type != "qwen3")
-    fail(cfg_path, "model_type '" + type + "' is not supported (supported: llama, mistral, qwen2, qwen3)");
+  if (type != "llama" && type != "mistral" && type != "qwen2" && type != "qwen3" && type != "phi3")
+    fail(cfg_path, "model_type '" + type + "' is not supported (supported: llama, mistral, qwen2, qwen3, phi3)");
   c.arch = type == "mistral" ? "llama" : type;
   c.qk_norm = type == "qwen3";
   c.n_layer = int_field(j, "num_hidden_layers", cfg_path);
@@ -89,7 +89,9 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
                     "model.layers.{}.self_attn.v_proj.bias", "model.layers.{}.self_attn.q_norm.weight",
                     "model.layers.{}.self_attn.k_norm.weight", "model.layers.{}.self_attn.o_proj.weight",
                     "model.layers.{}.post_attention_layernorm.weight", "model.layers.{}.mlp.gate_proj.weight",
-                    "model.layers.{}.mlp.up_proj.weight", "model.layers.{}.mlp.down_proj.weight", "", ""};
+                    "model.layers.{}.mlp.up_proj.weight", "model.layers.{}.mlp.down_proj.weight",
+                    "model.layers.{}.self_attn.qkv_proj.weight",
+                    c.arch == "phi3" ? "model.layers.{}.mlp.gate_up_proj.weight" : ""};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
     return it == refs.end() ? nullptr : &it->second;
