@@ -210,7 +210,11 @@ TEST(ChatTemplate, FormatsAreRecognisedAndRendered) {
   EXPECT_EQ(detect_chat_format("{{'<|im_start|>' + message['role'] + '\\n'}}"), ChatFormat::ChatML);
   EXPECT_EQ(detect_chat_format("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), ChatFormat::Mistral);
   EXPECT_EQ(detect_chat_format("{{'<|user|>' + '\n' + message['content'] + '<|end|>'}}"), ChatFormat::Phi3);
+  EXPECT_EQ(detect_chat_format("{{ '<start_of_turn>' + role + '\n' }}"), ChatFormat::Gemma);
   EXPECT_EQ(detect_chat_format(""), ChatFormat::Plain);
+  EXPECT_EQ(render_chat(ChatFormat::Gemma, m),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
+            "<start_of_turn>user\nWho?<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(render_chat(ChatFormat::Phi3, m),
             "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello<|end|>\n<|user|>\nWho?<|end|>\n"
             "<|assistant|>\n");

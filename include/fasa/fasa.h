@@ -44,7 +44,7 @@ struct ModelInfo {
   int64_t n_params = 0;
   int64_t n_ctx_train = 0;
   int n_vocab = 0;
-  std::string chat_format;   // "llama3", "chatml", "mistral", "phi3" or "plain" (no or unknown template)
+  std::string chat_format;   // "llama3", "chatml", "mistral", "phi3", "gemma" or "plain" (no or unknown template)
 };
 
 class Engine {

@@ -40,6 +40,21 @@ std::string render_mistral(const std::vector<ChatMessage>& messages) {
   return out;
 }
 
+// Gemma: turns of "user" and "model", the system text before the first user turn's.
+std::string render_gemma(const std::vector<ChatMessage>& messages) {
+  std::string out, system;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") {
+      system.append(trim(m.content)).append("\n\n");
+      continue;
+    }
+    out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n" + system +
+           std::string(trim(m.content)) + "<end_of_turn>\n";
+    system.clear();
+  }
+  return out + "<start_of_turn>model\n";
+}
+
 // Phi-3: <|role|> on its own line, the content, <|end|>; the reply starts after "<|assistant|>\n".
 std::string render_phi3(const std::vector<ChatMessage>& messages) {
   std::string out;
@@ -59,6 +74,7 @@ ChatFormat detect_chat_format(std::string_view t) {
   if (t.find("<|start_header_id|>") != std::string_view::npos) return ChatFormat::Llama3;
   if (t.find("<|im_start|>") != std::string_view::npos) return ChatFormat::ChatML;
   if (t.find("[INST]") != std::string_view::npos) return ChatFormat::Mistral;
+  if (t.find("<start_of_turn>") != std::string_view::npos) return ChatFormat::Gemma;
   if (t.find("<|user|>") != std::string_view::npos && t.find("<|end|>") != std::string_view::npos) return ChatFormat::Phi3;
   return ChatFormat::Plain;
 }
@@ -69,6 +85,7 @@ const char* chat_format_name(ChatFormat f) {
     case ChatFormat::ChatML: return "chatml";
     case ChatFormat::Mistral: return "mistral";
     case ChatFormat::Phi3: return "phi3";
+    case ChatFormat::Gemma: return "gemma";
     case ChatFormat::Plain: return "plain";
   }
   return "?";
@@ -80,6 +97,7 @@ std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages) 
     case ChatFormat::ChatML: return render_chatml(messages);
     case ChatFormat::Mistral: return render_mistral(messages);
     case ChatFormat::Phi3: return render_phi3(messages);
+    case ChatFormat::Gemma: return render_gemma(messages);
     case ChatFormat::Plain: break;
   }
   return render_plain(messages);

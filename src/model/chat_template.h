@@ -1,6 +1,6 @@
 #pragma once
 // Chat prompts without a Jinja engine: the common template families are recognised from the model's
-// template text (Llama-3 headers, ChatML, Mistral/Llama-2 [INST], Phi-3) and rendered here; a model with
+// template text (Llama-3 headers, ChatML, Mistral/Llama-2 [INST], Phi-3, Gemma) and rendered here; a model with
 // no template, or one we do not recognise, gets plain "role: content" lines.
 #include <string>
 #include <string_view>
@@ -10,7 +10,7 @@
 
 namespace fasa {
 
-enum class ChatFormat { Llama3, ChatML, Mistral, Phi3, Plain };
+enum class ChatFormat { Llama3, ChatML, Mistral, Phi3, Gemma, Plain };
 
 ChatFormat detect_chat_format(std::string_view template_text);
 const char* chat_format_name(ChatFormat f);
