@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <random>
 
+#include "cli/commands.h"
 #include "cli/interrupt.h"
 #include "cli/speed_lines.h"
 
@@ -22,12 +22,15 @@ int64_t chat_context(int64_t asked, int64_t n_train) {
   return std::min<int64_t>(4096, n_train);
 }
 
-// Feeds what `ids` adds to what ctx holds: the tokens they share stay, the rest is forgotten.
+// Feeds what `ids` adds to what ctx holds: the tokens they share stay, the rest is forgotten — where
+// the policy continues a truncated context exactly (not H2O or SnapKV, whose votes remember what was
+// forgotten: there the whole conversation is fed again).
 void feed_difference(Context& ctx, const std::vector<int32_t>& ids) {
   const std::vector<int32_t>& held = ctx.tokens();
   size_t common = 0;
   while (common < held.size() && common < ids.size() && held[common] == ids[common]) ++common;
   common = std::min(common, ids.size() - 1);  // at least one token fed: its logits start the reply
+  if ((int64_t)common < ctx.n_past() && !ctx.prefix_reuse_is_exact()) common = 0;
   if ((int64_t)common < ctx.n_past()) ctx.truncate((int64_t)common);
   ctx.feed_tokens(std::vector<int32_t>(ids.begin() + (int64_t)common, ids.end()));
 }
@@ -36,16 +39,13 @@ void feed_difference(Context& ctx, const std::vector<int32_t>& ids) {
 
 int chat(ChatOptions o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
-  catch_interrupts();
-  if (o.sampling.temperature > 0 && !o.seed_given) {
-    o.sampling.seed = std::random_device{}();
-    std::fprintf(stderr, "sampling seed: %llu\n", (unsigned long long)o.sampling.seed);
-  }
+  pick_seed(o.sampling, o.seed_given);
   Engine engine(o.model);
   ContextOptions co;
   co.policy = o.policy;
   co.n_ctx = chat_context(o.n_ctx, engine.info().n_ctx_train);
   Context ctx(engine, co);
+  catch_interrupts();  // from here on: while loading, Ctrl-C still ends the program
   const bool terminal = isatty(STDIN_FILENO);
   std::fprintf(stderr, "chat with %s (%s format, context %lld tokens): /exit or end of input quits; "
                "Ctrl-C stops a reply\n", o.model.c_str(), engine.info().chat_format.c_str(), (long long)ctx.n_ctx());
@@ -58,6 +58,7 @@ int chat(ChatOptions o) {
   const bool plain = engine.info().chat_format == "plain";
   if (plain) gen.stop = {"\nuser:"};
   int status = 0;
+  int64_t decode_steps = 0;
   for (bool first = true;; first = false) {
     std::string line;
     if (first && o.has_first_message) {
@@ -78,10 +79,11 @@ int chat(ChatOptions o) {
       status = 1;
       break;
     }
+    take_interrupt();  // one pressed while the turn was typed is not for this reply
     feed_difference(ctx, ids);
     const int64_t room = ctx.n_ctx() - ctx.n_past();
-    gen.max_tokens = (int)(o.n_predict < 0 ? room : std::min<int64_t>(o.n_predict, room));
-    take_interrupt();  // a Ctrl-C during the prefill stops the reply at once
+    // A Ctrl-C during the prefill: no reply at all.
+    gen.max_tokens = take_interrupt() ? 0 : (int)(o.n_predict < 0 ? room : std::min<int64_t>(o.n_predict, room));
     const GenerationResult r = ctx.generate(gen, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -94,10 +96,11 @@ int chat(ChatOptions o) {
     if (r.finish_reason == "length" && gen.max_tokens == room)
       std::fprintf(stderr, "note: the reply stopped at the end of the context (%lld tokens; raise -c)\n",
                    (long long)ctx.n_ctx());
+    decode_steps += decoded_steps(r);
     if (o.single_turn) break;
   }
   std::fflush(stdout);
-  print_speed_lines(engine, ctx, o.model, ctx.stats().generated_tokens);
+  print_speed_lines(engine, ctx, o.model, decode_steps);
   return status;
 }
 

@@ -19,10 +19,7 @@ Command add_chat_command(CLI::App& app) {
   add_file_option(cmd, *file, "Read the first user turn from a file");
   add_n_predict_option(cmd, o->n_predict, "Tokens per reply at most (-1: until the model ends it or the context is full)", -1);
   add_ctx_option(cmd, o->n_ctx, "Context size (default: 4096, at most the model's; 0: the model's)", 0);
-  add_threads_option(cmd, o->threads);
-  add_policy_options(cmd, o->policy);
-  add_gpu_options(cmd);
-  add_sampling_options(cmd, o->sampling, o->seed_given);
+  add_generation_options(cmd, o->threads, o->policy, o->sampling, o->seed_given);
   return {cmd, [o, file] {
             if (!file->empty()) {
               if (o->has_first_message) throw Error("give at most one of -p PROMPT or -f FILE");

@@ -35,8 +35,17 @@ CLI::Option* add_ctx_option(CLI::App* cmd, int64_t& n_ctx, const std::string& he
 CLI::Option* add_file_option(CLI::App* cmd, std::string& path, const std::string& help);  // -f
 CLI::Option* add_n_predict_option(CLI::App* cmd, int& n, const std::string& help, int min);  // -n
 
+// With a temperature and no seed given, a fresh one, printed to stderr so the run can be repeated (as
+// llama.cpp does).
+void pick_seed(SamplerOptions& o, bool seed_given);
+
 // --temp, --top-k, --top-p, -s/--seed (a seed < 0, or none, leaves seed_given false: a random one).
 void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given);
+
+// What the commands that generate take (run, chat): -t, the policy options, llama.cpp's GPU flags and
+// the sampling options.
+void add_generation_options(CLI::App* cmd, int& threads, PolicyOptions& policy, SamplerOptions& sampling,
+                            bool& seed_given);
 
 // A conversation's own options, as llama-cli names them: -sys/--system-prompt, -st/--single-turn, and
 // -co/--color (accepted, with a note: no colours here).

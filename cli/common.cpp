@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "calib/auto_profile.h"
@@ -93,6 +94,12 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
       ->check(CLI::IsMember({"on", "off"}));
 }
 
+void pick_seed(SamplerOptions& o, bool seed_given) {
+  if (o.temperature <= 0 || seed_given) return;
+  o.seed = std::random_device{}();
+  std::fprintf(stderr, "sampling seed: %llu\n", (unsigned long long)o.seed);
+}
+
 void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given) {
   cmd->add_option("--temp", o.temperature, "Temperature; 0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", o.top_k, "Top-k sampling; 0 = off")->capture_default_str();
@@ -100,6 +107,14 @@ void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given) {
   cmd->add_option_function<int64_t>(
       "-s,--seed", [&o, &seed_given](int64_t s) { o.seed = (uint64_t)s, seed_given = s >= 0; },
       "Sampling seed (default or -1: a random one, printed to stderr)");
+}
+
+void add_generation_options(CLI::App* cmd, int& threads, PolicyOptions& policy, SamplerOptions& sampling,
+                            bool& seed_given) {
+  add_threads_option(cmd, threads);
+  add_policy_options(cmd, policy);
+  add_gpu_options(cmd);
+  add_sampling_options(cmd, sampling, seed_given);
 }
 
 void add_conversation_options(CLI::App* cmd, std::string& system_prompt, bool& single_turn) {

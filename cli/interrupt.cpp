@@ -2,12 +2,14 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <csignal>
 
 namespace fasa::cli {
 
 namespace {
-volatile std::sig_atomic_t pressed = 0;
+std::atomic<int> pressed{0};  // lock-free: safe in a signal handler
+static_assert(std::atomic<int>::is_always_lock_free);
 pthread_t main_thread;
 
 void on_interrupt(int) {
@@ -32,10 +34,6 @@ void catch_interrupts() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-bool take_interrupt() {
-  const bool was = pressed;
-  pressed = 0;
-  return was;
-}
+bool take_interrupt() { return pressed.exchange(0) != 0; }
 
 }  // namespace fasa::cli

@@ -6,8 +6,9 @@
 namespace fasa::cli {
 
 // From now on SIGINT sets a flag instead of ending the process (reads of standard input on the calling
-// thread are interrupted, not restarted, so a prompt waiting for a line returns). Call it on the thread
-// that reads input; a signal another thread receives is passed on to it.
+// thread are interrupted, not restarted, so a prompt waiting for a line returns; so would any other
+// blocking call there, which the commands' stdout writes tolerate: a lost piece of streamed text after
+// a Ctrl-C). Call it on the thread that reads input; a signal another thread receives is passed on to it.
 void catch_interrupts();
 // Whether Ctrl-C was pressed since the last call; clears it.
 bool take_interrupt();

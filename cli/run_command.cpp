@@ -5,7 +5,6 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <random>
 #include <string>
 
 #include <unistd.h>
@@ -30,6 +29,7 @@ struct RunOptions {
   bool display_prompt = true;
   bool seed_given = false;
   int n_predict = 64;          // -1: until the end of the context or an end token
+  bool n_predict_given = false;
   int64_t n_ctx = -1;          // -1: prompt + n, at most the model's; 0: the model's
   // Conversation (llama-cli's -cnv / -no-cnv): on, off, or on where no prompt is given and standard
   // input is a terminal.
@@ -78,7 +78,7 @@ ChatOptions chat_options(const RunOptions& o) {
   c.has_first_message = o.prompt_given || !o.prompt_file.empty();
   if (c.has_first_message) c.first_message = read_prompt(o);
   c.n_ctx = o.n_ctx;
-  c.n_predict = o.n_predict == 64 ? -1 : o.n_predict;  // -n's default is run's; a reply runs to its end
+  c.n_predict = o.n_predict_given ? o.n_predict : -1;  // without -n a reply runs to its end
   c.threads = o.threads;
   c.single_turn = o.single_turn;
   c.policy = o.policy;
@@ -102,10 +102,7 @@ int run(RunOptions o) {
   if (wants_conversation(o)) return chat(chat_options(o));
   const std::string prompt = read_prompt(o);
   if (o.threads > 0) omp_set_num_threads(o.threads);
-  if (o.sampling.temperature > 0 && !o.seed_given) {  // as llama.cpp: a fresh seed, said so it can be repeated
-    o.sampling.seed = std::random_device{}();
-    std::fprintf(stderr, "sampling seed: %llu\n", (unsigned long long)o.sampling.seed);
-  }
+  pick_seed(o.sampling, o.seed_given);
 
   Engine engine(o.model);
   std::vector<int32_t> ids = engine.tokenize(prompt, true);
@@ -137,6 +134,7 @@ int run(RunOptions o) {
   co.n_ctx = n_ctx;
   Context ctx(engine, co);
 
+  catch_interrupts();  // Ctrl-C ends the generation: what came, then the speed lines
   const std::string shown = truncate ? "..." + engine.detokenize(ids) : prompt;  // the text the model sees
   if (o.display_prompt) std::fputs(shown.c_str(), stdout);
   std::fflush(stdout);
@@ -145,7 +143,6 @@ int run(RunOptions o) {
   gen.sampling = o.sampling;
   gen.ignore_eos = o.ignore_eos;
   GenerationResult r;
-  catch_interrupts();  // Ctrl-C ends the generation: what came, then the speed lines
   try {
     ctx.feed_tokens(ids);
     r = ctx.generate(gen, [](std::string_view piece) {
@@ -164,8 +161,7 @@ int run(RunOptions o) {
     std::fprintf(stderr, "note: generation stopped at the end of the context (%lld tokens; raise -c)\n", (long long)n_ctx);
 
   const ContextStats& st = ctx.stats();
-  // Tokens evaluated after the prompt: the last one sampled is not, unless an end token came after it.
-  const int64_t decode_steps = r.finish_reason == "length" ? std::max(0, r.n_tokens - 1) : r.n_tokens;
+  const int64_t decode_steps = decoded_steps(r);
   print_speed_lines(engine, ctx, o.model, decode_steps);
   const KvMemory mem = ctx.kv_memory();
   if (!o.stats_json.empty()) {
@@ -190,12 +186,9 @@ Command add_run_command(CLI::App& app) {
   cmd->add_flag("-e,--escape", o->escape, "Process escapes (\\n, \\t, \\\\, \\', \\\") in the prompt");
   add_file_option(cmd, o->prompt_file, "Read the prompt from a file ('-': standard input)");
   cmd->add_flag("!--no-display-prompt", o->display_prompt, "Do not echo the prompt before the generated text");
-  add_n_predict_option(cmd, o->n_predict, "Tokens to generate (-1: until the end of the context)", -1);
+  CLI::Option* n = add_n_predict_option(cmd, o->n_predict, "Tokens to generate (-1: until the end of the context)", -1);
   add_ctx_option(cmd, o->n_ctx, "Context size (default: prompt + n, at most the model's; 0: the model's)", 0);
-  add_threads_option(cmd, o->threads);
-  add_policy_options(cmd, o->policy);
-  add_gpu_options(cmd);
-  add_sampling_options(cmd, o->sampling, o->seed_given);
+  add_generation_options(cmd, o->threads, o->policy, o->sampling, o->seed_given);
   cmd->add_option("--stats-json", o->stats_json,
                   "Write the run's speeds and KV memory (kv_fast_bytes, kv_slow_bytes, kv_full_bytes, rss_bytes) to FILE");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");
@@ -208,7 +201,10 @@ Command add_run_command(CLI::App& app) {
   cmd->add_flag_callback("--no-conversation", [o] { o->conversation = C::Off; },
                          "Never a conversation, even with no prompt on a terminal (llama-cli's -no-cnv)");
   add_conversation_options(cmd, o->system_prompt, o->single_turn);
-  return {cmd, [o] { return run(*o); }};
+  return {cmd, [o, n] {
+            o->n_predict_given = n->count() > 0;
+            return run(*o);
+          }};
 }
 
 }  // namespace fasa::cli

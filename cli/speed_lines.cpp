@@ -2,11 +2,16 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "api/kv_memory_report.h"
 
 namespace fasa::cli {
+
+int64_t decoded_steps(const GenerationResult& r) {
+  return r.finish_reason == "stop" ? r.n_tokens : std::max(0, r.n_tokens - 1);
+}
 
 void print_speed_lines(const Engine& engine, const Context& ctx, const std::string& model, int64_t decode_steps) {
   const ContextStats& st = ctx.stats();

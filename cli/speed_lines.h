@@ -8,6 +8,10 @@
 
 namespace fasa::cli {
 
+// The tokens a generation evaluated after its prompt: the last one sampled is not, unless an end token
+// came after it.
+int64_t decoded_steps(const GenerationResult& r);
+
 // decode_steps: the tokens evaluated after the prompt (what the decode time was spent on).
 void print_speed_lines(const Engine& engine, const Context& ctx, const std::string& model, int64_t decode_steps);
 

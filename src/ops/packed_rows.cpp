@@ -261,6 +261,10 @@ void dot_packed_tokens_k4(const uint8_t* group, const QuantizedActs* x, int n_to
 }
 #endif
 
+[[noreturn]] void no_packed_rows(DType t) {
+  throw Error(std::string("no packed rows for tensor type ") + dtype_name(t) + " in this build");
+}
+
 }  // namespace
 
 bool has_packed_rows(DType t) {
@@ -280,7 +284,7 @@ size_t packed_group_bytes(DType t, int64_t n) {
 
 void pack_rows(DType t, const void* const* rows, int64_t n, uint8_t* out) {
   static_assert(kDirectRows == 8, "the packed layouts hold 8 rows per group");
-  if (!has_packed_rows(t)) throw Error(std::string("no packed rows for tensor type ") + dtype_name(t) + " in this build");
+  if (!has_packed_rows(t)) no_packed_rows(t);
   t == DType::Q4_K ? pack_q4_k(rows, n, out) : pack_q8_0(rows, n, out);
 }
 
@@ -293,7 +297,7 @@ void dot_packed_rows(DType t, const uint8_t* group_a, const uint8_t* group_b, co
     return;
   }
 #endif
-  if (t != DType::Q8_0) throw Error(std::string("no packed rows for tensor type ") + dtype_name(t) + " in this build");
+  if (t != DType::Q8_0) no_packed_rows(t);
   dot_packed_rows_q8(group_a, group_b, x, n, out);
 }
 
@@ -302,7 +306,7 @@ void dot_packed_tokens(DType t, const uint8_t* group, const QuantizedActs* x, in
 #if FASA_PACKED_K4
   if (t == DType::Q4_K) return dot_packed_tokens_k4(group, x, n_tokens, n, out, ldo);
 #endif
-  if (t != DType::Q8_0) throw Error(std::string("no packed rows for tensor type ") + dtype_name(t) + " in this build");
+  if (t != DType::Q8_0) no_packed_rows(t);
   dot_packed_tokens_q8(group, x, n_tokens, n, out, ldo);
 }
 

@@ -24,7 +24,8 @@ bool has_packed_rows(DType weight_type);  // Q8_0 and Q4_K where the build has t
 size_t packed_group_bytes(DType weight_type, int64_t n);  // one group of kDirectRows rows of n columns
 // rows: kDirectRows rows of n columns; out: packed_group_bytes(weight_type, n)
 void pack_rows(DType weight_type, const void* const* rows, int64_t n, uint8_t* out);
-// Two groups read side by side (two memory streams), or one where group_b is null.   out: [16] or [8]
+// Two groups (Q8_0: read side by side, two memory streams; Q4_K: one after the other), or one where
+// group_b is null.   out: [16] or [8]
 void dot_packed_rows(DType weight_type, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x,
                      int64_t n, float* out);
 // One group against n_tokens tokens (small batches), bit-identical to dot_packed_rows per token: each
