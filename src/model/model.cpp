@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "fasa/error.h"
 #include "ops/packed_rows.h"
 
@@ -138,7 +141,19 @@ Matrix row_slice(const Matrix& m, int64_t r0, int64_t n) {
   return part;
 }
 
-// A copy of m's rows packed for the decode matmul, where this CPU has the kernel for m's type.
+// Drops the pages of n bytes at p from memory where they are the model file's (a read-only private
+// mapping: a row read again comes back from the file); a heap copy in `owned` is kept.
+void release_file_pages(const uint8_t* p, size_t n, const std::vector<std::vector<uint8_t>>& owned) {
+  for (const auto& o : owned)
+    if (p >= o.data() && p < o.data() + o.size()) return;
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t begin = ((uintptr_t)p + page - 1) / page * page, end = ((uintptr_t)p + n) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+// A copy of m's rows packed for the decode matmul, where this CPU has the kernel for m's type. Packed
+// Q4_K rows serve every batch (matmul.cpp), so the file's copy of them leaves memory: the model's
+// resident size stays what the file is.
 void pack_for_decode(Matrix& m, std::vector<std::vector<uint8_t>>& owned) {
   if (!has_packed_rows(m.type) || m.cols % 32 != 0) return;
   const int64_t groups = m.rows / kDirectRows;
@@ -151,6 +166,7 @@ void pack_for_decode(Matrix& m, std::vector<std::vector<uint8_t>>& owned) {
     pack_rows(m.type, rows, m.cols, &buf[g * group_bytes]);
   }
   m.packed = buf.data();
+  if (m.type == DType::Q4_K) release_file_pages(m.data, (size_t)(groups * kDirectRows) * m.row_bytes, owned);
 }
 
 }  // namespace

@@ -78,10 +78,13 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
     dot_packed_tokens(W.type, W.packed + g * gb, xq.data(), n_tokens, W.cols, Y + g * kDirectRows, W.rows);
 }
 
-// Batches above this many tokens take the tiles. Packed Q4_K rows beat them up to ~128 tokens (a
-// [2048 x 2048] matmul on one Zen 4 thread: 0.03-0.05 ms a token packed, 0.05-0.09 tiled from 17 to
-// 128 tokens, even at 256).
-int64_t tiles_above(const Matrix& W) { return W.packed && W.type == DType::Q4_K ? 128 : kMatmulSmallBatch; }
+// Whether a batch takes the tiles. Not packed Q4_K rows at any size: their passes of 8 tokens beat the
+// tiles up to 128 tokens and match them above (a [2048 x 2048] matmul on one Zen 4 thread: 0.03-0.05
+// ms a token packed, 0.05-0.09 tiled from 17 to 128 tokens, 0.035 both at 256; pp512 of Q4_K_M 1B
+// 199-213 t/s packed, 194-201 with tiles), so the file's Q4_K rows are not read again once packed.
+bool takes_tiles(const Matrix& W, int n_tokens) {
+  return n_tokens > kMatmulSmallBatch && has_quant_tiles(W.type) && !(W.packed && W.type == DType::Q4_K);
+}
 
 // Quantized weights: activations rounded to int8 once per token.
 void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
@@ -97,7 +100,7 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
     for (int64_t r = first; r < rows; ++r)
       for (int t = 0; t < n_tokens; ++t) Y[(int64_t)t * rows + r] = dot_direct(W.type, W.row(r), xq[t], cols);
   };
-  if (n_tokens > tiles_above(W) && has_quant_tiles(W.type)) {  // their unpacking per call repaid by many tokens
+  if (takes_tiles(W, n_tokens)) {  // their unpacking per call repaid by many tokens
     const int64_t whole = rows / kTileGroupRows * kTileGroupRows;
 #pragma omp parallel for schedule(dynamic, chunk_of(kTileGroupRows * W.row_bytes, whole / kTileGroupRows))
     for (int64_t r0 = 0; r0 < whole; r0 += kTileGroupRows) {

@@ -8,8 +8,8 @@ namespace fasa {
 // Batches up to this many tokens take the decode kernels over several tokens: each weight row is read
 // once for all of them, nothing is unpacked per call, and each token's result is bit for bit what a
 // batch of one gives it (so sequences decoded together equal each decoded alone). Larger batches take
-// the prefill tiles (quantized weights: still bit-identical; packed Q4_K rows only above 128 tokens) or
-// float panels (within rounding).
+// the prefill tiles (quantized weights: still bit-identical; packed Q4_K rows never) or float panels
+// (within rounding).
 constexpr int kMatmulSmallBatch = 16;
 
 // Y[t, r] = sum_c W[r, c] * X[t, c]  for t < n_tokens.
