@@ -45,7 +45,7 @@ int chat(ChatOptions o) {
   co.policy = o.policy;
   co.n_ctx = chat_context(o.n_ctx, engine.info().n_ctx_train);
   Context ctx(engine, co);
-  catch_interrupts();  // from here on: while loading, Ctrl-C still ends the program
+  catch_interrupts();  // from here on Ctrl-C stops a reply (while the model loaded, it ended the program)
   const bool terminal = isatty(STDIN_FILENO);
   std::fprintf(stderr, "chat with %s (%s format, context %lld tokens): /exit or end of input quits; "
                "Ctrl-C stops a reply\n", o.model.c_str(), engine.info().chat_format.c_str(), (long long)ctx.n_ctx());
