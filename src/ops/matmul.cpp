@@ -79,9 +79,9 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
 }
 
 // Whether a batch takes the tiles. Not packed Q4_K rows at any size: their passes of 8 tokens beat the
-// tiles up to 128 tokens and match them above (a [2048 x 2048] matmul on one Zen 4 thread: 0.03-0.05
-// ms a token packed, 0.05-0.09 tiled from 17 to 128 tokens, 0.035 both at 256; pp512 of Q4_K_M 1B
-// 199-213 t/s packed, 194-201 with tiles), so the file's Q4_K rows are not read again once packed.
+// tiles up to 128 tokens and match them above (a [2048 x 2048] matmul on one Zen 4 thread: 0.030-0.036
+// ms a token packed at any batch, tiled 0.085 at 17 tokens falling to 0.048 at 128 and 0.035 at 256;
+// pp512 of Q4_K_M 1B 199-213 t/s packed, 194-201 tiled), so the file's Q4_K rows are not read again.
 bool takes_tiles(const Matrix& W, int n_tokens) {
   return n_tokens > kMatmulSmallBatch && has_quant_tiles(W.type) && !(W.packed && W.type == DType::Q4_K);
 }
