@@ -63,6 +63,8 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts = kAllPo
 
 // Whole file as a string; throws fasa::Error naming the file.
 std::string read_text_file(const std::string& path);
+// The same, where "-" is standard input (llama.cpp's -f -: run and tokenize).
+std::string read_text_or_stdin(const std::string& path);
 
 // Throws fasa::Error naming the file when it cannot be written (missing folder, no permission), so a
 // long job fails before its work rather than after it.

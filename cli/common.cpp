@@ -3,6 +3,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <iterator>
 #include <random>
 #include <sstream>
 
@@ -141,6 +143,11 @@ std::string read_text_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::string read_text_or_stdin(const std::string& path) {
+  if (path != "-") return read_text_file(path);
+  return std::string(std::istreambuf_iterator<char>(std::cin), {});
 }
 
 void check_writable(const std::string& path) {

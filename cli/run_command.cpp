@@ -3,8 +3,6 @@
 
 #include <cstdio>
 #include <fstream>
-#include <iostream>
-#include <iterator>
 #include <string>
 
 #include <unistd.h>
@@ -66,8 +64,7 @@ std::string unescape(const std::string& s) {
 std::string read_prompt(const RunOptions& o) {
   if (o.prompt_given == !o.prompt_file.empty()) throw Error("give exactly one of -p PROMPT or -f FILE");
   if (o.prompt_given) return o.escape ? unescape(o.prompt) : o.prompt;
-  if (o.prompt_file != "-") return read_text_file(o.prompt_file);
-  return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  return read_text_or_stdin(o.prompt_file);
 }
 
 // The options of a conversation: the prompt, if any, is its first user turn.

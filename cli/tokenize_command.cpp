@@ -1,8 +1,6 @@
 // `fasa tokenize`: the token ids of a text, as llama.cpp's llama-tokenize prints them.
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
-#include <iterator>
 
 #include "cli/commands.h"
 #include "io/gguf.h"
@@ -29,9 +27,7 @@ Tokenizer load_tokenizer(const std::string& path) {
 
 int tokenize(const TokenizeOptions& o) {
   if (o.prompt_given == !o.prompt_file.empty()) throw Error("give exactly one of -p TEXT or -f FILE");
-  const std::string text = o.prompt_given           ? o.prompt
-                           : o.prompt_file != "-" ? read_text_file(o.prompt_file)
-                                                  : std::string(std::istreambuf_iterator<char>(std::cin), {});
+  const std::string text = o.prompt_given ? o.prompt : read_text_or_stdin(o.prompt_file);
   const Tokenizer tok = load_tokenizer(o.model);
   const std::vector<int32_t> ids = tok.encode(text, !o.no_bos);
   if (o.ids_only) {  // as llama-tokenize --ids: a Python list
