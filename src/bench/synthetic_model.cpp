@@ -17,6 +17,9 @@ const std::vector<ModelShape>& model_shapes() {
       {"phi3-mini", "phi3", 32, 3072, 32, 32, 8192, 32064, 4096, 10000.0f, 0.0f, false},
       // two layers with GQA, for the tests against llama.cpp's outputs (tests/golden/phi3-tiny)
       {"phi3-tiny", "phi3", 2, 256, 4, 2, 512, 1024, 4096, 10000.0f, 0.0f, false},
+      {"qwen3-30b-a3b", "qwen3moe", 48, 2048, 32, 4, 6144, 151936, 40960, 1000000.0f, 0.0f, false, 128, 128, 8, 768},
+      // two layers, 2 of 8 experts per token, for the tests against llama.cpp's outputs
+      {"qwen3moe-tiny", "qwen3moe", 2, 256, 4, 2, 512, 1024, 4096, 1000000.0f, 0.0f, false, 0, 8, 2, 128},
   };
   return shapes;
 }
@@ -120,12 +123,21 @@ void write_llama_hparams(GgufWriter& w, const ModelShape& s) {
   w.kv_u32(a + "context_length", s.n_ctx);
   w.kv_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   w.kv_f32(a + "rope.freq_base", s.rope_base);
+  if (s.head_dim > 0) {
+    w.kv_u32(a + "attention.key_length", s.head_dim);
+    w.kv_u32(a + "attention.value_length", s.head_dim);
+  }
+  if (s.n_expert > 0) {
+    w.kv_u32(a + "expert_count", s.n_expert);
+    w.kv_u32(a + "expert_used_count", s.n_expert_used);
+    w.kv_u32(a + "expert_feed_forward_length", s.n_ff_exp);
+  }
 }
 
 void write_synthetic_model(const ModelShape& s, DType type, const std::string& path, uint64_t seed) {
   if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0)
     throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported (f32, f16, q8_0, q4_0)");
-  const int D = s.n_embd / s.n_head;
+  const int D = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   GgufWriter w;
   const std::string a = s.arch + ".";
   w.kv_string("general.architecture", s.arch);
@@ -140,8 +152,9 @@ void write_synthetic_model(const ModelShape& s, DType type, const std::string& p
 
   uint64_t tseed = seed * 1000;
   const int64_t E = s.n_embd, Q = (int64_t)s.n_head * D, KV = (int64_t)s.n_head_kv * D, F = s.n_ff;
-  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows) {
-    w.tensor_generated(name, {cols, rows}, type, random_fill(type, cols, 0.05f, ++tseed));
+  auto matrix = [&](const std::string& name, int64_t cols, int64_t rows, int64_t n_expert = 1) {
+    w.tensor_generated(name, n_expert > 1 ? std::vector<int64_t>{cols, rows, n_expert} : std::vector<int64_t>{cols, rows},
+                       type, random_fill(type, cols, 0.05f, ++tseed));
   };
   auto ones = [&](const std::string& name, int64_t n) { w.tensor_f32(name, {n}, std::vector<float>(n, 1.0f)); };
   matrix("token_embd.weight", E, s.n_vocab);
@@ -163,8 +176,19 @@ void write_synthetic_model(const ModelShape& s, DType type, const std::string& p
     if (s.arch == "qwen2")
       for (auto [t, n] : {std::pair{"q", Q}, {"k", KV}, {"v", KV}})
         w.tensor_f32(p + "attn_" + t + ".bias", {n}, std::vector<float>(n, 0.0f));
+    if (s.arch == "qwen3moe") {
+      ones(p + "attn_q_norm.weight", D);
+      ones(p + "attn_k_norm.weight", D);
+    }
     matrix(p + "attn_output.weight", Q, E);
     ones(p + "ffn_norm.weight", E);
+    if (s.n_expert > 0) {  // the router in F32, as llama.cpp's quantizer keeps it
+      w.tensor_generated(p + "ffn_gate_inp.weight", {E, s.n_expert}, DType::F32, random_fill(DType::F32, E, 0.05f, ++tseed));
+      matrix(p + "ffn_gate_exps.weight", E, s.n_ff_exp, s.n_expert);
+      matrix(p + "ffn_up_exps.weight", E, s.n_ff_exp, s.n_expert);
+      matrix(p + "ffn_down_exps.weight", s.n_ff_exp, E, s.n_expert);
+      continue;
+    }
     if (phi3) {
       matrix(p + "ffn_up.weight", E, 2 * F);  // rows 0..F-1 the gate's, F..2F-1 the up projection's
     } else {

@@ -10,11 +10,13 @@
 namespace fasa {
 
 struct ModelShape {
-  std::string name, arch;  // arch: llama, qwen2 or phi3 (fused QKV and gate-up matrices)
+  std::string name, arch;  // arch: llama, qwen2, phi3 (fused QKV and gate-up matrices) or qwen3moe
   int n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   float rope_base;
   float llama3_rope_factor;  // 0: no Llama-3 rope scaling
   bool tied_output;
+  int head_dim = 0;  // 0: n_embd / n_head
+  int n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // a mixture of experts (qwen3moe)
 };
 
 const std::vector<ModelShape>& model_shapes();

@@ -1,5 +1,6 @@
 #pragma once
-// Hyper-parameters of a Llama-family model (llama, mistral-style llama, qwen2, qwen3, phi3), format independent.
+// Hyper-parameters of a Llama-family model (llama, mistral-style llama, qwen2, qwen3, qwen3moe, phi3), format
+// independent.
 #include <string>
 #include <vector>
 
@@ -8,7 +9,7 @@
 namespace fasa {
 
 struct ModelConfig {
-  std::string arch;        // "llama", "qwen2", "qwen3" or "phi3"
+  std::string arch;        // "llama", "qwen2", "qwen3", "qwen3moe" or "phi3"
   int n_layer = 0;
   int n_embd = 0;
   int n_ff = 0;
@@ -25,6 +26,12 @@ struct ModelConfig {
   bool qkv_bias = false;
   bool qk_norm = false;    // qwen3: per-head RMSNorm of q and k before RoPE
   bool tied_output = false;
+  // Mixture of experts (qwen3moe; Mixtral-style llama): each token's FFN is the sum of its top
+  // n_expert_used experts' SwiGLU MLPs (hidden size n_ff_exp), weighted by the router's softmax
+  // renormalised over the chosen ones. 0 experts: the dense FFN of size n_ff.
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
 
   // Angular frequency of each RoPE plane: base^(-2i/n_rot) / factor_i.   [n_rot/2]
   std::vector<float> rope_inv_freq() const;

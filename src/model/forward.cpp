@@ -179,11 +179,16 @@ void Session::forward(std::span<const ForwardPart> parts) {
       for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += xb[(size_t)t * E + i];
       rms_norm(&x[(size_t)t * E], L.ffn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
     }
-    matmul(L.w_gate, xb.data(), n, gate.data());
-    matmul(L.w_up, xb.data(), n, up.data());
+    if (c.n_expert > 0) {
+      expert_ffn(c, L, xb.data(), n, a.experts);
+      xb.swap(a.experts.out);
+    } else {
+      matmul(L.w_gate, xb.data(), n, gate.data());
+      matmul(L.w_up, xb.data(), n, up.data());
 #pragma omp parallel for schedule(static) if (n > 1)
-    for (int t = 0; t < n; ++t) swiglu(&gate[(size_t)t * F], &up[(size_t)t * F], F);
-    matmul(L.w_down, gate.data(), n, xb.data());
+      for (int t = 0; t < n; ++t) swiglu(&gate[(size_t)t * F], &up[(size_t)t * F], F);
+      matmul(L.w_down, gate.data(), n, xb.data());
+    }
 #pragma omp parallel for schedule(static) if (n > 1)
     for (int t = 0; t < n; ++t)
       for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += xb[(size_t)t * E + i];

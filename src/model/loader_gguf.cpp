@@ -28,12 +28,20 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   m->format = "gguf";
   ModelConfig& c = m->config;
   c.arch = f.get_string("general.architecture");
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "phi3")
-    fail(path, "architecture '" + c.arch + "' is not supported (supported: llama (incl. Mistral-style), qwen2, qwen3, phi3)");
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" && c.arch != "phi3")
+    fail(path, "architecture '" + c.arch +
+                   "' is not supported (supported: llama (incl. Mistral- and Mixtral-style), qwen2, qwen3, qwen3moe, phi3)");
   const std::string a = c.arch + ".";
   c.n_layer = int_param(f, a + "block_count");
   c.n_embd = int_param(f, a + "embedding_length");
-  c.n_ff = int_param(f, a + "feed_forward_length");
+  c.n_expert = int_param(f, a + "expert_count", 0);
+  if (c.arch == "qwen3moe" && c.n_expert == 0) fail(path, "a qwen3moe model needs metadata '" + a + "expert_count'");
+  if (c.n_expert > 0) {  // (Mixtral's GGUFs give the experts' size as feed_forward_length)
+    c.n_expert_used = int_param(f, a + "expert_used_count");
+    c.n_ff_exp = f.find(a + "expert_feed_forward_length") ? int_param(f, a + "expert_feed_forward_length")
+                                                           : int_param(f, a + "feed_forward_length");
+  }
+  c.n_ff = int_param(f, a + "feed_forward_length", c.n_ff_exp);  // (unused by a mixture of experts)
   c.n_head = int_param(f, a + "attention.head_count");
   c.n_head_kv = int_param(f, a + "attention.head_count_kv", c.n_head);
   c.head_dim = int_param(f, a + "attention.key_length", c.n_head > 0 ? c.n_embd / c.n_head : 0);
@@ -43,7 +51,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   c.rope_base = (float)f.get_float(a + "rope.freq_base", 10000.0);
   c.rope_layout = c.arch == "llama" ? RopeLayout::Normal : RopeLayout::Neox;
   c.qkv_bias = c.arch == "qwen2";
-  c.qk_norm = c.arch == "qwen3";
+  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe";
 
   std::map<std::string, TensorRef> refs;
   for (auto& t : f.tensors()) refs[t.name] = TensorRef{t.name, path, t.type, t.ne, t.data};
@@ -70,7 +78,9 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
                     "blk.{}.attn_v.bias", "blk.{}.attn_q_norm.weight", "blk.{}.attn_k_norm.weight",
                     "blk.{}.attn_output.weight", "blk.{}.ffn_norm.weight",
                     "blk.{}.ffn_gate.weight", "blk.{}.ffn_up.weight", "blk.{}.ffn_down.weight",
-                    "blk.{}.attn_qkv.weight", c.arch == "phi3" ? "blk.{}.ffn_up.weight" : ""};
+                    "blk.{}.attn_qkv.weight", c.arch == "phi3" ? "blk.{}.ffn_up.weight" : "",
+                    "blk.{}.ffn_gate_inp.weight", "blk.{}.ffn_gate_exps.weight", "blk.{}.ffn_up_exps.weight",
+                    "blk.{}.ffn_down_exps.weight"};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
     return it == refs.end() ? nullptr : &it->second;

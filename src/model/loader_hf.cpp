@@ -91,7 +91,8 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
                     "model.layers.{}.post_attention_layernorm.weight", "model.layers.{}.mlp.gate_proj.weight",
                     "model.layers.{}.mlp.up_proj.weight", "model.layers.{}.mlp.down_proj.weight",
                     "model.layers.{}.self_attn.qkv_proj.weight",
-                    c.arch == "phi3" ? "model.layers.{}.mlp.gate_up_proj.weight" : ""};
+                    c.arch == "phi3" ? "model.layers.{}.mlp.gate_up_proj.weight" : "",
+                    "", "", "", ""};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
     return it == refs.end() ? nullptr : &it->second;

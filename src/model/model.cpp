@@ -43,6 +43,12 @@ void ModelConfig::validate(const std::string& source) const {
         "rope frequency factors: " + std::to_string(rope_freq_factors.size()) + " values for " +
             std::to_string(n_rot / 2) + " planes");
   for (float f : rope_freq_factors) check(std::isfinite(f) && f > 0, "rope frequency factor " + std::to_string(f));
+  if (n_expert > 0) {
+    check(n_expert <= 1024, "expert count " + std::to_string(n_expert));
+    check(n_expert_used >= 1 && n_expert_used <= n_expert,
+          "experts used per token " + std::to_string(n_expert_used) + " of " + std::to_string(n_expert));
+    check(n_ff_exp >= 1 && n_ff_exp <= (1 << 20), "expert feed-forward size " + std::to_string(n_ff_exp));
+  }
 }
 
 std::vector<float> llama3_rope_factors(int n_rot, float base, float factor, float low_freq_factor,
@@ -141,6 +147,22 @@ Matrix row_slice(const Matrix& m, int64_t r0, int64_t n) {
   return part;
 }
 
+// The n_expert matrices [rows, cols] of a 3-D tensor (ggml ne = {cols, rows, n_expert}), expert e's
+// rows following expert e - 1's.
+std::vector<Matrix> bind_experts(const TensorLookup& lookup, const std::string& name, int64_t n_expert, int64_t rows,
+                                 int64_t cols, const std::string& source, std::vector<std::vector<uint8_t>>& owned) {
+  const TensorRef& t = require(lookup, name, source);
+  if (t.ne.size() != 3 || t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != n_expert)
+    fail(t.file, "tensor '" + name + "' has shape " + shape_str(t.ne) + ", expected " +
+                     shape_str({cols, rows, n_expert}) + " (ggml order)");
+  TensorRef all = t;  // the experts' rows one after another: one matrix, cut in n_expert
+  all.ne = {cols, rows * n_expert};
+  const Matrix m = bind_matrix([&](const std::string&) { return &all; }, name, rows * n_expert, cols, source, owned);
+  std::vector<Matrix> experts;
+  for (int64_t e = 0; e < n_expert; ++e) experts.push_back(row_slice(m, e * rows, rows));
+  return experts;
+}
+
 // Drops the pages of n bytes at p from memory where they are the model file's (a read-only private
 // mapping: a row read again comes back from the file); a heap copy in `owned` is kept.
 void release_file_pages(const uint8_t* p, size_t n, const std::vector<std::vector<uint8_t>>& owned) {
@@ -203,6 +225,14 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     }
     L.wo = bind_matrix(lookup, n(names.wo), cfg.n_embd, q_dim, src, w.owned);
     L.ffn_norm = bind_vector(lookup, n(names.ffn_norm), cfg.n_embd, src);
+    if (cfg.n_expert > 0) {
+      L.router = bind_matrix(lookup, n(names.router), cfg.n_expert, cfg.n_embd, src, w.owned);
+      L.exp_gate = bind_experts(lookup, n(names.exp_gate), cfg.n_expert, cfg.n_ff_exp, cfg.n_embd, src, w.owned);
+      L.exp_up = bind_experts(lookup, n(names.exp_up), cfg.n_expert, cfg.n_ff_exp, cfg.n_embd, src, w.owned);
+      L.exp_down = bind_experts(lookup, n(names.exp_down), cfg.n_expert, cfg.n_embd, cfg.n_ff_exp, src, w.owned);
+      w.layers.push_back(std::move(L));
+      continue;
+    }
     if (!names.w_gate_up.empty()) {
       const Matrix gate_up = bind_matrix(lookup, n(names.w_gate_up), 2LL * cfg.n_ff, cfg.n_embd, src, w.owned);
       L.w_gate = row_slice(gate_up, 0, cfg.n_ff);
@@ -215,8 +245,12 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     w.layers.push_back(std::move(L));
   }
   pack_for_decode(w.output, w.owned);
-  for (LayerWeights& L : w.layers)
+  for (LayerWeights& L : w.layers) {
     for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack_for_decode(*m, w.owned);
+    for (auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})  // (packed Q8_0 would double their memory)
+      for (Matrix& m : *experts)
+        if (m.type == DType::Q4_K) pack_for_decode(m, w.owned);
+  }
   return w;
 }
 
@@ -231,7 +265,7 @@ std::unique_ptr<Model> load_model(const std::string& path) {
 int64_t Model::n_params() const {
   const ModelConfig& c = config;
   int64_t per_layer = 2LL * c.n_embd + (int64_t)c.n_embd * c.head_dim * (2LL * c.n_head + 2LL * c.n_head_kv) +
-                      3LL * c.n_embd * c.n_ff;
+                      (c.n_expert > 0 ? (int64_t)c.n_expert * c.n_embd * (1 + 3LL * c.n_ff_exp) : 3LL * c.n_embd * c.n_ff);
   if (c.qkv_bias) per_layer += (int64_t)c.head_dim * (c.n_head + 2LL * c.n_head_kv);
   if (c.qk_norm) per_layer += 2LL * c.head_dim;
   return (int64_t)c.n_vocab * c.n_embd * (c.tied_output ? 1 : 2) + c.n_embd + per_layer * c.n_layer;
@@ -240,8 +274,11 @@ int64_t Model::n_params() const {
 size_t Model::weight_bytes() const {
   auto mb = [](const Matrix& m) { return m.row_bytes * (size_t)m.rows; };
   size_t b = mb(weights.tok_embd) + (config.tied_output ? 0 : mb(weights.output));
-  for (auto& L : weights.layers)
-    b += mb(L.wq) + mb(L.wk) + mb(L.wv) + mb(L.wo) + mb(L.w_gate) + mb(L.w_up) + mb(L.w_down);
+  for (auto& L : weights.layers) {
+    b += mb(L.wq) + mb(L.wk) + mb(L.wv) + mb(L.wo) + mb(L.w_gate) + mb(L.w_up) + mb(L.w_down) + mb(L.router);
+    for (auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})
+      for (const Matrix& m : *experts) b += mb(m);
+  }
   return b;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
+#include "model/experts.h"
 #include "ops/matmul.h"
 #include "model/model.h"
 #include "select/token_selector.h"
@@ -116,6 +117,7 @@ class Session {
     std::vector<float> k, v;        // [n, HKV*D]
     std::vector<float> gate, up;    // [n, F]
     std::vector<float> cs;          // [n, n_rot/2, 2] RoPE cos/sin per position
+    ExpertScratch experts;          // a mixture of experts' buffers
   } act_;
 };
 

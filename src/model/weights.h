@@ -26,6 +26,11 @@ struct LayerWeights {
   Matrix w_gate;                 // [n_ff, n_embd]
   Matrix w_up;                   // [n_ff, n_embd]
   Matrix w_down;                 // [n_embd, n_ff]
+  // Mixture of experts (n_expert > 0) in place of w_gate, w_up, w_down:
+  Matrix router;                  // [n_expert, n_embd]
+  std::vector<Matrix> exp_gate;   // [n_expert] of [n_ff_exp, n_embd]
+  std::vector<Matrix> exp_up;     // [n_expert] of [n_ff_exp, n_embd]
+  std::vector<Matrix> exp_down;   // [n_expert] of [n_embd, n_ff_exp]
 };
 
 struct ModelWeights {
