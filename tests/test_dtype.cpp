@@ -247,9 +247,10 @@ TEST_P(QuantKernelTest, DirectRowsEqualOneRowAtATime) {
 INSTANTIATE_TEST_SUITE_P(Q8_0AndQ4_0, QuantKernelTest, ::testing::Values(DType::Q8_0, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// Rows packed for decode (Q8_0, Q4_K) give exactly the direct kernel's sums (same integer sums, same
-// float steps in the same order), one group alone and two side by side, including extreme quants
-// (Q8_0's -128 and 127, which the +128 offset must not wrap; Q4_K's 15 and 63 scales and mins).
+// Rows packed for decode (Q8_0, Q4_K, Q4_0) give exactly the direct kernel's sums (same integer sums,
+// same float steps in the same order), one group alone and two side by side, including extreme quants
+// (Q8_0's -128 and 127, which the +128 offset must not wrap; Q4_K's 15 and 63 scales and mins; Q4_0's
+// 7 and -8).
 class PackedRowsTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(PackedRowsTest, EqualDirectRows) {
@@ -259,6 +260,7 @@ TEST_P(PackedRowsTest, EqualDirectRows) {
     std::vector<std::string> data;
     for (int r = 0; r < kDirectRows; ++r) data.push_back(random_row(t, n, 80 + r + (uint32_t)n));
     if (t == DType::Q8_0) data[0][2] = (char)-128, data[0][3] = 127;  // block 0's first quants
+    if (t == DType::Q4_0) std::memset(&data[0][2], 0xff, 16), std::memset(&data[1][2], 0, 16);  // all 7, all -8
     if (t == DType::Q4_K) {
       for (auto& row : data)  // finite d and dmin (random bytes can be NaN)
         for (int64_t b = 0; b < n / 256; ++b) {
@@ -288,7 +290,7 @@ TEST_P(PackedRowsTest, EqualDirectRows) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Packable, PackedRowsTest, ::testing::Values(DType::Q8_0, DType::Q4_K),
+INSTANTIATE_TEST_SUITE_P(Packable, PackedRowsTest, ::testing::Values(DType::Q8_0, DType::Q4_K, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(DType, UnknownAndUncomputableTypes) {

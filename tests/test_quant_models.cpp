@@ -32,6 +32,9 @@ TEST_P(LlamaCppGreedy, SameContinuationAsLlamaCpp) {
   const std::string kjv = test::shared_dir() + "/models/kjv-tiny/";
   auto ref = nlohmann::json::parse(test::read_file(kjv + "quant/reference.json"));
   auto m = load_model(kjv + GetParam());
+  // Q4_0 adds each block's integer sum in one float step, as llama.cpp's repacked Q4_0 kernels do; the
+  // reference came from its vec_dot, which adds lane by lane: they may part at a near tie.
+  const float tie_gap = GetParam().find("Q4_0") != std::string::npos ? 0.01f : kTieGap;
   for (auto& g : ref["files"][GetParam()]["greedy"]) {
     const std::string prompt = g["prompt"], output = g["output"];
     // llama-simple prints "<s>", the prompt's pieces (" " + prompt) and 24 continuation pieces, then "\n".
@@ -47,9 +50,9 @@ TEST_P(LlamaCppGreedy, SameContinuationAsLlamaCpp) {
         std::vector<float> sorted(logits.begin(), logits.end());
         std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
         const float gap = sorted[0] - sorted[1];
-        EXPECT_LT(gap, kTieGap) << GetParam() << ": parted from llama.cpp where the top-2 logit gap is " << gap
+        EXPECT_LT(gap, tie_gap) << GetParam() << ": parted from llama.cpp where the top-2 logit gap is " << gap
                                 << "\n got:  " << got << "\n want: " << want;
-        if (gap < kTieGap) std::printf("%s: parted from llama.cpp at a near tie (gap %.4f)\n", GetParam().c_str(), gap);
+        if (gap < tie_gap) std::printf("%s: parted from llama.cpp at a near tie (gap %.4f)\n", GetParam().c_str(), gap);
         break;
       }
       logits = s.eval(std::span<const int32_t>(&t, 1));

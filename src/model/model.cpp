@@ -174,8 +174,8 @@ void release_file_pages(const uint8_t* p, size_t n, const std::vector<std::vecto
 }
 
 // A copy of m's rows packed for the decode matmul, where this CPU has the kernel for m's type. Packed
-// Q4_K rows serve every batch (matmul.cpp), so the file's copy of them leaves memory: the model's
-// resident size stays what the file is.
+// Q4_K and Q4_0 rows serve every batch (matmul.cpp), so the file's copy of them leaves memory: the
+// model's resident size stays what the file is.
 void pack_for_decode(Matrix& m, std::vector<std::vector<uint8_t>>& owned) {
   if (!has_packed_rows(m.type) || m.cols % 32 != 0) return;
   const int64_t groups = m.rows / kDirectRows;
@@ -188,7 +188,7 @@ void pack_for_decode(Matrix& m, std::vector<std::vector<uint8_t>>& owned) {
     pack_rows(m.type, rows, m.cols, &buf[g * group_bytes]);
   }
   m.packed = buf.data();
-  if (m.type == DType::Q4_K) release_file_pages(m.data, (size_t)(groups * kDirectRows) * m.row_bytes, owned);
+  if (m.type != DType::Q8_0) release_file_pages(m.data, (size_t)(groups * kDirectRows) * m.row_bytes, owned);
 }
 
 }  // namespace
@@ -249,7 +249,7 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack_for_decode(*m, w.owned);
     for (auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})  // (packed Q8_0 would double their memory)
       for (Matrix& m : *experts)
-        if (m.type == DType::Q4_K) pack_for_decode(m, w.owned);
+        if (m.type != DType::Q8_0) pack_for_decode(m, w.owned);
   }
   return w;
 }

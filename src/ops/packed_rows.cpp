@@ -182,6 +182,23 @@ void pack_q4_k(const void* const* rows, int64_t n, uint8_t* out) {
   }
 }
 
+// ---- Q4_0 ----
+
+constexpr size_t kQ4Bytes = 16 + 128;  // one block of 32 columns: the rows' fp16 d, then 2 lines of quants
+constexpr int kQ4Ahead = 16;            // blocks: how far ahead of use the packed rows are asked for
+
+void pack_q4_0(const void* const* rows, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 32; ++b, out += kQ4Bytes) {
+    for (int r = 0; r < 8; ++r) {
+      const uint8_t* p = static_cast<const uint8_t*>(rows[r]) + b * 18;
+      std::memcpy(out + 2 * r, p, 2);
+      auto quant = [&](int e) { return e < 16 ? p[2 + e] & 0x0F : p[2 + e - 16] >> 4; };  // element e, + 8
+      for (int m = 0; m < 2; ++m)  // line m: columns 16m..16m+15, as Q4_K's lines
+        for (int k = 0; k < 8; ++k) out[16 + 64 * m + 8 * r + k] = (uint8_t)(quant(16 * m + k) | quant(16 * m + 8 + k) << 4);
+    }
+  }
+}
+
 #if FASA_PACKED_K4
 #if !defined(__clang__)
 #pragma GCC diagnostic push
@@ -259,6 +276,43 @@ void dot_packed_tokens_k4(const uint8_t* group, const QuantizedActs* x, int n_to
   for (; t + 2 <= n_tokens; t += 2) dot_packed_k4<2>(group, x + t, n, out + t * ldo, ldo);
   for (; t < n_tokens; ++t) dot_packed_k4<1>(group, x + t, n, out + t * ldo, ldo);
 }
+
+// ---- Q4_0 ----
+
+// NT tokens against one packed Q4_0 group: per block each row's exact integer sum (lanes 2r, 2r + 1
+// as in dot_packed_k4, less 8 times the activations' sum), then dot_direct_rows' one float step per
+// block, for 8 rows in 8 lanes.   x: [NT]; out[t * ldo + r]
+template <int NT>
+void dot_packed_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m256 sum[NT];
+  for (auto& s : sum) s = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* p = group + b * kQ4Bytes;
+    for (size_t line = 0; line < kQ4Bytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kQ4Ahead * kQ4Bytes + line, _MM_HINT_T0);
+    const __m512i raw0 = _mm512_loadu_si512(p + 16), raw1 = _mm512_loadu_si512(p + 80);
+    const __m512i w0 = _mm512_and_si512(raw0, low4), w1 = _mm512_and_si512(_mm512_srli_epi16(raw0, 4), low4);
+    const __m512i w2 = _mm512_and_si512(raw1, low4), w3 = _mm512_and_si512(_mm512_srli_epi16(raw1, 4), low4);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    for (int t = 0; t < NT; ++t) {
+      const int8_t* xq = x[t].q.data() + b * 32;
+      const __m512i dp = _mm512_add_epi32(two_dots(w0, w1, xq), two_dots(w2, w3, xq + 16));
+      const __m256i isum = _mm256_add_epi32(pair_sums(dp), _mm256_set1_epi32(-8 * (int32_t)x[t].sum32[b]));
+      sum[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[t].d[b])), _mm256_cvtepi32_ps(isum), sum[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo, sum[t]);
+}
+
+void dot_packed_tokens_q4_0(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
+                            int64_t ldo) {
+  int t = 0;
+  for (; t + 8 <= n_tokens; t += 8) dot_packed_q4_0<8>(group, x + t, n, out + t * ldo, ldo);
+  for (; t + 4 <= n_tokens; t += 4) dot_packed_q4_0<4>(group, x + t, n, out + t * ldo, ldo);
+  for (; t + 2 <= n_tokens; t += 2) dot_packed_q4_0<2>(group, x + t, n, out + t * ldo, ldo);
+  for (; t < n_tokens; ++t) dot_packed_q4_0<1>(group, x + t, n, out + t * ldo, ldo);
+}
 #endif
 
 [[noreturn]] void no_packed_rows(DType t) {
@@ -269,7 +323,7 @@ void dot_packed_tokens_k4(const uint8_t* group, const QuantizedActs* x, int n_to
 
 bool has_packed_rows(DType t) {
 #if FASA_PACKED_K4
-  if (t == DType::Q4_K) return true;
+  if (t == DType::Q4_K || t == DType::Q4_0) return true;
 #endif
 #if FASA_PACKED_Q8
   if (t == DType::Q8_0) return true;
@@ -279,13 +333,16 @@ bool has_packed_rows(DType t) {
 }
 
 size_t packed_group_bytes(DType t, int64_t n) {
-  return t == DType::Q4_K ? (size_t)(n / 256) * kK4Bytes : (size_t)(n / 32) * kPackedBlockBytes;
+  if (t == DType::Q4_K) return (size_t)(n / 256) * kK4Bytes;
+  return (size_t)(n / 32) * (t == DType::Q4_0 ? kQ4Bytes : kPackedBlockBytes);
 }
 
 void pack_rows(DType t, const void* const* rows, int64_t n, uint8_t* out) {
   static_assert(kDirectRows == 8, "the packed layouts hold 8 rows per group");
   if (!has_packed_rows(t)) no_packed_rows(t);
-  t == DType::Q4_K ? pack_q4_k(rows, n, out) : pack_q8_0(rows, n, out);
+  if (t == DType::Q4_K) return pack_q4_k(rows, n, out);
+  if (t == DType::Q4_0) return pack_q4_0(rows, n, out);
+  pack_q8_0(rows, n, out);
 }
 
 void dot_packed_rows(DType t, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n,
@@ -294,6 +351,11 @@ void dot_packed_rows(DType t, const uint8_t* group_a, const uint8_t* group_b, co
   if (t == DType::Q4_K) {  // each group's own stream: the kernel prefetches its rows
     dot_packed_k4<1>(group_a, &x, n, out, 0);
     if (group_b) dot_packed_k4<1>(group_b, &x, n, out + kDirectRows, 0);
+    return;
+  }
+  if (t == DType::Q4_0) {
+    dot_packed_q4_0<1>(group_a, &x, n, out, 0);
+    if (group_b) dot_packed_q4_0<1>(group_b, &x, n, out + kDirectRows, 0);
     return;
   }
 #endif
@@ -305,6 +367,7 @@ void dot_packed_tokens(DType t, const uint8_t* group, const QuantizedActs* x, in
                        int64_t ldo) {
 #if FASA_PACKED_K4
   if (t == DType::Q4_K) return dot_packed_tokens_k4(group, x, n_tokens, n, out, ldo);
+  if (t == DType::Q4_0) return dot_packed_tokens_q4_0(group, x, n_tokens, n, out, ldo);
 #endif
   if (t != DType::Q8_0) no_packed_rows(t);
   dot_packed_tokens_q8(group, x, n_tokens, n, out, ldo);

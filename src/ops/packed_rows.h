@@ -12,6 +12,8 @@
 // lines of 64 bytes, line m for columns 16m..16m+15: byte 8r + k holds row r's column 16m + k in its low
 // nibble and 16m + 8 + k in its high one (1024). Each unpacked line pairs int32 lanes 2r, 2r + 1 with
 // row r's 4-column chunks, so the activations it meets are one 8-byte broadcast.
+// Q4_0, per block of 32 columns: the rows' fp16 d (16 bytes), then Q4_K's lines for columns 0-15 and
+// 16-31 (128); each row's integer sum is whole per block, then one float step (dot_direct_rows' order).
 #include <cstddef>
 #include <cstdint>
 
@@ -20,11 +22,11 @@
 
 namespace fasa {
 
-bool has_packed_rows(DType weight_type);  // Q8_0 and Q4_K where the build has the kernels
+bool has_packed_rows(DType weight_type);  // Q8_0, Q4_K and Q4_0 where the build has the kernels
 size_t packed_group_bytes(DType weight_type, int64_t n);  // one group of kDirectRows rows of n columns
 // rows: kDirectRows rows of n columns; out: packed_group_bytes(weight_type, n)
 void pack_rows(DType weight_type, const void* const* rows, int64_t n, uint8_t* out);
-// Two groups (Q8_0: read side by side, two memory streams; Q4_K: one after the other), or one where
+// Two groups (Q8_0: read side by side, two memory streams; Q4_K, Q4_0: one after the other), or one where
 // group_b is null.   out: [16] or [8]
 void dot_packed_rows(DType weight_type, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x,
                      int64_t n, float* out);

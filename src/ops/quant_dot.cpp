@@ -246,13 +246,68 @@ inline __m256i block_weights(const uint8_t* p) {
 // How far ahead of use weight bytes are asked for: a thread's few weight streams alone do not keep
 // enough DRAM reads in flight.
 constexpr int kPrefetchBytes = 1024;
+
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Lane r: the sum of v[r]'s 8 lanes (exact integers, in a tree of horizontal adds).
+inline __m256i sums_of_8(const __m256i* v) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  // a: [rows 0-3 of the low halves | rows 0-3 of the high halves], b the same for rows 4-7
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
 #endif
 
-// out[r] = row r . x for NR rows: each activation block is loaded once for all of them, and their
-// sums are NR independent chains (one row alone waits on its FMA latency every block).
-template <bool Q4, int NR>
+// Q4_0 rows: per block each row's exact integer sum, then sum = fma(d_w * d_x, isum, sum), llama.cpp's
+// order; the packed rows (packed_rows.h) take the same steps for 8 rows in 8 lanes.   out: [NR]
+template <int NR>
+void dot_q4_0_rows(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, float* out) {
+  const int8_t* xq = x.q.data();
+#if defined(__AVX2__)
+  if constexpr (NR == 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; ++b) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
+      __m256i v[8];
+      alignas(32) float d[8];
+      for (int r = 0; r < 8; ++r) {
+        const uint8_t* p = rows[r] + b * 18;
+        if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+        v[r] = products_32(block_weights<true>(p), xv);
+        d[r] = fp16_at(p) * x.d[b];
+      }
+      acc = _mm256_fmadd_ps(_mm256_load_ps(d), _mm256_cvtepi32_ps(sums_of_8(v)), acc);
+    }
+    _mm256_storeu_ps(out, acc);
+    return;
+  }
+#endif
+  for (int r = 0; r < NR; ++r) {
+    float sum = 0.0f;
+    const uint8_t* p = rows[r];
+    for (int64_t b = 0; b < n / 32; ++b, p += 18) {
+#if defined(__AVX2__)
+      const int32_t isum = hsum_epi32(products_32(block_weights<true>(p), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32))));
+#else
+      int32_t isum = 0;
+      for (int j = 0; j < 32; ++j) isum += ((j < 16 ? p[2 + j] & 0x0F : p[2 + j - 16] >> 4) - 8) * xq[b * 32 + j];
+#endif
+      sum = std::fma(fp16_at(p) * x.d[b], (float)isum, sum);
+    }
+    out[r] = sum;
+  }
+}
+
+// Q8_0: out[r] = row r . x for NR rows: each activation block is loaded once for all of them, and
+// their sums are NR independent chains (one row alone waits on its FMA latency every block).
+template <int NR>
 void dot_blocks(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, float* out) {
-  const int bb = Q4 ? 18 : 34;
+  const int bb = 34;
   const int8_t* xq = x.q.data();
 #if defined(__AVX2__)
   __m256 acc[NR];
@@ -263,7 +318,7 @@ void dot_blocks(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, f
       const uint8_t* p = rows[r] + b * bb;
       if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
       const __m256 d = _mm256_set1_ps(fp16_at(p) * x.d[b]);
-      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(products_32(block_weights<Q4>(p), xv)), acc[r]);
+      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(products_32(block_weights<false>(p), xv)), acc[r]);
     }
   }
   for (int r = 0; r < NR; ++r) out[r] = hsum_avx(acc[r]);
@@ -273,10 +328,7 @@ void dot_blocks(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, f
     const uint8_t* p = rows[r];
     for (int64_t b = 0; b < n / 32; ++b, p += bb) {
       int32_t isum = 0;
-      for (int j = 0; j < 32; ++j) {
-        const int w = Q4 ? (j < 16 ? (p[2 + j] & 0x0F) : (p[2 + j - 16] >> 4)) - 8 : (int8_t)p[2 + j];
-        isum += w * xq[b * 32 + j];
-      }
+      for (int j = 0; j < 32; ++j) isum += (int8_t)p[2 + j] * xq[b * 32 + j];
       sum += fp16_at(p) * x.d[b] * (float)isum;
     }
     out[r] = sum;
@@ -287,9 +339,9 @@ void dot_blocks(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, f
 #if defined(__AVX2__)
 // NT tokens against NR rows: each weight block (and its signs) is loaded once for all the tokens; per
 // token the steps of dot_blocks, so each result is bit-identical to it.   x: [NT]; out[t * ldo + r]
-template <bool Q4, int NR, int NT>
+template <int NR, int NT>
 void dot_blocks_tokens(const uint8_t* const* rows, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
-  const int bb = Q4 ? 18 : 34;
+  const int bb = 34;
   __m256 acc[NT][NR];
   for (auto& a : acc)
     for (auto& r : a) r = _mm256_setzero_ps();
@@ -299,7 +351,7 @@ void dot_blocks_tokens(const uint8_t* const* rows, const QuantizedActs* x, int64
     for (int r = 0; r < NR; ++r) {
       const uint8_t* p = rows[r] + b * bb;
       if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-      const __m256i w = block_weights<Q4>(p), magnitude = _mm256_sign_epi8(w, w);
+      const __m256i w = block_weights<false>(p), magnitude = _mm256_sign_epi8(w, w);
       const float dw = fp16_at(p);
       for (int t = 0; t < NT; ++t) {
         const __m256i products = add_products4(_mm256_setzero_si256(), magnitude, _mm256_sign_epi8(xv[t], w));
@@ -313,12 +365,6 @@ void dot_blocks_tokens(const uint8_t* const* rows, const QuantizedActs* x, int64
 #endif
 
 #if defined(__AVX2__) && !FASA_KQUANT_512
-inline int32_t hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
-}
 
 // sc * (each sub-block's sum of q_w * q_x) for 32 unsigned weights (below 64) and 32 activations:
 // 8 int32 lanes; lanes 0-3 are the first 16 elements', 4-7 the last 16's (scales: int16 per half).
@@ -592,17 +638,18 @@ template <int NR>
 void dot_direct_n(DType t, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
                   int64_t ldo) {
   const auto* p = reinterpret_cast<const uint8_t* const*>(rows);
-  if (t == DType::Q8_0 || t == DType::Q4_0) {
+  if (t == DType::Q4_0) {  // (several tokens: the packed rows' path, where the CPU has it)
+    for (int tk = 0; tk < n_tokens; ++tk) dot_q4_0_rows<NR>(p, x[tk], n, out + tk * ldo);
+    return;
+  }
+  if (t == DType::Q8_0) {
     int tk = 0;
 #if defined(__AVX2__)
     if constexpr (NR % 4 == 0)  // pairs of tokens against 4 rows at a time: 8 accumulators
       for (; tk + 2 <= n_tokens; tk += 2)
-        for (int r = 0; r < NR; r += 4)
-          t == DType::Q8_0 ? dot_blocks_tokens<false, 4, 2>(p + r, x + tk, n, out + tk * ldo + r, ldo)
-                           : dot_blocks_tokens<true, 4, 2>(p + r, x + tk, n, out + tk * ldo + r, ldo);
+        for (int r = 0; r < NR; r += 4) dot_blocks_tokens<4, 2>(p + r, x + tk, n, out + tk * ldo + r, ldo);
 #endif
-    for (; tk < n_tokens; ++tk)
-      t == DType::Q8_0 ? dot_blocks<false, NR>(p, x[tk], n, out + tk * ldo) : dot_blocks<true, NR>(p, x[tk], n, out + tk * ldo);
+    for (; tk < n_tokens; ++tk) dot_blocks<NR>(p, x[tk], n, out + tk * ldo);
     return;
   }
   if (!is_k_quant(t)) throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
