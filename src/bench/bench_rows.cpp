@@ -136,7 +136,7 @@ std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, cons
 
 // Bytes a decode step reads (weights once, every sequence's counted KV) times steps/s; 0 for tests that prefill.
 double row_gbps(const BenchRow& r, const BenchRunInfo& info) {
-  const double weights = info.plan->attention_only ? 0.0 : (double)info.model->weight_bytes();
+  const double weights = info.plan->attention_only ? 0.0 : (double)info.model->weight_bytes(true);
   const bool decode_only = r.spec.n_gen > 0 && r.spec.n_prompt == 0;
   const int seqs = r.spec.n_parallel;
   return decode_only ? (weights + seqs * r.result.kv_bytes_per_token) * r.result.mean() / seqs / 1e9 : 0.0;

@@ -1,5 +1,7 @@
 #include "model/experts.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -9,60 +11,94 @@
 
 namespace fasa {
 
+namespace {
+
+// Token t's softmax over the router's logits p (in place), its top K experts and their renormalised
+// weights.   p: [NE]; chosen, weights: [K]
+void route(float* p, int NE, int K, int* chosen, float* weights) {
+  const float top = *std::max_element(p, p + NE);
+  float total = 0;
+  for (int e = 0; e < NE; ++e) total += p[e] = std::exp(p[e] - top);
+  for (int e = 0; e < NE; ++e) p[e] /= total;
+  std::vector<int> order(NE);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                    [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  float chosen_total = 0;
+  for (int j = 0; j < K; ++j) chosen_total += p[order[j]];
+  for (int j = 0; j < K; ++j) {
+    chosen[j] = order[j];
+    weights[j] = p[order[j]] / chosen_total;
+  }
+}
+
+// Expert e's SwiGLU MLP over its m tokens.   x: [n, E] all tokens; tokens: [m]; y: [m, E]
+void run_expert(const ModelConfig& c, const LayerWeights& L, int e, const float* x, const int* tokens, int m, float* y,
+                std::vector<float>& xs, std::vector<float>& gate, std::vector<float>& up) {
+  const int E = c.n_embd, F = c.n_ff_exp;
+  xs.resize((size_t)m * E);
+  gate.resize((size_t)m * F);
+  up.resize((size_t)m * F);
+  for (int i = 0; i < m; ++i) std::copy_n(&x[(size_t)tokens[i] * E], E, &xs[(size_t)i * E]);
+  matmul(L.exp_gate[e], xs.data(), m, gate.data());
+  matmul(L.exp_up[e], xs.data(), m, up.data());
+  for (int i = 0; i < m; ++i) swiglu(&gate[(size_t)i * F], &up[(size_t)i * F], F);
+  matmul(L.exp_down[e], gate.data(), m, y);
+}
+
+}  // namespace
+
 void expert_ffn(const ModelConfig& c, const LayerWeights& L, const float* x, int n, ExpertScratch& s) {
-  const int E = c.n_embd, NE = c.n_expert, K = c.n_expert_used, F = c.n_ff_exp;
+  const int E = c.n_embd, NE = c.n_expert, K = c.n_expert_used;
   s.probs.resize((size_t)n * NE);
   s.chosen.resize((size_t)n * K);
   s.weights.resize((size_t)n * K);
   matmul(L.router, x, n, s.probs.data());
 #pragma omp parallel for schedule(static) if (n > 1)
-  for (int t = 0; t < n; ++t) {
-    float* p = &s.probs[(size_t)t * NE];
-    const float top = *std::max_element(p, p + NE);
-    float total = 0;
-    for (int e = 0; e < NE; ++e) total += p[e] = std::exp(p[e] - top);
-    for (int e = 0; e < NE; ++e) p[e] /= total;
-    std::vector<int> order(NE);
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + K, order.end(),
-                      [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    float chosen_total = 0;
-    for (int j = 0; j < K; ++j) chosen_total += p[order[j]];
-    for (int j = 0; j < K; ++j) {
-      s.chosen[(size_t)t * K + j] = order[j];
-      s.weights[(size_t)t * K + j] = p[order[j]] / chosen_total;
-    }
-  }
+  for (int t = 0; t < n; ++t) route(&s.probs[(size_t)t * NE], NE, K, &s.chosen[(size_t)t * K], &s.weights[(size_t)t * K]);
 
+  // Each expert's tokens, in token order: expert e's are tokens[first[e]..first[e + 1]).
+  std::vector<int> first(NE + 1, 0), tokens((size_t)n * K);
+  std::vector<float> token_w((size_t)n * K);
+  for (int i = 0; i < n * K; ++i) ++first[s.chosen[i] + 1];
+  std::partial_sum(first.begin(), first.end(), first.begin());
+  std::vector<int> at(first.begin(), first.end() - 1);
+  for (int t = 0; t < n; ++t)
+    for (int j = 0; j < K; ++j) {
+      const int e = s.chosen[(size_t)t * K + j];
+      token_w[at[e]] = s.weights[(size_t)t * K + j];
+      tokens[at[e]++] = t;
+    }
+  std::vector<int> active;  // the experts some token chose
+  for (int e = 0; e < NE; ++e)
+    if (first[e + 1] > first[e]) active.push_back(e);
+
+  s.ys.resize((size_t)n * K * E);  // [n * K, E] each expert's outputs at its tokens' places
+  const int n_active = (int)active.size();
+  if (n_active >= 2 * omp_get_max_threads()) {
+    // Enough experts to share out: each thread runs whole experts (their matmuls on that one thread),
+    // so a decode step waits at one barrier per layer instead of three per expert.
+#pragma omp parallel
+    {
+      std::vector<float> xs, gate, up;
+#pragma omp for schedule(dynamic)
+      for (int i = 0; i < n_active; ++i) {
+        const int e = active[i];
+        run_expert(c, L, e, x, &tokens[first[e]], first[e + 1] - first[e], &s.ys[(size_t)first[e] * E], xs, gate, up);
+      }
+    }
+  } else {  // few experts: each matmul on all the threads
+    for (int e : active)
+      run_expert(c, L, e, x, &tokens[first[e]], first[e + 1] - first[e], &s.ys[(size_t)first[e] * E], s.xs, s.gate,
+                 s.up);
+  }
   s.out.assign((size_t)n * E, 0.0f);
-  std::vector<int> tokens;      // [m] the tokens that chose expert e
-  std::vector<float> token_w;   // [m] and e's weight for each
-  for (int e = 0; e < NE; ++e) {
-    tokens.clear();
-    token_w.clear();
-    for (int t = 0; t < n; ++t)
-      for (int j = 0; j < K; ++j)
-        if (s.chosen[(size_t)t * K + j] == e) {
-          tokens.push_back(t);
-          token_w.push_back(s.weights[(size_t)t * K + j]);
-        }
-    const int m = (int)tokens.size();
-    if (m == 0) continue;
-    s.xs.resize((size_t)m * E);
-    s.gate.resize((size_t)m * F);
-    s.up.resize((size_t)m * F);
-    s.ys.resize((size_t)m * E);
-    for (int i = 0; i < m; ++i) std::copy_n(&x[(size_t)tokens[i] * E], E, &s.xs[(size_t)i * E]);
-    matmul(L.exp_gate[e], s.xs.data(), m, s.gate.data());
-    matmul(L.exp_up[e], s.xs.data(), m, s.up.data());
-    for (int i = 0; i < m; ++i) swiglu(&s.gate[(size_t)i * F], &s.up[(size_t)i * F], F);
-    matmul(L.exp_down[e], s.gate.data(), m, s.ys.data());
-    for (int i = 0; i < m; ++i) {
+  for (int e : active)  // in the experts' order, whatever the batch
+    for (int i = first[e]; i < first[e + 1]; ++i) {
       float* o = &s.out[(size_t)tokens[i] * E];
       const float* y = &s.ys[(size_t)i * E];
       for (int j = 0; j < E; ++j) o[j] += token_w[i] * y[j];
     }
-  }
 }
 
 }  // namespace fasa

@@ -12,8 +12,9 @@ struct ExpertScratch {
   std::vector<float> probs;    // [n, n_expert] the router's softmax per token
   std::vector<int> chosen;     // [n, n_expert_used] each token's experts, best first
   std::vector<float> weights;  // [n, n_expert_used] their weights (renormalised to sum to 1)
-  std::vector<float> xs, gate, up, ys;  // one expert's tokens: [m, n_embd], [m, n_ff_exp] x 2, [m, n_embd]
-  std::vector<float> out;      // [n, n_embd] for the caller's result (sized here)
+  std::vector<float> xs, gate, up;  // one expert's tokens: [m, n_embd], [m, n_ff_exp] x 2
+  std::vector<float> ys;       // [n * n_expert_used, n_embd] every expert's outputs, expert after expert
+  std::vector<float> out;      // [n, n_embd] the result
 };
 
 // out[t] = sum over token t's top n_expert_used experts e (by the router's softmax p) of

@@ -271,13 +271,16 @@ int64_t Model::n_params() const {
   return (int64_t)c.n_vocab * c.n_embd * (c.tied_output ? 1 : 2) + c.n_embd + per_layer * c.n_layer;
 }
 
-size_t Model::weight_bytes() const {
+size_t Model::weight_bytes(bool one_token) const {
   auto mb = [](const Matrix& m) { return m.row_bytes * (size_t)m.rows; };
   size_t b = mb(weights.tok_embd) + (config.tied_output ? 0 : mb(weights.output));
   for (auto& L : weights.layers) {
     b += mb(L.wq) + mb(L.wk) + mb(L.wv) + mb(L.wo) + mb(L.w_gate) + mb(L.w_up) + mb(L.w_down) + mb(L.router);
-    for (auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})
-      for (const Matrix& m : *experts) b += mb(m);
+    size_t experts = 0;
+    for (auto* all : {&L.exp_gate, &L.exp_up, &L.exp_down})
+      for (const Matrix& m : *all) experts += mb(m);
+    if (one_token && config.n_expert > 0) experts = experts / config.n_expert * config.n_expert_used;  // (alike in size)
+    b += experts;
   }
   return b;
 }

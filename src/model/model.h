@@ -21,7 +21,9 @@ struct Model {
   std::string chat_template;    // the model's Jinja chat template text; empty when it has none
 
   int64_t n_params() const;
-  size_t weight_bytes() const;
+  // The matrices' bytes; one_token: those one token's step reads (a mixture of experts: only the
+  // experts it uses).
+  size_t weight_bytes(bool one_token = false) const;
 };
 
 // `path` is a .gguf file or a Hugging Face model directory. Throws fasa::Error naming the file.
