@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/prompt_chunk.h"
+#include "bench/synthetic_model.h"
 #include "fasa/fasa.h"
 #include "model/model.h"
 #include "model/sampler.h"
@@ -117,6 +118,28 @@ TEST_P(BatchedDecode, EqualsEachSequenceAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, BatchedDecode, ::testing::ValuesIn(selector_names()),
                          [](const auto& info) { return info.param; });
+
+// A mixture of experts (Q8_0 experts, as a quantized model has them): each expert's matmul runs over
+// whichever tokens of the pass chose it, and every token still gets its own result bit for bit.
+TEST(BatchedDecode, MixtureOfExpertsEqualsEachSequenceAlone) {
+  const std::string path = test::temp_dir() + "/moe.gguf";
+  write_synthetic_model(find_model_shape("qwen3moe-tiny"), DType::Q8_0, path, 3);
+  auto m = load_model(path);
+  const auto prompts = random_prompts(*m);
+  for (const char* attn : {"full", "fasa"}) {
+    PolicyOptions o;
+    o.attn = attn;
+    o.budget = "12";
+    o.dense_layers = "";
+    o.synthetic_profile = true;
+    const std::vector<Trace> want = alone(*m, o, prompts), got = together(*m, o, prompts);
+    for (int i = 0; i < kSequences; ++i) {
+      ASSERT_EQ(got[i].tokens, want[i].tokens) << attn << " sequence " << i;
+      for (size_t k = 0; k < want[i].logits.size(); ++k)
+        ASSERT_EQ(got[i].logits[k], want[i].logits[k]) << attn << " sequence " << i << " step " << k;
+    }
+  }
+}
 
 // The public API: contexts generating together give what each generates alone, with their own
 // options (length, stop string, sampling).
