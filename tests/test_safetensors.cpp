@@ -1,7 +1,9 @@
 // Hugging Face directories: a sharded copy of the real model (with an index) loads and computes
 // exactly what the single-file original does; a phi3 directory (fused QKV and gate-up) computes what the
-// Llama directory it was fused from does.
+// Llama directory it was fused from does; Mixtral and Qwen3-MoE directories load their experts.
 #include <filesystem>
+#include <functional>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
@@ -108,6 +110,91 @@ TEST(Safetensors, Phi3FusedMatricesEqualTheSeparateOnes) {
   s1.eval(tokens, &l1);
   s2.eval(tokens, &l2);
   EXPECT_EQ(l1, l2);
+}
+
+// A copy of llama3-rand's HF directory with its config edited and each tensor replaced by what `map`
+// returns for it: (name, F32 values or the source's bytes, shape).
+struct OutTensor {
+  std::string name;
+  const SafetensorInfo* source = nullptr;  // its bytes, or
+  std::vector<float> values;               // these (F32)
+  std::vector<int64_t> shape;
+};
+std::string rewritten_llama3_rand(const std::function<void(nlohmann::json&)>& edit,
+                                  const std::function<std::vector<OutTensor>(const std::string&, const SafetensorInfo&)>& map) {
+  const std::string src_dir = test::shared_dir() + "/models/llama3-rand/hf";
+  SafetensorsModel src(src_dir);
+  const std::string dir = test::temp_dir();
+  fs::copy_file(fs::path(src_dir) / "tokenizer.model", fs::path(dir) / "tokenizer.model");
+  nlohmann::json config = nlohmann::json::parse(test::read_file(src_dir + "/config.json"));
+  edit(config);
+  test::write_file(dir + "/config.json", config.dump());
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  for (auto& [name, t] : src.tensors())
+    for (const OutTensor& o : map(name, t)) {
+      const size_t at = data.size();
+      if (o.source) data.append(reinterpret_cast<const char*>(o.source->data), o.source->bytes);
+      else data.append(reinterpret_cast<const char*>(o.values.data()), o.values.size() * 4);
+      header[o.name] = {{"dtype", o.source ? dtype_str(o.source->type) : "F32"},
+                        {"shape", o.source ? o.source->shape : o.shape}, {"data_offsets", {at, data.size()}}};
+    }
+  const std::string h = header.dump();
+  test::write_file(dir + "/model.safetensors", gguf_le64(h.size()) + h + data);
+  return dir;
+}
+
+// Mixtral and Qwen3-MoE directories whose two experts are each the dense MLP, under a router of zeros
+// (each weighs 1/2): the dense model's logits. The MoE names, config fields and renormalised weights.
+TEST(Safetensors, TwoExpertsLikeTheDenseMlpEqualIt) {
+  FASA_REQUIRE_SHARED();
+  const int64_t E = 256;
+  for (const bool qwen : {false, true}) {
+    SCOPED_TRACE(qwen ? "qwen3_moe" : "mixtral");
+    auto layer_of = [](const std::string& name) { return name.substr(0, name.find(".mlp.")); };
+    auto norms = [&](const std::string& name, const SafetensorInfo& t) {  // qwen3's q and k norms, ones
+      std::vector<OutTensor> out = {{name, &t, {}, {}}};
+      const size_t at = name.find("self_attn.q_proj.weight");
+      if (qwen && at != std::string::npos)
+        for (const char* n : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"})
+          out.push_back({name.substr(0, at) + n, nullptr, std::vector<float>(64, 1.0f), {64}});
+      return out;
+    };
+    const std::string dense = rewritten_llama3_rand([&](nlohmann::json& c) { c["model_type"] = qwen ? "qwen3" : "llama"; }, norms);
+    const std::string moe = rewritten_llama3_rand(
+        [&](nlohmann::json& c) {
+          c["model_type"] = qwen ? "qwen3_moe" : "mixtral";
+          c[qwen ? "num_experts" : "num_local_experts"] = 2;
+          c["num_experts_per_tok"] = 2;
+          c["moe_intermediate_size"] = c["intermediate_size"];
+          c["norm_topk_prob"] = true;
+        },
+        [&](const std::string& name, const SafetensorInfo& t) {
+          std::vector<OutTensor> out = norms(name, t);
+          for (auto [dense_name, mixtral_name, qwen_name] : {std::tuple{"gate_proj", "w1", "gate_proj"},
+                                                              {"up_proj", "w3", "up_proj"}, {"down_proj", "w2", "down_proj"}}) {
+            if (name.find(std::string("mlp.") + dense_name) == std::string::npos) continue;
+            const std::string layer = layer_of(name);
+            out.clear();
+            for (int e = 0; e < 2; ++e)
+              out.push_back({qwen ? layer + ".mlp.experts." + std::to_string(e) + "." + qwen_name + ".weight"
+                                  : layer + ".block_sparse_moe.experts." + std::to_string(e) + "." + mixtral_name + ".weight",
+                             &t, {}, {}});
+            if (std::string(dense_name) == "gate_proj")
+              out.push_back({layer + (qwen ? ".mlp.gate.weight" : ".block_sparse_moe.gate.weight"), nullptr,
+                             std::vector<float>(2 * E, 0.0f), {2, E}});
+          }
+          return out;
+        });
+    auto a = load_model(dense), b = load_model(moe);
+    EXPECT_EQ(b->config.n_expert, 2);
+    const std::vector<int32_t> tokens = a->tokenizer.encode("In the beginning God created", true);
+    Session s1(*a, {}), s2(*b, {});
+    std::vector<float> l1, l2;
+    s1.eval(tokens, &l1);
+    s2.eval(tokens, &l2);
+    EXPECT_EQ(l1, l2);
+  }
 }
 
 TEST(Safetensors, TensorsOfTheRealModelAreFound) {

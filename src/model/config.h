@@ -27,11 +27,12 @@ struct ModelConfig {
   bool qk_norm = false;    // qwen3: per-head RMSNorm of q and k before RoPE
   bool tied_output = false;
   // Mixture of experts (qwen3moe; Mixtral-style llama): each token's FFN is the sum of its top
-  // n_expert_used experts' SwiGLU MLPs (hidden size n_ff_exp), weighted by the router's softmax
-  // renormalised over the chosen ones. 0 experts: the dense FFN of size n_ff.
+  // n_expert_used experts' SwiGLU MLPs (hidden size n_ff_exp), weighted by the router's softmax,
+  // renormalised over the chosen ones where expert_weights_norm. 0 experts: the dense FFN of size n_ff.
   int n_expert = 0;
   int n_expert_used = 0;
   int n_ff_exp = 0;
+  bool expert_weights_norm = true;
 
   // Angular frequency of each RoPE plane: base^(-2i/n_rot) / factor_i.   [n_rot/2]
   std::vector<float> rope_inv_freq() const;

@@ -13,9 +13,9 @@ namespace fasa {
 
 namespace {
 
-// Token t's softmax over the router's logits p (in place), its top K experts and their renormalised
-// weights.   p: [NE]; chosen, weights: [K]
-void route(float* p, int NE, int K, int* chosen, float* weights) {
+// Token t's softmax over the router's logits p (in place), its top K experts and their weights
+// (renormalised to sum to 1 where `norm`).   p: [NE]; chosen, weights: [K]
+void route(float* p, int NE, int K, bool norm, int* chosen, float* weights) {
   const float top = *std::max_element(p, p + NE);
   float total = 0;
   for (int e = 0; e < NE; ++e) total += p[e] = std::exp(p[e] - top);
@@ -26,6 +26,7 @@ void route(float* p, int NE, int K, int* chosen, float* weights) {
                     [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
   float chosen_total = 0;
   for (int j = 0; j < K; ++j) chosen_total += p[order[j]];
+  if (!norm) chosen_total = 1;
   for (int j = 0; j < K; ++j) {
     chosen[j] = order[j];
     weights[j] = p[order[j]] / chosen_total;
@@ -55,7 +56,7 @@ void expert_ffn(const ModelConfig& c, const LayerWeights& L, const float* x, int
   s.weights.resize((size_t)n * K);
   matmul(L.router, x, n, s.probs.data());
 #pragma omp parallel for schedule(static) if (n > 1)
-  for (int t = 0; t < n; ++t) route(&s.probs[(size_t)t * NE], NE, K, &s.chosen[(size_t)t * K], &s.weights[(size_t)t * K]);
+  for (int t = 0; t < n; ++t) route(&s.probs[(size_t)t * NE], NE, K, c.expert_weights_norm, &s.chosen[(size_t)t * K], &s.weights[(size_t)t * K]);
 
   // Each expert's tokens, in token order: expert e's are tokens[first[e]..first[e + 1]).
   std::vector<int> first(NE + 1, 0), tokens((size_t)n * K);

@@ -42,13 +42,28 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
   m->format = "safetensors";
   ModelConfig& c = m->config;
   const std::string type = j.value("model_type", std::string());
-  if (type != "llama" && type != "mistral" && type != "qwen2" && type != "qwen3" && type != "phi3")
-    fail(cfg_path, "model_type '" + type + "' is not supported (supported: llama, mistral, qwen2, qwen3, phi3)");
-  c.arch = type == "mistral" ? "llama" : type;
-  c.qk_norm = type == "qwen3";
+  if (type != "llama" && type != "mistral" && type != "mixtral" && type != "qwen2" && type != "qwen3" &&
+      type != "qwen3_moe" && type != "phi3")
+    fail(cfg_path, "model_type '" + type +
+                       "' is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3)");
+  const bool mixtral = type == "mixtral", qwen3moe = type == "qwen3_moe";
+  c.arch = type == "mistral" || mixtral ? "llama" : qwen3moe ? "qwen3moe" : type;
+  c.qk_norm = type == "qwen3" || qwen3moe;
   c.n_layer = int_field(j, "num_hidden_layers", cfg_path);
   c.n_embd = int_field(j, "hidden_size", cfg_path);
   c.n_ff = int_field(j, "intermediate_size", cfg_path);
+  if (mixtral) {  // the experts' size is intermediate_size; the weights of the top k always sum to 1
+    c.n_expert = int_field(j, "num_local_experts", cfg_path);
+    c.n_ff_exp = c.n_ff;
+  } else if (qwen3moe) {
+    c.n_expert = int_field(j, "num_experts", cfg_path);
+    c.n_ff_exp = int_field(j, "moe_intermediate_size", cfg_path);
+    c.expert_weights_norm = j.value("norm_topk_prob", false);
+    const json& dense = j.value("mlp_only_layers", json::array());
+    if (int_field(j, "decoder_sparse_step", cfg_path, 1) != 1 || (dense.is_array() && !dense.empty()))
+      fail(cfg_path, "dense layers among the experts' (decoder_sparse_step, mlp_only_layers) are not supported");
+  }
+  if (mixtral || qwen3moe) c.n_expert_used = int_field(j, "num_experts_per_tok", cfg_path);
   c.n_head = int_field(j, "num_attention_heads", cfg_path);
   c.n_head_kv = int_field(j, "num_key_value_heads", cfg_path, c.n_head);
   c.head_dim = int_field(j, "head_dim", cfg_path, c.n_head > 0 ? c.n_embd / c.n_head : 0);
@@ -92,7 +107,11 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
                     "model.layers.{}.mlp.up_proj.weight", "model.layers.{}.mlp.down_proj.weight",
                     "model.layers.{}.self_attn.qkv_proj.weight",
                     c.arch == "phi3" ? "model.layers.{}.mlp.gate_up_proj.weight" : "",
-                    "", "", "", ""};
+                    // a mixture of experts: one tensor per expert ("{e}")
+                    mixtral ? "model.layers.{}.block_sparse_moe.gate.weight" : "model.layers.{}.mlp.gate.weight",
+                    mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w1.weight" : "model.layers.{}.mlp.experts.{e}.gate_proj.weight",
+                    mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w3.weight" : "model.layers.{}.mlp.experts.{e}.up_proj.weight",
+                    mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w2.weight" : "model.layers.{}.mlp.experts.{e}.down_proj.weight"};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
     return it == refs.end() ? nullptr : &it->second;

@@ -148,9 +148,15 @@ Matrix row_slice(const Matrix& m, int64_t r0, int64_t n) {
 }
 
 // The n_expert matrices [rows, cols] of a 3-D tensor (ggml ne = {cols, rows, n_expert}), expert e's
-// rows following expert e - 1's.
+// rows following expert e - 1's; or of one tensor each where `name` holds "{e}" for the expert's number.
 std::vector<Matrix> bind_experts(const TensorLookup& lookup, const std::string& name, int64_t n_expert, int64_t rows,
                                  int64_t cols, const std::string& source, std::vector<std::vector<uint8_t>>& owned) {
+  std::vector<Matrix> experts;
+  if (const size_t at = name.find("{e}"); at != std::string::npos) {  // one tensor per expert (Hugging Face)
+    for (int64_t e = 0; e < n_expert; ++e)
+      experts.push_back(bind_matrix(lookup, std::string(name).replace(at, 3, std::to_string(e)), rows, cols, source, owned));
+    return experts;
+  }
   const TensorRef& t = require(lookup, name, source);
   if (t.ne.size() != 3 || t.ne[0] != cols || t.ne[1] != rows || t.ne[2] != n_expert)
     fail(t.file, "tensor '" + name + "' has shape " + shape_str(t.ne) + ", expected " +
@@ -158,7 +164,6 @@ std::vector<Matrix> bind_experts(const TensorLookup& lookup, const std::string& 
   TensorRef all = t;  // the experts' rows one after another: one matrix, cut in n_expert
   all.ne = {cols, rows * n_expert};
   const Matrix m = bind_matrix([&](const std::string&) { return &all; }, name, rows * n_expert, cols, source, owned);
-  std::vector<Matrix> experts;
   for (int64_t e = 0; e < n_expert; ++e) experts.push_back(row_slice(m, e * rows, rows));
   return experts;
 }

@@ -51,8 +51,8 @@ struct TensorNames {
   // Fused matrices, where a file has them: [Q; K; V] rows in one (used when present), and [gate; up]
   // rows in one (phi3's ffn_up: always; then w_gate and w_up are not looked up).
   std::string wqkv, w_gate_up;
-  // A mixture of experts' router and its experts' matrices, all experts in one 3-D tensor each
-  // (ggml order {cols, rows, n_expert}).
+  // A mixture of experts' router and its experts' matrices: all experts in one 3-D tensor each (ggml
+  // order {cols, rows, n_expert}), or one tensor per expert where the name holds "{e}".
   std::string router, exp_gate, exp_up, exp_down;
 };
 
