@@ -18,15 +18,27 @@ int info_main(const std::string& path) {
   auto count = [&](const Matrix& w) { types[dtype_name(w.type)]++; };
   count(m->weights.tok_embd);
   if (!c.tied_output) count(m->weights.output);
-  for (auto& L : m->weights.layers)
-    for (const Matrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) count(*w);
+  for (auto& L : m->weights.layers) {
+    for (const Matrix* w : {&L.wq, &L.wk, &L.wv, &L.wo}) count(*w);
+    if (c.n_expert == 0)
+      for (const Matrix* w : {&L.w_gate, &L.w_up, &L.w_down}) count(*w);
+    else
+      for (auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down}) count(experts->front());  // (one type for all)
+  }
   std::string type_list;
   for (auto& [t, n] : types) type_list += (type_list.empty() ? "" : ", ") + t + " x" + std::to_string(n);
   std::printf("model:          %s (%s)\n", path.c_str(), m->format.c_str());
-  std::printf("architecture:   %s, %d layers, hidden %d, FFN %d (SwiGLU)\n", c.arch.c_str(), c.n_layer, c.n_embd, c.n_ff);
+  if (c.n_expert > 0)
+    std::printf("architecture:   %s, %d layers, hidden %d, %d experts of FFN %d (SwiGLU), %d per token%s\n", c.arch.c_str(),
+                c.n_layer, c.n_embd, c.n_expert, c.n_ff_exp, c.n_expert_used,
+                c.expert_weights_norm ? " (weights renormalised)" : "");
+  else
+    std::printf("architecture:   %s, %d layers, hidden %d, FFN %d (SwiGLU)\n", c.arch.c_str(), c.n_layer, c.n_embd, c.n_ff);
   std::printf("attention:      %d query / %d KV heads (GQA %d:1), head dim %d%s\n", c.n_head, c.n_head_kv,
               c.n_head / c.n_head_kv, c.head_dim, c.qkv_bias ? ", Q/K/V bias" : "");
-  std::printf("parameters:     %.2fM, weights %.1f MiB\n", m->n_params() / 1e6, m->weight_bytes() / 1048576.0);
+  std::printf("parameters:     %.2fM, weights %.1f MiB", m->n_params() / 1e6, m->weight_bytes() / 1048576.0);
+  if (c.n_expert > 0) std::printf(" (%.1f MiB read per token)", m->weight_bytes(true) / 1048576.0);
+  std::printf("\n");
   std::printf("matrix types:   %s\n", type_list.c_str());
   std::printf("context:        %d tokens (trained)\n", c.n_ctx_train);
   std::printf("RoPE:           %s layout, %d of %d dims rotary (%d frequency chunks per head), base %g, %s\n",
