@@ -207,6 +207,11 @@ void pack_q4_0(const void* const* rows, int64_t n, uint8_t* out) {
 #endif
 constexpr int kK4Ahead = 2;  // super-blocks: how far ahead of use the packed rows are asked for
 
+// Asks for the cache lines of n bytes at p (rows a kernel reads a few blocks later).
+inline void prefetch_lines(const uint8_t* p, size_t n) {
+  for (size_t line = 0; line < n; line += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + line, _MM_HINT_T0);
+}
+
 // 8 bytes of p in every 64-bit lane.
 inline __m512i broadcast8(const void* p) {
   int64_t v;
@@ -231,8 +236,7 @@ void dot_packed_k4(const uint8_t* group, const QuantizedActs* x, int64_t n, floa
   for (auto& s : sum) s = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* p = group + b * kK4Bytes;
-    for (size_t line = 0; line < kK4Bytes; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p) + kK4Ahead * kK4Bytes + line, _MM_HINT_T0);
+    prefetch_lines(p + kK4Ahead * kK4Bytes, kK4Bytes);
     const uint8_t* qs = p + 160;
     __m512i isum[NT];  // lanes 2r, 2r + 1: row r's scaled sums of its two 4-column chunks of each line
     for (auto& v : isum) v = _mm512_setzero_si512();
@@ -269,12 +273,14 @@ void dot_packed_k4(const uint8_t* group, const QuantizedActs* x, int64_t n, floa
 #pragma GCC diagnostic pop
 #endif
 
-void dot_packed_tokens_k4(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out, int64_t ldo) {
+// The tokens in passes of 8, 4, 2 and 1: pass.template operator()<NT>(t) takes tokens t..t + NT - 1.
+template <class Pass>
+void in_passes(int n_tokens, Pass pass) {
   int t = 0;
-  for (; t + 8 <= n_tokens; t += 8) dot_packed_k4<8>(group, x + t, n, out + t * ldo, ldo);
-  for (; t + 4 <= n_tokens; t += 4) dot_packed_k4<4>(group, x + t, n, out + t * ldo, ldo);
-  for (; t + 2 <= n_tokens; t += 2) dot_packed_k4<2>(group, x + t, n, out + t * ldo, ldo);
-  for (; t < n_tokens; ++t) dot_packed_k4<1>(group, x + t, n, out + t * ldo, ldo);
+  for (; t + 8 <= n_tokens; t += 8) pass.template operator()<8>(t);
+  for (; t + 4 <= n_tokens; t += 4) pass.template operator()<4>(t);
+  for (; t + 2 <= n_tokens; t += 2) pass.template operator()<2>(t);
+  for (; t < n_tokens; ++t) pass.template operator()<1>(t);
 }
 
 // ---- Q4_0 ----
@@ -289,8 +295,7 @@ void dot_packed_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, fl
   for (auto& s : sum) s = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; ++b) {
     const uint8_t* p = group + b * kQ4Bytes;
-    for (size_t line = 0; line < kQ4Bytes; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p) + kQ4Ahead * kQ4Bytes + line, _MM_HINT_T0);
+    prefetch_lines(p + kQ4Ahead * kQ4Bytes, kQ4Bytes);
     const __m512i raw0 = _mm512_loadu_si512(p + 16), raw1 = _mm512_loadu_si512(p + 80);
     const __m512i w0 = _mm512_and_si512(raw0, low4), w1 = _mm512_and_si512(_mm512_srli_epi16(raw0, 4), low4);
     const __m512i w2 = _mm512_and_si512(raw1, low4), w3 = _mm512_and_si512(_mm512_srli_epi16(raw1, 4), low4);
@@ -305,14 +310,6 @@ void dot_packed_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, fl
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo, sum[t]);
 }
 
-void dot_packed_tokens_q4_0(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
-                            int64_t ldo) {
-  int t = 0;
-  for (; t + 8 <= n_tokens; t += 8) dot_packed_q4_0<8>(group, x + t, n, out + t * ldo, ldo);
-  for (; t + 4 <= n_tokens; t += 4) dot_packed_q4_0<4>(group, x + t, n, out + t * ldo, ldo);
-  for (; t + 2 <= n_tokens; t += 2) dot_packed_q4_0<2>(group, x + t, n, out + t * ldo, ldo);
-  for (; t < n_tokens; ++t) dot_packed_q4_0<1>(group, x + t, n, out + t * ldo, ldo);
-}
 #endif
 
 [[noreturn]] void no_packed_rows(DType t) {
@@ -366,8 +363,10 @@ void dot_packed_rows(DType t, const uint8_t* group_a, const uint8_t* group_b, co
 void dot_packed_tokens(DType t, const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
                        int64_t ldo) {
 #if FASA_PACKED_K4
-  if (t == DType::Q4_K) return dot_packed_tokens_k4(group, x, n_tokens, n, out, ldo);
-  if (t == DType::Q4_0) return dot_packed_tokens_q4_0(group, x, n_tokens, n, out, ldo);
+  if (t == DType::Q4_K)
+    return in_passes(n_tokens, [&]<int NT>(int k) { dot_packed_k4<NT>(group, x + k, n, out + k * ldo, ldo); });
+  if (t == DType::Q4_0)
+    return in_passes(n_tokens, [&]<int NT>(int k) { dot_packed_q4_0<NT>(group, x + k, n, out + k * ldo, ldo); });
 #endif
   if (t != DType::Q8_0) no_packed_rows(t);
   dot_packed_tokens_q8(group, x, n_tokens, n, out, ldo);
