@@ -1,6 +1,7 @@
 // The mixture-of-experts feed-forward against a plain implementation of its definition, and each token's
 // result independent of the batch it comes in.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -81,15 +82,22 @@ TEST(Experts, EqualTheDefinition) {
   }
 }
 
+// Bit for bit, whichever way the experts are shared out: alone (each matmul on all the threads) or
+// together (whole experts per thread), on one thread or two.
 TEST(Experts, EachTokensResultIsItsOwnInAnyBatch) {
   Experts m(8, 3);
   const int n = 9, E = m.c.n_embd;
   const auto x = test::random_floats((size_t)n * E, 4);
-  ExpertScratch s;
-  expert_ffn(m.c, m.L, x.data(), n, s);
-  const std::vector<float> together = s.out;
-  for (int t = 0; t < n; ++t) {
-    expert_ffn(m.c, m.L, &x[(size_t)t * E], 1, s);
-    EXPECT_LE(test::normalized_error(s.out.data(), &together[(size_t)t * E], E), 1e-6) << "token " << t;
+  const int threads = omp_get_max_threads();
+  for (int nt : {1, 2}) {
+    omp_set_num_threads(nt);
+    ExpertScratch s;
+    expert_ffn(m.c, m.L, x.data(), n, s);
+    const std::vector<float> together = s.out;
+    for (int t = 0; t < n; ++t) {
+      expert_ffn(m.c, m.L, &x[(size_t)t * E], 1, s);
+      for (int i = 0; i < E; ++i) ASSERT_EQ(s.out[i], together[(size_t)t * E + i]) << nt << " threads, token " << t;
+    }
   }
+  omp_set_num_threads(threads);
 }

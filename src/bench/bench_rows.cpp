@@ -135,6 +135,7 @@ std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, cons
 }
 
 // Bytes a decode step reads (weights once, every sequence's counted KV) times steps/s; 0 for tests that prefill.
+// A mixture of experts counts one token's experts (several sequences may read more of them).
 double row_gbps(const BenchRow& r, const BenchRunInfo& info) {
   const double weights = info.plan->attention_only ? 0.0 : (double)info.model->weight_bytes(true);
   const bool decode_only = r.spec.n_gen > 0 && r.spec.n_prompt == 0;

@@ -37,8 +37,11 @@ uint64_t hash_weights(const Model& m) {
     }
   };
   sample(m.weights.tok_embd);
-  for (auto& L : m.weights.layers)
+  for (auto& L : m.weights.layers) {
     for (const Matrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) sample(*w);
+    if (m.config.n_expert > 0)  // (a dense model's fingerprint stays what it was)
+      for (const Matrix* w : {&L.router, &L.exp_gate[0], &L.exp_up[0], &L.exp_down[0]}) sample(*w);
+  }
   sample(m.weights.output);
   return h;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <numeric>
 
 #include "ops/elementwise.h"
@@ -58,16 +59,16 @@ void expert_ffn(const ModelConfig& c, const LayerWeights& L, const float* x, int
 #pragma omp parallel for schedule(static) if (n > 1)
   for (int t = 0; t < n; ++t) route(&s.probs[(size_t)t * NE], NE, K, c.expert_weights_norm, &s.chosen[(size_t)t * K], &s.weights[(size_t)t * K]);
 
-  // Each expert's tokens, in token order: expert e's are tokens[first[e]..first[e + 1]).
-  std::vector<int> first(NE + 1, 0), tokens((size_t)n * K);
-  std::vector<float> token_w((size_t)n * K);
+  // Each expert's tokens, in token order: expert e's are tokens[first[e]..first[e + 1]); the output row
+  // of token t's j-th chosen expert is slot[t * K + j].
+  std::vector<int> first(NE + 1, 0), tokens((size_t)n * K), slot((size_t)n * K);
   for (int i = 0; i < n * K; ++i) ++first[s.chosen[i] + 1];
   std::partial_sum(first.begin(), first.end(), first.begin());
   std::vector<int> at(first.begin(), first.end() - 1);
   for (int t = 0; t < n; ++t)
     for (int j = 0; j < K; ++j) {
       const int e = s.chosen[(size_t)t * K + j];
-      token_w[at[e]] = s.weights[(size_t)t * K + j];
+      slot[(size_t)t * K + j] = at[e];
       tokens[at[e]++] = t;
     }
   std::vector<int> active;  // the experts some token chose
@@ -76,30 +77,47 @@ void expert_ffn(const ModelConfig& c, const LayerWeights& L, const float* x, int
 
   s.ys.resize((size_t)n * K * E);  // [n * K, E] each expert's outputs at its tokens' places
   const int n_active = (int)active.size();
+  auto expert = [&](int e, std::vector<float>& xs, std::vector<float>& gate, std::vector<float>& up) {
+    run_expert(c, L, e, x, &tokens[first[e]], first[e + 1] - first[e], &s.ys[(size_t)first[e] * E], xs, gate, up);
+  };
   if (n_active >= 2 * omp_get_max_threads()) {
     // Enough experts to share out: each thread runs whole experts (their matmuls on that one thread),
     // so a decode step waits at one barrier per layer instead of three per expert.
+    std::exception_ptr failure;  // (an exception must not leave the parallel region)
 #pragma omp parallel
     {
       std::vector<float> xs, gate, up;
 #pragma omp for schedule(dynamic)
       for (int i = 0; i < n_active; ++i) {
-        const int e = active[i];
-        run_expert(c, L, e, x, &tokens[first[e]], first[e + 1] - first[e], &s.ys[(size_t)first[e] * E], xs, gate, up);
+        try {
+          expert(active[i], xs, gate, up);
+        } catch (...) {
+#pragma omp critical(fasa_expert_failure)
+          if (!failure) failure = std::current_exception();
+        }
       }
     }
+    if (failure) std::rethrow_exception(failure);
   } else {  // few experts: each matmul on all the threads
-    for (int e : active)
-      run_expert(c, L, e, x, &tokens[first[e]], first[e + 1] - first[e], &s.ys[(size_t)first[e] * E], s.xs, s.gate,
-                 s.up);
+    for (int e : active) expert(e, s.xs, s.gate, s.up);
   }
-  s.out.assign((size_t)n * E, 0.0f);
-  for (int e : active)  // in the experts' order, whatever the batch
-    for (int i = first[e]; i < first[e + 1]; ++i) {
-      float* o = &s.out[(size_t)tokens[i] * E];
-      const float* y = &s.ys[(size_t)i * E];
-      for (int j = 0; j < E; ++j) o[j] += token_w[i] * y[j];
+
+  // Each token's weighted outputs, added in the order of the experts' ids whatever the batch.
+  s.out.resize((size_t)n * E);
+#pragma omp parallel for schedule(static) if (n > 1)
+  for (int t = 0; t < n; ++t) {
+    std::vector<int> js(K);  // the token's choices by expert id
+    std::iota(js.begin(), js.end(), 0);
+    const int* chosen = &s.chosen[(size_t)t * K];
+    std::sort(js.begin(), js.end(), [&](int a, int b) { return chosen[a] < chosen[b]; });
+    float* o = &s.out[(size_t)t * E];
+    std::fill(o, o + E, 0.0f);
+    for (int j : js) {
+      const float w = s.weights[(size_t)t * K + j];
+      const float* y = &s.ys[(size_t)slot[(size_t)t * K + j] * E];
+      for (int i = 0; i < E; ++i) o[i] += w * y[i];
     }
+  }
 }
 
 }  // namespace fasa

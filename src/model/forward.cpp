@@ -66,7 +66,7 @@ void Session::forward(std::span<const ForwardPart> parts) {
   const Model& model = first.model_;
   const ModelConfig& c = model.config;
   const ModelWeights& w = model.weights;
-  const int E = c.n_embd, D = c.head_dim, H = c.n_head, HKV = c.n_head_kv, F = c.n_ff;
+  const int E = c.n_embd, D = c.head_dim, H = c.n_head, HKV = c.n_head_kv, F = c.n_expert > 0 ? 0 : c.n_ff;
   const int q_dim = H * D, kv_dim = HKV * D, group = H / HKV, planes = c.n_rot / 2;
   const float scale = 1.0f / std::sqrt((float)D);
 

@@ -41,7 +41,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
     c.n_ff_exp = f.find(a + "expert_feed_forward_length") ? int_param(f, a + "expert_feed_forward_length")
                                                            : int_param(f, a + "feed_forward_length");
   }
-  c.n_ff = int_param(f, a + "feed_forward_length", c.n_ff_exp);  // (unused by a mixture of experts)
+  c.n_ff = c.n_expert > 0 ? int_param(f, a + "feed_forward_length", 0)  // (unused by a mixture of experts)
+                          : int_param(f, a + "feed_forward_length");
   c.n_head = int_param(f, a + "attention.head_count");
   c.n_head_kv = int_param(f, a + "attention.head_count_kv", c.n_head);
   c.head_dim = int_param(f, a + "attention.key_length", c.n_head > 0 ? c.n_embd / c.n_head : 0);

@@ -63,7 +63,10 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
     if (int_field(j, "decoder_sparse_step", cfg_path, 1) != 1 || (dense.is_array() && !dense.empty()))
       fail(cfg_path, "dense layers among the experts' (decoder_sparse_step, mlp_only_layers) are not supported");
   }
-  if (mixtral || qwen3moe) c.n_expert_used = int_field(j, "num_experts_per_tok", cfg_path);
+  if (mixtral || qwen3moe) {
+    if (c.n_expert < 1) fail(cfg_path, "a " + type + " model needs at least one expert");
+    c.n_expert_used = int_field(j, "num_experts_per_tok", cfg_path);
+  }
   c.n_head = int_field(j, "num_attention_heads", cfg_path);
   c.n_head_kv = int_field(j, "num_key_value_heads", cfg_path, c.n_head);
   c.head_dim = int_field(j, "head_dim", cfg_path, c.n_head > 0 ? c.n_embd / c.n_head : 0);

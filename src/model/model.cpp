@@ -29,7 +29,7 @@ void ModelConfig::validate(const std::string& source) const {
   };
   check(n_layer >= 1 && n_layer <= 1024, "layer count " + std::to_string(n_layer));
   check(n_embd >= 1 && n_embd <= (1 << 17), "embedding size " + std::to_string(n_embd));
-  check(n_ff >= 1 && n_ff <= (1 << 20), "feed-forward size " + std::to_string(n_ff));
+  check(n_expert > 0 || (n_ff >= 1 && n_ff <= (1 << 20)), "feed-forward size " + std::to_string(n_ff));
   check(n_head >= 1 && n_head <= 1024, "head count " + std::to_string(n_head));
   check(n_head_kv >= 1 && n_head_kv <= n_head && n_head % n_head_kv == 0,
         "KV head count " + std::to_string(n_head_kv) + " does not divide head count " + std::to_string(n_head));
@@ -44,9 +44,12 @@ void ModelConfig::validate(const std::string& source) const {
             std::to_string(n_rot / 2) + " planes");
   for (float f : rope_freq_factors) check(std::isfinite(f) && f > 0, "rope frequency factor " + std::to_string(f));
   if (n_expert > 0) {
-    check(n_expert <= 1024, "expert count " + std::to_string(n_expert));
+    check(n_expert <= 512, "expert count " + std::to_string(n_expert));  // (llama.cpp's limit)
     check(n_expert_used >= 1 && n_expert_used <= n_expert,
           "experts used per token " + std::to_string(n_expert_used) + " of " + std::to_string(n_expert));
+    // a pass keeps every chosen expert's output: [tokens, n_expert_used, n_embd] (real models: 8 x 2048)
+    check((int64_t)n_expert_used * n_embd <= (1 << 19),
+          "experts used per token x embedding size " + std::to_string((int64_t)n_expert_used * n_embd));
     check(n_ff_exp >= 1 && n_ff_exp <= (1 << 20), "expert feed-forward size " + std::to_string(n_ff_exp));
   }
 }

@@ -185,7 +185,6 @@ void pack_q4_k(const void* const* rows, int64_t n, uint8_t* out) {
 // ---- Q4_0 ----
 
 constexpr size_t kQ4Bytes = 16 + 128;  // one block of 32 columns: the rows' fp16 d, then 2 lines of quants
-constexpr int kQ4Ahead = 16;            // blocks: how far ahead of use the packed rows are asked for
 
 void pack_q4_0(const void* const* rows, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 32; ++b, out += kQ4Bytes) {
@@ -205,7 +204,8 @@ void pack_q4_0(const void* const* rows, int64_t n, uint8_t* out) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-constexpr int kK4Ahead = 2;  // super-blocks: how far ahead of use the packed rows are asked for
+constexpr int kK4Ahead = 2;   // super-blocks: how far ahead of use the packed rows are asked for
+constexpr int kQ4Ahead = 16;  // Q4_0 blocks: the same
 
 // Asks for the cache lines of n bytes at p (rows a kernel reads a few blocks later).
 inline void prefetch_lines(const uint8_t* p, size_t n) {

@@ -263,8 +263,9 @@ inline __m256i sums_of_8(const __m256i* v) {
 }
 #endif
 
-// Q4_0 rows: per block each row's exact integer sum, then sum = fma(d_w * d_x, isum, sum), llama.cpp's
-// order; the packed rows (packed_rows.h) take the same steps for 8 rows in 8 lanes.   out: [NR]
+// Q4_0 rows: per block each row's exact integer sum, then sum = fma(d_w * d_x, isum, sum), the order of
+// llama.cpp's repacked Q4_0 kernels (its plain vec_dot adds lane by lane); the packed rows
+// (packed_rows.h) take the same steps for 8 rows in 8 lanes.   out: [NR]
 template <int NR>
 void dot_q4_0_rows(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, float* out) {
   const int8_t* xq = x.q.data();
