@@ -15,7 +15,7 @@ const std::vector<ModelShape>& model_shapes() {
       {"llama3.1-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 131072, 500000.0f, 8.0f, false},
       {"qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 4864, 151936, 32768, 1000000.0f, 0.0f, true},
       {"phi3-mini", "phi3", 32, 3072, 32, 32, 8192, 32064, 4096, 10000.0f, 0.0f, false},
-      // two layers with GQA, for the tests against llama.cpp's outputs (tests/golden/phi3-tiny)
+      // two layers with GQA, for the tests against llama.cpp's outputs (tests/golden/arch/)
       {"phi3-tiny", "phi3", 2, 256, 4, 2, 512, 1024, 4096, 10000.0f, 0.0f, false},
       {"qwen3-30b-a3b", "qwen3moe", 48, 2048, 32, 4, 6144, 151936, 40960, 1000000.0f, 0.0f, false, 128, 128, 8, 768},
       // two layers, 2 of 8 experts per token, for the tests against llama.cpp's outputs

@@ -20,7 +20,7 @@ struct ExpertScratch {
 // out[t] = sum over token t's top n_expert_used experts e (by the router's softmax p) of
 // p_e / (sum of the chosen p, or 1 where not c.expert_weights_norm) * down_e(silu(gate_e x[t]) * up_e x[t]). Each token's terms are added in
 // the order of the experts' ids, so its result does not depend on the other tokens of the batch (as far
-// as the matmuls' results do not: see ops/matmul.h).
+// as the matmuls' results do not: ops/matmul.h).
 // x: [n, n_embd]; the result in s.out
 void expert_ffn(const ModelConfig& c, const LayerWeights& L, const float* x, int n, ExpertScratch& s);
 

@@ -281,7 +281,8 @@ int64_t Model::n_params() const {
 
 size_t Model::weight_bytes(bool one_token) const {
   auto mb = [](const Matrix& m) { return m.row_bytes * (size_t)m.rows; };
-  size_t b = mb(weights.tok_embd) + (config.tied_output ? 0 : mb(weights.output));
+  const bool one_row = one_token && !config.tied_output;  // a step reads one embedding row (tied: the output)
+  size_t b = (one_row ? weights.tok_embd.row_bytes : mb(weights.tok_embd)) + (config.tied_output ? 0 : mb(weights.output));
   for (auto& L : weights.layers) {
     b += mb(L.wq) + mb(L.wk) + mb(L.wv) + mb(L.wo) + mb(L.w_gate) + mb(L.w_up) + mb(L.w_down) + mb(L.router);
     size_t experts = 0;

@@ -21,8 +21,8 @@ struct Model {
   std::string chat_template;    // the model's Jinja chat template text; empty when it has none
 
   int64_t n_params() const;
-  // The matrices' bytes; one_token: those one token's step reads (a mixture of experts: only the
-  // experts it uses).
+  // The matrices' bytes; one_token: those one token's step reads (one embedding row; a mixture of
+  // experts: only the experts it uses).
   size_t weight_bytes(bool one_token = false) const;
 };
 
