@@ -17,6 +17,13 @@ namespace fasa {
 
 namespace {
 
+#if defined(__AVX512VNNI__)  // (the packed kernels')
+// Asks for the cache lines of n bytes at p (rows a kernel reads a few blocks later).
+inline void prefetch_lines(const uint8_t* p, size_t n) {
+  for (size_t line = 0; line < n; line += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + line, _MM_HINT_T0);
+}
+#endif
+
 // ---- Q8_0 ----
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
@@ -51,8 +58,7 @@ void dot_packed_groups(const uint8_t* const* groups, const QuantizedActs& x, int
     const __m256 xd = _mm256_set1_ps(x.d[b]);
     for (int g = 0; g < NG; ++g) {
       const uint8_t* p = groups[g] + b * kPackedBlockBytes;
-      for (size_t line = 0; line < kPackedBlockBytes; line += 64)  // every cache line, kPackedAhead blocks ahead
-        _mm_prefetch(reinterpret_cast<const char*>(p) + kPackedAhead * kPackedBlockBytes + line, _MM_HINT_T0);
+      prefetch_lines(p + kPackedAhead * kPackedBlockBytes, kPackedBlockBytes);
       const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), xd);
       for (int c = 0; c < 8; ++c) {
         int32_t xc;
@@ -91,8 +97,7 @@ void dot_packed_pairs(const uint8_t* group, const QuantizedActs* x, int64_t n, f
     for (auto& c : a) c = _mm512_setzero_ps();
   for (int64_t b = 0; b < n / 32; ++b) {
     const uint8_t* p = group + b * kPackedBlockBytes;
-    for (size_t line = 0; line < kPackedBlockBytes; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p) + kPackedAhead * kPackedBlockBytes + line, _MM_HINT_T0);
+    prefetch_lines(p + kPackedAhead * kPackedBlockBytes, kPackedBlockBytes);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m512 dw2 = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(dw)));
     __m512 d[NP];
@@ -207,11 +212,6 @@ void pack_q4_0(const void* const* rows, int64_t n, uint8_t* out) {
 constexpr int kK4Ahead = 2;   // super-blocks: how far ahead of use the packed rows are asked for
 constexpr int kQ4Ahead = 16;  // Q4_0 blocks: the same
 
-// Asks for the cache lines of n bytes at p (rows a kernel reads a few blocks later).
-inline void prefetch_lines(const uint8_t* p, size_t n) {
-  for (size_t line = 0; line < n; line += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + line, _MM_HINT_T0);
-}
-
 // 8 bytes of p in every 64-bit lane.
 inline __m512i broadcast8(const void* p) {
   int64_t v;
@@ -272,16 +272,6 @@ void dot_packed_k4(const uint8_t* group, const QuantizedActs* x, int64_t n, floa
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-
-// The tokens in passes of 8, 4, 2 and 1: pass.template operator()<NT>(t) takes tokens t..t + NT - 1.
-template <class Pass>
-void in_passes(int n_tokens, Pass pass) {
-  int t = 0;
-  for (; t + 8 <= n_tokens; t += 8) pass.template operator()<8>(t);
-  for (; t + 4 <= n_tokens; t += 4) pass.template operator()<4>(t);
-  for (; t + 2 <= n_tokens; t += 2) pass.template operator()<2>(t);
-  for (; t < n_tokens; ++t) pass.template operator()<1>(t);
-}
 
 // ---- Q4_0 ----
 
@@ -364,9 +354,9 @@ void dot_packed_tokens(DType t, const uint8_t* group, const QuantizedActs* x, in
                        int64_t ldo) {
 #if FASA_PACKED_K4
   if (t == DType::Q4_K)
-    return in_passes(n_tokens, [&]<int NT>(int k) { dot_packed_k4<NT>(group, x + k, n, out + k * ldo, ldo); });
+    return in_token_passes<8>(n_tokens, [&]<int NT>(int k) { dot_packed_k4<NT>(group, x + k, n, out + k * ldo, ldo); });
   if (t == DType::Q4_0)
-    return in_passes(n_tokens, [&]<int NT>(int k) { dot_packed_q4_0<NT>(group, x + k, n, out + k * ldo, ldo); });
+    return in_token_passes<8>(n_tokens, [&]<int NT>(int k) { dot_packed_q4_0<NT>(group, x + k, n, out + k * ldo, ldo); });
 #endif
   if (t != DType::Q8_0) no_packed_rows(t);
   dot_packed_tokens_q8(group, x, n_tokens, n, out, ldo);

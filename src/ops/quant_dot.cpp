@@ -619,17 +619,15 @@ void dot_q6_k_row(const uint8_t* row, const QuantizedActs* x, int64_t n, float* 
 template <bool Q6>
 void dot_k_row_tokens(const uint8_t* row, const QuantizedActs* x, int n_tokens, int64_t n, bool fifth_bit,
                          float* out, int64_t ldo) {
-  auto pass = [&]<int NT>(int t) {
+#if FASA_KQUANT_512
+  constexpr int kMost = 8;
+#else
+  constexpr int kMost = 4;
+#endif
+  in_token_passes<kMost>(n_tokens, [&]<int NT>(int t) {
     if constexpr (Q6) dot_q6_k_row<NT>(row, x + t, n, out + t * ldo, ldo);
     else dot_k4_row<NT>(row, x + t, n, fifth_bit, out + t * ldo, ldo);
-  };
-  int t = 0;
-#if FASA_KQUANT_512
-  for (; t + 8 <= n_tokens; t += 8) pass.template operator()<8>(t);
-#endif
-  for (; t + 4 <= n_tokens; t += 4) pass.template operator()<4>(t);
-  for (; t + 2 <= n_tokens; t += 2) pass.template operator()<2>(t);
-  for (; t < n_tokens; ++t) pass.template operator()<1>(t);
+  });
 }
 #endif
 
