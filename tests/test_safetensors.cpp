@@ -31,6 +31,17 @@ void write_shard(const SafetensorsModel& src, const std::vector<std::string>& na
   test::write_file(path, gguf_le64(h.size()) + h + data);
 }
 
+// The logits of the same tokens through two models: what a rewritten directory must keep.
+void expect_same_logits(const Model& a, const Model& b) {
+  const std::vector<int32_t> tokens = a.tokenizer.encode("In the beginning God created", true);
+  Session s1(a, {}), s2(b, {});
+  std::vector<float> l1, l2;
+  s1.eval(tokens, &l1);
+  s2.eval(tokens, &l2);
+  ASSERT_EQ(l1.size(), l2.size());
+  EXPECT_EQ(l1, l2);
+}
+
 TEST(Safetensors, ShardedCopyOfRealModelGivesIdenticalLogits) {
   FASA_REQUIRE_SHARED();
   const std::string src_dir = test::shared_dir() + "/models/kjv-tiny/hf-f32";
@@ -49,79 +60,22 @@ TEST(Safetensors, ShardedCopyOfRealModelGivesIdenticalLogits) {
   write_shard(src, b, dir + "/model-00002-of-00002.safetensors");
   test::write_file(dir + "/model.safetensors.index.json", index.dump());
 
-  auto single = load_model(src_dir);
-  auto sharded = load_model(dir);
-  const std::vector<int32_t> tokens = single->tokenizer.encode("In the beginning God created", true);
-  Session s1(*single, {}), s2(*sharded, {});
-  std::vector<float> l1, l2;
-  s1.eval(tokens, &l1);
-  s2.eval(tokens, &l2);
-  ASSERT_EQ(l1.size(), l2.size());
-  EXPECT_EQ(l1, l2);
+  expect_same_logits(*load_model(src_dir), *load_model(dir));
 }
 
-// llama3-rand's HF directory rewritten as phi3 (model_type "phi3", q/k/v_proj stacked into qkv_proj and
-// gate/up_proj into gate_up_proj, as Phi-3 checkpoints store them): the same model, the same logits.
-TEST(Safetensors, Phi3FusedMatricesEqualTheSeparateOnes) {
-  FASA_REQUIRE_SHARED();
-  const std::string src_dir = test::shared_dir() + "/models/llama3-rand/hf";
-  SafetensorsModel src(src_dir);
-  const std::string dir = test::temp_dir();
-  fs::copy_file(fs::path(src_dir) / "tokenizer.model", fs::path(dir) / "tokenizer.model");
-  nlohmann::json config = nlohmann::json::parse(test::read_file(src_dir + "/config.json"));
-  config["model_type"] = "phi3";
-  test::write_file(dir + "/config.json", config.dump());
-  nlohmann::json header = nlohmann::json::object();
-  std::string data;
-  auto put = [&](const std::string& name, const std::vector<std::string>& parts) {  // rows of parts, stacked
-    const SafetensorInfo* first = src.find(parts[0]);
-    std::vector<int64_t> shape = first->shape;
-    shape[0] = 0;
-    const size_t at = data.size();
-    for (const std::string& p : parts) {
-      const SafetensorInfo* t = src.find(p);
-      shape[0] += t->shape[0];
-      data.append(reinterpret_cast<const char*>(t->data), t->bytes);
-    }
-    header[name] = {{"dtype", dtype_str(first->type)}, {"shape", shape}, {"data_offsets", {at, data.size()}}};
-  };
-  for (auto& [name, t] : src.tensors()) {
-    const size_t q = name.find("self_attn.q_proj.weight"), g = name.find("mlp.gate_proj.weight");
-    if (q != std::string::npos) {
-      const std::string layer = name.substr(0, q);
-      put(layer + "self_attn.qkv_proj.weight",
-          {name, layer + "self_attn.k_proj.weight", layer + "self_attn.v_proj.weight"});
-    } else if (g != std::string::npos) {
-      const std::string layer = name.substr(0, g);
-      put(layer + "mlp.gate_up_proj.weight", {name, layer + "mlp.up_proj.weight"});
-    } else if (name.find("k_proj") == std::string::npos && name.find("v_proj") == std::string::npos &&
-               name.find("up_proj") == std::string::npos) {
-      put(name, {name});
-    }
-  }
-  const std::string h = header.dump();
-  test::write_file(dir + "/model.safetensors", gguf_le64(h.size()) + h + data);
-
-  auto llama = load_model(src_dir), phi3 = load_model(dir);
-  EXPECT_EQ(phi3->config.arch, "phi3");
-  const std::vector<int32_t> tokens = llama->tokenizer.encode("In the beginning God created", true);
-  Session s1(*llama, {}), s2(*phi3, {});
-  std::vector<float> l1, l2;
-  s1.eval(tokens, &l1);
-  s2.eval(tokens, &l2);
-  EXPECT_EQ(l1, l2);
-}
-
-// A copy of llama3-rand's HF directory with its config edited and each tensor replaced by what `map`
-// returns for it: (name, F32 values or the source's bytes, shape).
+// One tensor of a rewritten directory: the rows of `sources` stacked, or `values` (F32) of `shape`.
 struct OutTensor {
   std::string name;
-  const SafetensorInfo* source = nullptr;  // its bytes, or
-  std::vector<float> values;               // these (F32)
+  std::vector<const SafetensorInfo*> sources;
+  std::vector<float> values;
   std::vector<int64_t> shape;
 };
-std::string rewritten_llama3_rand(const std::function<void(nlohmann::json&)>& edit,
-                                  const std::function<std::vector<OutTensor>(const std::string&, const SafetensorInfo&)>& map) {
+using TensorMap = std::function<std::vector<OutTensor>(const std::string& name, const SafetensorInfo& t,
+                                                       const SafetensorsModel& src)>;
+
+// A copy of llama3-rand's HF directory with its config edited and each tensor replaced by what `map`
+// returns for it.
+std::string rewritten_llama3_rand(const std::function<void(nlohmann::json&)>& edit, const TensorMap& map) {
   const std::string src_dir = test::shared_dir() + "/models/llama3-rand/hf";
   SafetensorsModel src(src_dir);
   const std::string dir = test::temp_dir();
@@ -132,16 +86,47 @@ std::string rewritten_llama3_rand(const std::function<void(nlohmann::json&)>& ed
   nlohmann::json header = nlohmann::json::object();
   std::string data;
   for (auto& [name, t] : src.tensors())
-    for (const OutTensor& o : map(name, t)) {
+    for (const OutTensor& o : map(name, t, src)) {
       const size_t at = data.size();
-      if (o.source) data.append(reinterpret_cast<const char*>(o.source->data), o.source->bytes);
-      else data.append(reinterpret_cast<const char*>(o.values.data()), o.values.size() * 4);
-      header[o.name] = {{"dtype", o.source ? dtype_str(o.source->type) : "F32"},
-                        {"shape", o.source ? o.source->shape : o.shape}, {"data_offsets", {at, data.size()}}};
+      std::vector<int64_t> shape = o.sources.empty() ? o.shape : o.sources[0]->shape;
+      if (!o.sources.empty()) shape[0] = 0;
+      for (const SafetensorInfo* part : o.sources) {
+        shape[0] += part->shape[0];
+        data.append(reinterpret_cast<const char*>(part->data), part->bytes);
+      }
+      data.append(reinterpret_cast<const char*>(o.values.data()), o.values.size() * 4);
+      header[o.name] = {{"dtype", o.sources.empty() ? "F32" : dtype_str(o.sources[0]->type)}, {"shape", shape},
+                        {"data_offsets", {at, data.size()}}};
     }
   const std::string h = header.dump();
   test::write_file(dir + "/model.safetensors", gguf_le64(h.size()) + h + data);
   return dir;
+}
+
+// llama3-rand's HF directory rewritten as phi3 (model_type "phi3", q/k/v_proj stacked into qkv_proj and
+// gate/up_proj into gate_up_proj, as Phi-3 checkpoints store them): the same model, the same logits.
+TEST(Safetensors, Phi3FusedMatricesEqualTheSeparateOnes) {
+  FASA_REQUIRE_SHARED();
+  const std::string dir = rewritten_llama3_rand(
+      [](nlohmann::json& c) { c["model_type"] = "phi3"; },
+      [](const std::string& name, const SafetensorInfo& t, const SafetensorsModel& src) -> std::vector<OutTensor> {
+        const size_t q = name.find("self_attn.q_proj.weight"), g = name.find("mlp.gate_proj.weight");
+        if (q != std::string::npos) {
+          const std::string layer = name.substr(0, q);
+          return {{layer + "self_attn.qkv_proj.weight",
+                   {&t, src.find(layer + "self_attn.k_proj.weight"), src.find(layer + "self_attn.v_proj.weight")}, {}, {}}};
+        }
+        if (g != std::string::npos) {
+          const std::string layer = name.substr(0, g);
+          return {{layer + "mlp.gate_up_proj.weight", {&t, src.find(layer + "mlp.up_proj.weight")}, {}, {}}};
+        }
+        for (const char* stacked : {"k_proj", "v_proj", "up_proj"})  // (in the fused matrices above)
+          if (name.find(stacked) != std::string::npos) return {};
+        return {{name, {&t}, {}, {}}};
+      });
+  auto llama = load_model(test::shared_dir() + "/models/llama3-rand/hf"), phi3 = load_model(dir);
+  EXPECT_EQ(phi3->config.arch, "phi3");
+  expect_same_logits(*llama, *phi3);
 }
 
 // Mixtral and Qwen3-MoE directories whose two experts are each the dense MLP, under a router of zeros
@@ -152,12 +137,12 @@ TEST(Safetensors, TwoExpertsLikeTheDenseMlpEqualIt) {
   for (const bool qwen : {false, true}) {
     SCOPED_TRACE(qwen ? "qwen3_moe" : "mixtral");
     auto layer_of = [](const std::string& name) { return name.substr(0, name.find(".mlp.")); };
-    auto norms = [&](const std::string& name, const SafetensorInfo& t) {  // qwen3's q and k norms, ones
-      std::vector<OutTensor> out = {{name, &t, {}, {}}};
+    auto norms = [&](const std::string& name, const SafetensorInfo& t, const SafetensorsModel&) {  // qwen3's, ones
+      std::vector<OutTensor> out = {{name, {&t}, {}, {}}};
       const size_t at = name.find("self_attn.q_proj.weight");
       if (qwen && at != std::string::npos)
         for (const char* n : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"})
-          out.push_back({name.substr(0, at) + n, nullptr, std::vector<float>(64, 1.0f), {64}});
+          out.push_back({name.substr(0, at) + n, {}, std::vector<float>(64, 1.0f), {64}});
       return out;
     };
     const std::string dense = rewritten_llama3_rand([&](nlohmann::json& c) { c["model_type"] = qwen ? "qwen3" : "llama"; }, norms);
@@ -169,8 +154,8 @@ TEST(Safetensors, TwoExpertsLikeTheDenseMlpEqualIt) {
           c["moe_intermediate_size"] = c["intermediate_size"];
           c["norm_topk_prob"] = true;
         },
-        [&](const std::string& name, const SafetensorInfo& t) {
-          std::vector<OutTensor> out = norms(name, t);
+        [&](const std::string& name, const SafetensorInfo& t, const SafetensorsModel& src) {
+          std::vector<OutTensor> out = norms(name, t, src);
           for (auto [dense_name, mixtral_name, qwen_name] : {std::tuple{"gate_proj", "w1", "gate_proj"},
                                                               {"up_proj", "w3", "up_proj"}, {"down_proj", "w2", "down_proj"}}) {
             if (name.find(std::string("mlp.") + dense_name) == std::string::npos) continue;
@@ -179,21 +164,16 @@ TEST(Safetensors, TwoExpertsLikeTheDenseMlpEqualIt) {
             for (int e = 0; e < 2; ++e)
               out.push_back({qwen ? layer + ".mlp.experts." + std::to_string(e) + "." + qwen_name + ".weight"
                                   : layer + ".block_sparse_moe.experts." + std::to_string(e) + "." + mixtral_name + ".weight",
-                             &t, {}, {}});
+                             {&t}, {}, {}});
             if (std::string(dense_name) == "gate_proj")
-              out.push_back({layer + (qwen ? ".mlp.gate.weight" : ".block_sparse_moe.gate.weight"), nullptr,
+              out.push_back({layer + (qwen ? ".mlp.gate.weight" : ".block_sparse_moe.gate.weight"), {},
                              std::vector<float>(2 * E, 0.0f), {2, E}});
           }
           return out;
         });
     auto a = load_model(dense), b = load_model(moe);
     EXPECT_EQ(b->config.n_expert, 2);
-    const std::vector<int32_t> tokens = a->tokenizer.encode("In the beginning God created", true);
-    Session s1(*a, {}), s2(*b, {});
-    std::vector<float> l1, l2;
-    s1.eval(tokens, &l1);
-    s2.eval(tokens, &l2);
-    EXPECT_EQ(l1, l2);
+    expect_same_logits(*a, *b);
   }
 }
 
