@@ -91,7 +91,7 @@ std::vector<int32_t> greedy(Session& s, const std::vector<int32_t>& prompt, int 
 // `fasa make-model --shape NAME` (F32, seed 1), as tools/arch-references/make.py ran llama.cpp on it:
 // the same greedy tokens, logits within rounding; and FASA with a budget covering the context equal to
 // full attention (within the rounding of its other summation order).
-void expect_llama_cpp_outputs(const std::string& shape, double fasa_tolerance = 1e-5) {
+void expect_llama_cpp_outputs(const std::string& shape, double fasa_tolerance = 1e-5, const SessionOptions& so = {}) {
   std::ifstream in(std::string(FASA_SOURCE_DIR) + "/tests/golden/arch/" + shape + ".json");
   ASSERT_TRUE(in) << shape << ": no reference";
   const nlohmann::json ref = nlohmann::json::parse(in);
@@ -100,7 +100,7 @@ void expect_llama_cpp_outputs(const std::string& shape, double fasa_tolerance = 
   auto model = load_model(path);
   const auto prompt = ref["prompt"].get<std::vector<int32_t>>();
   const auto want = ref["tokens"].get<std::vector<int32_t>>();
-  Session full(*model, {});
+  Session full(*model, so);
   std::vector<std::vector<float>> logits;
   EXPECT_EQ(greedy(full, prompt, (int)want.size(), logits), want) << shape;
   for (const auto& [step, values] : ref["logits"].items()) {
@@ -115,7 +115,7 @@ void expect_llama_cpp_outputs(const std::string& shape, double fasa_tolerance = 
   o.synthetic_profile = true;
   o.budget = "100000";
   o.dense_layers = "";
-  Session sparse(*model, {}, make_selector(o, *model));
+  Session sparse(*model, so, make_selector(o, *model));
   std::vector<std::vector<float>> sparse_logits;
   EXPECT_EQ(greedy(sparse, prompt, (int)want.size(), sparse_logits), want) << shape << " fasa";
   for (size_t i = 0; i < logits.size(); ++i)
@@ -127,6 +127,18 @@ TEST(Architectures, Phi3EqualsLlamaCpp) { expect_llama_cpp_outputs("phi3-tiny");
 
 // (3e-5: the router's softmax and renormalisation pass that rounding on to the experts' weights)
 TEST(Architectures, Qwen3MoeEqualsLlamaCpp) { expect_llama_cpp_outputs("qwen3moe-tiny", 3e-5); }
+
+// Five sliding layers (window 16) of six: the 36 positions outgrow the window.
+TEST(Architectures, Gemma3EqualsLlamaCpp) { expect_llama_cpp_outputs("gemma3-tiny"); }
+
+// A ubatch of 4 and no rewind leave the sliding layers' caches a ring of 19 positions: prefill
+// chunks and decode steps wrap around it many times.
+TEST(Architectures, Gemma3EqualsLlamaCppWithTheSlidingCachesInSmallRings) {
+  SessionOptions so;
+  so.n_ubatch = 4;
+  so.n_rewind = 0;
+  expect_llama_cpp_outputs("gemma3-tiny", 1e-5, so);
+}
 
 TEST(Architectures, Phi3LongRopeIsRefusedByName) {
   test::TinyLlamaSpec spec;

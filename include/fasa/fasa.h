@@ -235,7 +235,7 @@ class Context {
   bool auto_pending_ = false;                 // FASA with no profile yet: dense until one exists
   std::unique_ptr<PromptProfiler> profiler_;  // ... measuring the dense prefill, when n_ctx allows
   std::string profile_note_;                  // where an automatic profile came from, for the summary
-  std::vector<int32_t> unevaluated_;  // the last sampled token, evaluated when the context goes on
+  std::vector<int32_t> unevaluated_;  // the last sampled token (or what truncate() had to drop), evaluated when it goes on
   std::vector<int32_t> tokens_;       // [n_past()]
   ContextStats stats_;
 };

@@ -155,9 +155,9 @@ void Context::truncate(int64_t n) {
   if (n <= session_->n_past()) {
     // The logits of position n-1 are gone with the rows after it: that token waits to be evaluated
     // again, so the next feed or generate starts from its logits.
-    session_->truncate(std::max<int64_t>(0, n - 1));
-    unevaluated_.clear();
-    if (n > 0) unevaluated_.push_back(tokens_[n - 1]);
+    // (A sliding window's cache may keep fewer: those go again too.)
+    const int64_t kept = session_->truncate(std::max<int64_t>(0, n - 1));
+    unevaluated_.assign(tokens_.begin() + kept, tokens_.begin() + n);
   }
   tokens_.resize(n);
 }

@@ -45,7 +45,8 @@ double BenchResult::median() const {
 BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, const BenchTest& t, uint64_t seed) {
   if (t.n_prompt <= 0 && t.n_gen <= 0) throw Error("bench: a test needs prompt or decoded tokens");
   if (t.n_parallel < 1) throw Error("bench: the number of parallel sequences must be positive");
-  const SessionOptions so = session_options(policy, t.depth + t.n_prompt + t.n_gen + 1);
+  SessionOptions so = session_options(policy, t.depth + t.n_prompt + t.n_gen + 1);
+  so.n_rewind = t.n_prompt + t.n_gen;  // each repetition goes back to the depth
   std::vector<std::unique_ptr<Session>> seqs;
   for (int i = 0; i < t.n_parallel; ++i) seqs.push_back(std::make_unique<Session>(model, so, make_selector(policy, model)));
   std::mt19937 rng((uint32_t)seed);

@@ -20,6 +20,10 @@ const std::vector<ModelShape>& model_shapes() {
       {"qwen3-30b-a3b", "qwen3moe", 48, 2048, 32, 4, 6144, 151936, 40960, 1000000.0f, 0.0f, false, 128, 128, 8, 768},
       // two layers, 2 of 8 experts per token, for the tests against llama.cpp's outputs
       {"qwen3moe-tiny", "qwen3moe", 2, 256, 4, 2, 512, 1024, 4096, 1000000.0f, 0.0f, false, 0, 8, 2, 128},
+      {"gemma3-1b", "gemma3", 26, 1152, 4, 1, 6912, 262144, 32768, 1000000.0f, 0.0f, true, 256, 0, 0, 0, 512},
+      {"gemma3-4b", "gemma3", 34, 2560, 8, 4, 10240, 262208, 131072, 1000000.0f, 0.0f, true, 256, 0, 0, 0, 1024, 8.0f},
+      // six layers (five local with a window of 16, one global), for the tests against llama.cpp's outputs
+      {"gemma3-tiny", "gemma3", 6, 256, 4, 2, 512, 1024, 4096, 1000000.0f, 0.0f, true, 64, 0, 0, 0, 16},
   };
   return shapes;
 }
@@ -121,8 +125,13 @@ void write_llama_hparams(GgufWriter& w, const ModelShape& s) {
   w.kv_u32(a + "attention.head_count", s.n_head);
   w.kv_u32(a + "attention.head_count_kv", s.n_head_kv);
   w.kv_u32(a + "context_length", s.n_ctx);
-  w.kv_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.kv_f32(a + "attention.layer_norm_rms_epsilon", s.arch == "gemma3" ? 1e-6f : 1e-5f);
   w.kv_f32(a + "rope.freq_base", s.rope_base);
+  if (s.sliding_window > 0) w.kv_u32(a + "attention.sliding_window", s.sliding_window);
+  if (s.linear_rope_factor > 0) {
+    w.kv_string(a + "rope.scaling.type", "linear");
+    w.kv_f32(a + "rope.scaling.factor", s.linear_rope_factor);
+  }
   if (s.head_dim > 0) {
     w.kv_u32(a + "attention.key_length", s.head_dim);
     w.kv_u32(a + "attention.value_length", s.head_dim);
@@ -176,11 +185,16 @@ void write_synthetic_model(const ModelShape& s, DType type, const std::string& p
     if (s.arch == "qwen2")
       for (auto [t, n] : {std::pair{"q", Q}, {"k", KV}, {"v", KV}})
         w.tensor_f32(p + "attn_" + t + ".bias", {n}, std::vector<float>(n, 0.0f));
-    if (s.arch == "qwen3moe") {
+    const bool gemma3 = s.arch == "gemma3";
+    if (s.arch == "qwen3moe" || gemma3) {
       ones(p + "attn_q_norm.weight", D);
       ones(p + "attn_k_norm.weight", D);
     }
     matrix(p + "attn_output.weight", Q, E);
+    if (gemma3) {
+      ones(p + "post_attention_norm.weight", E);
+      ones(p + "post_ffw_norm.weight", E);
+    }
     ones(p + "ffn_norm.weight", E);
     if (s.n_expert > 0) {  // the router in F32, as llama.cpp's quantizer keeps it
       w.tensor_generated(p + "ffn_gate_inp.weight", {E, s.n_expert}, DType::F32, random_fill(DType::F32, E, 0.05f, ++tseed));

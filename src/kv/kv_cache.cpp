@@ -55,7 +55,7 @@ size_t resident_memory_bytes() {
 }
 
 KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts, KvTypes types,
-                 const KvOffloadOptions& offload)
+                 const KvOffloadOptions& offload, const std::vector<int64_t>& ring)
     : n_head_kv_(n_head_kv), head_dim_(head_dim), n_ctx_(n_ctx), types_(types), fast_limit_(offload.fast_limit) {
   types_.tip_int8 = types.tip_int8 && types.k != DType::Q8_0;  // Q8_0 keys: TIP scans K_dom itself
   if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
@@ -65,24 +65,28 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
   if (!layouts.empty() && layouts.size() != n_heads)
     throw Error("KV cache: " + std::to_string(layouts.size()) + " key layouts for " + std::to_string(n_heads) +
                 " heads");
+  if (!ring.empty() && (int)ring.size() != n_layer) throw Error("KV cache: ring sizes do not match the layers");
   const bool offloading = offload.tier != KvOffloadOptions::Tier::None;
   heads_.resize(n_heads);
   std::vector<size_t> record_bytes;  // [offloaded heads] one K_rest + V row
   std::vector<int> head_layer;       // [offloaded heads]
-  double fast = 0, slow = 0;         // bytes per cached position
+  double fast = 0, slow = 0;         // bytes in fast memory; bytes per position in the slow tier
   for (size_t i = 0; i < n_heads; ++i) {
     HeadPlanes& h = heads_[i];
     h.layout = checked_layout(layouts.empty() ? KeyLayout{} : std::move(layouts[i]), head_dim);
     const int nd = h.layout.n_dom;
+    h.ring = ring.empty() || ring[i / n_head_kv] >= n_ctx ? 0 : ring[i / n_head_kv];
+    if (h.ring < 0 || (h.ring > 0 && nd > 0)) throw Error("KV cache: a ring layer needs the identity key layout");
+    const double n_rows = (double)rows(h);
     const size_t k_rest = kv_row_bytes(types.k, head_dim - nd), rest = k_rest + kv_row_bytes(types.v, head_dim);
-    fast += (double)(key_row_bytes(h.layout) - k_rest);  // K_dom and its int8 TIP copy
+    fast += (double)(key_row_bytes(h.layout) - k_rest) * n_rows;  // K_dom and its int8 TIP copy
     if (offloading && nd > 0) {
       h.slot = (int)record_bytes.size();
       record_bytes.push_back(rest);
       head_layer.push_back((int)(i / n_head_kv));
       slow += (double)rest;
     } else {
-      fast += (double)rest;
+      fast += (double)rest * n_rows;
     }
   }
   if (offloading && record_bytes.empty())
@@ -91,7 +95,7 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
   const double offload_fast =
       (double)KvOffload::chunk_rows(n_ctx) * slow +
       (offload.tier == KvOffloadOptions::Tier::File ? (double)page_map_bytes((size_t)(slow * (double)n_ctx)) : 0);
-  const double need_fast = fast * (double)n_ctx + (offloading ? offload_fast : 0);
+  const double need_fast = fast + (offloading ? offload_fast : 0);
   const double need = need_fast + (offload.tier == KvOffloadOptions::Tier::Ram ? slow * (double)n_ctx : 0);
   const size_t have = available_memory_bytes();
   if (have && need > 0.9 * (double)have)
@@ -105,7 +109,7 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
                             : " (--kv-offload ram|file:DIR with --attn fasa keeps only K_dom in fast memory)"));
   for (HeadPlanes& h : heads_) {
     allocate_keys(h);
-    if (h.slot < 0) h.v.assign((size_t)n_ctx_ * kv_row_bytes(types_.v, head_dim), 0);
+    if (h.slot < 0) h.v.assign((size_t)rows(h) * kv_row_bytes(types_.v, head_dim), 0);
   }
   if (offloading) {
     constexpr size_t kDefaultPrefetchCap = 64u << 20;
@@ -123,9 +127,10 @@ size_t KvCache::key_row_bytes(const KeyLayout& l) const {
 
 void KvCache::allocate_keys(HeadPlanes& h) const {
   const int nd = h.layout.n_dom;
-  h.k_dom.assign((size_t)n_ctx_ * kv_row_bytes(types_.k, nd), 0);
-  h.k_tip.assign(types_.tip_int8 ? (size_t)n_ctx_ * kv_row_bytes(DType::Q8_0, nd) : 0, 0);
-  if (h.slot < 0) h.k_rest.assign((size_t)n_ctx_ * kv_row_bytes(types_.k, head_dim_ - nd), 0);
+  const size_t n = (size_t)rows(h);
+  h.k_dom.assign(n * kv_row_bytes(types_.k, nd), 0);
+  h.k_tip.assign(types_.tip_int8 ? n * kv_row_bytes(DType::Q8_0, nd) : 0, 0);
+  if (h.slot < 0) h.k_rest.assign(n * kv_row_bytes(types_.k, head_dim_ - nd), 0);
 }
 
 void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
@@ -135,6 +140,7 @@ void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
   double fast = (double)bytes();  // after the relayout: the int8 TIP copy grows with K_dom
   for (size_t i = 0; i < heads_.size(); ++i) {
     layouts[i] = checked_layout(std::move(layouts[i]), head_dim_);
+    if (heads_[i].ring && layouts[i].n_dom > 0) throw Error("KV cache: a ring layer needs the identity key layout");
     fast += ((double)key_row_bytes(layouts[i]) - (double)key_row_bytes(heads_[i].layout)) * (double)n_ctx_;
   }
   if (fast_limit_ && fast > (double)fast_limit_)
@@ -147,6 +153,7 @@ void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
   std::exception_ptr failure;
 #pragma omp parallel for schedule(dynamic)
   for (size_t i = 0; i < heads_.size(); ++i) {
+    if (heads_[i].ring) continue;  // (identity before and after)
     try {
       const HeadPlanes& old = heads_[i];
       HeadPlanes h;  // the head's keys in the new layout (not offloaded: relayout refuses that)
@@ -174,17 +181,17 @@ void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
   if (failure) std::rethrow_exception(failure);
 }
 
-void KvCache::store_key(HeadPlanes& h, int64_t pos, const float* k) {
+void KvCache::store_key(HeadPlanes& h, int64_t row, const float* k) {
   const int nd = h.layout.n_dom, nr = head_dim_ - nd;
-  uint8_t* dom = h.k_dom.data() + (size_t)pos * kv_row_bytes(types_.k, nd);
+  uint8_t* dom = h.k_dom.data() + (size_t)row * kv_row_bytes(types_.k, nd);
   kv_store(k, types_.k, nd, dom);
   if (!h.k_tip.empty()) {  // quantized from K_dom as stored, so a relayout rebuilds the same copy
     thread_local std::vector<float> stored;  // [n_dom]
     stored.resize(nd);
     kv_load(dom, types_.k, nd, stored.data());
-    kv_store(stored.data(), DType::Q8_0, nd, h.k_tip.data() + (size_t)pos * kv_row_bytes(DType::Q8_0, nd));
+    kv_store(stored.data(), DType::Q8_0, nd, h.k_tip.data() + (size_t)row * kv_row_bytes(DType::Q8_0, nd));
   }
-  if (h.slot < 0) kv_store(k + nd, types_.k, nr, h.k_rest.data() + (size_t)pos * kv_row_bytes(types_.k, nr));
+  if (h.slot < 0) kv_store(k + nd, types_.k, nr, h.k_rest.data() + (size_t)row * kv_row_bytes(types_.k, nr));
 }
 
 void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const float* v) {
@@ -194,6 +201,14 @@ void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const f
   thread_local std::vector<float> permuted;  // [head_dim]: the key in cache dim order
   permuted.resize(head_dim_);
   for (int i = 0; i < head_dim_; ++i) permuted[i] = k[perm[i]];
+  if (h.ring) {  // (a ring head is never offloaded)
+    const size_t v_bytes = kv_row_bytes(types_.v, head_dim_);
+    for (int64_t row : {pos % h.ring, pos % h.ring + h.ring}) {
+      store_key(h, row, permuted.data());
+      kv_store(v, types_.v, head_dim_, h.v.data() + (size_t)row * v_bytes);
+    }
+    return;
+  }
   store_key(h, pos, permuted.data());
   if (h.slot >= 0) {  // K_rest and V as one record of the offload's tail chunk
     offload_->prepare(pos);
@@ -223,7 +238,8 @@ void KvCache::fill_random(int64_t p0, int64_t n, uint64_t seed) {
         s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
         return ((float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
       };
-      for (int64_t p = a; p < b; ++p) {
+      const int64_t ring = heads_[i].ring;
+      for (int64_t p = ring ? std::max(a, p0 + n - ring) : a; p < b; ++p) {  // a ring keeps the last ones only
         for (int d = 0; d < head_dim_; ++d) k[d] = uniform(), v[d] = uniform();
         store(i / n_head_kv_, i % n_head_kv_, p, k.data(), v.data());
       }
@@ -238,11 +254,18 @@ void KvCache::permute_query(int layer, int kv_head, const float* q, float* out) 
     for (int i = 0; i < head_dim_; ++i) out[i] = fp16_to_fp32(fp32_to_fp16(out[i]));
 }
 
-KvHeadView KvCache::view(int layer, int kv_head, int64_t n_tokens) const {
+KvHeadView KvCache::view(int layer, int kv_head, int64_t begin, int64_t end) const {
   const HeadPlanes& h = heads_[index(layer, kv_head)];
+  if (h.ring && end - begin > h.ring)
+    throw Error("KV cache: layer " + std::to_string(layer) + " keeps only its last " + std::to_string(h.ring) +
+                " positions, not " + std::to_string(end - begin));
+  const int64_t first = h.ring ? begin % h.ring : begin;  // the row of position `begin`
   const void* tip = h.k_tip.empty() ? nullptr : h.k_tip.data();
-  if (h.slot >= 0) return {h.k_dom.data(), nullptr, nullptr, n_tokens, head_dim_, h.layout.n_dom, types_.k, types_.v, tip};
-  return {h.k_dom.data(), h.k_rest.data(), h.v.data(), n_tokens, head_dim_, h.layout.n_dom, types_.k, types_.v, tip};
+  const int64_t n = first + end - begin;
+  const bool resident = h.slot < 0;
+  return KvHeadView{h.k_dom.data(), resident ? h.k_rest.data() : nullptr, resident ? h.v.data() : nullptr, n, head_dim_,
+                    h.layout.n_dom, types_.k, types_.v, tip}
+      .from_row(first);
 }
 
 KvHeadView KvCache::gather(int layer, int kv_head, const int32_t* rows, int64_t n, bool decode, GatheredRows& g) const {
@@ -267,8 +290,8 @@ size_t KvCache::bytes() const {
 KvMemory KvCache::memory() const {
   KvMemory m;
   m.fast = bytes();
-  m.full = (size_t)n_layer() * n_head_kv_ * (size_t)n_ctx_ *
-           (kv_row_bytes(types_.k, head_dim_) + kv_row_bytes(types_.v, head_dim_));
+  for (const HeadPlanes& h : heads_)
+    m.full += (size_t)rows(h) * (kv_row_bytes(types_.k, head_dim_) + kv_row_bytes(types_.v, head_dim_));
   if (offload_) {
     m.fast += offload_->tail_bytes() + offload_->prefetch_buffer_bytes() + offload_->tier().ram_bytes();
     m.slow = offload_->slow_bytes();

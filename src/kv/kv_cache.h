@@ -9,6 +9,10 @@
 // (KvTypes); with tip_int8, a Q8_0 copy of K_dom is kept for TIP to scan: scores only rank tokens,
 // so ranking on int8 keys reads fewer bytes while attention still reads the K_dom plane itself.
 //
+// A sliding-window layer (Gemma's local layers) keeps only its last `ring` positions: position p at
+// row p % ring and again at row p % ring + ring, so any ring positions in a row are contiguous rows
+// (a view needs no wrap-around). Its heads have the identity key layout.
+//
 // FASA-M (KvOffloadOptions): the heads with a K_dom plane keep only it in fast memory; their K_rest
 // and V rows go to a slower tier (KvOffload) and a decode step gathers the rows it selected.
 #include <cstddef>
@@ -48,10 +52,11 @@ class KvCache {
  public:
   // `layouts`: [n_layer * n_head_kv] (layer-major) or empty for identity everywhere. With
   // `offload`, heads whose layout has a K_dom plane keep K_rest and V in the slow tier.
+  // `ring`: [n_layer] or empty; ring[l] > 0 keeps only layer l's last ring[l] positions.
   // Throws fasa::Error when the cache would not fit in this machine's memory (or the fast limit), a
   // layout is invalid or a type is not a KV type.
   KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts = {},
-          KvTypes types = {}, const KvOffloadOptions& offload = {});
+          KvTypes types = {}, const KvOffloadOptions& offload = {}, const std::vector<int64_t>& ring = {});
   ~KvCache();
 
   // Stores the key (model dim order) and value of one position.   k, v: [head_dim]
@@ -63,8 +68,12 @@ class KvCache {
   // Writes q (model dim order, [head_dim]) in this (layer, KV head)'s cache order into out, rounded
   // to F16 when the keys are F16 (as llama.cpp's F16 dot rounds it).
   void permute_query(int layer, int kv_head, const float* q, float* out) const;
-  // Offloaded heads' views have only the K_dom plane (k_rest and v are null): use gather().
-  KvHeadView view(int layer, int kv_head, int64_t n_tokens) const;
+  // Positions begin..end-1 (a ring layer: at most its ring, still held). Offloaded heads' views have
+  // only the K_dom plane (k_rest and v are null): use gather().
+  KvHeadView view(int layer, int kv_head, int64_t begin, int64_t end) const;
+  KvHeadView view(int layer, int kv_head, int64_t n_tokens) const { return view(layer, kv_head, 0, n_tokens); }
+  // The positions a ring layer keeps (0: all).
+  int64_t ring(int layer) const { return heads_[index(layer, 0)].ring; }
   bool offloaded(int layer, int kv_head) const { return heads_[index(layer, kv_head)].slot >= 0; }
   // An offloaded head's rows (ascending) as a compact view whose row j is cache row rows[j].
   // `decode`: a decode step's selection (prefetched, remembered for the next step).
@@ -100,14 +109,16 @@ class KvCache {
     std::vector<uint8_t> k_rest;  // [n_ctx, head_dim - n_dom] of types_.k; empty when offloaded
     std::vector<uint8_t> v;       // [n_ctx, head_dim] of types_.v; empty when offloaded
     int slot = -1;                // the head's index in offload_, or -1
+    int64_t ring = 0;             // > 0: a ring of that many positions, each stored twice (above)
   };
+  int64_t rows(const HeadPlanes& h) const { return h.ring ? 2 * h.ring : n_ctx_; }
   size_t index(int layer, int kv_head) const { return (size_t)layer * n_head_kv_ + kv_head; }
   // Sizes h's key planes for its layout (zeros; K_rest only when not offloaded).
   void allocate_keys(HeadPlanes& h) const;
   // Bytes of a resident head's key planes (K_dom, the int8 TIP copy, K_rest) per position.
   size_t key_row_bytes(const KeyLayout& l) const;
-  // Stores a key in cache order into h's key planes at pos (K_rest only when not offloaded).
-  void store_key(HeadPlanes& h, int64_t pos, const float* k_cache_order);
+  // Stores a key in cache order into h's key planes at `row` (K_rest only when not offloaded).
+  void store_key(HeadPlanes& h, int64_t row, const float* k_cache_order);
   int n_head_kv_, head_dim_;
   int64_t n_ctx_;
   KvTypes types_;

@@ -1,6 +1,6 @@
 #pragma once
-// Hyper-parameters of a Llama-family model (llama, mistral-style llama, qwen2, qwen3, qwen3moe, phi3), format
-// independent.
+// Hyper-parameters of a Llama-family model (llama, mistral-style llama, qwen2, qwen3, qwen3moe, phi3, gemma3),
+// format independent.
 #include <string>
 #include <vector>
 
@@ -9,7 +9,7 @@
 namespace fasa {
 
 struct ModelConfig {
-  std::string arch;        // "llama", "qwen2", "qwen3", "qwen3moe" or "phi3"
+  std::string arch;        // "llama", "qwen2", "qwen3", "qwen3moe", "phi3" or "gemma3"
   int n_layer = 0;
   int n_embd = 0;
   int n_ff = 0;
@@ -33,9 +33,28 @@ struct ModelConfig {
   int n_expert_used = 0;
   int n_ff_exp = 0;
   bool expert_weights_norm = true;
+  // Gemma 3: the embedding is scaled by sqrt(n_embd); the attention's and the FFN's outputs are
+  // RMS-normed before they join the residual (post_norms); the FFN is GeGLU (tanh GELU) in place of
+  // SwiGLU; queries are scaled by attn_scale (0: 1/sqrt(head_dim)); the logits are soft-capped to
+  // +-final_softcap where that is set.
+  bool embd_scale = false;
+  bool post_norms = false;
+  bool gelu_ffn = false;
+  float attn_scale = 0.0f;
+  float final_softcap = 0.0f;
+  // Sliding-window (local) layers (Gemma 3: all but every sliding_period-th): position p attends to
+  // positions p - sliding_window + 1 .. p only, and its cache keeps about that many rows. They rotate
+  // with base rope_base_local and no frequency factors. 0: every layer is global.
+  int sliding_window = 0;
+  int sliding_period = 0;
+  float rope_base_local = 10000.0f;
 
-  // Angular frequency of each RoPE plane: base^(-2i/n_rot) / factor_i.   [n_rot/2]
-  std::vector<float> rope_inv_freq() const;
+  bool sliding(int layer) const { return sliding_window > 0 && (layer + 1) % sliding_period != 0; }
+  float attention_scale() const;
+
+  // Angular frequency of each RoPE plane: base^(-2i/n_rot) / factor_i; `local`: a sliding layer's
+  // (rope_base_local, no factors).   [n_rot/2]
+  std::vector<float> rope_inv_freq(bool local = false) const;
   // Throws fasa::Error naming `source` when a value is out of range or inconsistent.
   void validate(const std::string& source) const;
 };

@@ -1,6 +1,8 @@
 // The Llama-family forward pass, top to bottom:
 // token -> embed -> per layer: norm -> QKV (+bias) -> RoPE -> append K, V -> select rows per head ->
 // gathered attention -> output proj -> residual -> norm -> SwiGLU MLP -> residual -> norm -> logits.
+// (Gemma 3 adds the embedding's scale, the norms of the attention's and the MLP's outputs, GeGLU, and
+// sliding-window layers that attend densely to their window.)
 // Session::forward (one pass over the new tokens of one or several sessions) and the dense prefill
 // attention it uses; the rest of Session is in session.cpp.
 #include <algorithm>
@@ -21,9 +23,11 @@ namespace fasa {
 void Session::prefill_attention(int l, int64_t p0, int n, const float* q, float* att) const {
   const ModelConfig& c = model_.config;
   const int D = c.head_dim, group = c.n_head / c.n_head_kv, q_dim = c.n_head * D;
-  const float scale = 1.0f / std::sqrt((float)D);
+  const float scale = c.attention_scale();
+  const int64_t window = c.sliding(l) ? c.sliding_window : 0;
+  const int64_t lo = window ? std::max<int64_t>(0, p0 - window + 1) : 0;  // the first position any of them sees
   for (int g = 0; g < c.n_head_kv; ++g) {
-    KvHeadView kv = cache_.view(l, g, p0 + n);
+    KvHeadView kv = cache_.view(l, g, lo, p0 + n);  // row r: position lo + r
     GatheredRows fetched;
     if (cache_.offloaded(l, g)) {
       std::vector<int32_t> all(p0 + n);  // [p0 + n] every row, in order: the view's prefixes stay causal
@@ -49,11 +53,13 @@ void Session::prefill_attention(int l, int64_t p0, int n, const float* q, float*
             cache_.permute_query(l, g, &q[(size_t)(t0 + t) * q_dim + (size_t)(g * group + i) * D],
                                  &qb[((size_t)t * group + i) * D]);
         float* out = &att[(size_t)t0 * q_dim + (size_t)g * group * D];
+        const int64_t p = p0 + t0;  // the block's first position
         if (task < blocks) {
-          causal_block_attention(qb.data(), np, group, kv, p0 + t0 + 1, scale, out, q_dim);
+          causal_block_attention(qb.data(), np, group, kv, p + 1 - lo, scale, out, q_dim, window);
         } else {
-          KvHeadView causal = kv;
-          causal.n_tokens = p0 + t0 + 1;
+          const int64_t from = window ? std::max(lo, p - window + 1) : 0;
+          KvHeadView causal = kv.from_row(from - lo);
+          causal.n_tokens = p + 1 - from;
           grouped_attention(qb.data(), group, causal, nullptr, causal.n_tokens, scale, out);
         }
       }
@@ -68,7 +74,8 @@ void Session::forward(std::span<const ForwardPart> parts) {
   const ModelWeights& w = model.weights;
   const int E = c.n_embd, D = c.head_dim, H = c.n_head, HKV = c.n_head_kv, F = c.n_expert > 0 ? 0 : c.n_ff;
   const int q_dim = H * D, kv_dim = HKV * D, group = H / HKV, planes = c.n_rot / 2;
-  const float scale = 1.0f / std::sqrt((float)D);
+  const float scale = c.attention_scale();
+  const bool local_rope = c.sliding_window > 0;  // sliding layers rotate with their own base
 
   // The pass's tokens, part after part: part i's are rows at[i]..at[i] + n - 1 of every activation.
   std::vector<int> at(parts.size() + 1, 0);
@@ -88,19 +95,26 @@ void Session::forward(std::span<const ForwardPart> parts) {
 
   Activations& a = first.act_;  // shapes: session.h; the first session's scratch serves the pass
   for (auto [buf, per_token] : {std::pair{&a.x, E}, {&a.xb, E}, {&a.q, q_dim}, {&a.att, q_dim}, {&a.k, kv_dim},
-                                {&a.v, kv_dim}, {&a.gate, F}, {&a.up, F}, {&a.cs, planes * 2}})
+                                {&a.v, kv_dim}, {&a.gate, F}, {&a.up, F}, {&a.cs, planes * 2},
+                                {&a.cs_local, local_rope ? planes * 2 : 0}})
     buf->resize((size_t)n * per_token);  // every element is written below before it is read
   std::vector<float> &x = a.x, &xb = a.xb, &q = a.q, &att = a.att, &k = a.k, &v = a.v, &gate = a.gate,
-                     &up = a.up, &cs = a.cs;
+                     &up = a.up;
 
+  const float embd_scale = c.embd_scale ? std::sqrt((float)E) : 1.0f;
 #pragma omp parallel for schedule(static) if (n > 1)
   for (int t = 0; t < n; ++t) {
     dequantize_row(w.tok_embd.type, w.tok_embd.row(ids[t]), &x[(size_t)t * E], E);
-    rope_cos_sin(first.inv_freq_.data(), planes, pos[t], &cs[(size_t)t * planes * 2]);
+    if (c.embd_scale)
+      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] *= embd_scale;
+    rope_cos_sin(first.inv_freq_.data(), planes, pos[t], &a.cs[(size_t)t * planes * 2]);
+    if (local_rope) rope_cos_sin(first.inv_freq_local_.data(), planes, pos[t], &a.cs_local[(size_t)t * planes * 2]);
   }
 
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[l];
+    const bool sliding = c.sliding(l);  // attends to its window densely; no policy or observer sees it
+    const std::vector<float>& cs = sliding ? a.cs_local : a.cs;
 #pragma omp parallel for schedule(static) if (n > 1)
     for (int t = 0; t < n; ++t) rms_norm(&x[(size_t)t * E], L.attn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
     matmul(L.wq, xb.data(), n, q.data());
@@ -135,6 +149,7 @@ void Session::forward(std::span<const ForwardPart> parts) {
       for (int t = at[i]; t < at[i + 1]; ++t)  // in order: an offloaded cache appends to its tail chunk
         for (int h = 0; h < HKV; ++h)
           s.cache_.store(l, h, pos[t], &k[(size_t)t * kv_dim + h * D], &v[(size_t)t * kv_dim + h * D]);
+      if (sliding) continue;
       if (s.observer_) s.observer_->on_queries(l, p0, parts[i].n, qi, s.cache_);
       if (!parts[i].decode) s.policy_->observe_prefill(l, p0, parts[i].n, qi, s.cache_);
     }
@@ -157,9 +172,14 @@ void Session::forward(std::span<const ForwardPart> parts) {
           const int g = task % HKV, t = at[&part - parts.data()];
           for (int i = 0; i < group; ++i)
             s.cache_.permute_query(l, g, &q[(size_t)t * q_dim + (size_t)(g * group + i) * D], &qg[(size_t)i * D]);
+          float* out = &att[(size_t)t * q_dim + (size_t)g * group * D];
           try {
-            decode_group_attention(*s.policy_, l, g, s.n_past_, s.cache_, l, qg.data(), group, scale,
-                                   &att[(size_t)t * q_dim + (size_t)g * group * D], scratch);
+            if (sliding) {
+              const KvHeadView kv = s.cache_.view(l, g, std::max<int64_t>(0, s.n_past_ - c.sliding_window + 1), s.n_past_ + 1);
+              split_grouped_attention(qg.data(), group, kv, nullptr, kv.n_tokens, scale, out);
+            } else {
+              decode_group_attention(*s.policy_, l, g, s.n_past_, s.cache_, l, qg.data(), group, scale, out, scratch);
+            }
           } catch (...) {
 #pragma omp critical(fasa_decode_failure)
             if (!failure) failure = std::current_exception();
@@ -176,7 +196,9 @@ void Session::forward(std::span<const ForwardPart> parts) {
     matmul(L.wo, att.data(), n, xb.data());
 #pragma omp parallel for schedule(static) if (n > 1)
     for (int t = 0; t < n; ++t) {
-      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += xb[(size_t)t * E + i];
+      float* o = &xb[(size_t)t * E];
+      if (c.post_norms) rms_norm(o, L.post_attn_norm.data(), E, c.rms_eps, o);
+      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += o[i];
       rms_norm(&x[(size_t)t * E], L.ffn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
     }
     if (c.n_expert > 0) {
@@ -186,12 +208,16 @@ void Session::forward(std::span<const ForwardPart> parts) {
       matmul(L.w_gate, xb.data(), n, gate.data());
       matmul(L.w_up, xb.data(), n, up.data());
 #pragma omp parallel for schedule(static) if (n > 1)
-      for (int t = 0; t < n; ++t) swiglu(&gate[(size_t)t * F], &up[(size_t)t * F], F);
+      for (int t = 0; t < n; ++t)
+        (c.gelu_ffn ? geglu : swiglu)(&gate[(size_t)t * F], &up[(size_t)t * F], F);
       matmul(L.w_down, gate.data(), n, xb.data());
     }
 #pragma omp parallel for schedule(static) if (n > 1)
-    for (int t = 0; t < n; ++t)
-      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += xb[(size_t)t * E + i];
+    for (int t = 0; t < n; ++t) {
+      float* o = &xb[(size_t)t * E];
+      if (c.post_norms) rms_norm(o, L.post_ffn_norm.data(), E, c.rms_eps, o);
+      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += o[i];
+    }
   }
   for (const ForwardPart& part : parts) part.session->n_past_ += part.n;
 
@@ -208,7 +234,10 @@ void Session::forward(std::span<const ForwardPart> parts) {
   const bool one = wanting == 1;  // one part wants logits: they go straight to it
   std::vector<float> all(one ? 0 : rows.size() * V);  // [R, n_vocab] otherwise
   const auto target = std::find_if(parts.begin(), parts.end(), [](const ForwardPart& p) { return p.logits; });
-  matmul(w.output, xb.data(), (int)rows.size(), one ? target->logits : all.data());
+  float* logits = one ? target->logits : all.data();  // [R, n_vocab]
+  matmul(w.output, xb.data(), (int)rows.size(), logits);
+  if (c.final_softcap > 0)
+    for (size_t i = 0; i < rows.size() * V; ++i) logits[i] = c.final_softcap * std::tanh(logits[i] / c.final_softcap);
   if (one) return;
   size_t r = 0;
   for (const ForwardPart& part : parts)

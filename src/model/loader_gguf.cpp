@@ -1,4 +1,5 @@
 // GGUF -> Model: hyper-parameters from "{arch}.*" metadata, tensors by llama.cpp's names.
+#include <cmath>
 #include <map>
 
 #include "io/gguf.h"
@@ -19,6 +20,31 @@ int int_param(const GgufFile& f, const std::string& key, int def) {
   return f.find(key) ? int_param(f, key) : def;
 }
 
+// Gemma 3's metadata, read as llama.cpp reads it: local layers every but sliding_window_pattern-th
+// (default 6), their RoPE base rope.freq_base_swa (default 10000); linear rope scaling of the global
+// layers; queries scaled by 1/sqrt(head_dim), but by 1/sqrt(n_embd / n_head) in the 62-layer 27B.
+void gemma3_params(const GgufFile& f, ModelConfig& c) {
+  const std::string a = c.arch + ".";
+  c.embd_scale = c.post_norms = c.gelu_ffn = true;
+  c.rms_eps = (float)f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-6);
+  c.sliding_window = int_param(f, a + "attention.sliding_window", 0);
+  if (const GgufValue* p = f.find(a + "attention.sliding_window_pattern"); p && p->type == GgufType::ARRAY)
+    fail(f.path(), "a per-layer '" + a + "attention.sliding_window_pattern' array is not supported (a number is)");
+  c.sliding_period = int_param(f, a + "attention.sliding_window_pattern", 6);
+  c.rope_base_local = (float)f.get_float(a + "rope.freq_base_swa", 10000.0);
+  if (f.find(a + "rope.scaling.type")) {
+    const std::string type = f.get_string(a + "rope.scaling.type");
+    const double factor = f.get_float(a + "rope.scaling.factor", 1.0);
+    if (type == "linear" && factor > 0) {
+      c.rope_freq_factors.assign(c.n_rot / 2, (float)factor);
+    } else if (type != "none") {
+      fail(f.path(), "rope scaling '" + type + "' is not supported for gemma3 (linear is)");
+    }
+  }
+  c.attn_scale = 1.0f / std::sqrt(c.n_layer == 62 ? (float)c.n_embd / (float)c.n_head : (float)c.head_dim);
+  c.final_softcap = (float)f.get_float(a + "final_logit_softcapping", 0.0);
+}
+
 }  // namespace
 
 std::unique_ptr<Model> load_gguf_model(const std::string& path) {
@@ -28,9 +54,11 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   m->format = "gguf";
   ModelConfig& c = m->config;
   c.arch = f.get_string("general.architecture");
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" && c.arch != "phi3")
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" && c.arch != "phi3" &&
+      c.arch != "gemma3")
     fail(path, "architecture '" + c.arch +
-                   "' is not supported (supported: llama (incl. Mistral- and Mixtral-style), qwen2, qwen3, qwen3moe, phi3)");
+                   "' is not supported (supported: llama (incl. Mistral- and Mixtral-style), qwen2, qwen3, qwen3moe, phi3, "
+                   "gemma3)");
   const std::string a = c.arch + ".";
   c.n_layer = int_param(f, a + "block_count");
   c.n_embd = int_param(f, a + "embedding_length");
@@ -52,7 +80,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   c.rope_base = (float)f.get_float(a + "rope.freq_base", 10000.0);
   c.rope_layout = c.arch == "llama" ? RopeLayout::Normal : RopeLayout::Neox;
   c.qkv_bias = c.arch == "qwen2";
-  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe";
+  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3";
+  if (c.arch == "gemma3") gemma3_params(f, c);
 
   std::map<std::string, TensorRef> refs;
   for (auto& t : f.tensors()) refs[t.name] = TensorRef{t.name, path, t.type, t.ne, t.data};
@@ -81,7 +110,8 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
                     "blk.{}.ffn_gate.weight", "blk.{}.ffn_up.weight", "blk.{}.ffn_down.weight",
                     "blk.{}.attn_qkv.weight", c.arch == "phi3" ? "blk.{}.ffn_up.weight" : "",
                     "blk.{}.ffn_gate_inp.weight", "blk.{}.ffn_gate_exps.weight", "blk.{}.ffn_up_exps.weight",
-                    "blk.{}.ffn_down_exps.weight"};
+                    "blk.{}.ffn_down_exps.weight", "blk.{}.post_attention_norm.weight",
+                    "blk.{}.post_ffw_norm.weight"};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
     return it == refs.end() ? nullptr : &it->second;

@@ -114,7 +114,8 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
                     mixtral ? "model.layers.{}.block_sparse_moe.gate.weight" : "model.layers.{}.mlp.gate.weight",
                     mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w1.weight" : "model.layers.{}.mlp.experts.{e}.gate_proj.weight",
                     mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w3.weight" : "model.layers.{}.mlp.experts.{e}.up_proj.weight",
-                    mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w2.weight" : "model.layers.{}.mlp.experts.{e}.down_proj.weight"};
+                    mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w2.weight" : "model.layers.{}.mlp.experts.{e}.down_proj.weight",
+                    "", ""};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
     return it == refs.end() ? nullptr : &it->second;

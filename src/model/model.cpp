@@ -13,15 +13,17 @@
 
 namespace fasa {
 
-std::vector<float> ModelConfig::rope_inv_freq() const {
+std::vector<float> ModelConfig::rope_inv_freq(bool local) const {
   std::vector<float> f(n_rot / 2);
   for (int i = 0; i < n_rot / 2; ++i) {
     // As PyTorch computes it: 1 / base^(2i/n_rot) in float32.
-    f[i] = 1.0f / std::pow(rope_base, (float)(2 * i) / (float)n_rot);
-    if (!rope_freq_factors.empty()) f[i] /= rope_freq_factors[i];
+    f[i] = 1.0f / std::pow(local ? rope_base_local : rope_base, (float)(2 * i) / (float)n_rot);
+    if (!local && !rope_freq_factors.empty()) f[i] /= rope_freq_factors[i];
   }
   return f;
 }
+
+float ModelConfig::attention_scale() const { return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt((float)head_dim); }
 
 void ModelConfig::validate(const std::string& source) const {
   auto check = [&](bool ok, const std::string& what) {
@@ -43,6 +45,12 @@ void ModelConfig::validate(const std::string& source) const {
         "rope frequency factors: " + std::to_string(rope_freq_factors.size()) + " values for " +
             std::to_string(n_rot / 2) + " planes");
   for (float f : rope_freq_factors) check(std::isfinite(f) && f > 0, "rope frequency factor " + std::to_string(f));
+  check(sliding_window >= 0 && sliding_window <= (1 << 24), "sliding window " + std::to_string(sliding_window));
+  check(sliding_window == 0 || (sliding_period >= 1 && sliding_period <= n_layer + 1),
+        "sliding window pattern " + std::to_string(sliding_period));
+  check(std::isfinite(rope_base_local) && rope_base_local > 1, "local rope base " + std::to_string(rope_base_local));
+  check(std::isfinite(attn_scale) && attn_scale >= 0, "attention scale " + std::to_string(attn_scale));
+  check(std::isfinite(final_softcap) && final_softcap >= 0, "final logit soft-cap " + std::to_string(final_softcap));
   if (n_expert > 0) {
     check(n_expert <= 512, "expert count " + std::to_string(n_expert));  // (llama.cpp's limit)
     check(n_expert_used >= 1 && n_expert_used <= n_expert,
@@ -233,6 +241,10 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     }
     L.wo = bind_matrix(lookup, n(names.wo), cfg.n_embd, q_dim, src, w.owned);
     L.ffn_norm = bind_vector(lookup, n(names.ffn_norm), cfg.n_embd, src);
+    if (cfg.post_norms) {
+      L.post_attn_norm = bind_vector(lookup, n(names.post_attn_norm), cfg.n_embd, src);
+      L.post_ffn_norm = bind_vector(lookup, n(names.post_ffn_norm), cfg.n_embd, src);
+    }
     if (cfg.n_expert > 0) {
       L.router = bind_matrix(lookup, n(names.router), cfg.n_expert, cfg.n_embd, src, w.owned);
       L.exp_gate = bind_experts(lookup, n(names.exp_gate), cfg.n_expert, cfg.n_ff_exp, cfg.n_embd, src, w.owned);
@@ -276,6 +288,7 @@ int64_t Model::n_params() const {
                       (c.n_expert > 0 ? (int64_t)c.n_expert * c.n_embd * (1 + 3LL * c.n_ff_exp) : 3LL * c.n_embd * c.n_ff);
   if (c.qkv_bias) per_layer += (int64_t)c.head_dim * (c.n_head + 2LL * c.n_head_kv);
   if (c.qk_norm) per_layer += 2LL * c.head_dim;
+  if (c.post_norms) per_layer += 2LL * c.n_embd;
   return (int64_t)c.n_vocab * c.n_embd * (c.tied_output ? 1 : 2) + c.n_embd + per_layer * c.n_layer;
 }
 

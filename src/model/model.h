@@ -54,6 +54,8 @@ struct TensorNames {
   // A mixture of experts' router and its experts' matrices: all experts in one 3-D tensor each (ggml
   // order {cols, rows, n_expert}), or one tensor per expert where the name holds "{e}".
   std::string router, exp_gate, exp_up, exp_down;
+  // Gemma's norms of the attention's and the FFN's outputs.
+  std::string post_attn_norm, post_ffn_norm;
 };
 
 // Checks every tensor's presence, type and shape against `cfg` and builds the views. Errors about a

@@ -3,7 +3,9 @@
 #include "model/session.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 
 #include "fasa/error.h"
@@ -11,11 +13,21 @@
 namespace fasa {
 
 namespace {
+// The policy's key layouts; the identity for sliding layers, which it never sees.
 std::vector<KeyLayout> key_layouts(const TokenSelector& policy, const ModelConfig& c) {
   std::vector<KeyLayout> out;
   for (int l = 0; l < c.n_layer; ++l)
-    for (int h = 0; h < c.n_head_kv; ++h) out.push_back(policy.key_layout(l, h));
+    for (int h = 0; h < c.n_head_kv; ++h) out.push_back(c.sliding(l) ? KeyLayout{} : policy.key_layout(l, h));
   return out;
+}
+
+// Positions each layer's cache keeps: a sliding layer's window, the most tokens a pass appends before
+// its first one attends (the ubatch), and the rewind.   [n_layer]; 0: all
+std::vector<int64_t> ring_sizes(const ModelConfig& c, int n_ubatch, int64_t n_rewind) {
+  std::vector<int64_t> ring(c.n_layer, 0);
+  for (int l = 0; l < c.n_layer; ++l)
+    if (c.sliding(l)) ring[l] = c.sliding_window - 1 + std::max<int64_t>({n_ubatch, n_rewind, 1});
+  return ring;
 }
 }  // namespace
 
@@ -24,9 +36,11 @@ Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenS
       policy_(policy ? std::move(policy) : std::make_shared<FullAttention>()),
       cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim,
              opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train, key_layouts(*policy_, model.config),
-             opts.kv_types, opts.offload),
+             opts.kv_types, opts.offload, ring_sizes(model.config, opts.n_ubatch > 0 ? opts.n_ubatch : 256, opts.n_rewind)),
       n_ubatch_(opts.n_ubatch > 0 ? opts.n_ubatch : 256),
+      max_chunk_(model.config.sliding_window > 0 ? n_ubatch_ : INT64_MAX),
       inv_freq_(model.config.rope_inv_freq()),
+      inv_freq_local_(model.config.sliding_window > 0 ? model.config.rope_inv_freq(true) : std::vector<float>{}),
       logits_(model.config.n_vocab) {}
 
 void Session::check_tokens(std::span<const int32_t> tokens) const {
@@ -84,7 +98,7 @@ void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens) {
       if (room == 0) break;
       const std::span<const int32_t> ids = batch[i].tokens;
       if (done[i] == ids.size()) continue;
-      const int n = (int)std::min(room, ids.size() - done[i]);
+      const int n = (int)std::min<int64_t>(std::min(room, ids.size() - done[i]), batch[i].session->max_chunk_);
       const bool last = done[i] + n == ids.size();
       parts.push_back({batch[i].session, ids.data() + done[i], n, ids.size() == 1 && !batch[i].prefill,
                        last ? batch[i].session->logits_.data() : nullptr, false});
@@ -98,11 +112,17 @@ void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens) {
   for (const SessionTokens& b : batch) b.session->check_logits();
 }
 
-void Session::truncate(int64_t n) {
+int64_t Session::truncate(int64_t n) {
   if (n < 0 || n > n_past_) throw Error("truncate: " + std::to_string(n) + " is not within 0.." + std::to_string(n_past_));
+  const ModelConfig& c = model_.config;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const int64_t ring = cache_.ring(l);  // position n will see n - window + 1.. of the positions still held
+    if (ring > 0 && std::max<int64_t>(0, n_past_ - ring) > std::max<int64_t>(0, n - c.sliding_window + 1)) n = 0;
+  }
   n_past_ = n;
   cache_.truncate(n);
   policy_->on_truncate(n);
+  return n;
 }
 
 void Session::fill_random(int64_t n, uint64_t seed) {
@@ -125,18 +145,20 @@ void Session::start_from_prefill(const Session& dense, const std::vector<std::ve
   std::vector<float> k(c.head_dim), v(c.head_dim);  // one row as float
   for (int l = 0; l < c.n_layer; ++l) {
     if (dense.cache_.layout(l, 0).n_dom != 0) throw Error("start_from_prefill: the source is not dense");
+    const int64_t first = dense.cache_.ring(l) ? std::max<int64_t>(0, n - dense.cache_.ring(l)) : 0;  // still held
     for (int h = 0; h < c.n_head_kv; ++h) {
-      const KvHeadView kv = dense.cache_.view(l, h, n);
-      for (int64_t p = 0; p < n; ++p) {
-        kv_load(kv.k_rest_row(p), kv.k_type, c.head_dim, k.data());
-        kv_load(kv.v_row(p), kv.v_type, c.head_dim, v.data());
+      const KvHeadView kv = dense.cache_.view(l, h, first, n);
+      for (int64_t p = first; p < n; ++p) {
+        kv_load(kv.k_rest_row(p - first), kv.k_type, c.head_dim, k.data());
+        kv_load(kv.v_row(p - first), kv.v_type, c.head_dim, v.data());
         cache_.store(l, h, p, k.data(), v.data());
       }
     }
   }
   n_past_ = n;
   logits_ = dense.logits_;
-  for (int l = 0; l < c.n_layer; ++l) policy_->observe_prefill(l, 0, (int)n, queries[l].data(), cache_);
+  for (int l = 0; l < c.n_layer; ++l)
+    if (!c.sliding(l)) policy_->observe_prefill(l, 0, (int)n, queries[l].data(), cache_);
 }
 
 }  // namespace fasa

@@ -29,6 +29,9 @@ struct SessionOptions {
   int n_ubatch = 256;     // prefill tokens per forward chunk (bounds scratch memory)
   KvTypes kv_types;            // KV cache elements: F16 by default, F32 (exact) or Q8_0, K and V each
   KvOffloadOptions offload;    // FASA-M: where K_rest and V live
+  // Tokens truncate() can always go back over. A sliding-window layer keeps its window plus this (or
+  // the ubatch, whichever is more) in its cache; beyond, truncate() starts again from 0.
+  int64_t n_rewind = 64;
 };
 
 class Session;
@@ -64,7 +67,9 @@ class Session {
   const Model& model() const { return model_; }
   void reset() { truncate(0); }
   // Forgets positions >= n (n <= n_past()), so a benchmark can decode again from the same depth.
-  void truncate(int64_t n);
+  // Returns the positions kept: n, or 0 where a sliding window's cache no longer holds the rows
+  // position n would see (more than SessionOptions::n_rewind back); then feed them again.
+  int64_t truncate(int64_t n);
   // Appends n positions of random keys and values (unit variance, like normed activations) to every
   // layer instead of a prefill: decode speed at a depth without the prefill's cost. The policy sees
   // no prefill queries.
@@ -106,8 +111,10 @@ class Session {
   AttentionObserver* observer_ = nullptr;
   KvCache cache_;
   int n_ubatch_;
+  int64_t max_chunk_;  // a pass's most tokens of this session (the ubatch where a sliding window's ring bounds it)
   int64_t n_past_ = 0;
-  std::vector<float> inv_freq_;  // [n_rot/2]
+  std::vector<float> inv_freq_;        // [n_rot/2]
+  std::vector<float> inv_freq_local_;  // [n_rot/2] the sliding layers' (Gemma 3), else empty
   std::vector<float> logits_;    // [n_vocab] of the last evaluated token
   // forward()'s activations for n tokens, kept between calls: allocating them for every ubatch and
   // decode step cost page faults and clearing (a tenth of a small model's prefill).
@@ -117,6 +124,7 @@ class Session {
     std::vector<float> k, v;        // [n, HKV*D]
     std::vector<float> gate, up;    // [n, F]
     std::vector<float> cs;          // [n, n_rot/2, 2] RoPE cos/sin per position
+    std::vector<float> cs_local;    // [n, n_rot/2, 2] the sliding layers' (Gemma 3), else empty
     ExpertScratch experts;          // a mixture of experts' buffers
   } act_;
 };

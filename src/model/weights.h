@@ -22,10 +22,12 @@ struct LayerWeights {
   std::vector<float> q_norm;     // [head_dim] or empty (qwen3)
   std::vector<float> k_norm;     // [head_dim] or empty (qwen3)
   Matrix wo;                     // [n_embd, n_head * head_dim]
+  std::vector<float> post_attn_norm;  // [n_embd] or empty (gemma3: of the attention's output)
   std::vector<float> ffn_norm;   // [n_embd]
   Matrix w_gate;                 // [n_ff, n_embd]
   Matrix w_up;                   // [n_ff, n_embd]
   Matrix w_down;                 // [n_embd, n_ff]
+  std::vector<float> post_ffn_norm;  // [n_embd] or empty (gemma3: of the FFN's output)
   // Mixture of experts (n_expert > 0) in place of w_gate, w_up, w_down:
   Matrix router;                  // [n_expert, n_embd]
   std::vector<Matrix> exp_gate;   // [n_expert] of [n_ff_exp, n_embd]

@@ -88,7 +88,7 @@ void block_values(const float* p, int nqp, int n_q, const float* vb, int b, int 
 }  // namespace
 
 void causal_block_attention(const float* q, int n_pos, int n_qh, const KvHeadView& kv, int64_t first_len, float scale,
-                            float* out, int64_t out_stride) {
+                            float* out, int64_t out_stride, int64_t window) {
   const int d = kv.head_dim, nd = kv.n_dom, n_q = n_pos * n_qh;
   if (n_q < 1 || first_len < 1 || first_len + n_pos - 1 > kv.n_tokens)
     throw Error("causal_block_attention: bad block (" + std::to_string(n_pos) + " positions x " +
@@ -107,7 +107,8 @@ void causal_block_attention(const float* q, int n_pos, int n_qh, const KvHeadVie
   for (int i = 0; i < n_q; ++i)
     for (int k = 0; k < d; ++k) qt[(size_t)k * nqp + i] = scale * q[(size_t)i * d + k];
 
-  for (int64_t j0 = 0; j0 < n_rows; j0 += kBlock) {
+  const int64_t first_row = window > 0 ? std::max<int64_t>(0, first_len - window) : 0;  // the first position's
+  for (int64_t j0 = first_row; j0 < n_rows; j0 += kBlock) {
     const int b = (int)std::min<int64_t>(kBlock, n_rows - j0);
     kv_load_rows(kv.v_row(j0), kv.v_type, d, b, vb.data());  // a plane's rows lie one after another
     if (nd == 0) {
@@ -123,6 +124,9 @@ void causal_block_attention(const float* q, int n_pos, int n_qh, const KvHeadVie
       const int64_t blind = std::min<int64_t>(n_q, (j - first_len + 1) * n_qh);  // queries of positions <= j - first_len
       for (int i = 0; i < blind; ++i) s[(size_t)(j - j0) * nqp + i] = kMasked;
     }
+    if (window > 0)  // rows that later positions' windows have passed: row j leaves at position j - first_len + window + 1
+      for (int64_t j = j0; j < j0 + b && j < first_len + n_pos - 1 - window; ++j)
+        for (int i = (int)(j - first_len + window + 1) * n_qh; i < n_q; ++i) s[(size_t)(j - j0) * nqp + i] = kMasked;
 
     // Online softmax: each query's new maximum rescales what it has so far; masked rows weigh 0.
     std::copy(mx.begin(), mx.end(), block_max.begin());
@@ -148,10 +152,10 @@ void causal_block_attention(const float* q, int n_pos, int n_qh, const KvHeadVie
     }
     block_values(s.data(), nqp, n_q, vb.data(), b, d, o.data());
   }
-  count_kv_bytes_read((uint64_t)n_rows * (kv.key_row_bytes() + kv.value_row_bytes()));  // every row, once
+  count_kv_bytes_read((uint64_t)(n_rows - first_row) * (kv.key_row_bytes() + kv.value_row_bytes()));  // each row once
 
   for (int i = 0; i < n_q; ++i) {
-    const float inv = 1.0f / den[i];  // every query sees row 0: den >= 1
+    const float inv = 1.0f / den[i];  // every query sees its own row: den >= 1
     float* to = out + (size_t)(i / n_qh) * out_stride + (size_t)(i % n_qh) * d;
     for (int k = 0; k < d; ++k) to[k] = o[(size_t)i * d + k] * inv;
   }

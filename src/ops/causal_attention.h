@@ -18,10 +18,11 @@ constexpr int kCausalBlockQueries = 32;
 constexpr int64_t kBlockedPrefillRows = 128;
 
 // For positions i < n_pos and query heads h < n_qh: out[i][h] = softmax_j(scale * q[i][h] . K[j]) V[j]
-// over rows j < first_len + i (position i sees one row more than position i - 1). q is in the cache's
+// over rows j < first_len + i (position i sees one row more than position i - 1), and with a sliding
+// `window` > 0 only over its last `window` of them (j >= first_len + i - window). q is in the cache's
 // dim order, out in model order (values are not permuted).
 //   q: [n_pos, n_qh, head_dim]; out: n_pos rows of out_stride floats, head h at h * head_dim.
 void causal_block_attention(const float* q, int n_pos, int n_qh, const KvHeadView& kv, int64_t first_len, float scale,
-                            float* out, int64_t out_stride);
+                            float* out, int64_t out_stride, int64_t window = 0);
 
 }  // namespace fasa

@@ -21,6 +21,9 @@ void rope_cos_sin(const float* inv_freq, int n_planes, int64_t pos, float* cos_s
 // gate[i] = silu(gate[i]) * up[i]
 void swiglu(float* gate, const float* up, int64_t n);
 
+// gate[i] = gelu(gate[i]) * up[i], GELU in its tanh form (Gemma's GeGLU)
+void geglu(float* gate, const float* up, int64_t n);
+
 // e^x to about 2e-7 relative error for x in [-87, 88] (clamped outside; e^-87 is below any softmax
 // weight that matters). Branch-free, so a `#pragma omp simd` loop of it vectorises, which std::exp
 // does not without -ffast-math: softmax over long rows spends most of its time here.

@@ -26,6 +26,17 @@ struct KvHeadView {
   // The plane TIP scores on, and its type.
   const void* tip_plane() const { return k_tip ? k_tip : k_dom; }
   DType tip_type() const { return k_tip ? DType::Q8_0 : k_type; }
+  // Rows r.. of this view as a view of their own (row 0 = row r).
+  KvHeadView from_row(int64_t r) const {
+    auto at = [r](const void* plane, DType t, int width) { return plane ? row(plane, r, t, width) : nullptr; };
+    KvHeadView v = *this;
+    v.k_dom = at(k_dom, k_type, n_dom);
+    v.k_rest = at(k_rest, k_type, head_dim - n_dom);
+    v.v = at(this->v, v_type, head_dim);
+    v.k_tip = at(k_tip, DType::Q8_0, n_dom);
+    v.n_tokens = n_tokens - r;
+    return v;
+  }
   // Element d (cache dim order) of key row r, and element d of value row r: the slow path.
   float key(int64_t r, int d) const {
     return d < n_dom ? kv_row_element(k_dom_row(r), k_type, d) : kv_row_element(k_rest_row(r), k_type, d - n_dom);
