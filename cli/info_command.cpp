@@ -33,9 +33,16 @@ int info_main(const std::string& path) {
                 c.n_layer, c.n_embd, c.n_expert, c.n_ff_exp, c.n_expert_used,
                 c.expert_weights_norm ? " (weights renormalised)" : "");
   else
-    std::printf("architecture:   %s, %d layers, hidden %d, FFN %d (SwiGLU)\n", c.arch.c_str(), c.n_layer, c.n_embd, c.n_ff);
+    std::printf("architecture:   %s, %d layers, hidden %d, FFN %d (%s)%s\n", c.arch.c_str(), c.n_layer, c.n_embd, c.n_ff,
+                c.gelu_ffn ? "GeGLU" : "SwiGLU", c.post_norms ? ", post-norms" : "");
   std::printf("attention:      %d query / %d KV heads (GQA %d:1), head dim %d%s\n", c.n_head, c.n_head_kv,
               c.n_head / c.n_head_kv, c.head_dim, c.qkv_bias ? ", Q/K/V bias" : "");
+  if (c.sliding_window > 0) {
+    int global = 0;
+    for (int l = 0; l < c.n_layer; ++l) global += !c.sliding(l);
+    std::printf("sliding window: %d of %d layers see the last %d positions (RoPE base %g); %d global layers, where "
+                "the --attn policy runs\n", c.n_layer - global, c.n_layer, c.sliding_window, c.rope_base_local, global);
+  }
   std::printf("parameters:     %.2fM, weights %.1f MiB", m->n_params() / 1e6, m->weight_bytes() / 1048576.0);
   if (c.n_expert > 0) std::printf(" (%.1f MiB read per token)", m->weight_bytes(true) / 1048576.0);
   std::printf("\n");
@@ -43,7 +50,7 @@ int info_main(const std::string& path) {
   std::printf("context:        %d tokens (trained)\n", c.n_ctx_train);
   std::printf("RoPE:           %s layout, %d of %d dims rotary (%d frequency chunks per head), base %g, %s\n",
               rope_layout_name(c.rope_layout), c.n_rot, c.head_dim, FcLayout(c).n_fc(), c.rope_base,
-              c.rope_freq_factors.empty() ? "no scaling" : "Llama-3 frequency scaling");
+              c.rope_freq_factors.empty() ? "no scaling" : c.arch == "gemma3" ? "linear scaling" : "Llama-3 frequency scaling");
   std::printf("output:         %s\n", c.tied_output ? "tied to the embedding" : "own matrix");
   std::printf("tokenizer:      %s, %d tokens, BOS %d, EOS %d, add BOS %s\n", m->tokenizer_kind.c_str(),
               m->tokenizer.n_vocab(), m->tokenizer.bos(), m->tokenizer.eos(), m->tokenizer.add_bos() ? "yes" : "no");

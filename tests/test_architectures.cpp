@@ -1,11 +1,12 @@
 // Architecture specifics beyond plain Llama, on small random-weight GGUFs: qwen2's Q/K/V biases,
-// qwen3's per-head Q/K RMSNorm (which makes attention blind to the scale of W_q and W_k), and phi3
-// against llama.cpp's own outputs on the same file.
+// qwen3's per-head Q/K RMSNorm (which makes attention blind to the scale of W_q and W_k); phi3,
+// qwen3moe and gemma3 against llama.cpp's own outputs on the same file; gemma3's sliding-window caches.
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "bench/synthetic_model.h"
+#include "fasa/fasa.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "sparse/policy.h"
@@ -138,6 +139,47 @@ TEST(Architectures, Gemma3EqualsLlamaCppWithTheSlidingCachesInSmallRings) {
   so.n_ubatch = 4;
   so.n_rewind = 0;
   expect_llama_cpp_outputs("gemma3-tiny", 1e-5, so);
+}
+
+// A sliding layer's ring keeps the window plus the rewind: truncating within it keeps the positions
+// (and decodes on exactly as before); beyond it the session starts again from 0, and a Context feeds
+// what was dropped again, so it goes on exactly as a fresh one.
+TEST(Architectures, Gemma3TruncateBeyondTheRingStartsAgainAndAContextFeedsTheRest) {
+  const std::string path = test::temp_dir() + "/gemma3.gguf";
+  write_synthetic_model(find_model_shape("gemma3-tiny"), DType::F32, path, 2);
+  auto model = load_model(path);
+  std::vector<int32_t> tokens(300);
+  for (int i = 0; i < 300; ++i) tokens[i] = 3 + (i * 37) % 1000;
+  SessionOptions so;
+  so.n_ubatch = 4;
+  so.n_rewind = 6;  // ring: 15 + 6 positions
+  Session s(*model, so);
+  const std::vector<int32_t> first(tokens.begin(), tokens.begin() + 30);
+  const std::span<const float> logits = s.eval(first);
+  const std::vector<float> want(logits.begin(), logits.end());
+  ASSERT_EQ(s.truncate(24), 24);  // 6 back
+  const std::vector<int32_t> again(tokens.begin() + 24, tokens.begin() + 30);
+  const std::span<const float> got = s.eval(again);
+  EXPECT_EQ(std::vector<float>(got.begin(), got.end()), want);
+  EXPECT_EQ(s.truncate(8), 0);  // the ring lost positions 8 still needs
+
+  Engine engine(path);
+  ContextOptions co;
+  co.n_ctx = 512;
+  GenerationOptions go;
+  go.max_tokens = 6;
+  go.logprobs = 0;
+  go.ignore_eos = true;
+  Context reused(engine, co), fresh(engine, co);
+  reused.feed_tokens(tokens);  // 300 positions: far past the ring (15 + the ubatch)
+  reused.truncate(10);
+  reused.feed_tokens({7, 8, 9});
+  fresh.feed_tokens(std::vector<int32_t>(tokens.begin(), tokens.begin() + 10));
+  fresh.feed_tokens({7, 8, 9});
+  const GenerationResult a = reused.generate(go), b = fresh.generate(go);
+  EXPECT_EQ(a.tokens, b.tokens);
+  ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
+  for (size_t i = 0; i < a.logprobs.size(); ++i) EXPECT_EQ(a.logprobs[i].logprob, b.logprobs[i].logprob) << i;
 }
 
 TEST(Architectures, Phi3LongRopeIsRefusedByName) {

@@ -121,6 +121,56 @@ TEST(Attention, CausalBlockEqualsEachPositionsReference) {
       }
 }
 
+// A sliding window: position i sees only the last `window` of its first_len + i rows.
+TEST(Attention, CausalBlockWithAWindowEqualsEachPositionsReferenceOverItsWindow) {
+  const int64_t n = 300;
+  const int d = 64;
+  auto k = test::random_floats(n * d, 23, 2.0f), v = test::random_floats(n * d, 24);
+  KvCache cache(1, 1, d, n, {}, DType::F16);
+  for (int64_t p = 0; p < n; ++p) cache.store(0, 0, p, &k[p * d], &v[p * d]);
+  const KvHeadView kv = cache.view(0, 0, n);
+  for (int64_t window : {1, 5, 64, 100, 1000})
+    for (auto [n_pos, n_qh, first_len] : {std::tuple{8, 4, 1}, {8, 4, 60}, {32, 1, 64}, {9, 3, 200}, {40, 2, 250}}) {
+      auto q = test::random_floats((size_t)n_pos * n_qh * d, n_pos + n_qh, 1.5f);
+      std::vector<float> out((size_t)n_pos * n_qh * d), ref(d);
+      causal_block_attention(q.data(), n_pos, n_qh, kv, first_len, 0.125f, out.data(), n_qh * d, window);
+      for (int i = 0; i < n_pos; ++i)
+        for (int h = 0; h < n_qh; ++h) {
+          const int64_t end = first_len + i, lo = std::max<int64_t>(0, end - window);
+          attention_reference(&q[((size_t)i * n_qh + h) * d], kv.from_row(lo), nullptr, end - lo, 0.125f, ref.data());
+          EXPECT_LE(test::normalized_error(&out[((size_t)i * n_qh + h) * d], ref.data(), d), 1e-5)
+              << "window " << window << " position " << i << " of " << n_pos << " head " << h << " first_len=" << first_len;
+        }
+    }
+}
+
+// A ring layer keeps its last positions, each twice, so that any of them in a row are one view.
+TEST(Attention, RingCacheViewsHoldTheLastPositionsInOrder) {
+  const int d = 16, ring = 24;
+  const int64_t n = 100;
+  auto k = test::random_floats(n * d, 25), v = test::random_floats(n * d, 26);
+  KvCache cache(2, 1, d, n, {}, DType::F32, {}, {0, ring});
+  std::vector<float> row(d);
+  for (int64_t p = 0; p < n; ++p) {
+    for (int l = 0; l < 2; ++l) cache.store(l, 0, p, &k[p * d], &v[p * d]);
+    for (int64_t begin : {p + 1 - ring, p - 7, p}) {
+      if (begin < 0) continue;
+      const KvHeadView kv = cache.view(1, 0, begin, p + 1);
+      ASSERT_EQ(kv.n_tokens, p + 1 - begin);
+      for (int64_t r = 0; r < kv.n_tokens; ++r) {
+        kv_load(kv.k_rest_row(r), DType::F32, d, row.data());
+        ASSERT_EQ(row, std::vector<float>(&k[(begin + r) * d], &k[(begin + r + 1) * d])) << p << " " << begin;
+        kv_load(kv.v_row(r), DType::F32, d, row.data());
+        ASSERT_EQ(row, std::vector<float>(&v[(begin + r) * d], &v[(begin + r + 1) * d])) << p << " " << begin;
+      }
+    }
+  }
+  EXPECT_THROW(cache.view(1, 0, 50, 50 + ring + 1), Error);  // more than the ring holds
+  EXPECT_EQ(cache.ring(0), 0);
+  EXPECT_EQ(cache.ring(1), ring);
+  EXPECT_LT(cache.bytes(), 2 * (size_t)n * d * 4 * 2);  // layer 1 holds 2 x 24 rows, not 100
+}
+
 TEST(Attention, CausalBlockRefusesRowsItDoesNotHave) {
   RandomKv kv(10, 8, 1);
   auto q = test::random_floats(4 * 8, 2);

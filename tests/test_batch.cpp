@@ -44,11 +44,20 @@ std::vector<std::vector<int32_t>> random_prompts(const Model& m) {
   return prompts;
 }
 
+// A context of 128; a ubatch > 0 (and no rewind) makes a sliding window's cache a ring of window - 1 +
+// ubatch positions.
+SessionOptions options(const PolicyOptions& o, int n_ubatch) {
+  SessionOptions so = session_options(o, 128);
+  if (n_ubatch > 0) so.n_ubatch = n_ubatch, so.n_rewind = 0;
+  return so;
+}
+
 // Each sequence alone: its prompt, then greedy steps.
-std::vector<Trace> alone(const Model& m, const PolicyOptions& o, const std::vector<std::vector<int32_t>>& prompts) {
+std::vector<Trace> alone(const Model& m, const PolicyOptions& o, const std::vector<std::vector<int32_t>>& prompts,
+                         int n_ubatch = 0) {
   std::vector<Trace> out(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    Session s(m, session_options(o, 128), make_selector(o, m));
+    Session s(m, options(o, n_ubatch), make_selector(o, m));
     out[i].record(s.eval(prompts[i]));
     for (int k = 0; k < kSteps; ++k) {
       const int32_t t = out[i].tokens.back();
@@ -60,9 +69,10 @@ std::vector<Trace> alone(const Model& m, const PolicyOptions& o, const std::vect
 
 // Together: sequences 0 and 1 prefill in one pass; then every pass decodes them while the third
 // sequence's prompt joins at step 3 (a prompt chunk and decode steps in one pass) and decodes after.
-std::vector<Trace> together(const Model& m, const PolicyOptions& o, const std::vector<std::vector<int32_t>>& prompts) {
+std::vector<Trace> together(const Model& m, const PolicyOptions& o, const std::vector<std::vector<int32_t>>& prompts,
+                            int n_ubatch = 0) {
   std::vector<std::unique_ptr<Session>> seqs;
-  for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back(std::make_unique<Session>(m, session_options(o, 128), make_selector(o, m)));
+  for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back(std::make_unique<Session>(m, options(o, n_ubatch), make_selector(o, m)));
   std::vector<Trace> out(prompts.size());
   std::vector<SessionTokens> batch = {{seqs[0].get(), prompts[0]}, {seqs[1].get(), prompts[1]}};
   eval_together(batch);
@@ -133,6 +143,28 @@ TEST(BatchedDecode, MixtureOfExpertsEqualsEachSequenceAlone) {
     o.dense_layers = "";
     o.synthetic_profile = true;
     const std::vector<Trace> want = alone(*m, o, prompts), got = together(*m, o, prompts);
+    for (int i = 0; i < kSequences; ++i) {
+      ASSERT_EQ(got[i].tokens, want[i].tokens) << attn << " sequence " << i;
+      for (size_t k = 0; k < want[i].logits.size(); ++k)
+        ASSERT_EQ(got[i].logits[k], want[i].logits[k]) << attn << " sequence " << i << " step " << k;
+    }
+  }
+}
+
+// Gemma 3's sliding layers (window 16) attend densely to their window from a ring of 23 positions
+// (ubatch 8) while every policy runs on the global layer: together as alone, for every policy.
+TEST(BatchedDecode, SlidingWindowLayersEqualEachSequenceAlone) {
+  const std::string path = test::temp_dir() + "/gemma3.gguf";
+  write_synthetic_model(find_model_shape("gemma3-tiny"), DType::Q8_0, path, 3);
+  auto m = load_model(path);
+  const auto prompts = random_prompts(*m);
+  for (const std::string& attn : selector_names()) {
+    PolicyOptions o;
+    o.attn = attn;
+    o.budget = "12";
+    o.dense_layers = "";
+    o.synthetic_profile = true;
+    const std::vector<Trace> want = alone(*m, o, prompts, 8), got = together(*m, o, prompts, 8);
     for (int i = 0; i < kSequences; ++i) {
       ASSERT_EQ(got[i].tokens, want[i].tokens) << attn << " sequence " << i;
       for (size_t k = 0; k < want[i].logits.size(); ++k)

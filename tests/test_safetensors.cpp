@@ -3,9 +3,12 @@
 // Llama directory it was fused from does; Mixtral and Qwen3-MoE directories load their experts.
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "bench/synthetic_model.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "model/session.h"
 #include "test_util.h"
@@ -175,6 +178,70 @@ TEST(Safetensors, TwoExpertsLikeTheDenseMlpEqualIt) {
     EXPECT_EQ(b->config.n_expert, 2);
     expect_same_logits(*a, *b);
   }
+}
+
+// A Gemma 3 text directory written from the gemma3-tiny GGUF (with kjv-tiny's vocabulary) as Hugging
+// Face stores it: its names (post_attention_layernorm is the attention's output norm there), row-major
+// shapes, and norms stored as w - 1 (Gemma's RMSNorm multiplies by 1 + w). The same logits.
+TEST(Safetensors, Gemma3DirectoryEqualsItsGguf) {
+  FASA_REQUIRE_SHARED();
+  ModelShape shape = find_model_shape("gemma3-tiny");
+  shape.n_vocab = 4096;  // kjv-tiny's tokenizer.model
+  const std::string dir = test::temp_dir(), gguf = dir + "/gemma3.gguf";
+  write_synthetic_model(shape, DType::F32, gguf, 4);
+  const std::map<std::string, std::string> renamed = {
+      {"token_embd.weight", "model.embed_tokens.weight"}, {"output_norm.weight", "model.norm.weight"},
+      {"attn_norm", "input_layernorm"}, {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+      {"attn_v", "self_attn.v_proj"}, {"attn_q_norm", "self_attn.q_norm"}, {"attn_k_norm", "self_attn.k_norm"},
+      {"attn_output", "self_attn.o_proj"}, {"post_attention_norm", "post_attention_layernorm"},
+      {"ffn_norm", "pre_feedforward_layernorm"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"}, {"post_ffw_norm", "post_feedforward_layernorm"}};
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  {
+    GgufFile f(gguf);
+    for (const GgufTensorInfo& t : f.tensors()) {
+      std::string name = t.name;  // blk.L.KIND.weight -> model.layers.L.HF_KIND.weight
+      if (name.rfind("blk.", 0) == 0) {
+        const size_t a = name.find('.', 4), b = name.rfind('.');
+        name = "model.layers." + name.substr(4, a - 4) + "." + renamed.at(name.substr(a + 1, b - a - 1)) + ".weight";
+      } else {
+        name = renamed.at(name);
+      }
+      std::vector<float> v((const float*)t.data, (const float*)t.data + t.bytes / 4);
+      if (name.find("norm") != std::string::npos)
+        for (float& x : v) x -= 1.0f;
+      const size_t at = data.size();
+      data.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+      header[name] = {{"dtype", "F32"}, {"shape", std::vector<int64_t>(t.ne.rbegin(), t.ne.rend())},
+                      {"data_offsets", {at, data.size()}}};
+    }
+  }
+  const std::string h = header.dump();
+  test::write_file(dir + "/model.safetensors", gguf_le64(h.size()) + h + data);
+  fs::copy_file(test::shared_dir() + "/models/kjv-tiny/hf-f32/tokenizer.model", dir + "/tokenizer.model");
+  const nlohmann::json config = {
+      {"model_type", "gemma3_text"}, {"hidden_size", shape.n_embd}, {"intermediate_size", shape.n_ff},
+      {"num_hidden_layers", shape.n_layer}, {"num_attention_heads", shape.n_head},
+      {"num_key_value_heads", shape.n_head_kv}, {"head_dim", shape.head_dim}, {"vocab_size", shape.n_vocab},
+      {"max_position_embeddings", shape.n_ctx}, {"rms_norm_eps", 1e-6}, {"rope_theta", shape.rope_base},
+      {"rope_local_base_freq", 10000.0}, {"sliding_window", shape.sliding_window}, {"query_pre_attn_scalar", shape.head_dim},
+      {"hidden_activation", "gelu_pytorch_tanh"}, {"tie_word_embeddings", true}, {"rope_scaling", nullptr},
+      {"final_logit_softcapping", nullptr}, {"attn_logit_softcapping", nullptr},
+      {"layer_types", {"sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+                       "sliding_attention", "full_attention"}}};
+  test::write_file(dir + "/config.json", config.dump());
+
+  auto a = load_model(gguf), b = load_model(dir);
+  EXPECT_EQ(b->config.arch, "gemma3");
+  EXPECT_EQ(b->config.sliding_window, 16);
+  std::vector<int32_t> tokens(40);  // past the window
+  for (int i = 0; i < 40; ++i) tokens[i] = 1 + (i * 97) % 4000;
+  Session s1(*a, {}), s2(*b, {});
+  std::vector<float> l1, l2;
+  s1.eval(tokens, &l1);
+  s2.eval(tokens, &l2);
+  EXPECT_EQ(l1, l2);
 }
 
 TEST(Safetensors, TensorsOfTheRealModelAreFound) {

@@ -151,7 +151,9 @@ std::vector<float> AgreementMeter::mean_fc_ca() const {
   return out;
 }
 
-int64_t AgreementMeter::fc_queries() const { return fc_count_.empty() ? 0 : fc_count_[0]; }
+int64_t AgreementMeter::fc_queries() const {  // (a sliding layer's heads, never observed, count none)
+  return fc_count_.empty() ? 0 : *std::max_element(fc_count_.begin(), fc_count_.end());
+}
 
 std::vector<std::vector<int32_t>> token_windows(const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos) {
   if (n_ctx < 2) throw Error("token windows need a context of at least 2 tokens");  // else no progress

@@ -1,6 +1,7 @@
 // Hugging Face directory -> Model: config.json + safetensors (single or sharded) + tokenizer.model or .json.
 #include <filesystem>
 #include <fstream>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -32,6 +33,28 @@ double num_field(const json& j, const char* key, const std::string& path, double
   return j[key].get<double>();
 }
 
+// Gemma 3's text config: GeGLU with tanh GELU, the extra norms, local layers every but
+// sliding_window_pattern-th (or as layer_types lists them), queries scaled by query_pre_attn_scalar.
+void gemma3_params(const json& j, const std::string& path, ModelConfig& c) {
+  c.embd_scale = c.post_norms = c.gelu_ffn = true;
+  const std::string act = j.value("hidden_activation", std::string("gelu_pytorch_tanh"));
+  if (act != "gelu_pytorch_tanh") fail(path, "hidden_activation '" + act + "' is not supported (gelu_pytorch_tanh is)");
+  if (j.contains("attn_logit_softcapping") && !j["attn_logit_softcapping"].is_null())
+    fail(path, "attn_logit_softcapping is not supported");
+  c.final_softcap = (float)num_field(j, "final_logit_softcapping", path, 0.0);
+  c.attn_scale = 1.0f / std::sqrt((float)num_field(j, "query_pre_attn_scalar", path, c.head_dim));
+  c.rope_base_local = (float)num_field(j, "rope_local_base_freq", path, 10000.0);
+  c.sliding_window = int_field(j, "sliding_window", path, 0);
+  c.sliding_period = int_field(j, "sliding_window_pattern", path, 6);
+  if (j.contains("layer_types") && j["layer_types"].is_array()) {  // newer configs: each layer's kind
+    const json& kinds = j["layer_types"];
+    for (int l = 0; l < (int)kinds.size() && l < c.n_layer; ++l)
+      if ((kinds[l] == "sliding_attention") != c.sliding(l))
+        fail(path, "layer_types: only every " + std::to_string(c.sliding_period) +
+                       "th layer global (sliding_window_pattern) is supported; layer " + std::to_string(l) + " differs");
+  }
+}
+
 std::unique_ptr<Model> read_hf_model(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
@@ -43,12 +66,13 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
   ModelConfig& c = m->config;
   const std::string type = j.value("model_type", std::string());
   if (type != "llama" && type != "mistral" && type != "mixtral" && type != "qwen2" && type != "qwen3" &&
-      type != "qwen3_moe" && type != "phi3")
+      type != "qwen3_moe" && type != "phi3" && type != "gemma3_text")
     fail(cfg_path, "model_type '" + type +
-                       "' is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3)");
-  const bool mixtral = type == "mixtral", qwen3moe = type == "qwen3_moe";
-  c.arch = type == "mistral" || mixtral ? "llama" : qwen3moe ? "qwen3moe" : type;
-  c.qk_norm = type == "qwen3" || qwen3moe;
+                       "' is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, "
+                       "gemma3_text)");
+  const bool mixtral = type == "mixtral", qwen3moe = type == "qwen3_moe", gemma3 = type == "gemma3_text";
+  c.arch = type == "mistral" || mixtral ? "llama" : qwen3moe ? "qwen3moe" : gemma3 ? "gemma3" : type;
+  c.qk_norm = type == "qwen3" || qwen3moe || gemma3;
   c.n_layer = int_field(j, "num_hidden_layers", cfg_path);
   c.n_embd = int_field(j, "hidden_size", cfg_path);
   c.n_ff = int_field(j, "intermediate_size", cfg_path);
@@ -79,17 +103,25 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
   c.rope_layout = RopeLayout::Neox;
   c.qkv_bias = c.arch == "qwen2" || j.value("attention_bias", false);
   c.tied_output = j.value("tie_word_embeddings", false);
+  if (gemma3) gemma3_params(j, cfg_path, c);
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const json& rs = j["rope_scaling"];
     if (!rs.is_object()) fail(cfg_path, "rope_scaling is not an object");
     const std::string rt = rs.value("rope_type", rs.value("type", std::string()));
-    if (rt != "llama3") fail(cfg_path, "rope_scaling type '" + rt + "' is not supported (supported: llama3)");
+    if (rt == "linear" && gemma3) {
+      const float factor = (float)num_field(rs, "factor", cfg_path, 1.0);
+      if (!(factor > 0)) fail(cfg_path, "rope_scaling factor must be positive");
+      c.rope_freq_factors.assign(c.n_rot / 2, factor);
+    } else if (rt != "llama3") {
+      fail(cfg_path, "rope_scaling type '" + rt + "' is not supported (supported: llama3; linear for gemma3)");
+    } else {
     const float factor = (float)num_field(rs, "factor", cfg_path, 8.0);
     const float lo = (float)num_field(rs, "low_freq_factor", cfg_path, 1.0);
     const float hi = (float)num_field(rs, "high_freq_factor", cfg_path, 4.0);
     const int orig = int_field(rs, "original_max_position_embeddings", cfg_path, 8192);
     if (!(factor > 0) || !(hi > lo) || orig <= 0) fail(cfg_path, "rope_scaling parameters are inconsistent");
     c.rope_freq_factors = llama3_rope_factors(c.n_rot, c.rope_base, factor, lo, hi, orig);
+    }
   }
   c.validate(cfg_path);
 
@@ -106,7 +138,9 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
                     "model.layers.{}.self_attn.q_proj.bias", "model.layers.{}.self_attn.k_proj.bias",
                     "model.layers.{}.self_attn.v_proj.bias", "model.layers.{}.self_attn.q_norm.weight",
                     "model.layers.{}.self_attn.k_norm.weight", "model.layers.{}.self_attn.o_proj.weight",
-                    "model.layers.{}.post_attention_layernorm.weight", "model.layers.{}.mlp.gate_proj.weight",
+                    gemma3 ? "model.layers.{}.pre_feedforward_layernorm.weight"
+                           : "model.layers.{}.post_attention_layernorm.weight",
+                    "model.layers.{}.mlp.gate_proj.weight",
                     "model.layers.{}.mlp.up_proj.weight", "model.layers.{}.mlp.down_proj.weight",
                     "model.layers.{}.self_attn.qkv_proj.weight",
                     c.arch == "phi3" ? "model.layers.{}.mlp.gate_up_proj.weight" : "",
@@ -115,12 +149,20 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
                     mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w1.weight" : "model.layers.{}.mlp.experts.{e}.gate_proj.weight",
                     mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w3.weight" : "model.layers.{}.mlp.experts.{e}.up_proj.weight",
                     mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w2.weight" : "model.layers.{}.mlp.experts.{e}.down_proj.weight",
-                    "", ""};
+                    "model.layers.{}.post_attention_layernorm.weight", "model.layers.{}.post_feedforward_layernorm.weight"};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
     return it == refs.end() ? nullptr : &it->second;
   }, dir);
   m->weights.mappings = st.mappings();
+  if (gemma3) {  // Gemma's RMSNorm multiplies by 1 + w (GGUF files store the sum)
+    auto shift = [](std::vector<float>& w) {
+      for (float& x : w) x += 1.0f;
+    };
+    shift(m->weights.output_norm);
+    for (LayerWeights& L : m->weights.layers)
+      for (auto* w : {&L.attn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm, &L.ffn_norm, &L.post_ffn_norm}) shift(*w);
+  }
 
   bool add_bos = true;
   const fs::path tok_cfg = fs::path(dir) / "tokenizer_config.json";
