@@ -194,8 +194,11 @@ class Context {
   int64_t n_ctx() const;
   const std::vector<int32_t>& tokens() const { return tokens_; }  // [n_past()] fed and generated, in order
   // Forgets positions >= n (n <= n_past()): the start of a cached prompt is kept for the next one.
-  // Token n-1 is evaluated again by the next feed or generate (its logits went with the rest).
+  // Token n-1 is evaluated again by the next feed or generate (its logits went with the rest); so are
+  // all n where a sliding window's cache no longer holds what position n sees (Gemma 3, far back).
   void truncate(int64_t n);
+  // Positions whose keys and values are cached: n_past() less what the next feed evaluates first.
+  int64_t n_cached() const;
   // Whether a truncated context continues exactly as a fresh one fed the same tokens would (false for
   // policies that keep votes of forgotten queries: H2O, SnapKV).
   bool prefix_reuse_is_exact() const;

@@ -64,6 +64,7 @@ Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(eng
 Context::~Context() = default;
 
 int64_t Context::n_past() const { return session_->n_past() + (int64_t)unevaluated_.size(); }
+int64_t Context::n_cached() const { return session_->n_past(); }
 int64_t Context::n_ctx() const { return session_->n_ctx(); }
 
 void Context::eval(std::span<const int32_t> ids, std::vector<float>* all_logits) {
@@ -158,6 +159,8 @@ void Context::truncate(int64_t n) {
     // (A sliding window's cache may keep fewer: those go again too.)
     const int64_t kept = session_->truncate(std::max<int64_t>(0, n - 1));
     unevaluated_.assign(tokens_.begin() + kept, tokens_.begin() + n);
+  } else {
+    unevaluated_.resize(n - session_->n_past());  // the pending tokens before n
   }
   tokens_.resize(n);
 }

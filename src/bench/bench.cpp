@@ -99,7 +99,8 @@ BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy,
   const ModelConfig& c = model.config;
   if (depth < 1 || steps < 1) throw Error("attention bench: the depth and the steps must be positive");
   const std::unique_ptr<TokenSelector> selector = make_selector(policy, model);
-  const int layer = c.n_layer > 1 ? 1 : 0;  // layer 0 is FASA's default dense layer
+  int layer = c.n_layer > 1 ? 1 : 0;  // layer 0 is FASA's default dense layer; a sliding one never meets the policy
+  while (c.sliding(layer) && layer + 1 < c.n_layer) ++layer;
   const int D = c.head_dim, HKV = c.n_head_kv, group = c.n_head / c.n_head_kv;
   std::vector<KeyLayout> layouts;
   for (int g = 0; g < HKV; ++g) layouts.push_back(selector->key_layout(layer, g));
@@ -111,7 +112,7 @@ BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy,
   std::vector<float> q((size_t)steps * c.n_head * D);  // [steps, n_head, D] a query per step, model order
   for (float& x : q) x = normal(rng);
   std::vector<float> out((size_t)c.n_head * D);        // [n_head, D]
-  const float scale = 1.0f / std::sqrt((float)D);
+  const float scale = c.attention_scale();
   auto step = [&](int i) {  // every query head of the layer, threads over KV heads as in a decode step
     cache.begin_decode_layer(0);
 #pragma omp parallel

@@ -1,5 +1,6 @@
 #include "draw/profile_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -11,6 +12,7 @@ std::vector<LayerCaShares> ca_shares(const Profile& p) {
   std::vector<LayerCaShares> out;
   const int H = p.model.n_head, F = p.n_fc;
   LayerCaShares all;
+  int measured = 0;
   for (int l = 0; l < p.model.n_layer; ++l) {
     LayerCaShares s;
     s.layer = l;
@@ -21,15 +23,18 @@ std::vector<LayerCaShares> ca_shares(const Profile& p) {
         s.low += v < 0.15f;
         s.mean += v;
       }
-    all.high += s.high;
-    all.low += s.low;
-    all.mean += s.mean;
+    if (s.mean > 0) {  // (a layer without measurements, a sliding one's, stays out of the whole's shares)
+      all.high += s.high;
+      all.low += s.low;
+      all.mean += s.mean;
+      ++measured;
+    }
     s.high /= H * F;
     s.low /= H * F;
     s.mean /= H * F;
     out.push_back(s);
   }
-  const double cells = (double)p.model.n_layer * H * F;
+  const double cells = (double)std::max(measured, 1) * H * F;
   all.high /= cells;
   all.low /= cells;
   all.mean /= cells;

@@ -236,8 +236,11 @@ void Session::forward(std::span<const ForwardPart> parts) {
   const auto target = std::find_if(parts.begin(), parts.end(), [](const ForwardPart& p) { return p.logits; });
   float* logits = one ? target->logits : all.data();  // [R, n_vocab]
   matmul(w.output, xb.data(), (int)rows.size(), logits);
-  if (c.final_softcap > 0)
-    for (size_t i = 0; i < rows.size() * V; ++i) logits[i] = c.final_softcap * std::tanh(logits[i] / c.final_softcap);
+  if (c.final_softcap > 0) {
+    const int64_t n_logits = (int64_t)(rows.size() * V);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n_logits; ++i) logits[i] = c.final_softcap * std::tanh(logits[i] / c.final_softcap);
+  }
   if (one) return;
   size_t r = 0;
   for (const ForwardPart& part : parts)

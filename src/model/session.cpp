@@ -23,10 +23,10 @@ std::vector<KeyLayout> key_layouts(const TokenSelector& policy, const ModelConfi
 
 // Positions each layer's cache keeps: a sliding layer's window, the most tokens a pass appends before
 // its first one attends (the ubatch), and the rewind.   [n_layer]; 0: all
-std::vector<int64_t> ring_sizes(const ModelConfig& c, int n_ubatch, int64_t n_rewind) {
+std::vector<int64_t> ring_sizes(const ModelConfig& c, int64_t n_ctx, int n_ubatch, int64_t n_rewind) {
   std::vector<int64_t> ring(c.n_layer, 0);
-  for (int l = 0; l < c.n_layer; ++l)
-    if (c.sliding(l)) ring[l] = c.sliding_window - 1 + std::max<int64_t>({n_ubatch, n_rewind, 1});
+  for (int l = 0; l < c.n_layer; ++l)  // (a ring of n_ctx or more is no ring)
+    if (c.sliding(l)) ring[l] = c.sliding_window - 1 + std::max<int64_t>({n_ubatch, std::min(n_rewind, n_ctx), 1});
   return ring;
 }
 }  // namespace
@@ -36,7 +36,9 @@ Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenS
       policy_(policy ? std::move(policy) : std::make_shared<FullAttention>()),
       cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim,
              opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train, key_layouts(*policy_, model.config),
-             opts.kv_types, opts.offload, ring_sizes(model.config, opts.n_ubatch > 0 ? opts.n_ubatch : 256, opts.n_rewind)),
+             opts.kv_types, opts.offload,
+             ring_sizes(model.config, opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train,
+                        opts.n_ubatch > 0 ? opts.n_ubatch : 256, opts.n_rewind)),
       n_ubatch_(opts.n_ubatch > 0 ? opts.n_ubatch : 256),
       max_chunk_(model.config.sliding_window > 0 ? n_ubatch_ : INT64_MAX),
       inv_freq_(model.config.rope_inv_freq()),
@@ -142,6 +144,8 @@ void Session::start_from_prefill(const Session& dense, const std::vector<std::ve
   const int64_t n = dense.n_past_;
   if (n_past_ != 0 || &dense.model_ != &model_ || n > cache_.n_ctx() || (int)queries.size() != c.n_layer)
     throw Error("start_from_prefill: sessions do not match");
+  for (int l = 0; l < c.n_layer; ++l)  // (a ring holds only its last positions: both must hold the same)
+    if (cache_.ring(l) != dense.cache_.ring(l)) throw Error("start_from_prefill: the sliding windows' caches differ");
   std::vector<float> k(c.head_dim), v(c.head_dim);  // one row as float
   for (int l = 0; l < c.n_layer; ++l) {
     if (dense.cache_.layout(l, 0).n_dom != 0) throw Error("start_from_prefill: the source is not dense");

@@ -463,8 +463,10 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
   int64_t keep = r.cache_prompt && !echo_logprobs && ctx.prefix_reuse_is_exact()
                      ? std::min(common_prefix(ctx.tokens(), job.prompt), slot.reusable) : 0;
   keep = std::max<int64_t>(0, std::min(keep, n - 1));
+  int64_t cached = 0;  // positions kept in the cache (the last kept token is evaluated again; a sliding window may keep none)
   try {
     ctx.truncate(keep);
+    cached = ctx.n_cached();
     to_feed.assign(job.prompt.begin() + keep, job.prompt.end());
     if (echo_logprobs) {
       const double before = ctx.stats().prompt_seconds;
@@ -485,7 +487,7 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
     throw;
   }
   slot.reusable = ctx.decode_is_dense() ? std::numeric_limits<int64_t>::max() : r.echo_policy ? 0 : n;
-  job.cached_tokens = std::max<int64_t>(0, keep - 1);  // the last kept token is evaluated again
+  job.cached_tokens = cached;
   request_log.prompt_tokens = n;
   request_log.cached_tokens = job.cached_tokens;
   return ctx;

@@ -27,14 +27,14 @@ FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOpt
   std::vector<int> counts;  // [n_layer * n_head] chunks per query head; empty: n_tip everywhere
   if (opts_.adaptive) {
     std::vector<char> sparse_layer(c.n_layer);
-    for (int l = 0; l < c.n_layer; ++l) sparse_layer[l] = !is_dense_layer(l);
+    for (int l = 0; l < c.n_layer; ++l) sparse_layer[l] = !is_dense_layer(l) && !c.sliding(l);  // FASA's layers
     counts = adaptive_chunk_counts(profile, n_tip, opts_.sharing, sparse_layer);
   }
   dims_.resize((size_t)c.n_layer * c.n_head);
   for (int l = 0; l < c.n_layer; ++l)
     for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
       KeyLayout layout;
-      if (is_dense_layer(l)) {
+      if (is_dense_layer(l) || c.sliding(l)) {  // (a sliding layer never reaches the policy)
         layouts_.push_back(layout);
         continue;
       }
