@@ -108,10 +108,10 @@ TEST(KvRows, DotAndAddScaledMatchScalarLoops) {
 
 // TIP scores (8 rows at a time, transposed) against one plain dot per row and query, for row ranges
 // with tails and K_dom widths the vector path takes (multiples of 8; 8..32 compiled per width) and the
-// ones it does not.
+// ones it does not (past 256).
 TEST(KvRows, TipScoresMatchPlainDots) {
   for (DType t : kKvTypes)
-    for (int nd : {4, 8, 12, 16, 24, 32, 40, 64})
+    for (int nd : {4, 8, 12, 16, 24, 32, 40, 64, 256, 264})
       for (int n_q : {1, 2, 3, 4, 5, 8}) {
         const int rows = 61;
         const auto x = test::random_floats((size_t)rows * nd, nd, 2.0f), q = test::random_floats((size_t)n_q * nd, n_q);
@@ -177,7 +177,7 @@ TEST(KvRows, DotRowsMatchPlainDots) {
 // against one kv_add_scaled per row and head; the rows are scattered, as a gathered block's are.
 TEST(KvRows, WeightedRowsMatchAddScaled) {
   for (DType t : kKvTypes)
-    for (int d : {8, 40, 64, 72, 128})
+    for (int d : {8, 40, 64, 72, 128, 256})
       for (int n_q : {1, 2, 3, 4, 5, 8})
         for (int n_rows : {1, 7, 64}) {
           const int stored = 100;

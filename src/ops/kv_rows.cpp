@@ -199,7 +199,7 @@ inline void score_rows8(const float* q, int n_dom, const __m256* cols, float* sc
 // else 0 and n_dom at run time.
 template <DType T, int ND>
 int64_t tip_blocks(const float* q, int n_q, const void* plane, int n_dom, int64_t lo, int64_t hi, float* score) {
-  constexpr int kMaxDom = 128;
+  constexpr int kMaxDom = 256;
   const int nd = ND ? ND : n_dom;
   const size_t row_bytes = kv_row_bytes(T, nd);
   const int64_t m = hi - lo;
@@ -224,7 +224,7 @@ void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, 
                 float* score) {
   int64_t j = lo;
 #if FASA_KV_SIMD
-  if (n_dom % 8 == 0 && n_dom <= 128 && n_q >= kTipTransposedMinQueries)
+  if (n_dom % 8 == 0 && n_dom <= 256 && n_q >= kTipTransposedMinQueries)
     with_kv_type(t, [&](auto type) {
       constexpr DType T = type();
       switch (n_dom) {
@@ -370,6 +370,7 @@ inline void weighted_rows_chunk(const float* w, const void* const* rows, int n_r
   for (int h = 0; h < NQ; ++h)
     for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(out + (size_t)h * d + k0 + 8 * v, acc[h][v]);
 }
+
 
 template <DType T, int NQ>
 void weighted_rows(const float* w, const void* const* rows, int n_rows, int d, float* out) {
