@@ -371,7 +371,6 @@ inline void weighted_rows_chunk(const float* w, const void* const* rows, int n_r
     for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(out + (size_t)h * d + k0 + 8 * v, acc[h][v]);
 }
 
-
 template <DType T, int NQ>
 void weighted_rows(const float* w, const void* const* rows, int n_rows, int d, float* out) {
   constexpr int kWidth = NQ <= 2 ? 32 : 16;
