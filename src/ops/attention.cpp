@@ -49,10 +49,6 @@ void prefetch_rows(const KvHeadView& kv, const int32_t* rows, int64_t j0, int64_
 }
 
 namespace {
-// split_grouped_attention's slices are at least this long: a task and a merge cost microseconds, a
-// slice of 4096 rows (F16, head_dim 64: 1 MiB of keys and values) far more.
-constexpr int64_t kMinRowsPerPart = 4096;
-
 // One pass of online-softmax attention over rows [j_begin, j_end) for n_q heads, continuing the state
 // in max_score/denom (per head) and out (the unnormalised weighted sum of value rows).
 //   q, out: [n_q, d]; max_score, denom: [n_q]
@@ -160,9 +156,9 @@ void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int3
 }
 
 void split_grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows,
-                             float scale, float* out) {
+                             float scale, float* out, int64_t min_slice) {
   const int d = kv.head_dim;
-  const int64_t parts = omp_in_parallel() ? std::min<int64_t>(omp_get_num_threads(), n_rows / kMinRowsPerPart) : 1;
+  const int64_t parts = omp_in_parallel() ? std::min<int64_t>(omp_get_num_threads(), n_rows / min_slice) : 1;
   if (parts <= 1) return grouped_attention(q, n_q, kv, rows, n_rows, scale, out);
   // Flash-decoding: each part is a task with its own online-softmax state over a slice of the rows;
   // threads with nothing else to do (more threads than KV heads, or done early) take them up.

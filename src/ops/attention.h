@@ -26,11 +26,12 @@ void grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int3
                        float scale, float* out);
 
 // grouped_attention for a decode step (flash-decoding): inside a parallel region, the rows are cut
-// into slices of at least 4096 that run as OpenMP tasks, so threads beyond the number of KV heads
-// (or done with theirs) share the long rows; the slices' softmax states merge exactly. Outside a
+// into slices of at least `min_slice` that run as OpenMP tasks, so threads beyond the number of KV
+// heads (or done with theirs) share the long rows; the slices' softmax states merge exactly. Outside a
 // parallel region, or for short ranges, it is grouped_attention.   q, out: [n_q, head_dim]
+constexpr int64_t kMinRowsPerSlice = 4096;  // a task and a merge cost microseconds, 4096 rows far more
 void split_grouped_attention(const float* q, int n_q, const KvHeadView& kv, const int32_t* rows, int64_t n_rows,
-                             float scale, float* out);
+                             float scale, float* out, int64_t min_slice = kMinRowsPerSlice);
 
 // Asks the memory system for rows r_j, j0 <= j < j1 (key planes and value) ahead of use: the next
 // block's reads overlap this block's arithmetic, and gathered rows follow no pattern the hardware
