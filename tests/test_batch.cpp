@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include <omp.h>
+
 #include "api/prompt_chunk.h"
 #include "bench/synthetic_model.h"
 #include "fasa/fasa.h"
@@ -171,6 +173,40 @@ TEST(BatchedDecode, SlidingWindowLayersEqualEachSequenceAlone) {
         ASSERT_EQ(got[i].logits[k], want[i].logits[k]) << attn << " sequence " << i << " step " << k;
     }
   }
+}
+
+// One KV head and a window of 512 on two threads: a decode step's window is cut in slices that the
+// threads share (as where the model has fewer KV heads than threads), in a step alone as together.
+TEST(BatchedDecode, SharedOutWindowsEqualEachSequenceAlone) {
+  ModelShape shape = find_model_shape("gemma3-tiny");
+  shape.n_head_kv = 1;
+  shape.sliding_window = 512;
+  const std::string path = test::temp_dir() + "/gemma3-mqa.gguf";
+  write_synthetic_model(shape, DType::F16, path, 5);
+  auto m = load_model(path);
+  std::vector<std::vector<int32_t>> prompts(2, std::vector<int32_t>(700));
+  for (size_t i = 0; i < prompts.size(); ++i)
+    for (size_t t = 0; t < 700; ++t) prompts[i][t] = 3 + (int32_t)((t * 31 + i * 7) % 1000);
+  SessionOptions so;
+  so.n_ctx = 720;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::vector<std::vector<float>> alone_logits;
+  for (const auto& p : prompts) {
+    Session s(*m, so);
+    s.eval(p);
+    const int32_t next = 5;
+    const std::span<const float> l = s.eval(std::span<const int32_t>(&next, 1));
+    alone_logits.emplace_back(l.begin(), l.end());
+  }
+  Session a(*m, so), b(*m, so);  // prefilled alone (a pass of 2 x 256 prompt tokens is equal within rounding)
+  a.eval(prompts[0]);
+  b.eval(prompts[1]);
+  const int32_t next = 5;
+  eval_together(std::vector<SessionTokens>{{&a, {&next, 1}}, {&b, {&next, 1}}});
+  EXPECT_EQ(std::vector<float>(a.logits().begin(), a.logits().end()), alone_logits[0]);
+  EXPECT_EQ(std::vector<float>(b.logits().begin(), b.logits().end()), alone_logits[1]);
+  omp_set_num_threads(threads);
 }
 
 // The public API: contexts generating together give what each generates alone, with their own

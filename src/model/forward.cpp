@@ -182,9 +182,10 @@ void Session::forward(std::span<const ForwardPart> parts) {
           try {
             if (sliding) {
               const KvHeadView kv = s.cache_.view(l, g, std::max<int64_t>(0, s.n_past_ - c.sliding_window + 1), s.n_past_ + 1);
-              // (a window is short: with fewer KV heads than threads, it is shared out too)
+              // (a window is short: with fewer KV heads than threads, it is shared out too; decided by
+              // the model, not the batch, so a sequence's result does not depend on its batch)
               split_grouped_attention(qg.data(), group, kv, nullptr, kv.n_tokens, scale, out,
-                                      tasks < omp_get_num_threads() ? kMinRowsPerWindowSlice : kMinRowsPerSlice);
+                                      HKV < omp_get_num_threads() ? kMinRowsPerWindowSlice : kMinRowsPerSlice);
             } else {
               decode_group_attention(*s.policy_, l, g, s.n_past_, s.cache_, l, qg.data(), group, scale, out, scratch);
             }
