@@ -111,7 +111,7 @@ TEST(KvRows, DotAndAddScaledMatchScalarLoops) {
 // ones it does not (past 256).
 TEST(KvRows, TipScoresMatchPlainDots) {
   for (DType t : kKvTypes)
-    for (int nd : {4, 8, 12, 16, 24, 32, 40, 64, 256, 264})
+    for (int nd : {4, 8, 12, 16, 24, 32, 40, 64, 136, 200, 256, 264})
       for (int n_q : {1, 2, 3, 4, 5, 8}) {
         const int rows = 61;
         const auto x = test::random_floats((size_t)rows * nd, nd, 2.0f), q = test::random_floats((size_t)n_q * nd, n_q);
