@@ -192,16 +192,16 @@ void release_file_pages(const uint8_t* p, size_t n, const std::vector<std::vecto
 // A copy of m's rows packed for the decode matmul, where this CPU has the kernel for m's type. Packed
 // Q4_K and Q4_0 rows serve every batch (matmul.cpp), so the file's copy of them leaves memory: the
 // model's resident size stays what the file is.
-void pack_for_decode(Matrix& m, std::vector<std::vector<uint8_t>>& owned) {
+void pack_for_decode(Matrix& m, const std::vector<std::vector<uint8_t>>& owned, std::vector<HugeBuffer>& packed) {
   if (!has_packed_rows(m.type) || m.cols % 32 != 0) return;
   const int64_t groups = m.rows / kDirectRows;
   const size_t group_bytes = packed_group_bytes(m.type, m.cols);
-  std::vector<uint8_t>& buf = owned.emplace_back(groups * group_bytes);
+  HugeBuffer& buf = packed.emplace_back(groups * group_bytes);
 #pragma omp parallel for schedule(static)
   for (int64_t g = 0; g < groups; ++g) {
     const void* rows[kDirectRows];
     for (int i = 0; i < kDirectRows; ++i) rows[i] = m.row(g * kDirectRows + i);
-    pack_rows(m.type, rows, m.cols, &buf[g * group_bytes]);
+    pack_rows(m.type, rows, m.cols, buf.data() + g * group_bytes);
   }
   m.packed = buf.data();
   if (m.type != DType::Q8_0) release_file_pages(m.data, (size_t)(groups * kDirectRows) * m.row_bytes, owned);
@@ -264,12 +264,12 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     L.w_down = bind_matrix(lookup, n(names.w_down), cfg.n_embd, cfg.n_ff, src, w.owned);
     w.layers.push_back(std::move(L));
   }
-  pack_for_decode(w.output, w.owned);
+  pack_for_decode(w.output, w.owned, w.packed);
   for (LayerWeights& L : w.layers) {
-    for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack_for_decode(*m, w.owned);
+    for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack_for_decode(*m, w.owned, w.packed);
     for (auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})  // (packed Q8_0 would double their memory)
       for (Matrix& m : *experts)
-        if (m.type != DType::Q8_0) pack_for_decode(m, w.owned);
+        if (m.type != DType::Q8_0) pack_for_decode(m, w.owned, w.packed);
   }
   return w;
 }

@@ -8,6 +8,7 @@
 
 #include "io/mapped_file.h"
 #include "ops/matrix.h"
+#include "util/huge_buffer.h"
 
 namespace fasa {
 
@@ -42,6 +43,7 @@ struct ModelWeights {
   Matrix output;                    // [n_vocab, n_embd]; the embedding itself when tied
   std::vector<std::shared_ptr<const MappedFile>> mappings;  // keep the bytes above alive
   std::vector<std::vector<uint8_t>> owned;  // aligned copies of misaligned tensors
+  std::vector<HugeBuffer> packed;           // the matrices' packed copies (Matrix::packed)
 };
 
 }  // namespace fasa
