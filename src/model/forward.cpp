@@ -181,7 +181,8 @@ void Session::forward(std::span<const ForwardPart> parts) {
           float* out = &att[(size_t)t * q_dim + (size_t)g * group * D];
           try {
             if (sliding) {
-              const KvHeadView kv = s.cache_.view(l, g, std::max<int64_t>(0, s.n_past_ - c.sliding_window + 1), s.n_past_ + 1);
+              const int64_t from = std::max<int64_t>(0, s.n_past_ - c.sliding_window + 1);
+              const KvHeadView kv = s.cache_.view(l, g, from, s.n_past_ + 1);
               // (a window is short: with fewer KV heads than threads, it is shared out too; decided by
               // the model, not the batch, so a sequence's result does not depend on its batch)
               split_grouped_attention(qg.data(), group, kv, nullptr, kv.n_tokens, scale, out,
