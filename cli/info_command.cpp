@@ -38,8 +38,7 @@ int info_main(const std::string& path) {
   std::printf("attention:      %d query / %d KV heads (GQA %d:1), head dim %d%s\n", c.n_head, c.n_head_kv,
               c.n_head / c.n_head_kv, c.head_dim, c.qkv_bias ? ", Q/K/V bias" : "");
   if (c.sliding_window > 0) {
-    int global = 0;
-    for (int l = 0; l < c.n_layer; ++l) global += !c.sliding(l);
+    const int global = c.n_global_layers();
     std::printf("sliding window: %d of %d layers see the last %d positions (RoPE base %g); %d global layers, where "
                 "the --attn policy runs\n", c.n_layer - global, c.n_layer, c.sliding_window, c.rope_base_local, global);
   }

@@ -34,9 +34,7 @@ void run_dense_windows(const Model& m, const std::string& text, int64_t n_ctx, A
   const auto windows = token_windows(tokens, n_ctx, m.tokenizer.bos());
   if (n_tokens) *n_tokens = (int64_t)tokens.size();
   int64_t total = 0;
-  int observed = 0;  // layers the observer sees: not the sliding ones
-  for (int l = 0; l < m.config.n_layer; ++l) observed += !m.config.sliding(l);
-  for (auto& w : windows) total += (int64_t)w.size() * observed;
+  for (auto& w : windows) total += (int64_t)w.size() * m.config.n_global_layers();  // (the observer's layers)
   ProgressBar bar(progress_label, total);
   ProgressObserver counting(observer, bar);
   SessionOptions so;

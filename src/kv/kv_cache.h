@@ -104,13 +104,14 @@ class KvCache {
  private:
   struct HeadPlanes {
     KeyLayout layout;
-    std::vector<uint8_t> k_dom;   // [n_ctx, n_dom] rows of types_.k
-    std::vector<uint8_t> k_tip;   // [n_ctx, n_dom] Q8_0 rows with types_.tip_int8, else empty
-    std::vector<uint8_t> k_rest;  // [n_ctx, head_dim - n_dom] of types_.k; empty when offloaded
-    std::vector<uint8_t> v;       // [n_ctx, head_dim] of types_.v; empty when offloaded
+    std::vector<uint8_t> k_dom;   // [rows, n_dom] rows of types_.k
+    std::vector<uint8_t> k_tip;   // [rows, n_dom] Q8_0 rows with types_.tip_int8, else empty
+    std::vector<uint8_t> k_rest;  // [rows, head_dim - n_dom] of types_.k; empty when offloaded
+    std::vector<uint8_t> v;       // [rows, head_dim] of types_.v; empty when offloaded
     int slot = -1;                // the head's index in offload_, or -1
     int64_t ring = 0;             // > 0: a ring of that many positions, each stored twice (above)
   };
+  // A head's rows: n_ctx, or twice its ring.
   int64_t rows(const HeadPlanes& h) const { return h.ring ? 2 * h.ring : n_ctx_; }
   size_t index(int layer, int kv_head) const { return (size_t)layer * n_head_kv_ + kv_head; }
   // Sizes h's key planes for its layout (zeros; K_rest only when not offloaded).

@@ -50,6 +50,7 @@ struct ModelConfig {
   float rope_base_local = 10000.0f;
 
   bool sliding(int layer) const { return sliding_window > 0 && (layer + 1) % sliding_period != 0; }
+  int n_global_layers() const;  // the layers that are not sliding (where a policy runs)
   float attention_scale() const;
 
   // Angular frequency of each RoPE plane: base^(-2i/n_rot) / factor_i; `local`: a sliding layer's

@@ -23,6 +23,12 @@ std::vector<float> ModelConfig::rope_inv_freq(bool local) const {
   return f;
 }
 
+int ModelConfig::n_global_layers() const {
+  int n = 0;
+  for (int l = 0; l < n_layer; ++l) n += !sliding(l);
+  return n;
+}
+
 float ModelConfig::attention_scale() const { return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt((float)head_dim); }
 
 void ModelConfig::validate(const std::string& source) const {
