@@ -247,10 +247,10 @@ TEST_P(QuantKernelTest, DirectRowsEqualOneRowAtATime) {
 INSTANTIATE_TEST_SUITE_P(Q8_0AndQ4_0, QuantKernelTest, ::testing::Values(DType::Q8_0, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// Rows packed for decode (Q8_0, Q4_K, Q4_0) give exactly the direct kernel's sums (same integer sums,
+// Rows packed for decode (Q8_0, Q4_K, Q6_K, Q4_0) give exactly the direct kernel's sums (same integer sums,
 // same float steps in the same order), one group alone and two side by side, including extreme quants
 // (Q8_0's -128 and 127, which the +128 offset must not wrap; Q4_K's 15 and 63 scales and mins; Q4_0's
-// 7 and -8).
+// 7 and -8; Q6_K's quants 63 and 0 under scales -128 and 127).
 class PackedRowsTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(PackedRowsTest, EqualDirectRows) {
@@ -268,6 +268,17 @@ TEST_P(PackedRowsTest, EqualDirectRows) {
           std::memcpy(&row[b * 144], &d, 2), std::memcpy(&row[b * 144 + 2], &dmin, 2);
         }
       std::memset(&data[0][4], 0xff, 140);  // scales, mins and quants at their maxima
+    }
+    if (t == DType::Q6_K) {
+      for (auto& row : data)  // finite d
+        for (int64_t b = 0; b < n / 256; ++b) {
+          const uint16_t d = fp32_to_fp16(0.01f * (float)(b + 1));
+          std::memcpy(&row[b * 210 + 208], &d, 2);
+        }
+      std::memset(&data[0][0], 0xff, 192);  // quants at 63
+      std::memset(&data[0][192], 0x80, 16);  // scales at -128
+      std::memset(&data[1][0], 0, 192);  // quants at 0 (-32)
+      std::memset(&data[1][192], 0x7f, 16);  // scales at 127
     }
     const void* rows[kDirectRows];
     for (int r = 0; r < kDirectRows; ++r) rows[r] = data[r].data();
@@ -290,7 +301,7 @@ TEST_P(PackedRowsTest, EqualDirectRows) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Packable, PackedRowsTest, ::testing::Values(DType::Q8_0, DType::Q4_K, DType::Q4_0),
+INSTANTIATE_TEST_SUITE_P(Packable, PackedRowsTest, ::testing::Values(DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(DType, UnknownAndUncomputableTypes) {

@@ -196,7 +196,7 @@ void release_file_pages(const uint8_t* p, size_t n, const std::vector<std::vecto
 }
 
 // A copy of m's rows packed for the decode matmul, where this CPU has the kernel for m's type. Packed
-// Q4_K and Q4_0 rows serve every batch (matmul.cpp), so the file's copy of them leaves memory: the
+// Q4_K, Q6_K and Q4_0 rows serve every batch (matmul.cpp), so the file's copy of them leaves memory: the
 // model's resident size stays what the file is.
 void pack_for_decode(Matrix& m, const std::vector<std::vector<uint8_t>>& owned, std::vector<HugeBuffer>& packed) {
   if (!has_packed_rows(m.type) || m.cols % 32 != 0) return;

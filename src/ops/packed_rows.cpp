@@ -203,13 +203,46 @@ void pack_q4_0(const void* const* rows, int64_t n, uint8_t* out) {
   }
 }
 
+// ---- Q6_K ----
+
+constexpr size_t kQ6Bytes = 16 + 128 + 1024 + 512;  // d, scales, low nibbles, high bits (one super-block)
+
+void pack_q6_k(const void* const* rows, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 256; ++b, out += kQ6Bytes) {
+    for (int r = 0; r < 8; ++r) {
+      const uint8_t* p = static_cast<const uint8_t*>(rows[r]) + b * 210;
+      std::memcpy(out + 2 * r, p + 208, 2);
+      for (int s = 0; s < 16; ++s) out[16 + 8 * s + r] = p[192 + s];
+      // element e (0-63, stored + 32): ql holds its low 4 bits and qh its high 2, as dequantize_q6_k reads them
+      auto quant = [&](int e) {
+        const int half = e / 128, l = e % 32, k = e % 128 / 32;  // k: which of the four elements of lane l
+        const int low = (p[64 * half + l + 32 * (k & 1)] >> (k >= 2 ? 4 : 0)) & 0x0F;
+        return low | ((p[128 + 32 * half + l] >> (2 * k)) & 3) << 4;
+      };
+      for (int m = 0; m < 16; ++m)  // Q4_K's lines of low nibbles
+        for (int k = 0; k < 8; ++k)
+          out[144 + 64 * m + 8 * r + k] = (uint8_t)((quant(16 * m + k) & 0x0F) | (quant(16 * m + 8 + k) & 0x0F) << 4);
+      for (int j = 0; j < 8; ++j)  // high bits of lines 2j, 2j + 1: byte 8r + k, two bits per column
+        for (int k = 0; k < 8; ++k) {
+          uint8_t h = 0;
+          for (int c = 0; c < 4; ++c) h |= (uint8_t)((quant(32 * j + 8 * c + k) >> 4) << (2 * c));
+          out[1168 + 64 * j + 8 * r + k] = h;
+        }
+    }
+  }
+}
+
 #if FASA_PACKED_K4
 #if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
-constexpr int kK4Ahead = 2;   // super-blocks: how far ahead of use the packed rows are asked for
+// Super-blocks: how far ahead of use the packed K-quant rows are asked for, an eighth of a super-block
+// with each eighth computed. A whole super-block's lines asked for at once (27 for Q6_K) overran the
+// core's outstanding misses and stalled it: one-token Q6_K over 151 MB (2 threads, Zen 4) ran at 24-29
+// GB/s so and 34-39 spread (the unpacked row kernel 27-31); Q4_K at 34-37 and 38-39.
+constexpr int kKquantAhead = 4;
 constexpr int kQ4Ahead = 16;  // Q4_0 blocks: the same
 
 // 8 bytes of p in every 64-bit lane.
@@ -236,11 +269,11 @@ void dot_packed_k4(const uint8_t* group, const QuantizedActs* x, int64_t n, floa
   for (auto& s : sum) s = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* p = group + b * kK4Bytes;
-    prefetch_lines(p + kK4Ahead * kK4Bytes, kK4Bytes);
     const uint8_t* qs = p + 160;
     __m512i isum[NT];  // lanes 2r, 2r + 1: row r's scaled sums of its two 4-column chunks of each line
     for (auto& v : isum) v = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
+      prefetch_lines(p + kKquantAhead * kK4Bytes + 160 * s, 160);  // 8 x 160 bytes cover the 1184
       const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 32 + 8 * s));
       const __m512i scale = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(sc8, sc8));  // lanes 2r, 2r + 1: row r's
       const __m512i raw0 = _mm512_loadu_si512(qs + 128 * s), raw1 = _mm512_loadu_si512(qs + 128 * s + 64);
@@ -269,9 +302,6 @@ void dot_packed_k4(const uint8_t* group, const QuantizedActs* x, int64_t n, floa
   }
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo, sum[t]);
 }
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 // ---- Q4_0 ----
 
@@ -300,6 +330,53 @@ void dot_packed_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, fl
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo, sum[t]);
 }
 
+
+// ---- Q6_K ----
+
+// NT tokens against one packed Q6_K group: per super-block dot_q6_k_row's exact integer sum for all 8
+// rows (each line is one sub-block of 16 columns, started from -16 * 32 * its activations' sum in both
+// of a row's lanes, the quants' +32), then its one float step, for 8 rows in 8 lanes.   x: [NT]; out[t * ldo + r]
+template <int NT>
+void dot_packed_q6_k(const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+  __m256 sum[NT];
+  for (auto& s : sum) s = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* p = group + b * kQ6Bytes;
+    __m512i isum[NT];  // lanes 2r, 2r + 1: row r's scaled sums
+    for (auto& v : isum) v = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) {  // lines 2j and 2j + 1: sub-blocks 2j, 2j + 1
+      prefetch_lines(p + kKquantAhead * kQ6Bytes + 224 * j, 224);  // 8 x 224 bytes cover the 1680
+      const __m512i raw0 = _mm512_loadu_si512(p + 144 + 128 * j), raw1 = _mm512_loadu_si512(p + 208 + 128 * j);
+      const __m512i hb = _mm512_loadu_si512(p + 1168 + 64 * j);
+      const __m512i w0 = _mm512_or_si512(_mm512_and_si512(raw0, low4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), bits45));
+      const __m512i w1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(raw0, 4), low4),
+                                         _mm512_and_si512(_mm512_slli_epi16(hb, 2), bits45));
+      const __m512i w2 = _mm512_or_si512(_mm512_and_si512(raw1, low4), _mm512_and_si512(hb, bits45));
+      const __m512i w3 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(raw1, 4), low4),
+                                         _mm512_and_si512(_mm512_srli_epi16(hb, 2), bits45));
+      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 + 16 * j));  // [2][8 rows]
+      const __m512i scale0 = _mm512_cvtepi8_epi32(_mm_unpacklo_epi8(sc8, sc8));  // lanes 2r, 2r + 1: row r's
+      const __m512i scale1 = _mm512_cvtepi8_epi32(_mm_unpackhi_epi8(sc8, sc8));
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* xq = x[t].q.data() + b * 256 + 32 * j;
+        const int32_t* s16 = x[t].sum16.data() + b * 16 + 2 * j;
+        const __m512i dp0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_set1_epi32(-16 * s16[0]), w0, broadcast8(xq)),
+                                                w1, broadcast8(xq + 8));
+        const __m512i dp1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_set1_epi32(-16 * s16[1]), w2, broadcast8(xq + 16)),
+                                                w3, broadcast8(xq + 24));
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(dp0, scale0), _mm512_mullo_epi32(dp1, scale1)));
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    for (int t = 0; t < NT; ++t)
+      sum[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[t].d[b])), _mm256_cvtepi32_ps(pair_sums(isum[t])), sum[t]);
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo, sum[t]);
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 [[noreturn]] void no_packed_rows(DType t) {
@@ -310,7 +387,7 @@ void dot_packed_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, fl
 
 bool has_packed_rows(DType t) {
 #if FASA_PACKED_K4
-  if (t == DType::Q4_K || t == DType::Q4_0) return true;
+  if (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_0) return true;
 #endif
 #if FASA_PACKED_Q8
   if (t == DType::Q8_0) return true;
@@ -321,6 +398,7 @@ bool has_packed_rows(DType t) {
 
 size_t packed_group_bytes(DType t, int64_t n) {
   if (t == DType::Q4_K) return (size_t)(n / 256) * kK4Bytes;
+  if (t == DType::Q6_K) return (size_t)(n / 256) * kQ6Bytes;
   return (size_t)(n / 32) * (t == DType::Q4_0 ? kQ4Bytes : kPackedBlockBytes);
 }
 
@@ -328,6 +406,7 @@ void pack_rows(DType t, const void* const* rows, int64_t n, uint8_t* out) {
   static_assert(kDirectRows == 8, "the packed layouts hold 8 rows per group");
   if (!has_packed_rows(t)) no_packed_rows(t);
   if (t == DType::Q4_K) return pack_q4_k(rows, n, out);
+  if (t == DType::Q6_K) return pack_q6_k(rows, n, out);
   if (t == DType::Q4_0) return pack_q4_0(rows, n, out);
   pack_q8_0(rows, n, out);
 }
@@ -338,6 +417,11 @@ void dot_packed_rows(DType t, const uint8_t* group_a, const uint8_t* group_b, co
   if (t == DType::Q4_K) {  // each group's own stream: the kernel prefetches its rows
     dot_packed_k4<1>(group_a, &x, n, out, 0);
     if (group_b) dot_packed_k4<1>(group_b, &x, n, out + kDirectRows, 0);
+    return;
+  }
+  if (t == DType::Q6_K) {
+    dot_packed_q6_k<1>(group_a, &x, n, out, 0);
+    if (group_b) dot_packed_q6_k<1>(group_b, &x, n, out + kDirectRows, 0);
     return;
   }
   if (t == DType::Q4_0) {
@@ -355,6 +439,8 @@ void dot_packed_tokens(DType t, const uint8_t* group, const QuantizedActs* x, in
 #if FASA_PACKED_K4
   if (t == DType::Q4_K)
     return in_token_passes<8>(n_tokens, [&]<int NT>(int k) { dot_packed_k4<NT>(group, x + k, n, out + k * ldo, ldo); });
+  if (t == DType::Q6_K)
+    return in_token_passes<8>(n_tokens, [&]<int NT>(int k) { dot_packed_q6_k<NT>(group, x + k, n, out + k * ldo, ldo); });
   if (t == DType::Q4_0)
     return in_token_passes<8>(n_tokens, [&]<int NT>(int k) { dot_packed_q4_0<NT>(group, x + k, n, out + k * ldo, ldo); });
 #endif

@@ -12,6 +12,10 @@
 // lines of 64 bytes, line m for columns 16m..16m+15: byte 8r + k holds row r's column 16m + k in its low
 // nibble and 16m + 8 + k in its high one (1024). Each unpacked line pairs int32 lanes 2r, 2r + 1 with
 // row r's 4-column chunks, so the activations it meets are one 8-byte broadcast.
+// Q6_K, per super-block: the rows' fp16 d (16 bytes), their int8 scales [sub-block][row] (128), Q4_K's 16
+// lines of the quants' low nibbles (1024), then for each pair of lines 2j, 2j + 1 the high 2 bits (64):
+// byte 8r + k holds row r's columns 32j + k, + 8, + 16, + 24 in bits 0-1, 2-3, 4-5, 6-7. A line is one
+// sub-block of 16 columns, so its sums take one scale per row.
 // Q4_0, per block of 32 columns: the rows' fp16 d (16 bytes), then Q4_K's lines for columns 0-15 and
 // 16-31 (128); each row's integer sum is whole per block, then one float step (dot_direct_rows' order).
 #include <cstddef>
@@ -22,7 +26,7 @@
 
 namespace fasa {
 
-bool has_packed_rows(DType weight_type);  // Q8_0, Q4_K and Q4_0 where the build has the kernels
+bool has_packed_rows(DType weight_type);  // Q8_0, Q4_K, Q6_K and Q4_0 where the build has the kernels
 size_t packed_group_bytes(DType weight_type, int64_t n);  // one group of kDirectRows rows of n columns
 // rows: kDirectRows rows of n columns; out: packed_group_bytes(weight_type, n)
 void pack_rows(DType weight_type, const void* const* rows, int64_t n, uint8_t* out);
