@@ -252,9 +252,10 @@ inline __m512i broadcast8(const void* p) {
   return _mm512_set1_epi64(v);
 }
 
-// Lanes 2r, 2r + 1: row r's products over the two 8-column runs wa and wb meet (xq: their 16 activations).
-inline __m512i two_dots(__m512i wa, __m512i wb, const int8_t* xq) {
-  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wa, broadcast8(xq)), wb, broadcast8(xq + 8));
+// acc plus, in lanes 2r, 2r + 1, row r's products over the two 8-column runs wa and wb meet (xq: their 16
+// activations).
+inline __m512i two_dots(__m512i acc, __m512i wa, __m512i wb, const int8_t* xq) {
+  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc, wa, broadcast8(xq)), wb, broadcast8(xq + 8));
 }
 
 // Lane pairs 2r, 2r + 1 summed: row r's int32 in lane r.
@@ -281,7 +282,8 @@ void dot_packed_k4(const uint8_t* group, const QuantizedActs* x, int64_t n, floa
       const __m512i w2 = _mm512_and_si512(raw1, low4), w3 = _mm512_and_si512(_mm512_srli_epi16(raw1, 4), low4);
       for (int t = 0; t < NT; ++t) {  // two chains of two dots: one of four made one token latency-bound
         const int8_t* xq = x[t].q.data() + b * 256 + 32 * s;
-        const __m512i dp = _mm512_add_epi32(two_dots(w0, w1, xq), two_dots(w2, w3, xq + 16));
+        const __m512i zero = _mm512_setzero_si512();
+        const __m512i dp = _mm512_add_epi32(two_dots(zero, w0, w1, xq), two_dots(zero, w2, w3, xq + 16));
         isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(dp, scale));
       }
     }
@@ -322,7 +324,8 @@ void dot_packed_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, fl
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     for (int t = 0; t < NT; ++t) {
       const int8_t* xq = x[t].q.data() + b * 32;
-      const __m512i dp = _mm512_add_epi32(two_dots(w0, w1, xq), two_dots(w2, w3, xq + 16));
+      const __m512i zero = _mm512_setzero_si512();
+      const __m512i dp = _mm512_add_epi32(two_dots(zero, w0, w1, xq), two_dots(zero, w2, w3, xq + 16));
       const __m256i isum = _mm256_add_epi32(pair_sums(dp), _mm256_set1_epi32(-8 * (int32_t)x[t].sum32[b]));
       sum[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[t].d[b])), _mm256_cvtepi32_ps(isum), sum[t]);
     }
@@ -361,10 +364,8 @@ void dot_packed_q6_k(const uint8_t* group, const QuantizedActs* x, int64_t n, fl
       for (int t = 0; t < NT; ++t) {
         const int8_t* xq = x[t].q.data() + b * 256 + 32 * j;
         const int32_t* s16 = x[t].sum16.data() + b * 16 + 2 * j;
-        const __m512i dp0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_set1_epi32(-16 * s16[0]), w0, broadcast8(xq)),
-                                                w1, broadcast8(xq + 8));
-        const __m512i dp1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_set1_epi32(-16 * s16[1]), w2, broadcast8(xq + 16)),
-                                                w3, broadcast8(xq + 24));
+        const __m512i dp0 = two_dots(_mm512_set1_epi32(-16 * s16[0]), w0, w1, xq);
+        const __m512i dp1 = two_dots(_mm512_set1_epi32(-16 * s16[1]), w2, w3, xq + 16);
         isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(dp0, scale0), _mm512_mullo_epi32(dp1, scale1)));
       }
     }
