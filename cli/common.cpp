@@ -39,61 +39,75 @@ CLI::Option* add_n_predict_option(CLI::App* cmd, int& n, const std::string& help
   return cmd->add_option("-n,--n-predict", n, help)->capture_default_str()->check(CLI::Range(min, 1 << 24));
 }
 
+namespace {
+
+// A flag whose value goes through the settings' one parser (set_policy_option), as the server's JSON
+// fields and Python's keywords do: a mistake gets the same message everywhere.
+CLI::Option* add_setting(CLI::App* cmd, const std::string& flags, PolicyOptions& o, const char* setting,
+                         const std::string& help, const std::string& shown_default = "") {
+  CLI::Option* opt = cmd->add_option_function<std::string>(
+      flags, [&o, setting](const std::string& v) { set_policy_option(o, setting, v); }, help);
+  if (!shown_default.empty()) opt->default_str(shown_default);
+  return opt;
+}
+
+CLI::Option* add_setting_flag(CLI::App* cmd, const std::string& flag, PolicyOptions& o, const char* setting,
+                              const std::string& help) {
+  return cmd->add_flag_callback(flag, [&o, setting] { set_policy_option(o, setting, "true"); }, help);
+}
+
+}  // namespace
+
 void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
   if (parts & kAttn) {
     std::string names;
     for (const PolicyInfo& p : policy_registry()) names += std::string("\n  ") + p.name + ": " + p.description;
-    cmd->add_option("--attn", o.attn, "Decode attention policy:" + names)->capture_default_str();
+    add_setting(cmd, "--attn", o, "attn", "Decode attention policy:" + names, o.attn);
   }
   if (parts & kBudget)
-    cmd->add_option("--budget", o.budget, "Tokens each head attends to: a count, or a fraction of the context")
-        ->capture_default_str();
-  cmd->add_option("--profile", o.profile,
-                  "FASA profile (from `fasa calibrate`), or 'auto' (what run, serve and eval use without one): the first "
-                  "prompt of at least " + std::to_string(PromptProfiler::kMinTokens) + " tokens measures one during its "
-                  "prefill, cached per model in $XDG_CACHE_HOME/fasa/profiles");
-  cmd->add_flag("--synthetic-profile", o.synthetic_profile,
-                "FASA without a profile: seeded random chunks (speed and soak runs only; quality is meaningless)");
-  cmd->add_option("--fcs", o.fcs, "FASA: frequency chunks scored per head (default: the profile's; a synthetic profile's is calibration's default)")
-      ->check(CLI::Range(1, 512));
-  cmd->add_option("--fc-alloc", o.fc_alloc,
-                  "FASA: 'uniform' (every head scores --fcs chunks) or 'adaptive' (--fcs on average: heads whose "
-                  "agreement concentrates in few chunks get fewer, flat ones more; same TIP bytes with group sharing)")
-      ->capture_default_str()->check(CLI::IsMember({"uniform", "adaptive"}));
-  cmd->add_option("--fc-sharing", o.fc_sharing, "FASA: chunks chosen per query 'head' or per KV 'group'")
-      ->capture_default_str();
-  cmd->add_option("--dense-layers", o.dense_layers, "Layers kept dense, comma-separated; \"\" for none")
-      ->capture_default_str();
-  cmd->add_option("--sink", o.sink, "FASA: first tokens always attended, inside the budget (stream: its sink count, default 8)")->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--recent", o.recent, "FASA: most recent tokens always attended, inside the budget")
-      ->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--seed-policy", o.seed, "Seed of the random policy")->capture_default_str();
-  cmd->add_option("--sparq-r", o.sparq_r, "SparQ: query dims used for approximate scores (default head_dim/4)");
-  cmd->add_option("--snapkv-window", o.snapkv_window, "SnapKV: observation window")->capture_default_str();
-  cmd->add_option("--snapkv-every", o.snapkv_every, "SnapKV: re-select every N decode steps (0: never)")
-      ->capture_default_str();
-  const auto kv_types = CLI::IsMember({"f16", "f32", "q8_0"});
-  cmd->add_option("--kv-type", o.kv_type,
-                  "KV cache element type of K and V: f16 (as llama.cpp's default), q8_0 (int8 blocks of 32: about "
-                  "half of f16's bytes per step) or f32 (exact)")
-      ->check(kv_types)->capture_default_str();
-  cmd->add_option("--cache-type-k", o.kv_type_k, "The keys' type, as llama.cpp's -ctk (default: --kv-type)")
-      ->check(kv_types);
-  cmd->add_option("--cache-type-v", o.kv_type_v, "The values' type, as llama.cpp's -ctv (default: --kv-type)")
-      ->check(kv_types);
-  cmd->add_flag("--tip-int8", o.tip_int8,
-                "FASA: rank tokens on a q8_0 copy of the K_dom plane (attention still reads the keys at --kv-type): "
-                "fewer bytes per decode step for a little more memory");
-  cmd->add_option("--kv-fast-limit", o.kv_fast_limit, "Fast memory the KV cache may use (bytes, or e.g. 512M, 2G)");
+    add_setting(cmd, "--budget", o, "budget",
+                "Tokens each head attends to: a count (256), or a share of the context written as one (0.5, 50%, 1.0)",
+                o.budget.str());
+  add_setting(cmd, "--profile", o, "profile",
+              "FASA profile (from `fasa calibrate`), or 'auto' (what run, serve and eval use without one): the first "
+              "prompt of at least " + std::to_string(PromptProfiler::kMinTokens) + " tokens measures one during its "
+              "prefill, cached per model in $XDG_CACHE_HOME/fasa/profiles");
+  add_setting_flag(cmd, "--synthetic-profile", o, "synthetic_profile",
+                   "FASA without a profile: seeded random chunks (speed and soak runs only; quality is meaningless)");
+  add_setting(cmd, "--fcs", o, "fcs",
+              "FASA: frequency chunks scored per head, 1-512 (default: the profile's; a synthetic profile's is calibration's default)");
+  add_setting(cmd, "--fc-alloc", o, "fc_alloc",
+              "FASA: 'uniform' (every head scores --fcs chunks) or 'adaptive' (--fcs on average: heads whose "
+              "agreement concentrates in few chunks get fewer, flat ones more; same TIP bytes with group sharing)",
+              name_of(o.fc_alloc));
+  add_setting(cmd, "--fc-sharing", o, "fc_sharing", "FASA: chunks chosen per query 'head' or per KV 'group'",
+              name_of(o.fc_sharing));
+  add_setting(cmd, "--dense-layers", o, "dense_layers", "Layers kept dense, comma-separated; \"\" for none",
+              layer_list_str(o.dense_layers));
+  add_setting(cmd, "--sink", o, "sink", "FASA: first tokens always attended, inside the budget (stream: its sink count, default 8)");
+  add_setting(cmd, "--recent", o, "recent", "FASA: most recent tokens always attended, inside the budget");
+  add_setting(cmd, "--seed-policy", o, "seed_policy", "Seed of the random policy", std::to_string(o.seed));
+  add_setting(cmd, "--sparq-r", o, "sparq_r", "SparQ: query dims used for approximate scores (default head_dim/4)");
+  add_setting(cmd, "--snapkv-window", o, "snapkv_window", "SnapKV: observation window", std::to_string(o.snapkv_window));
+  add_setting(cmd, "--snapkv-every", o, "snapkv_every", "SnapKV: re-select every N decode steps (0: never)",
+              std::to_string(o.snapkv_every));
+  add_setting(cmd, "--kv-type", o, "kv_type",
+              "KV cache element type of K and V: f16 (as llama.cpp's default), q8_0 (int8 blocks of 32: about "
+              "half of f16's bytes per step) or f32 (exact)",
+              name_of(o.cache.key_type));
+  add_setting(cmd, "--cache-type-k", o, "cache_type_k", "The keys' type, as llama.cpp's -ctk (default: --kv-type)");
+  add_setting(cmd, "--cache-type-v", o, "cache_type_v", "The values' type, as llama.cpp's -ctv (default: --kv-type)");
+  add_setting_flag(cmd, "--tip-int8", o, "tip_int8",
+                   "FASA: rank tokens on a q8_0 copy of the K_dom plane (attention still reads the keys at --kv-type): "
+                   "fewer bytes per decode step for a little more memory");
+  add_setting(cmd, "--kv-fast-limit", o, "kv_fast_limit", "Fast memory the KV cache may use (bytes, or e.g. 512M, 2G)");
   if (!(parts & kOffload)) return;
-  cmd->add_option("--kv-offload", o.kv_offload,
-                  "FASA-M: keep K_rest and V of FASA's heads in 'ram' or in a file under 'file:DIR'; only the K_dom "
-                  "plane stays in fast memory and each step fetches the selected rows");
-  cmd->add_option_function<std::string>(
-         "--kv-prefetch", [&o](const std::string& v) { o.kv_prefetch = v == "on"; },
-         "FASA-M: fetch the next layer's likely rows in a background thread: on or off (default off: it "
-         "pays only with a core of its own and steps that repeat their selections)")
-      ->check(CLI::IsMember({"on", "off"}));
+  add_setting(cmd, "--kv-offload", o, "kv_offload",
+              "FASA-M: keep K_rest and V of FASA's heads in 'ram' or in a file under 'file:DIR'; only the K_dom "
+              "plane stays in fast memory and each step fetches the selected rows");
+  add_setting(cmd, "--kv-prefetch", o, "kv_prefetch",
+              "FASA-M: fetch the next layer's likely rows in a background thread: on or off (default off: it "
+              "pays only with a core of its own and steps that repeat their selections)");
 }
 
 void pick_seed(SamplerOptions& o, bool seed_given) {

@@ -118,7 +118,7 @@ Command add_eval_command(CLI::App& app) {
       PolicyOptions po = o->policy;
       po.attn = name;
       for (auto& b : o->budgets) {
-        po.budget = b;
+        po.budget = Budget::parse(b);
         check_policy(po, *model);
       }
     }

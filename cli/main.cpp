@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
     app.parse((int)args.size(), args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const fasa::Error& e) {  // a setting's value (set_policy_option)
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
   }
   try {
     for (const auto& c : commands)

@@ -163,7 +163,7 @@ int run(RunOptions o) {
   const KvMemory mem = ctx.kv_memory();
   if (!o.stats_json.empty()) {
     nlohmann::json j = kv_memory_json(mem);
-    j.update({{"model", o.model}, {"attn", ctx.policy_summary()}, {"kv_offload", o.policy.kv_offload},
+    j.update({{"model", o.model}, {"attn", ctx.policy_summary()}, {"kv_offload", offload_str(o.policy.cache.offload)},
               {"n_ctx", n_ctx}, {"prompt_tokens", st.prompt_tokens}, {"prompt_seconds", st.prompt_seconds},
               {"decode_tokens", decode_steps}, {"decode_seconds", st.decode_seconds}});
     std::ofstream out(o.stats_json);

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
     if (argc > 3) {  // FASA with a calibrated profile: each head reads 64 of the cached tokens
       options.policy.attn = "fasa";
       options.policy.profile = argv[3];
-      options.policy.budget = "64";
+      options.policy.budget = fasa::Budget::count(64);
     }
     fasa::Context ctx(engine, options);
     ctx.feed(argv[2]);

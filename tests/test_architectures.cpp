@@ -114,8 +114,8 @@ void expect_llama_cpp_outputs(const std::string& shape, double fasa_tolerance = 
   PolicyOptions o;
   o.attn = "fasa";
   o.synthetic_profile = true;
-  o.budget = "100000";
-  o.dense_layers = "";
+  o.budget = Budget::count(100000);
+  o.dense_layers = {};
   Session sparse(*model, so, make_selector(o, *model));
   std::vector<std::vector<float>> sparse_logits;
   EXPECT_EQ(greedy(sparse, prompt, (int)want.size(), sparse_logits), want) << shape << " fasa";

@@ -154,8 +154,8 @@ class AutoProfileTest : public ::testing::Test {
     ContextOptions o;
     o.policy.attn = "fasa";
     o.policy.profile = profile;
-    o.policy.budget = "64";
-    o.policy.dense_layers = "";
+    o.policy.budget = Budget::count(64);
+    o.policy.dense_layers = {};
     o.n_ctx = 1400;
     return o;
   }
@@ -226,7 +226,7 @@ TEST_F(AutoProfileTest, ShortPromptsDecodeDensely) {
   EXPECT_FALSE(std::filesystem::exists(auto_profile_path(engine.model())));
   // Offloading needs the profile's K_dom plane from the start: refused up front (a server at start-up).
   ContextOptions offload = fasa_options();
-  offload.policy.kv_offload = "ram";
+  offload.policy.cache.offload.tier = KvOffloadOptions::Tier::Ram;
   EXPECT_THROW(engine.check_policy(offload.policy), Error);
   EXPECT_THROW(Context(engine, offload), Error);
   // A context too short to measure says so, and does not measure.
@@ -243,9 +243,9 @@ TEST_F(AutoProfileTest, AProfileOverTheFastLimitLeavesTheContextDense) {
   const ModelConfig& c = engine.model().config;
   const std::vector<int32_t> prompt = random_tokens(1100, 7, c.n_vocab);
   ContextOptions o = fasa_options();
-  o.policy.tip_int8 = true;
-  o.policy.kv_fast_limit =
-      std::to_string(KvCache(c.n_layer, c.n_head_kv, c.head_dim, o.n_ctx, {}, KvTypes(DType::F16, DType::F16, true)).bytes());
+  o.policy.cache.tip_int8 = true;
+  o.policy.cache.offload.fast_limit =
+      KvCache(c.n_layer, c.n_head_kv, c.head_dim, o.n_ctx, {}, KvTypes(DType::F16, DType::F16, true)).bytes();
   Context ctx(engine, o);
   ctx.feed_tokens(prompt);
   EXPECT_NE(ctx.policy_summary().find("dense: --kv-fast-limit"), std::string::npos) << ctx.policy_summary();

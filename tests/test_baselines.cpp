@@ -280,7 +280,7 @@ TEST(PolicyPicks, EveryRowEqualsDenseAttention) {
     SCOPED_TRACE(name);
     PolicyOptions o;
     o.attn = name;
-    o.dense_layers = "";
+    o.dense_layers = {};
     o.synthetic_profile = true;
     auto attend = [&](int64_t budget, std::vector<float>& dense) {  // [group, D] per KV head, both ways
       const std::unique_ptr<TokenSelector> made = make_selector(o, *m);
@@ -330,8 +330,8 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   PolicyOptions o;
   o.attn = GetParam();
-  o.budget = "1000";
-  o.dense_layers = "";
+  o.budget = Budget::count(1000);
+  o.dense_layers = {};
   if (o.attn == "fasa") GTEST_SKIP() << "covered with a calibrated profile in test_fasa";
   auto prompt = m->tokenizer.encode("And the evening and the morning were the first day.", true);
   for (DType kv_type : {DType::F16, DType::Q8_0}) {  // the baselines keep dense attention's key layout
@@ -349,7 +349,7 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
   }
   // A small budget does change the output.
   if (o.attn == "full") return;
-  o.budget = "4";
+  o.budget = Budget::count(4);
   Session small(*m, {}, make_selector(o, *m)), ref(*m, {});
   small.eval(prompt);
   ref.eval(prompt);

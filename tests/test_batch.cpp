@@ -104,21 +104,21 @@ TEST_P(BatchedDecode, EqualsEachSequenceAlone) {
   const auto prompts = random_prompts(*m);
   PolicyOptions o;
   o.attn = GetParam();
-  o.budget = "12";
-  o.dense_layers = "";
+  o.budget = Budget::count(12);
+  o.dense_layers = {};
   o.synthetic_profile = true;
   std::vector<PolicyOptions> variants;
-  for (const char* kv : {"f16", "q8_0"}) {
-    o.kv_type = kv;
+  for (KvType kv : {KvType::F16, KvType::Q8_0}) {
+    o.cache.key_type = o.cache.value_type = kv;
     variants.push_back(o);
   }
   if (policy_info(o.attn).has_k_dom) {  // FASA-M: K_rest and V in the slow tier
-    o.kv_type = "f16";
-    o.kv_offload = "ram";
+    o.cache.key_type = o.cache.value_type = KvType::F16;
+    o.cache.offload.tier = KvOffloadOptions::Tier::Ram;
     variants.push_back(o);
   }
   for (const PolicyOptions& v : variants) {
-    SCOPED_TRACE(v.attn + " kv " + v.kv_type + (v.kv_offload.empty() ? "" : " offload " + v.kv_offload));
+    SCOPED_TRACE(v.attn + " kv " + name_of(v.cache.key_type) + " offload '" + offload_str(v.cache.offload) + "'");
     const std::vector<Trace> want = alone(*m, v, prompts), got = together(*m, v, prompts);
     for (int i = 0; i < kSequences; ++i) {
       ASSERT_EQ(got[i].tokens, want[i].tokens) << "sequence " << i;
@@ -141,8 +141,8 @@ TEST(BatchedDecode, MixtureOfExpertsEqualsEachSequenceAlone) {
   for (const char* attn : {"full", "fasa"}) {
     PolicyOptions o;
     o.attn = attn;
-    o.budget = "12";
-    o.dense_layers = "";
+    o.budget = Budget::count(12);
+    o.dense_layers = {};
     o.synthetic_profile = true;
     const std::vector<Trace> want = alone(*m, o, prompts), got = together(*m, o, prompts);
     for (int i = 0; i < kSequences; ++i) {
@@ -163,8 +163,8 @@ TEST(BatchedDecode, SlidingWindowLayersEqualEachSequenceAlone) {
   for (const std::string& attn : selector_names()) {
     PolicyOptions o;
     o.attn = attn;
-    o.budget = "12";
-    o.dense_layers = "";
+    o.budget = Budget::count(12);
+    o.dense_layers = {};
     o.synthetic_profile = true;
     const std::vector<Trace> want = alone(*m, o, prompts, 8), got = together(*m, o, prompts, 8);
     for (int i = 0; i < kSequences; ++i) {
@@ -224,7 +224,7 @@ TEST(BatchedDecode, GenerateTogetherEqualsGenerateAlone) {
   opts[2].sampling.seed = 7;
   ContextOptions co;
   co.policy.attn = "stream";
-  co.policy.budget = "8";
+  co.policy.budget = Budget::count(8);
   co.n_ctx = 256;
   std::vector<GenerationResult> want;
   for (size_t i = 0; i < prompts.size(); ++i) {

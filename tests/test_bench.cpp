@@ -70,18 +70,18 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
   t.random_fill = true;
   t.repetitions = 1;
   const int nd = 2 * fcs;  // FASA's K_dom width with group sharing
-  for (const std::string kv_type : {"f16", "f32", "q8_0"}) {
-    SCOPED_TRACE(kv_type);
-    const DType type = kv_type_from_name(kv_type);
-    auto counted = [&](const std::string& attn, const std::string& sharing, bool tip_int8 = false) {
+  for (const KvType kv_type : {KvType::F16, KvType::F32, KvType::Q8_0}) {
+    SCOPED_TRACE(name_of(kv_type));
+    const DType type = kv_dtype(kv_type);
+    auto counted = [&](const std::string& attn, FcSharing sharing, bool tip_int8 = false) {
       PolicyOptions p;
       p.attn = attn;
-      p.budget = std::to_string(budget);
+      p.budget = Budget::count(budget);
       p.fcs = fcs;
       p.fc_sharing = sharing;
       p.synthetic_profile = true;
-      p.kv_type = kv_type;
-      p.tip_int8 = tip_int8;
+      p.cache.key_type = p.cache.value_type = kv_type;
+      p.cache.tip_int8 = tip_int8;
       return run_bench_test(*m, p, t, 1).kv_bytes_per_token;
     };
     // Bytes of a whole key row (dense layout, or FASA's K_dom | K_rest planes), of a value row.
@@ -98,16 +98,16 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
       tip8 += (double)HKV * rows * kv_row_bytes(DType::Q8_0, nd);  // its int8 copy
       head_scans += (double)H * rows * key;  // every whole key, scanned by each query head for itself
     }
-    EXPECT_DOUBLE_EQ(counted("full", "group"), full / n_gen);
+    EXPECT_DOUBLE_EQ(counted("full", FcSharing::Group), full / n_gen);
     // The baselines' own scans count too: oracle every whole key, SparQ head_dim/4 dims of each.
-    EXPECT_DOUBLE_EQ(counted("oracle", "group"), (dense_rows + head_scans) / n_gen);
+    EXPECT_DOUBLE_EQ(counted("oracle", FcSharing::Group), (dense_rows + head_scans) / n_gen);
     if (type != DType::Q8_0) {  // (Q8_0's block scales make a quarter of a row's bytes fractional)
-      EXPECT_DOUBLE_EQ(counted("sparq", "group"), (dense_rows + head_scans / 4) / n_gen);
+      EXPECT_DOUBLE_EQ(counted("sparq", FcSharing::Group), (dense_rows + head_scans / 4) / n_gen);
     }
-    EXPECT_DOUBLE_EQ(counted("fasa", "group"), (fasa_rows + tip) / n_gen);
-    EXPECT_DOUBLE_EQ(counted("fasa", "group", true), (fasa_rows + (type == DType::Q8_0 ? tip : tip8)) / n_gen);
+    EXPECT_DOUBLE_EQ(counted("fasa", FcSharing::Group), (fasa_rows + tip) / n_gen);
+    EXPECT_DOUBLE_EQ(counted("fasa", FcSharing::Group, true), (fasa_rows + (type == DType::Q8_0 ? tip : tip8)) / n_gen);
     // Per-head chunk sets: the group's union plane, 2*fcs to 4*fcs dims wide, is scanned once.
-    const double head = counted("fasa", "head");
+    const double head = counted("fasa", FcSharing::Head);
     EXPECT_GE(head, (fasa_rows + tip) / n_gen);
     EXPECT_LE(head, (fasa_rows + 2 * tip) / n_gen);
   }
@@ -126,7 +126,7 @@ TEST(BenchCounting, PromptThenDecodeCountsTheDecodedTokens) {
   t.repetitions = 2;
   PolicyOptions p;
   p.attn = "full";
-  p.kv_type = "f32";
+  p.cache.key_type = p.cache.value_type = KvType::F32;
   const BenchResult r = run_bench_test(*m, p, t, 1);
   double want = 0;
   for (int i = 0; i < n_gen; ++i) want += (double)L * HKV * (n_prompt + i + 1) * 2 * D * 4;

@@ -38,7 +38,7 @@ TEST(EvalPpl, FullMatchesItselfAndRandomIsWorseThanOracle) {
   o.windows = 1;
   const ReferenceRun ref = reference_run(*m, kText, o);
   PolicyOptions base;
-  base.dense_layers = "";
+  base.dense_layers = {};
   auto r = eval_perplexity(*m, ref, {"full", "oracle", "random"}, {"8", "16"}, base, o);
   EXPECT_NEAR(value(r, "full", "kld", "8"), 0.0, 1e-6);
   EXPECT_NEAR(value(r, "full", "top1", "16"), 1.0, 1e-12);
@@ -205,7 +205,7 @@ TEST(EvalRetrieval, SharedPrefillEqualsOwnPrefill) {
   Session dense(*m, so);
   dense.set_observer(&rec);
   dense.eval(prompt);
-  const std::string budget = "8";
+  const Budget budget = Budget::count(8);
   for (const std::string name : {"stream", "snapkv", "h2o", "quest", "oracle"}) {
     PolicyOptions o;
     o.attn = name;

@@ -451,7 +451,7 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     std::sort(s.begin(), s.end());
     std::set<int32_t> want = {0, 1, T - 3, T - 2, T - 1};
     for (int i = 0; i < 15; ++i) want.insert(s[i].second);
-    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << fc_sharing_name(sh);
+    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << name_of(sh);
     EXPECT_EQ(rows.size(), 20u);
   }
 }
@@ -488,7 +488,7 @@ TEST(FasaDecoding, GroupSelectionEqualsPerHeadSelection) {
         EXPECT_EQ(sparse[i], policy.select(queries[i], cache.view(0, 0, T), alone));
         EXPECT_EQ(sparse[i], layer != 0);
         EXPECT_EQ(std::set<int32_t>(rows[i].begin(), rows[i].end()), std::set<int32_t>(alone.begin(), alone.end()))
-            << fc_sharing_name(sh) << " head " << i;
+            << name_of(sh) << " head " << i;
         EXPECT_EQ(rows[i].size(), layer != 0 ? 24u : 0u);
       }
     }
@@ -504,17 +504,6 @@ TEST(FasaDecoding, OptionErrors) {
   o.n_tip = 0;
   o.dense_layers = {6};
   EXPECT_THROW(FasaSelector(p, m->config, o), Error);
-  EXPECT_THROW(Budget::parse("0"), Error);
-  EXPECT_THROW(Budget::parse("abc"), Error);
-  EXPECT_THROW(Budget::parse("2.5"), Error);
-  EXPECT_EQ(Budget::parse("0.25").tokens(100), 25);
-  EXPECT_EQ(Budget::parse("1.0").tokens(100), 100);  // the server passes a JSON 1.0 on as "1.0"
-  EXPECT_EQ(Budget::parse("1").tokens(100), 1);
-  EXPECT_EQ(Budget::parse("256").tokens(100), 256);
-  EXPECT_THROW(parse_fc_sharing("both"), Error);
-  EXPECT_EQ(parse_layer_list("0,2"), (std::vector<int>{0, 2}));
-  EXPECT_TRUE(parse_layer_list("").empty());
-  EXPECT_THROW(parse_layer_list("x"), Error);
 }
 
 }  // namespace

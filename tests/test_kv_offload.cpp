@@ -16,6 +16,7 @@
 #include "model/session.h"
 #include "bench/synthetic_model.h"
 #include "sparse/policy.h"
+#include "util/options_text.h"
 #include "test_util.h"
 
 namespace fasa {
@@ -197,12 +198,18 @@ TEST(KvOffload, OptionsParse) {
   EXPECT_EQ(parse_byte_size("1.5G", "x"), 3u << 29);
   EXPECT_EQ(parse_byte_size("4096", "x"), 4096u);
   for (const char* bad : {"", "M", "-1G", "12Q", "1e30", "nan"}) EXPECT_THROW(parse_byte_size(bad, "x"), Error) << bad;
-  EXPECT_EQ(parse_kv_offload("file:/tmp", "", true).dir, "/tmp");
-  EXPECT_EQ(parse_kv_offload("", "", true).tier, KvOffloadOptions::Tier::None);
-  EXPECT_THROW(parse_kv_offload("disk", "", true), Error);
-  EXPECT_THROW(parse_kv_offload("file:", "", true), Error);
   PolicyOptions p;
-  p.kv_offload = "ram";
+  set_policy_option(p, "kv_offload", "file:/tmp");
+  EXPECT_EQ(p.cache.offload.tier, KvOffloadOptions::Tier::File);
+  EXPECT_EQ(p.cache.offload.dir, "/tmp");
+  EXPECT_EQ(offload_str(p.cache.offload), "file:/tmp");
+  set_policy_option(p, "kv_offload", "");
+  EXPECT_EQ(p.cache.offload.tier, KvOffloadOptions::Tier::None);
+  EXPECT_THROW(set_policy_option(p, "kv_offload", "disk"), Error);
+  EXPECT_THROW(set_policy_option(p, "kv_offload", "file:"), Error);
+  set_policy_option(p, "kv_fast_limit", "2G");
+  EXPECT_EQ(p.cache.offload.fast_limit, 2u << 30);
+  set_policy_option(p, "kv_offload", "ram");
   EXPECT_THROW(session_options(p, 100), Error);  // full attention has no K_dom plane to keep
   p.attn = "fasa";
   EXPECT_EQ(session_options(p, 100).offload.tier, KvOffloadOptions::Tier::Ram);
@@ -334,15 +341,15 @@ TEST(KvOffload, SessionLogitsEqualResidentFasa) {
   auto m = tiny_model();
   PolicyOptions p = synthetic_fasa();
   p.fcs = 2;
-  p.budget = "24";
-  p.dense_layers = "";
+  p.budget = Budget::count(24);
+  p.dense_layers = {};
   std::vector<int32_t> prompt(300);
   std::mt19937 rng(5);
   for (auto& t : prompt) t = 3 + (int32_t)(rng() % 290);
   auto run = [&](const std::string& where, bool prefetch) {
     PolicyOptions q = p;
-    q.kv_offload = where;
-    q.kv_prefetch = prefetch;
+    set_policy_option(q, "kv_offload", where);
+    q.cache.offload.prefetch = prefetch;
     Session s(*m, session_options(q, 600), make_selector(q, *m));
     std::vector<std::vector<float>> out;
     auto l = s.eval(prompt);
@@ -375,9 +382,9 @@ TEST(KvOffload, SessionLogitsEqualResidentFasa) {
 TEST(KvOffload, SessionFileFaultIsAnError) {
   auto m = tiny_model();
   PolicyOptions p = synthetic_fasa();
-  p.budget = "16";
+  p.budget = Budget::count(16);
   const std::string dir = test::temp_dir();
-  p.kv_offload = "file:" + dir;
+  set_policy_option(p, "kv_offload", "file:" + dir);
   for (bool shorten : {false, true}) {
     Session s(*m, session_options(p, 600), make_selector(p, *m));
     s.fill_random(520, 1);  // two chunks in the file

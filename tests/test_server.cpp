@@ -205,7 +205,7 @@ TEST_F(ServerTest, PolicyPerRequest) {
   narrow["budget"] = 8;
   PolicyOptions p = options().policy;
   p.attn = "fasa";
-  p.budget = "8";
+  p.budget = Budget::count(8);
   p.fcs = 4;
   EXPECT_EQ(post_json(s, "/v1/completions", narrow)["choices"][0]["text"], api_greedy(*engine_, kPrompt, 16, p));
 }
@@ -226,7 +226,7 @@ TEST_F(ServerTest, FasaWithoutAProfileMeasuresOneOnTheFirstLongPrompt) {
   EXPECT_TRUE(std::filesystem::exists(cached)) << cached;
   PolicyOptions p = o.policy;
   p.attn = "fasa";
-  p.budget = "64";
+  p.budget = Budget::count(64);
   EXPECT_EQ(r["choices"][0]["text"], api_greedy(*engine_, prompt, 8, p));
 }
 
@@ -508,6 +508,10 @@ TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
     const json err = json::parse(res->body, nullptr, false);
     EXPECT_TRUE(err.contains("error") && err["error"]["message"].is_string()) << res->body;
   }
+  // A setting's mistake gets the message of the settings' one parser, the CLI's (tests/CMakeLists.txt: cli.bad_budget).
+  const json err = post_json(s, "/v1/completions", {{"prompt", "x"}, {"attn", "fasa"}, {"budget", 2.5}}, 400);
+  EXPECT_EQ(err["error"]["message"],
+            "budget: a share of the context must be at most 1 (100%); a token count has no decimal point, got '2.5'");
   auto big = s.client().Post("/v1/completions", std::string(8192, ' '), "application/json");
   ASSERT_TRUE(big);
   EXPECT_EQ(big->status, 413);
@@ -657,7 +661,7 @@ TEST_F(ServerTest, EchoScoredUnderTheRequestsPolicy) {
   const json dense_lp = post_json(s, "/v1/completions", body)["choices"][0]["logprobs"]["token_logprobs"];
   PolicyOptions p = options().policy;
   p.attn = "stream";
-  p.budget = "6";
+  p.budget = Budget::count(6);
   ContextOptions co;
   co.policy = p;
   Context ctx(*engine_, co);
@@ -701,7 +705,7 @@ TEST_F(ServerTest, PromptCacheReusesAPrefixAndRepliesAsAFreshContext) {
     const bool reused = std::string(attn) != "h2o";  // H2O's votes of forgotten queries would stay
     PolicyOptions p = options().policy;
     p.attn = attn;
-    p.budget = std::to_string(8);  // (= "8" trips GCC 12's -Wrestrict false positive here)
+    p.budget = Budget::count(8);  // (= "8" trips GCC 12's -Wrestrict false positive here)
     const json body = {{"max_tokens", 8}, {"temperature", 0}, {"attn", attn}, {"budget", 8}};
     json first = body, second = body;
     first["prompt"] = doc;

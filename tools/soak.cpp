@@ -35,13 +35,13 @@ int main(int argc, char** argv) {
     fasa::ContextOptions co;
     co.n_ctx = n + 16;
     co.policy.attn = "fasa";
-    co.policy.budget = "256";
+    co.policy.budget = fasa::Budget::count(256);
     co.policy.fcs = 8;
-    co.policy.dense_layers = "";
+    co.policy.dense_layers = {};
     if (argc > 3) co.policy.profile = argv[3];
     else co.policy.synthetic_profile = true;
-    const size_t row_bytes = fasa::kv_row_bytes(fasa::kv_type_from_name(co.policy.key_type()), c.head_dim) +
-                             fasa::kv_row_bytes(fasa::kv_type_from_name(co.policy.value_type()), c.head_dim);
+    const size_t row_bytes = fasa::kv_row_bytes(fasa::kv_dtype(co.policy.cache.key_type), c.head_dim) +
+                             fasa::kv_row_bytes(fasa::kv_dtype(co.policy.cache.value_type), c.head_dim);
     const double kv_kib_per_token = (double)c.n_layer * c.n_head_kv * row_bytes / 1024;
     fasa::Context ctx(engine, co);
     ctx.feed("Ge1:1 In the beginning");

@@ -1,38 +1,88 @@
 #pragma once
 // Options a caller picks per context or per generation: the attention policy and the sampler.
 // Shared by the public API, the CLI and the server.
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace fasa {
 
-// Every policy's options, as the CLI takes them (each policy reads the ones it needs).
+// A token budget: a count of rows ("256") or a share of the current context ("0.5", "50%", "1.0").
+struct Budget {
+  double value = 256;
+  bool fraction = false;  // value is a share of the context in (0, 1]
+  static Budget count(int64_t n) { return {(double)n, false}; }
+  static Budget share(double f) { return {f, true}; }
+  // A count is a whole number; a share is written as one (a decimal point or a %): "1" is one token,
+  // "1.0" and "100%" the whole context. Throws fasa::Error naming the setting.
+  static Budget parse(std::string_view text);
+  int64_t tokens(int64_t n) const;  // rows to keep out of n (at least 1)
+  std::string str() const;          // as parse reads it back
+  bool operator==(const Budget&) const = default;
+};
+
+// How the query heads of one KV head (GQA group) choose FASA's chunks: each its own (`head`, the
+// paper's) or one shared set per KV head from the group's mean CA (`group`: one K_dom plane per KV head).
+enum class FcSharing { Head, Group };
+// FASA's chunks per head: `uniform` (fcs each) or `adaptive` (fcs on average, by the profile).
+enum class FcAlloc { Uniform, Adaptive };
+// KV cache elements: f16 (llama.cpp's default), f32 (exact) or q8_0 (int8 blocks of 32).
+enum class KvType { F16, F32, Q8_0 };
+
+// FASA-M: where K_rest and V of FASA's heads live, and the fast memory the KV cache may use.
+struct KvOffloadOptions {
+  enum class Tier { None, Ram, File };
+  Tier tier = Tier::None;
+  std::string dir;        // Tier::File: where the cache file goes
+  size_t fast_limit = 0;  // bytes of fast memory the KV cache may use; 0: no cap
+  bool prefetch = false;  // fetch the next layer's likely rows in a background thread
+  bool operator==(const KvOffloadOptions&) const = default;
+};
+
+// The KV cache's layout, read by every policy.
+struct CacheOptions {
+  KvType key_type = KvType::F16;
+  KvType value_type = KvType::F16;
+  bool tip_int8 = false;  // FASA: TIP scans a Q8_0 copy of K_dom (no-op with q8_0 keys)
+  KvOffloadOptions offload;
+  bool operator==(const CacheOptions&) const = default;
+};
+
+// Every policy's options (each policy reads the ones it needs) and the cache's.
 struct PolicyOptions {
-  std::string attn = "full";       // policy name
+  std::string attn = "full";       // policy name (policy_registry())
   std::string profile;             // FASA profile path, or "auto" (as "" without synthetic_profile)
   bool synthetic_profile = false;  // FASA without a profile: seeded random chunks (speed runs only)
-  std::string budget = "256";      // token count or fraction of the context
+  Budget budget;
   int fcs = 0;                     // FASA chunks per head; 0 = the profile's
-  std::string fc_sharing = "group";
-  std::string fc_alloc = "uniform";  // FASA chunks per head: "uniform" (--fcs each) or "adaptive" (--fcs on average)
-  std::string dense_layers = "0";  // comma-separated layers kept dense; "" = none
+  FcSharing fc_sharing = FcSharing::Group;
+  FcAlloc fc_alloc = FcAlloc::Uniform;
+  std::vector<int> dense_layers = {0};  // model layers kept dense
   int sink = 0;
   int recent = 0;
   uint64_t seed = 1;               // random policy
   int sparq_r = 0;                 // SparQ query dims; 0 = head_dim / 4
   int snapkv_window = 32;          // SnapKV observation window
   int snapkv_every = 32;           // SnapKV re-selection period during decode (0: never)
-  std::string kv_type = "f16";     // KV cache elements, read by every policy: f16, f32 or q8_0
-  std::string kv_type_k, kv_type_v;  // the keys' and the values' own types; "" = kv_type
-  bool tip_int8 = false;           // FASA: TIP scans a Q8_0 copy of K_dom (no-op with q8_0 keys)
-  std::string kv_offload;          // FASA-M: "" (all resident), "ram" or "file:DIR" for K_rest and V
-  std::string kv_fast_limit;       // cap on the KV cache's fast memory: bytes, or with K/M/G; "" = none
-  bool kv_prefetch = false;        // FASA-M: fetch the next layer's likely rows in the background
-
-  const std::string& key_type() const { return kv_type_k.empty() ? kv_type : kv_type_k; }
-  const std::string& value_type() const { return kv_type_v.empty() ? kv_type : kv_type_v; }
+  CacheOptions cache;
   bool operator==(const PolicyOptions&) const = default;
 };
+
+// The one parser of the settings above given as text — the CLI's flags, the server's JSON fields and
+// Python's keywords all come through it. `name` is the setting's (attn, budget, fcs, fc_sharing,
+// fc_alloc, dense_layers, sink, recent, seed_policy, sparq_r, snapkv_window, snapkv_every, profile,
+// synthetic_profile, kv_type (keys and values), cache_type_k, cache_type_v, tip_int8, kv_offload,
+// kv_fast_limit, kv_prefetch); errors name it. Policy names are checked when a context is made.
+void set_policy_option(PolicyOptions& o, std::string_view name, std::string_view value);
+const std::vector<std::string>& policy_option_names();
+
+const char* name_of(FcSharing s);  // "head", "group"
+const char* name_of(FcAlloc a);    // "uniform", "adaptive"
+const char* name_of(KvType t);     // "f16", "f32", "q8_0"
+std::string layer_list_str(const std::vector<int>& layers);  // "0,2"; "" for none
+std::string offload_str(const KvOffloadOptions& o);         // "", "ram" or "file:DIR"
 
 // Next-token choice: greedy at temperature 0, otherwise top-k -> temperature -> top-p, seeded.
 struct SamplerOptions {

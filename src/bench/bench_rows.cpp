@@ -29,11 +29,8 @@ __attribute__((format(printf, 1, 2))) std::string fmt(const char* f, ...) {
 }
 
 // The budget as JSON: a token count or a fraction of the context, a number either way.
-nlohmann::json budget_json(const std::string& b) {
-  char* end = nullptr;
-  const double v = std::strtod(b.c_str(), &end);
-  return end && *end == 0 ? nlohmann::json(v == (double)(int64_t)v ? nlohmann::json((int64_t)v) : nlohmann::json(v))
-                          : nlohmann::json(b);
+nlohmann::json budget_json(const Budget& b) {
+  return b.fraction ? nlohmann::json(b.value) : nlohmann::json((int64_t)b.value);
 }
 
 std::string cpu_name() {
@@ -62,8 +59,10 @@ std::string csv_cell(const std::string& s) {
 
 std::string bench_label(const PolicyOptions& p, int fcs) {
   if (policy_info(p.attn).dense) return p.attn;
-  std::string s = p.attn + " b" + p.budget + (fcs ? " fcs" + std::to_string(fcs) : "");
-  if (!p.kv_offload.empty()) s += " M:" + p.kv_offload.substr(0, p.kv_offload.find(':')) + (p.kv_prefetch ? " pf" : "");
+  std::string s = p.attn + " b" + p.budget.str() + (fcs ? " fcs" + std::to_string(fcs) : "");
+  const KvOffloadOptions& off = p.cache.offload;
+  if (off.tier != KvOffloadOptions::Tier::None)
+    s += std::string(" M:") + (off.tier == KvOffloadOptions::Tier::Ram ? "ram" : "file") + (off.prefetch ? " pf" : "");
   return s;
 }
 
@@ -112,17 +111,18 @@ namespace {
 // The notes column: fill, profile, total time of -pg tests, FASA-M memory, attention speed-up.
 std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, const BenchRunInfo& info) {
   const PolicyOptions& p = *info.policy;
-  std::string n = "KV " + (p.key_type() == p.value_type() ? p.key_type() : p.key_type() + "/" + p.value_type());
-  if (p.tip_int8 && policy_info(r.policy.attn).has_k_dom) n += ", int8 TIP";
+  const CacheOptions& c = p.cache;
+  std::string n = std::string("KV ") + name_of(c.key_type) + (c.key_type == c.value_type ? "" : std::string("/") + name_of(c.value_type));
+  if (c.tip_int8 && policy_info(r.policy.attn).has_k_dom) n += ", int8 TIP";
   if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
   if (policy_info(r.policy.attn).has_k_dom && r.policy.synthetic_profile) n += ", synthetic profile";
   if (r.spec.n_prompt > 0 && r.spec.n_gen > 0)  // what a user waits for: the whole prefill + decode
     n += ", total " + fmt("%.2f", (r.spec.n_prompt + r.spec.n_gen) / r.result.median()) + " s (median)";
-  if (!r.policy.kv_offload.empty() && !info.plan->attention_only) {
+  if (r.policy.cache.offload.tier != KvOffloadOptions::Tier::None && !info.plan->attention_only) {
     const KvMemory& m = r.result.memory;
     n += ", KV MiB fast " + fmt("%.1f", m.fast / 1048576.0) + " / slow " + fmt("%.1f", m.slow / 1048576.0) +
          " / dense " + fmt("%.1f", m.full / 1048576.0);
-    if (r.policy.kv_prefetch) n += ", prefetch hits " + fmt("%.1f", 100 * m.rows.hit_rate()) + "%";
+    if (r.policy.cache.offload.prefetch) n += ", prefetch hits " + fmt("%.1f", 100 * m.rows.hit_rate()) + "%";
   }
   if (info.plan->attention_only) {
     n += ", one layer's attention";
@@ -159,12 +159,12 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
                         {"avg_ts", r.result.mean()}, {"stddev_ts", r.result.stddev()}, {"median_ts", r.result.median()},
                         {"samples_ts", r.result.samples_ts}, {"attn", r.policy.attn},
                         {"budget", pol.dense ? nlohmann::json(nullptr) : budget_json(shared.budget)},
-                        {"fcs", r.fcs}, {"fc_sharing", shared.fc_sharing}, {"fc_alloc", shared.fc_alloc},
+                        {"fcs", r.fcs}, {"fc_sharing", name_of(shared.fc_sharing)}, {"fc_alloc", name_of(shared.fc_alloc)},
                         {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
-                        {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", shared.key_type()},
-                        {"type_v", shared.value_type()}, {"tip_int8", pol.has_k_dom && shared.tip_int8}, {"kv_bytes_read_per_token", r.result.kv_bytes_per_token},
-                        {"achieved_gbps", row_gbps(r, info)}, {"kv_offload", r.policy.kv_offload},
-                        {"kv_prefetch", !r.policy.kv_offload.empty() && r.policy.kv_prefetch}};
+                        {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", name_of(shared.cache.key_type)},
+                        {"type_v", name_of(shared.cache.value_type)}, {"tip_int8", pol.has_k_dom && shared.cache.tip_int8}, {"kv_bytes_read_per_token", r.result.kv_bytes_per_token},
+                        {"achieved_gbps", row_gbps(r, info)}, {"kv_offload", offload_str(r.policy.cache.offload)},
+                        {"kv_prefetch", r.policy.cache.offload.tier != KvOffloadOptions::Tier::None && r.policy.cache.offload.prefetch}};
     if (!info.plan->attention_only) j.update(kv_memory_json(r.result.memory));
     if (lines) out += j.dump() + "\n";  // one object per line
     else all.push_back(std::move(j));
@@ -186,7 +186,7 @@ std::string render_bench_rows(const std::vector<BenchRow>& rows, const BenchRunI
       const double gbps = row_gbps(r, info);
       out += fmt("%s,%.4f,%.4f,%s,%s,%d,%d,%s,%d,%d,%d,%lld,%.3f,%.3f,%.3f,%s,%s,%s\n",
                     csv_cell(name).c_str(), size_gib, params_b, r.policy.attn.c_str(),
-                    policy_info(r.policy.attn).dense ? "" : csv_cell(info.policy->budget).c_str(), r.fcs, r.threads,
+                    policy_info(r.policy.attn).dense ? "" : csv_cell(info.policy->budget.str()).c_str(), r.fcs, r.threads,
                     csv_cell(r.test).c_str(), r.spec.n_parallel, r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, r.result.mean(),
                     r.result.stddev(), r.result.median(),
                     r.spec.n_gen > 0 ? fmt("%.4f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",

@@ -75,14 +75,6 @@ ModelFingerprint fingerprint(const Model& m) {
           hex};
 }
 
-FcSharing parse_fc_sharing(const std::string& s) {
-  if (s == "head") return FcSharing::Head;
-  if (s == "group") return FcSharing::Group;
-  throw Error("--fc-sharing must be 'head' or 'group', got '" + s + "'");
-}
-
-const char* fc_sharing_name(FcSharing s) { return s == FcSharing::Head ? "head" : "group"; }
-
 std::vector<int> Profile::dominant_fcs(int layer, int head, int n, FcSharing sharing) const {
   std::vector<double> row(n_fc, 0.0);
   const int group = model.n_head / model.n_head_kv;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "fasa/options.h"
 #include "model/model.h"
 
 namespace fasa {
@@ -20,11 +21,6 @@ struct ModelFingerprint {
 
 ModelFingerprint fingerprint(const Model& m);
 
-// How query heads of one KV head (GQA group) choose chunks: each its own (`head`, the paper's) or
-// one shared set per KV head from the group's mean CA (`group`: one K_dom plane per KV head).
-enum class FcSharing { Head, Group };
-FcSharing parse_fc_sharing(const std::string& s);
-const char* fc_sharing_name(FcSharing s);
 
 struct Profile {
   static constexpr int kVersion = 1;

@@ -146,11 +146,11 @@ void prepare_auto_profile(const Model& m, const std::vector<std::string>& polici
 std::string policy_variant(const std::string& policy, const PolicyOptions& o, const Model& m) {
   const PolicyInfo& info = policy_info(policy);
   if (info.dense) return "";
-  std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : o.dense_layers);
+  std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : layer_list_str(o.dense_layers));
   if (info.has_k_dom) {
-    v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + o.fc_sharing + " " + v;
+    v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + name_of(o.fc_sharing) + " " + v;
     if (wants_auto_profile(o)) v = "profile=auto " + v;
-    if (o.fc_alloc != "uniform") v = "alloc=" + o.fc_alloc + " " + v;
+    if (o.fc_alloc != FcAlloc::Uniform) v = "alloc=" + std::string(name_of(o.fc_alloc)) + " " + v;
     if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
   }
   if (policy == "stream") v = "sink=" + std::to_string(stream_sink(o)) + " " + v;
@@ -168,7 +168,7 @@ std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref,
     for (const auto& budget : budgets) {
       PolicyOptions po = base;
       po.attn = name;
-      po.budget = budget;
+      po.budget = Budget::parse(budget);
       Scores s;
       if (policy_info(name).dense && full_done) {
         s = full_scores;
@@ -201,8 +201,8 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
     for (int k : top_ks) {
       PolicyOptions po = base;
       po.attn = name;
-      po.budget = std::to_string(k);
-      po.kv_offload.clear();  // the probe scores every whole key, so every row stays resident
+      po.budget = Budget::count(k);
+      po.cache.offload = {};  // the probe scores every whole key, so every row stays resident
       ProgressBar bar("ca " + name + " @ K=" + std::to_string(k), total_steps(ref));
       double hits = 0;
       int64_t queries = 0;

@@ -152,7 +152,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
       for (const auto& budget : budgets) {
         PolicyOptions po = base;
         po.attn = name;
-        po.budget = budget;
+        po.budget = Budget::parse(budget);
         const std::string text = greedy_answer(m, make_selector(po, m), po, pre, t.answer);
         for (const std::string& type : groups(t)) {
           Tally& y = tally[name][budget][type];
@@ -169,7 +169,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
     for (const auto& budget : budgets) {
       PolicyOptions po = base;
       po.attn = name;
-      po.budget = budget;
+      po.budget = Budget::parse(budget);
       const std::string variant = policy_variant(name, po, m);
       for (const auto& type : types) {
         const Tally& y = tally[name][budget][type];

@@ -8,40 +8,6 @@
 
 namespace fasa {
 
-size_t parse_byte_size(const std::string& s, const std::string& option) {
-  size_t used = 0;
-  double v = -1;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  double unit = 1;
-  if (used > 0 && used + 1 == s.size()) {
-    const char u = (char)std::toupper((unsigned char)s[used]);
-    unit = u == 'K' ? 1024.0 : u == 'M' ? 1048576.0 : u == 'G' ? 1073741824.0 : u == 'T' ? 1099511627776.0 : 0;
-    if (unit > 0) ++used;
-  }
-  if (used == 0 || used != s.size() || !(v > 0) || v * unit > 1e18)
-    throw Error(option + ": '" + s + "' is not a byte count (e.g. 512M, 2G)");
-  return (size_t)(v * unit);
-}
-
-KvOffloadOptions parse_kv_offload(const std::string& offload, const std::string& fast_limit, bool prefetch) {
-  KvOffloadOptions o;
-  o.prefetch = prefetch;
-  if (offload == "ram") {
-    o.tier = KvOffloadOptions::Tier::Ram;
-  } else if (offload.rfind("file:", 0) == 0 && offload.size() > 5) {
-    o.tier = KvOffloadOptions::Tier::File;
-    o.dir = offload.substr(5);
-  } else if (!offload.empty()) {
-    throw Error("--kv-offload: '" + offload + "' is neither 'ram' nor 'file:DIR'");
-  }
-  if (!fast_limit.empty()) o.fast_limit = parse_byte_size(fast_limit, "--kv-fast-limit");
-  return o;
-}
-
 KvOffload::KvOffload(const KvOffloadOptions& opts, int64_t n_ctx, std::vector<size_t> record_bytes,
                      std::vector<int> head_layer, size_t prefetch_cap_bytes)
     : chunk_(chunk_rows(n_ctx)),

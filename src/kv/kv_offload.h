@@ -16,22 +16,10 @@
 #include <vector>
 
 #include "fasa/kv_memory.h"
+#include "fasa/options.h"
 #include "kv/slow_tier.h"
 
 namespace fasa {
-
-struct KvOffloadOptions {
-  enum class Tier { None, Ram, File };
-  Tier tier = Tier::None;
-  std::string dir;        // Tier::File: where the cache file goes
-  size_t fast_limit = 0;  // bytes of fast memory the KV cache may use; 0: no cap
-  bool prefetch = false;
-};
-
-// From the CLI's "--kv-offload ram|file:DIR" (or "") and "--kv-fast-limit" ("", bytes, or with a
-// K/M/G/T suffix, powers of 1024); throws fasa::Error naming the option.
-KvOffloadOptions parse_kv_offload(const std::string& offload, const std::string& fast_limit, bool prefetch);
-size_t parse_byte_size(const std::string& s, const std::string& option);
 
 class KvOffload {
  public:

@@ -18,15 +18,15 @@ namespace fasa {
 
 namespace {
 template <DType T>
-using KvType = std::integral_constant<DType, T>;
+using KvElement = std::integral_constant<DType, T>;
 
-// Calls f(KvType<t>{}): the kernels below are compiled per element type, so the inner loops hold no
+// Calls f(KvElement<t>{}): the kernels below are compiled per element type, so the inner loops hold no
 // branch on it.
 template <class F>
 inline auto with_kv_type(DType t, F&& f) {
-  if (t == DType::F16) return f(KvType<DType::F16>{});
-  if (t == DType::Q8_0) return f(KvType<DType::Q8_0>{});
-  return f(KvType<DType::F32>{});
+  if (t == DType::F16) return f(KvElement<DType::F16>{});
+  if (t == DType::Q8_0) return f(KvElement<DType::Q8_0>{});
+  return f(KvElement<DType::F32>{});
 }
 
 #if FASA_KV_SIMD
@@ -395,11 +395,6 @@ void kv_weighted_rows(const float* w, int n_q, const void* const* rows, int n_ro
 #endif
 }
 
-DType kv_type_from_name(const std::string& name, const std::string& option) {
-  if (name == "f16") return DType::F16;
-  if (name == "f32") return DType::F32;
-  if (name == "q8_0") return DType::Q8_0;
-  throw Error(option + ": unknown KV cache type '" + name + "' (use f16, f32 or q8_0)");
-}
+DType kv_dtype(KvType t) { return t == KvType::F16 ? DType::F16 : t == KvType::F32 ? DType::F32 : DType::Q8_0; }
 
 }  // namespace fasa

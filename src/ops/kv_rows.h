@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "fasa/options.h"
 #include "ops/dtype.h"
 
 namespace fasa {
@@ -91,7 +92,7 @@ void kv_weighted_rows(const float* w, int n_q, const void* const* rows, int n_ro
 void kv_weighted_rows_reference(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d,
                                 float* out);
 
-// "f32" / "f16" / "q8_0" -> the type; anything else is a clear error naming `option`.
-DType kv_type_from_name(const std::string& name, const std::string& option = "--kv-type");
+// The element type of a KV cache of this type.
+DType kv_dtype(KvType t);
 
 }  // namespace fasa

@@ -206,17 +206,15 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
 
   // The attention policy per request; the profile stays the server's.
   r.policy = defaults;
-  r.policy.attn = get_string(body, "attn", defaults.attn);
-  if (const json* b = field(body, "budget")) {
-    if (b->is_number_integer() && b->get<int64_t>() > 0 && b->get<int64_t>() <= (int64_t)1 << 40)
-      r.policy.budget = std::to_string(b->get<int64_t>());
-    else if (b->is_number_float() && b->get<double>() > 0 && b->get<double>() <= 1)
-      r.policy.budget = b->dump();
-    else
-      bad("budget", "must be a positive token count or a fraction in (0, 1]");
-  }
-  r.policy.fcs = (int)get_int(body, "fcs", defaults.fcs, 1, 512);
-  r.policy.fc_sharing = get_string(body, "fc_sharing", defaults.fc_sharing);
+  for (const char* name : {"attn", "budget", "fcs", "fc_sharing"})
+    if (const json* v = field(body, name)) {
+      if (!v->is_string() && !v->is_number()) bad(name, "must be a string or a number");
+      try {  // the settings' one parser, as the CLI's flags: the same message for the same mistake
+        set_policy_option(r.policy, name, v->is_string() ? v->get<std::string>() : v->dump());
+      } catch (const Error& e) {
+        throw BadRequest(e.what());
+      }
+    }
   return r;
 }
 

@@ -121,13 +121,11 @@ void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHe
 
 std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& p, const PolicyOptions& o, const Model& model) {
   FasaOptions f;
-  f.budget = policy_budget(o);
+  f.budget = o.budget;
   f.n_tip = o.fcs;
-  f.sharing = parse_fc_sharing(o.fc_sharing);
-  if (o.fc_alloc != "uniform" && o.fc_alloc != "adaptive")
-    throw Error("--fc-alloc must be 'uniform' or 'adaptive', got '" + o.fc_alloc + "'");
-  f.adaptive = o.fc_alloc == "adaptive";
-  f.dense_layers = policy_dense_layers(o);
+  f.sharing = o.fc_sharing;
+  f.adaptive = o.fc_alloc == FcAlloc::Adaptive;
+  f.dense_layers = o.dense_layers;
   f.sink = o.sink;
   f.recent = o.recent;
   return std::make_unique<FasaSelector>(p, model.config, f);

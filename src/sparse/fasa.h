@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "calib/profile.h"
-#include "sparse/budget.h"
 #include "sparse/policy.h"
 
 namespace fasa {

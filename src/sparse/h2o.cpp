@@ -79,7 +79,7 @@ void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t bu
 }
 
 std::unique_ptr<TokenSelector> make_h2o_policy(const PolicyOptions& o, const Model& m) {
-  return std::make_unique<H2oSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer, m.config.n_head);
+  return std::make_unique<H2oSelector>(o.budget, o.dense_layers, m.config.n_layer, m.config.n_head);
 }
 
 }  // namespace fasa

@@ -15,7 +15,7 @@ void OracleSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
 }
 
 std::unique_ptr<TokenSelector> make_oracle_policy(const PolicyOptions& o, const Model& m) {
-  return std::make_unique<OracleSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer);
+  return std::make_unique<OracleSelector>(o.budget, o.dense_layers, m.config.n_layer);
 }
 
 }  // namespace fasa

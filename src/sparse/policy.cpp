@@ -55,33 +55,12 @@ KeyLayout SparseSelector::key_layout(int layer, int kv_head) const {
   return dense_[layer] ? KeyLayout{} : sparse_key_layout(layer, kv_head);
 }
 
-std::vector<int> parse_layer_list(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (item.empty()) continue;
-    size_t used = 0;
-    int v = -1;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || v < 0) throw Error("--dense-layers: '" + item + "' is not a layer number");
-    out.push_back(v);
-  }
-  return out;
-}
-
 int fasa_chunks(const PolicyOptions& o, const Model& model) {
   if (!policy_info(o.attn).has_k_dom) return 0;
   if (o.fcs > 0) return o.fcs;
   // Automatic and synthetic profiles keep calibration's default.
   return o.profile.empty() || o.profile == "auto" ? default_n_tip(model.config) : load_profile(o.profile).n_tip;
 }
-
-Budget policy_budget(const PolicyOptions& o) { return Budget::parse(o.budget); }
-std::vector<int> policy_dense_layers(const PolicyOptions& o) { return parse_layer_list(o.dense_layers); }
 
 std::unique_ptr<TokenSelector> make_full_policy(const PolicyOptions&, const Model&) {
   return std::make_unique<FullAttention>();
@@ -143,12 +122,12 @@ void check_policy(const PolicyOptions& o, const Model& model) {
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {
   SessionOptions so;
   so.n_ctx = n_ctx;
-  so.kv_types.k = kv_type_from_name(policy.key_type(), policy.kv_type_k.empty() ? "--kv-type" : "--cache-type-k");
-  so.kv_types.v = kv_type_from_name(policy.value_type(), policy.kv_type_v.empty() ? "--kv-type" : "--cache-type-v");
-  so.kv_types.tip_int8 = policy.tip_int8;
-  so.offload = parse_kv_offload(policy.kv_offload, policy.kv_fast_limit, policy.kv_prefetch);
+  so.kv_types.k = kv_dtype(policy.cache.key_type);
+  so.kv_types.v = kv_dtype(policy.cache.value_type);
+  so.kv_types.tip_int8 = policy.cache.tip_int8;
+  so.offload = policy.cache.offload;
   if (so.offload.tier != KvOffloadOptions::Tier::None && !policy_info(policy.attn).has_k_dom)
-    throw Error("--kv-offload works with --attn fasa: its heads keep the K_dom plane they score on in fast memory");
+    throw Error("kv_offload works with attn 'fasa': its heads keep the K_dom plane they score on in fast memory");
   return so;
 }
 

@@ -9,7 +9,6 @@
 #include "fasa/options.h"
 #include "model/session.h"
 #include "select/token_selector.h"
-#include "sparse/budget.h"
 
 namespace fasa {
 
@@ -54,9 +53,6 @@ struct PolicyInfo {
   bool has_k_dom;  // scores on a K_dom plane (FASA): the only kind FASA-M's slow tier works with
   std::unique_ptr<TokenSelector> (*make)(const PolicyOptions& opts, const Model& model);
 };
-// The budget and dense layers these options ask for: what every SparseSelector is made with.
-Budget policy_budget(const PolicyOptions& opts);
-std::vector<int> policy_dense_layers(const PolicyOptions& opts);
 const std::vector<PolicyInfo>& policy_registry();
 // The row of `name`; throws fasa::Error listing the known names.
 const PolicyInfo& policy_info(const std::string& name);
@@ -76,6 +72,5 @@ SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx);
 // The frequency chunks per head FASA scores on with these options: --fcs, else the profile's, else
 // (synthetic profile) calibration's default; 0 for other policies. For the records of a run.
 int fasa_chunks(const PolicyOptions& opts, const Model& model);
-std::vector<int> parse_layer_list(const std::string& s);
 
 }  // namespace fasa

@@ -73,7 +73,7 @@ void QuestSelector::on_truncate(int64_t n_tokens) {
 }
 
 std::unique_ptr<TokenSelector> make_quest_policy(const PolicyOptions& o, const Model& m) {
-  return std::make_unique<QuestSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer, m.config.n_head_kv);
+  return std::make_unique<QuestSelector>(o.budget, o.dense_layers, m.config.n_layer, m.config.n_head_kv);
 }
 
 }  // namespace fasa

@@ -20,7 +20,7 @@ void RandomSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
 }
 
 std::unique_ptr<TokenSelector> make_random_policy(const PolicyOptions& o, const Model& m) {
-  return std::make_unique<RandomSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer, o.seed);
+  return std::make_unique<RandomSelector>(o.budget, o.dense_layers, m.config.n_layer, o.seed);
 }
 
 }  // namespace fasa

@@ -83,7 +83,7 @@ void SnapKvSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
 
 std::unique_ptr<TokenSelector> make_snapkv_policy(const PolicyOptions& o, const Model& m) {
   const ModelConfig& c = m.config;
-  return std::make_unique<SnapKvSelector>(policy_budget(o), policy_dense_layers(o), c.n_layer, c.n_head, c.head_dim,
+  return std::make_unique<SnapKvSelector>(o.budget, o.dense_layers, c.n_layer, c.n_head, c.head_dim,
                                           o.snapkv_window, o.snapkv_every);
 }
 

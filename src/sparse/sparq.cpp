@@ -30,7 +30,7 @@ void SparqSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
 }
 
 std::unique_ptr<TokenSelector> make_sparq_policy(const PolicyOptions& o, const Model& m) {
-  return std::make_unique<SparqSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer, o.sparq_r);
+  return std::make_unique<SparqSelector>(o.budget, o.dense_layers, m.config.n_layer, o.sparq_r);
 }
 
 }  // namespace fasa

@@ -12,7 +12,7 @@ void StreamSelector::pick(const AttentionQuery&, const KvHeadView& kv, int64_t b
 }
 
 std::unique_ptr<TokenSelector> make_stream_policy(const PolicyOptions& o, const Model& m) {
-  return std::make_unique<StreamSelector>(policy_budget(o), policy_dense_layers(o), m.config.n_layer, stream_sink(o));
+  return std::make_unique<StreamSelector>(o.budget, o.dense_layers, m.config.n_layer, stream_sink(o));
 }
 
 }  // namespace fasa
