@@ -4,7 +4,7 @@
 # docs/ARCHITECTURE.md explains the layers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LAYERS=(util ops io tokenizer kv select model calib sparse api eval bench draw server cli)
+LAYERS=(util ops io tokenizer kv select model calib sparse api eval bench draw server cli python)
 
 rank() {
   local i
@@ -15,7 +15,7 @@ rank() {
 bad=0
 for dir in "${LAYERS[@]}"; do
   path=src/$dir
-  [[ $dir == cli ]] && path=cli
+  [[ $dir == cli || $dir == python ]] && path=$dir
   [[ -d $path ]] || { echo "check-layers: $path is in the layer order but does not exist" >&2; exit 1; }
   own=$(rank "$dir")
   # Every quoted include whose first path part is a layer (fasa/ is the public API, below all).

@@ -190,6 +190,9 @@ class Context {
   // Samples up to opts.max_tokens tokens after what was fed, streaming text to `on_text`.
   GenerationResult generate(const GenerationOptions& opts, const TextCallback& on_text = {});
 
+  // The next token's logits after everything fed and generated ([n_vocab]; a pending token is
+  // evaluated first); valid until the context changes. Throws when nothing was fed.
+  std::span<const float> logits();
   int64_t n_past() const;
   int64_t n_ctx() const;
   const std::vector<int32_t>& tokens() const { return tokens_; }  // [n_past()] fed and generated, in order

@@ -63,6 +63,12 @@ Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(eng
 
 Context::~Context() = default;
 
+std::span<const float> Context::logits() {
+  if (!unevaluated_.empty()) feed_tokens({});
+  if (session_->n_past() == 0) throw Error("logits: nothing was fed");
+  return session_->logits();
+}
+
 int64_t Context::n_past() const { return session_->n_past() + (int64_t)unevaluated_.size(); }
 int64_t Context::n_cached() const { return session_->n_past(); }
 int64_t Context::n_ctx() const { return session_->n_ctx(); }

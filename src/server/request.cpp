@@ -38,14 +38,6 @@ double get_number(const json& body, const char* name, double fallback, double lo
   return x;
 }
 
-std::string get_string(const json& body, const char* name, const std::string& fallback, size_t max_len = 64) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_string()) bad(name, "must be a string");
-  if (v->get_ref<const std::string&>().size() > max_len) bad(name, "is too long");
-  return v->get<std::string>();
-}
-
 bool get_bool(const json& body, const char* name, bool fallback) {
   const json* v = field(body, name);
   if (!v) return fallback;

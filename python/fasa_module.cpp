@@ -1,0 +1,182 @@
+// fasa's Python module (_fasa): the public C++ API (include/fasa/) with the settings given as keywords,
+// each read by set_policy_option as the CLI's flags are. The GIL is released while the engine computes.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "fasa/fasa.h"
+#include "sparse/policy.h"
+
+namespace py = pybind11;
+using namespace fasa;
+
+namespace {
+
+// A keyword's value as set_policy_option reads it: True -> "true", 0.5 -> "0.5", [0, 2] -> "0,2".
+std::string setting_text(const py::handle& v) {
+  if (py::isinstance<py::bool_>(v)) return v.cast<bool>() ? "true" : "false";
+  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+  if (py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v)) return py::repr(v).cast<std::string>();
+  if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+    std::string s;
+    for (const py::handle& item : v) s += (s.empty() ? "" : ",") + setting_text(item);
+    return s;
+  }
+  throw Error("a setting's value must be a string, a number, a bool or a list, got " + py::repr(v).cast<std::string>());
+}
+
+ContextOptions context_options(const py::kwargs& settings) {
+  ContextOptions o;
+  for (const auto& [key, value] : settings) {
+    const std::string name = key.cast<std::string>();
+    if (name == "n_ctx") o.n_ctx = value.cast<int64_t>();
+    else if (name == "threads") o.threads = value.cast<int>();
+    else set_policy_option(o.policy, name, setting_text(value));
+  }
+  return o;
+}
+
+GenerationOptions generation_options(int max_tokens, float temperature, int top_k, float top_p, uint64_t seed,
+                                     const std::vector<std::string>& stop, bool ignore_eos) {
+  GenerationOptions g;
+  g.max_tokens = max_tokens;
+  g.sampling = {temperature, top_k, top_p, seed};
+  g.stop = stop;
+  g.ignore_eos = ignore_eos;
+  return g;
+}
+
+// ctx.stream(...): a Batch of one member stepped on each next(), the text pieces of a step queued.
+class TextStream {
+ public:
+  TextStream(Context& ctx, const GenerationOptions& g) {
+    batch_.add(ctx, {}, g, [this](std::string_view piece) {
+      pieces_.emplace_back(piece);
+      return !cancelled_;
+    }, [this](GenerationResult, std::exception_ptr e) { error_ = e; });
+  }
+  // Dropped before the end: the generation is cancelled at its next token, so the context is whole.
+  ~TextStream() {
+    cancelled_ = true;
+    try {
+      while (batch_.size() > 0) batch_.step();
+    } catch (...) {  // the member failed: its context says so on its next use
+    }
+  }
+  std::string next() {
+    while (pieces_.empty() && batch_.size() > 0) {
+      py::gil_scoped_release released;
+      batch_.step();
+    }
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    if (pieces_.empty()) throw py::stop_iteration();
+    std::string piece = std::move(pieces_.front());
+    pieces_.pop_front();
+    return piece;
+  }
+
+ private:
+  Batch batch_;
+  std::deque<std::string> pieces_;
+  std::exception_ptr error_;
+  bool cancelled_ = false;
+};
+
+py::dict stats_dict(Context& c) {
+  const ContextStats& s = c.stats();
+  py::dict d;
+  d["prompt_tokens"] = s.prompt_tokens;
+  d["generated_tokens"] = s.generated_tokens;
+  d["prompt_seconds"] = s.prompt_seconds;
+  d["decode_seconds"] = s.decode_seconds;
+  d["n_past"] = c.n_past();
+  d["n_ctx"] = c.n_ctx();
+  d["kv_fast_bytes"] = c.kv_memory().fast;
+  d["policy"] = c.policy_summary();
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_fasa, m) {
+  m.doc() = "fasa: long-context decoding with Frequency-Aware Sparse Attention";
+  py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  m.attr("source_model") = FASA_DEFAULT_MODEL;  // the bundled model in the checkout it was built from
+
+  m.def("policies", [] {
+    py::list out;
+    for (const PolicyInfo& p : policy_registry()) {
+      py::dict d;
+      d["name"] = p.name, d["description"] = p.description, d["dense"] = p.dense;
+      out.append(d);
+    }
+    return out;
+  }, "The attention policies: name, description, whether it is dense.");
+  m.def("settings", [] { return policy_option_names(); }, "The keywords Engine.context takes besides n_ctx and threads.");
+
+  py::class_<Engine>(m, "Engine")
+      .def(py::init<const std::string&>(), py::arg("model"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("info", [](const Engine& e) {
+        const ModelInfo& i = e.info();
+        py::dict d;
+        d["path"] = i.path, d["format"] = i.format, d["arch"] = i.arch, d["n_params"] = i.n_params;
+        d["n_ctx_train"] = i.n_ctx_train, d["n_vocab"] = i.n_vocab, d["chat_format"] = i.chat_format;
+        return d;
+      })
+      .def("tokenize", [](const Engine& e, const std::string& text, bool add_bos, bool parse_special) {
+        return e.tokenize(text, add_bos, parse_special);
+      }, py::arg("text"), py::arg("add_bos") = true, py::arg("parse_special") = false)
+      .def("detokenize", &Engine::detokenize, py::arg("ids"))
+      .def("context", [](const Engine& e, const py::kwargs& settings) {
+        const ContextOptions o = context_options(settings);
+        py::gil_scoped_release released;
+        return std::make_unique<Context>(e, o);
+      }, py::keep_alive<0, 1>(), "A context: n_ctx, threads, and any of fasa.settings() as keywords (as `fasa run`'s flags).");
+
+  py::class_<Context>(m, "Context")
+      .def("feed", [](Context& c, const std::string& text) { return c.feed(text); }, py::arg("text"),
+           py::call_guard<py::gil_scoped_release>(), "Appends text; returns the tokens added.")
+      .def("feed_tokens", [](Context& c, const std::vector<int32_t>& ids) { c.feed_tokens(ids); }, py::arg("ids"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("generate", [](Context& c, const std::optional<std::string>& prompt, int max_tokens, float temperature, int top_k,
+                          float top_p, uint64_t seed, const std::vector<std::string>& stop, bool ignore_eos) {
+        const GenerationOptions g = generation_options(max_tokens, temperature, top_k, top_p, seed, stop, ignore_eos);
+        py::gil_scoped_release released;
+        if (prompt) c.feed(*prompt);
+        return c.generate(g).text;
+      }, py::arg("prompt") = py::none(), py::arg("max_tokens") = 64, py::arg("temperature") = 0.0f, py::arg("top_k") = 40,
+         py::arg("top_p") = 0.95f, py::arg("seed") = 42, py::arg("stop") = std::vector<std::string>{},
+         py::arg("ignore_eos") = false, "Feeds `prompt` (if any), then returns the generated text (greedy at temperature 0).")
+      .def("stream", [](Context& c, const std::optional<std::string>& prompt, int max_tokens, float temperature, int top_k,
+                        float top_p, uint64_t seed, const std::vector<std::string>& stop, bool ignore_eos) {
+        const GenerationOptions g = generation_options(max_tokens, temperature, top_k, top_p, seed, stop, ignore_eos);
+        if (prompt) {
+          py::gil_scoped_release released;
+          c.feed(*prompt);
+        }
+        return std::make_unique<TextStream>(c, g);
+      }, py::arg("prompt") = py::none(), py::arg("max_tokens") = 64, py::arg("temperature") = 0.0f, py::arg("top_k") = 40,
+         py::arg("top_p") = 0.95f, py::arg("seed") = 42, py::arg("stop") = std::vector<std::string>{},
+         py::arg("ignore_eos") = false, py::keep_alive<0, 1>(), "As generate, an iterator over the text's pieces.")
+      .def("logits", [](Context& c) {
+        std::span<const float> l;
+        {
+          py::gil_scoped_release released;
+          l = c.logits();
+        }
+        return py::array_t<float>((py::ssize_t)l.size(), l.data());  // a copy
+      }, "The next token's logits, a float32 array [n_vocab].")
+      .def("truncate", &Context::truncate, py::arg("n"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("n_past", &Context::n_past)
+      .def_property_readonly("n_ctx", &Context::n_ctx)
+      .def_property_readonly("tokens", &Context::tokens)
+      .def("stats", &stats_dict);
+
+  py::class_<TextStream>(m, "TextStream")
+      .def("__iter__", [](TextStream& s) -> TextStream& { return s; })
+      .def("__next__", &TextStream::next);
+}

@@ -1,0 +1,97 @@
+"""The Python module against the CLI and the C++ API's contracts, on the bundled model."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import fasa
+
+PROMPT = "Ge1:1 In the beginning"
+CLI = os.environ.get("FASA_CLI")
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return fasa.Engine()
+
+
+def cli(*args):
+    if not CLI:
+        pytest.skip("FASA_CLI (the fasa binary) is not set: run through ctest")
+    return subprocess.run([CLI, *args], capture_output=True, text=True)
+
+
+def test_generation_equals_the_cli(engine):
+    got = engine.context().generate(PROMPT, max_tokens=8)
+    run = cli("run", "-p", PROMPT, "-n", "8", "--no-display-prompt")
+    assert run.returncode == 0, run.stderr
+    assert got == run.stdout.rstrip("\n")
+    assert len(got) > 0
+
+
+def test_fasa_with_the_same_settings_equals_the_cli(engine):
+    got = engine.context(attn="fasa", budget=8, fcs=4, dense_layers=[], synthetic_profile=True).generate(
+        PROMPT * 4, max_tokens=12)
+    run = cli("run", "-p", PROMPT * 4, "-n", "12", "--no-display-prompt", "--attn", "fasa", "--budget", "8",
+              "--fcs", "4", "--dense-layers", "", "--synthetic-profile")
+    assert run.returncode == 0, run.stderr
+    assert got == run.stdout.rstrip("\n")
+
+
+def test_the_stream_yields_the_blocking_calls_text(engine):
+    blocking = engine.context().generate(PROMPT, max_tokens=24)
+    pieces = list(engine.context().stream(PROMPT, max_tokens=24))
+    assert len(pieces) > 1
+    assert "".join(pieces) == blocking
+
+
+def test_a_stream_dropped_early_leaves_the_context_usable(engine):
+    ctx = engine.context()
+    stream = ctx.stream(PROMPT, max_tokens=50)
+    next(stream)
+    del stream
+    assert ctx.generate(" and", max_tokens=4)
+
+
+def test_every_policy_with_a_budget_covering_the_context_equals_dense(engine):
+    prompt = " ".join([PROMPT] * 6)
+    dense = engine.context()
+    want = dense.generate(prompt, max_tokens=16)
+    want_logits = dense.logits()
+    for p in fasa.policies():
+        ctx = engine.context(attn=p["name"], budget=100000, synthetic_profile=True)
+        assert ctx.generate(prompt, max_tokens=16) == want, p["name"]
+        np.testing.assert_allclose(ctx.logits(), want_logits, rtol=0, atol=1e-4, err_msg=p["name"])
+
+
+def test_bad_settings_raise_the_clis_message(engine):
+    with pytest.raises(fasa.Error) as e:
+        engine.context(budget=2.5)
+    run = cli("run", "--budget", "2.5", "-p", "x", "-n", "1")
+    assert run.returncode != 0
+    assert f"error: {e.value}" in run.stderr
+    assert str(e.value).startswith("budget: ")
+    with pytest.raises(fasa.Error, match="fc_sharing: must be 'head' or 'group'"):
+        engine.context(fc_sharing="both")
+    with pytest.raises(fasa.Error, match="no setting 'budgte'"):
+        engine.context(budgte=8)
+    with pytest.raises(fasa.Error, match="unknown attention policy .nope."):
+        engine.context(attn="nope").generate(PROMPT, max_tokens=1)
+
+
+def test_tokens_logits_and_stats(engine):
+    ids = engine.tokenize(PROMPT)
+    assert engine.detokenize(ids).endswith(PROMPT)
+    ctx = engine.context(n_ctx=256)
+    with pytest.raises(fasa.Error):
+        ctx.logits()  # nothing fed
+    assert ctx.feed(PROMPT) == len(ids)
+    logits = ctx.logits()
+    assert logits.dtype == np.float32 and logits.shape == (engine.info["n_vocab"],)
+    ctx.generate(max_tokens=3)
+    s = ctx.stats()
+    assert s["prompt_tokens"] == len(ids) and s["generated_tokens"] == 3 and s["n_ctx"] == 256
+    assert ctx.n_past == len(ctx.tokens) == len(ids) + 3
+    assert {"full", "fasa", "stream", "quest"} <= {p["name"] for p in fasa.policies()}
+    assert "budget" in fasa.settings()
