@@ -9,6 +9,8 @@
 #include <string>
 
 #include "fasa/fasa.h"
+#include "model/model.h"
+#include "ops/kv_rows.h"
 #include "sparse/policy.h"
 
 namespace py = pybind11;
@@ -29,13 +31,76 @@ std::string setting_text(const py::handle& v) {
   throw Error("a setting's value must be a string, a number, a bool or a list, got " + py::repr(v).cast<std::string>());
 }
 
-ContextOptions context_options(const py::kwargs& settings) {
+// A policy written in Python (fasa.register_policy): fn(layer, kv_head, queries, keys, budget) gets the
+// GQA group's queries [n_q, head_dim] and the head's cached keys [n_tokens, head_dim] (float32 copies,
+// post-RoPE) and returns the rows all of the group's heads attend to. SparseSelector keeps the C++
+// policies' contract: dense layers and budgets covering the context attend to everything without
+// asking fn. Called from the decode threads, one at a time (the GIL).
+class PythonPolicy final : public SparseSelector {
+ public:
+  PythonPolicy(std::string name, py::function fn, const PolicyOptions& o, int n_layer)
+      : SparseSelector(o.budget, o.dense_layers, n_layer), name_(std::move(name)), fn_(std::move(fn)) {}
+  ~PythonPolicy() override {
+    py::gil_scoped_acquire gil;  // the function's reference goes with the GIL held
+    fn_ = py::function();
+  }
+  std::string_view name() const override { return name_; }
+
+ protected:
+  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override {
+    pick_group(&q, 1, kv, budget, &rows);
+  }
+  void pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                  std::vector<int32_t>* rows) override {
+    const int D = kv.head_dim;
+    const int64_t n = kv.n_tokens;
+    py::gil_scoped_acquire gil;
+    try {
+      py::array_t<float> q({(py::ssize_t)n_q, (py::ssize_t)D}), keys({(py::ssize_t)n, (py::ssize_t)D});
+      for (int i = 0; i < n_q; ++i) std::copy_n(queries[i].q, D, q.mutable_data(i, 0));
+      for (int64_t r = 0; r < n; ++r) {  // (the identity key layout: no K_dom plane)
+        if (kv.n_dom > 0) kv_load(kv.k_dom_row(r), kv.k_type, kv.n_dom, keys.mutable_data(r, 0));
+        kv_load(kv.k_rest_row(r), kv.k_type, D - kv.n_dom, keys.mutable_data(r, kv.n_dom));
+      }
+      const auto picked = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(
+          fn_(queries[0].layer, queries[0].kv_head, q, keys, budget));
+      if (!picked || picked.ndim() != 1) throw Error("policy '" + name_ + "' must return a list of row numbers");
+      if (picked.size() > budget)
+        throw Error("policy '" + name_ + "' returned " + std::to_string(picked.size()) + " rows for a budget of " +
+                    std::to_string(budget));
+      std::vector<char> seen(n, 0);
+      for (py::ssize_t i = 0; i < picked.size(); ++i) {
+        const int64_t r = picked.at(i);
+        if (r < 0 || r >= n)
+          throw Error("policy '" + name_ + "' returned row " + std::to_string(r) + ", outside the context of " +
+                      std::to_string(n) + " rows");
+        if (seen[r]++) throw Error("policy '" + name_ + "' returned row " + std::to_string(r) + " twice");
+        rows[0].push_back((int32_t)r);
+      }
+    } catch (py::error_already_set& e) {  // a Python error, as the library's (with the GIL still held)
+      throw Error("policy '" + name_ + "': " + e.what());
+    }
+    for (int i = 1; i < n_q; ++i) rows[i] = rows[0];
+  }
+
+ private:
+  std::string name_;
+  py::function fn_;
+};
+
+ContextOptions context_options(const Engine& e, const py::kwargs& settings) {
   ContextOptions o;
+  py::object python_policy = py::none();
   for (const auto& [key, value] : settings) {
     const std::string name = key.cast<std::string>();
     if (name == "n_ctx") o.n_ctx = value.cast<int64_t>();
     else if (name == "threads") o.threads = value.cast<int>();
+    else if (name == "python_policy") python_policy = py::reinterpret_borrow<py::object>(value);
     else set_policy_option(o.policy, name, setting_text(value));
+  }
+  if (!python_policy.is_none()) {  // (name, fn) from fasa.register_policy
+    const auto [name, fn] = python_policy.cast<std::pair<std::string, py::function>>();
+    o.selector = std::make_shared<PythonPolicy>(name, fn, o.policy, e.model().config.n_layer);
   }
   return o;
 }
@@ -105,6 +170,9 @@ py::dict stats_dict(Context& c) {
 PYBIND11_MODULE(_fasa, m) {
   m.doc() = "fasa: long-context decoding with Frequency-Aware Sparse Attention";
   py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  // NumPy's C API found now: found lazily, by a Python policy called from a decode thread, a function-
+  // local static would wait for an import that waits for the GIL that thread holds.
+  py::array_t<float> numpy_api_found(1);
   m.attr("source_model") = FASA_DEFAULT_MODEL;  // the bundled model in the checkout it was built from
 
   m.def("policies", [] {
@@ -132,7 +200,7 @@ PYBIND11_MODULE(_fasa, m) {
       }, py::arg("text"), py::arg("add_bos") = true, py::arg("parse_special") = false)
       .def("detokenize", &Engine::detokenize, py::arg("ids"))
       .def("context", [](const Engine& e, const py::kwargs& settings) {
-        const ContextOptions o = context_options(settings);
+        const ContextOptions o = context_options(e, settings);
         py::gil_scoped_release released;
         return std::make_unique<Context>(e, o);
       }, py::keep_alive<0, 1>(), "A context: n_ctx, threads, and any of fasa.settings() as keywords (as `fasa run`'s flags).");

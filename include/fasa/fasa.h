@@ -75,10 +75,15 @@ class Engine {
   ModelInfo info_;
 };
 
+class TokenSelector;  // the token-selection seam (src/select/token_selector.h)
+
 struct ContextOptions {
   PolicyOptions policy;  // decode attention; prompts are always prefilled densely
   int64_t n_ctx = 0;     // tokens the context holds; 0: the model's training context
   int threads = 0;       // OpenMP threads of this context's calls; 0: the process default
+  // A policy of the caller's own in place of policy.attn's (the Python module's register_policy);
+  // policy's cache options still apply.
+  std::shared_ptr<TokenSelector> selector;
 };
 
 struct GenerationOptions {

@@ -11,7 +11,24 @@ from ._fasa import Context, Error, TextStream, policies, settings
 from ._fasa import Engine as _Engine
 from ._fasa import source_model as _source_model
 
-__all__ = ["Engine", "Context", "Error", "TextStream", "policies", "settings", "bundled_model"]
+__all__ = ["Engine", "Context", "Error", "TextStream", "policies", "settings", "bundled_model", "register_policy"]
+
+_python_policies = {}  # name -> fn, from register_policy
+
+
+def register_policy(name, fn):
+    """A policy written in Python, for engine.context(attn=name, budget=..., dense_layers=...).
+
+    fn(layer, kv_head, queries, keys, budget) gets the GQA group's queries [n_q, head_dim] and the KV
+    head's cached keys [n_tokens, head_dim] (float32 NumPy arrays, after RoPE) and returns at most
+    `budget` distinct row numbers, which every query head of the group attends to. It runs in the real
+    decode loop under the C++ policies' contract: dense layers, and steps whose budget covers the
+    context, attend to every row without calling fn; a row outside the context is an error. Slow is
+    fine: it is for trying an idea before writing it in C++ (src/sparse/).
+    """
+    if name in {p["name"] for p in policies()}:
+        raise Error(f"'{name}' is a built-in policy")
+    _python_policies[name] = fn
 
 
 def bundled_model():
@@ -25,3 +42,12 @@ class Engine(_Engine):
 
     def __init__(self, model=None):
         super().__init__(bundled_model() if model is None else os.fspath(model))
+
+    def context(self, **settings):
+        """A context: n_ctx, threads, and any of fasa.settings() as keywords (as `fasa run`'s flags);
+        attn may name a policy from register_policy."""
+        name = settings.get("attn")
+        if name in _python_policies:
+            settings = {k: v for k, v in settings.items() if k != "attn"}
+            settings["python_policy"] = (name, _python_policies[name])
+        return super().context(**settings)

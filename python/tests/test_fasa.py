@@ -1,6 +1,7 @@
 """The Python module against the CLI and the C++ API's contracts, on the bundled model."""
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -95,3 +96,60 @@ def test_tokens_logits_and_stats(engine):
     assert ctx.n_past == len(ctx.tokens) == len(ids) + 3
     assert {"full", "fasa", "stream", "quest"} <= {p["name"] for p in fasa.policies()}
     assert "budget" in fasa.settings()
+
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python")
+
+
+def example(name):
+    """Runs examples/python/NAME.py in a fresh interpreter; returns its output."""
+    run = subprocess.run([sys.executable, os.path.join(EXAMPLES, name + ".py")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def test_a_python_streaming_llm_decodes_as_the_built_in_one(engine):
+    sys.path.insert(0, EXAMPLES)
+    import streaming_policy  # registers "py-stream"
+
+    prompt = " ".join([PROMPT] * 20)
+    for dense_layers in [[0], []]:
+        got = engine.context(attn="py-stream", budget=24, dense_layers=dense_layers)
+        want = engine.context(attn="stream", budget=24, dense_layers=dense_layers)
+        assert got.generate(prompt, max_tokens=64, ignore_eos=True) == want.generate(prompt, max_tokens=64, ignore_eos=True)
+        assert got.tokens == want.tokens
+        np.testing.assert_array_equal(got.logits(), want.logits())
+    assert streaming_policy.streaming_llm(0, 0, None, [0] * 10, 4, sink=2) == [0, 1, 8, 9]
+    assert example("streaming_policy").endswith("the same as the built-in stream policy: True\n")
+
+
+def test_a_python_policy_keeps_the_contract(engine):
+    calls = []
+
+    def everything_but_the_last(layer, kv_head, queries, keys, budget):
+        calls.append((layer, queries.shape, keys.shape, budget))
+        return list(range(len(keys)))  # one row too many: refused
+
+    fasa.register_policy("py-greedy", everything_but_the_last)
+    prompt = " ".join([PROMPT] * 6)
+    wide = engine.context(attn="py-greedy", budget=100000, dense_layers=[])  # covers the context: dense, fn not asked
+    assert wide.generate(prompt, max_tokens=8) == engine.context().generate(prompt, max_tokens=8)
+    assert calls == []
+    with pytest.raises(fasa.Error, match="policy 'py-greedy' returned .* rows for a budget of 16"):
+        engine.context(attn="py-greedy", budget=16, dense_layers=[]).generate(prompt, max_tokens=2)
+    layer, q_shape, k_shape, budget = calls[0]
+    assert q_shape[0] >= 1 and q_shape[1] == k_shape[1] and budget == 16
+
+    fasa.register_policy("py-outside", lambda layer, kv_head, q, keys, budget: [len(keys)])
+    with pytest.raises(fasa.Error, match="policy 'py-outside' returned row .*, outside the context of"):
+        engine.context(attn="py-outside", budget=16).generate(prompt, max_tokens=2)
+    fasa.register_policy("py-raises", lambda *args: 1 / 0)
+    with pytest.raises(fasa.Error, match="policy 'py-raises': ZeroDivisionError"):
+        engine.context(attn="py-raises", budget=16).generate(prompt, max_tokens=2)
+    with pytest.raises(fasa.Error, match="built-in"):
+        fasa.register_policy("stream", lambda *args: [])
+
+
+def test_the_generate_example_runs():
+    out = example("generate")
+    assert out.startswith("full: ") and "\nfasa: " in out and "prompt_tokens" in out

@@ -47,8 +47,10 @@ void Engine::check_policy(const PolicyOptions& policy) const { fasa::check_polic
 Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(engine), opts_(opts) {
   const Model& m = engine.model();
   const SessionOptions so = session_options(opts.policy, opts.n_ctx > 0 ? opts.n_ctx : m.config.n_ctx_train);
-  auto_pending_ = auto_profile_pending(opts.policy, m);
-  if (auto_pending_) {  // dense until a profile exists; measuring, if this context can hold enough tokens
+  auto_pending_ = !opts.selector && auto_profile_pending(opts.policy, m);
+  if (opts.selector) {
+    policy_ = opts.selector;
+  } else if (auto_pending_) {  // dense until a profile exists; measuring, if this context can hold enough tokens
     fasa::check_policy(opts.policy, m);
     policy_ = std::make_shared<FullAttention>();
     if (so.n_ctx >= PromptProfiler::kMinTokens) profiler_ = std::make_unique<PromptProfiler>(m);

@@ -13,7 +13,8 @@ namespace fasa {
 SparseSelector::SparseSelector(Budget budget, const std::vector<int>& dense_layers, int n_layer)
     : budget_(budget), dense_(n_layer, 0) {
   for (int l : dense_layers) {
-    if (l < 0 || l >= n_layer) throw Error("--dense-layers: layer " + std::to_string(l) + " does not exist");
+    if (l < 0 || l >= n_layer)
+      throw Error("dense_layers: layer " + std::to_string(l) + " does not exist (the model has " + std::to_string(n_layer) + ")");
     dense_[l] = 1;
   }
 }
