@@ -22,10 +22,15 @@ namespace {
 std::string setting_text(const py::handle& v) {
   if (py::isinstance<py::bool_>(v)) return v.cast<bool>() ? "true" : "false";
   if (py::isinstance<py::str>(v)) return v.cast<std::string>();
-  if (py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v)) return py::repr(v).cast<std::string>();
+  // ints and floats, NumPy's too (numpy.int64 has __index__; repr(numpy.float64) is not a number)
+  if (PyIndex_Check(v.ptr())) return py::str(py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()))).cast<std::string>();
+  if (PyFloat_Check(v.ptr()) || py::hasattr(v, "__float__")) return py::repr(py::float_(py::reinterpret_borrow<py::object>(v))).cast<std::string>();
   if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
     std::string s;
-    for (const py::handle& item : v) s += (s.empty() ? "" : ",") + setting_text(item);
+    for (const py::handle& item : v) {
+      if (!s.empty()) s += ',';
+      s += setting_text(item);
+    }
     return s;
   }
   throw Error("a setting's value must be a string, a number, a bool or a list, got " + py::repr(v).cast<std::string>());
@@ -64,7 +69,8 @@ class PythonPolicy final : public SparseSelector {
       }
       const auto picked = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(
           fn_(queries[0].layer, queries[0].kv_head, q, keys, budget));
-      if (!picked || picked.ndim() != 1) throw Error("policy '" + name_ + "' must return a list of row numbers");
+      if (!picked || picked.ndim() != 1 || picked.size() == 0)
+        throw Error("policy '" + name_ + "' must return a non-empty list of row numbers");
       if (picked.size() > budget)
         throw Error("policy '" + name_ + "' returned " + std::to_string(picked.size()) + " rows for a budget of " +
                     std::to_string(budget));
@@ -91,12 +97,14 @@ class PythonPolicy final : public SparseSelector {
 ContextOptions context_options(const Engine& e, const py::kwargs& settings) {
   ContextOptions o;
   py::object python_policy = py::none();
+  if (settings.contains("kv_type"))  // first, as the CLI reads it: cache_type_k/v then override it
+    set_policy_option(o.policy, "kv_type", setting_text(settings["kv_type"]));
   for (const auto& [key, value] : settings) {
     const std::string name = key.cast<std::string>();
     if (name == "n_ctx") o.n_ctx = value.cast<int64_t>();
     else if (name == "threads") o.threads = value.cast<int>();
     else if (name == "python_policy") python_policy = py::reinterpret_borrow<py::object>(value);
-    else set_policy_option(o.policy, name, setting_text(value));
+    else if (name != "kv_type") set_policy_option(o.policy, name, setting_text(value));
   }
   if (!python_policy.is_none()) {  // (name, fn) from fasa.register_policy
     const auto [name, fn] = python_policy.cast<std::pair<std::string, py::function>>();
@@ -118,7 +126,7 @@ GenerationOptions generation_options(int max_tokens, float temperature, int top_
 // ctx.stream(...): a Batch of one member stepped on each next(), the text pieces of a step queued.
 class TextStream {
  public:
-  TextStream(Context& ctx, const GenerationOptions& g) {
+  TextStream(Context& ctx, const GenerationOptions& g) : batch_({.threads = ctx.options().threads}) {
     batch_.add(ctx, {}, g, [this](std::string_view piece) {
       pieces_.emplace_back(piece);
       return !cancelled_;
@@ -127,6 +135,7 @@ class TextStream {
   // Dropped before the end: the generation is cancelled at its next token, so the context is whole.
   ~TextStream() {
     cancelled_ = true;
+    py::gil_scoped_release released;  // a Python policy's decode threads need it
     try {
       while (batch_.size() > 0) batch_.step();
     } catch (...) {  // the member failed: its context says so on its next use

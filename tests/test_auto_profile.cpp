@@ -112,7 +112,7 @@ TEST(KvCacheRelayout, KeepsTheFastLimit) {
     c.relayout(permuted_layouts(4, 1), 20);
     ADD_FAILURE() << "a relayout over the fast limit was allowed";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--kv-fast-limit"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kv_fast_limit"), std::string::npos) << e.what();
   }
   EXPECT_EQ(c.layout(0, 0).n_dom, 0);
   EXPECT_EQ(c.bytes(), dense);
@@ -248,7 +248,7 @@ TEST_F(AutoProfileTest, AProfileOverTheFastLimitLeavesTheContextDense) {
       KvCache(c.n_layer, c.n_head_kv, c.head_dim, o.n_ctx, {}, KvTypes(DType::F16, DType::F16, true)).bytes();
   Context ctx(engine, o);
   ctx.feed_tokens(prompt);
-  EXPECT_NE(ctx.policy_summary().find("dense: --kv-fast-limit"), std::string::npos) << ctx.policy_summary();
+  EXPECT_NE(ctx.policy_summary().find("dense: kv_fast_limit"), std::string::npos) << ctx.policy_summary();
   ContextOptions full = fasa_options();
   full.policy.attn = "full";
   Context dense(engine, full);

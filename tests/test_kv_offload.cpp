@@ -187,7 +187,7 @@ TEST(KvOffload, FastLimit) {
     KvCache c(kLayers, kHeads, kDim, 4000, layouts(), DType::F16, resident_only);
     ADD_FAILURE() << "a dense cache over the limit was made";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--kv-offload"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kv_offload"), std::string::npos) << e.what();
   }
   o.fast_limit = dense / 4;  // below layer 0 alone
   EXPECT_THROW(KvCache(kLayers, kHeads, kDim, 4000, layouts(), DType::F16, o), Error);

@@ -34,7 +34,13 @@ TEST(Options, BudgetCountsAndSharesAreWrittenApart) {
     EXPECT_EQ(message_of([&] { Budget::parse(bad); }).rfind("budget: ", 0), 0u) << bad;
   EXPECT_EQ(message_of([] { Budget::parse("2.5"); }),
             "budget: a share of the context must be at most 1 (100%); a token count has no decimal point, got '2.5'");
-  for (const Budget& b : {Budget::count(256), Budget::share(0.125), Budget::share(1)}) EXPECT_EQ(Budget::parse(b.str()), b);
+  for (const Budget& b : {Budget::count(256), Budget::share(0.125), Budget::share(1), Budget::share(1e-7),
+                          Budget::share(0.1234567891)})
+    EXPECT_EQ(Budget::parse(b.str()), b) << b.str();
+  EXPECT_EQ(Budget::count(256).describe(), "256 tokens");  // what run headers say: no count read as a share
+  EXPECT_EQ(Budget::count(1).describe(), "1 token");
+  EXPECT_EQ(Budget::share(0.125).describe(), "12.5% of the context");
+  EXPECT_EQ(Budget::share(1).describe(), "100% of the context");
 }
 
 TEST(Options, EachSettingParsesToItsType) {

@@ -107,7 +107,7 @@ TEST_P(QuantTileTest, EveryBatchSizeGivesEachTokenItsOwnResult) {
     const int64_t rows = 2 * kTileGroupRows + 5;
     std::string data;
     Matrix W = random_matrix(t, rows, cols, 9, data);
-    std::vector<uint8_t> packed;  // Q8_0's and Q4_K's copy for decode, as bind_weights packs it
+    std::vector<uint8_t> packed;  // the copy for decode of the types that have one, as bind_weights packs it
     if (has_packed_rows(t)) {
       packed.resize(rows / kDirectRows * packed_group_bytes(t, cols));
       for (int64_t g = 0; g < rows / kDirectRows; ++g) {

@@ -4,7 +4,7 @@
 //
 //   fasa::Engine engine("model.gguf");
 //   fasa::PolicyOptions policy;                 // attn "full", or "fasa" with a profile and budget
-//   policy.attn = "fasa"; policy.profile = "profile.json"; policy.budget = "256";
+//   policy.attn = "fasa"; policy.profile = "profile.json"; policy.budget = fasa::Budget::count(256);
 //   fasa::Context ctx(engine, {.policy = policy, .n_ctx = 4096});
 //   ctx.feed("In the beginning");
 //   fasa::GenerationResult r = ctx.generate({.max_tokens = 64}, [](std::string_view s) {
@@ -214,6 +214,7 @@ class Context {
   // a prefill of them would write, and a prompt cache may reuse them too.
   bool decode_is_dense() const;
   const ContextStats& stats() const { return stats_; }
+  const ContextOptions& options() const { return opts_; }
   KvMemory kv_memory() const;  // where the KV cache lives now
   // e.g. "fasa: budget 256 per head, TIP reads 25.0% of key dims"; with FASA's automatic profile,
   // whether it is still being measured or where it came from.

@@ -20,6 +20,7 @@ struct Budget {
   static Budget parse(std::string_view text);
   int64_t tokens(int64_t n) const;  // rows to keep out of n (at least 1)
   std::string str() const;          // as parse reads it back
+  std::string describe() const;     // for people: "256 tokens", "50% of the context"
   bool operator==(const Budget&) const = default;
 };
 

@@ -99,6 +99,7 @@ def test_tokens_logits_and_stats(engine):
 
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python")
+sys.path.insert(0, EXAMPLES)  # streaming_policy (registers "py-stream" on import)
 
 
 def example(name):
@@ -109,8 +110,7 @@ def example(name):
 
 
 def test_a_python_streaming_llm_decodes_as_the_built_in_one(engine):
-    sys.path.insert(0, EXAMPLES)
-    import streaming_policy  # registers "py-stream"
+    import streaming_policy
 
     prompt = " ".join([PROMPT] * 20)
     for dense_layers in [[0], []]:
@@ -153,3 +153,31 @@ def test_a_python_policy_keeps_the_contract(engine):
 def test_the_generate_example_runs():
     out = example("generate")
     assert out.startswith("full: ") and "\nfasa: " in out and "prompt_tokens" in out
+
+
+def test_a_python_policys_stream_dropped_early_does_not_hang(engine):
+    import streaming_policy  # noqa: F401
+
+    ctx = engine.context(attn="py-stream", budget=16, dense_layers=[], threads=2)
+    stream = ctx.stream(" ".join([PROMPT] * 6), max_tokens=40)
+    next(stream)
+    del stream  # cancelled at its next token, its decode threads able to call the policy
+    assert ctx.generate(" and", max_tokens=4)
+    fasa.register_policy("py-empty", lambda *args: [])
+    with pytest.raises(fasa.Error, match="must return a non-empty list of row numbers"):
+        engine.context(attn="py-empty", budget=16).generate(" ".join([PROMPT] * 6), max_tokens=2)
+
+
+def test_keywords_read_as_the_clis_flags(engine):
+    # kv_type first, then the per-plane types, whatever the keywords' order (CLI11 reads them so)
+    a = engine.context(cache_type_k="q8_0", kv_type="f32", n_ctx=256)
+    b = engine.context(kv_type="f32", cache_type_k="q8_0", n_ctx=256)
+    c = engine.context(cache_type_k="q8_0", cache_type_v="f32", n_ctx=256)
+    for ctx in (a, b, c):
+        ctx.feed(PROMPT)
+    assert a.stats()["kv_fast_bytes"] == b.stats()["kv_fast_bytes"] == c.stats()["kv_fast_bytes"]
+    assert a.stats()["kv_fast_bytes"] != engine.context(kv_type="f32", n_ctx=256).stats()["kv_fast_bytes"]
+    # NumPy's numbers as Python's
+    want = engine.context(attn="stream", budget=16).generate(" ".join([PROMPT] * 6), max_tokens=8)
+    assert engine.context(attn="stream", budget=np.int64(16)).generate(" ".join([PROMPT] * 6), max_tokens=8) == want
+    engine.context(attn="stream", budget=np.float64(0.5))

@@ -175,7 +175,7 @@ void Context::truncate(int64_t n) {
 
 bool Context::prefix_reuse_is_exact() const { return policy_->truncate_is_exact(); }
 
-bool Context::decode_is_dense() const { return policy_info(opts_.policy.attn).dense; }
+bool Context::decode_is_dense() const { return !opts_.selector && policy_info(opts_.policy.attn).dense; }
 
 std::unique_ptr<Context::Generation> Context::start_generation(const GenerationOptions& opts, const TextCallback& on_text) {
   if (!unevaluated_.empty()) feed_tokens({});

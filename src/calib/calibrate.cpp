@@ -63,7 +63,7 @@ Profile calibrate(const Model& m, const std::string& text, const std::string& te
   const FcLayout fcs(c);
   const int n_tip = o.n_tip > 0 ? o.n_tip : default_n_tip(c);
   if (n_tip > fcs.n_fc())
-    throw Error("--fcs " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
+    throw Error("fcs: " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
   AgreementMeter meter(c, o.top_k, o.min_pos);
   int64_t n_tokens = 0;
   run_dense_windows(m, text, o.n_ctx, meter, "calibrating", &n_tokens);

@@ -139,8 +139,8 @@ void prepare_auto_profile(const Model& m, const std::vector<std::string>& polici
       make_auto_profile(m, p);
       return;
     }
-  throw Error("--attn fasa without --profile: no prompt has the " + std::to_string(PromptProfiler::kMinTokens) +
-              " tokens an automatic profile is measured on; give --profile FILE (from `fasa calibrate`)");
+  throw Error("attn 'fasa' without a profile: no prompt has the " + std::to_string(PromptProfiler::kMinTokens) +
+              " tokens an automatic profile is measured on; give a profile (from `fasa calibrate`)");
 }
 
 std::string policy_variant(const std::string& policy, const PolicyOptions& o, const Model& m) {

@@ -90,7 +90,7 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
     }
   }
   if (offloading && record_bytes.empty())
-    throw Error("--kv-offload: no head has a K_dom plane to keep in fast memory (use --attn fasa)");
+    throw Error("kv_offload: no head has a K_dom plane to keep in fast memory (use attn 'fasa')");
   // With offloading, also the RAM chunk appends go to and the file tier's page map.
   const double offload_fast =
       (double)KvOffload::chunk_rows(n_ctx) * slow +
@@ -101,12 +101,12 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
   if (have && need > 0.9 * (double)have)
     throw Error("the KV cache for " + std::to_string(n_ctx) + " tokens needs " + gib(need) + " but only " +
                 gib((double)have) + " of memory are available (use a smaller context" +
-                (offloading ? std::string(")") : ", or --kv-offload file:DIR with --attn fasa)"));
+                (offloading ? std::string(")") : ", or kv_offload 'file:DIR' with attn 'fasa')"));
   if (offload.fast_limit && need_fast > (double)offload.fast_limit)
-    throw Error("--kv-fast-limit: the KV cache for " + std::to_string(n_ctx) + " tokens needs " + gib(need_fast) +
+    throw Error("kv_fast_limit: the KV cache for " + std::to_string(n_ctx) + " tokens needs " + gib(need_fast) +
                 " of fast memory, over the limit of " + gib((double)offload.fast_limit) +
-                (offloading ? " (fewer --fcs or a smaller context)"
-                            : " (--kv-offload ram|file:DIR with --attn fasa keeps only K_dom in fast memory)"));
+                (offloading ? " (fewer fcs or a smaller context)"
+                            : " (kv_offload 'ram' or 'file:DIR' with attn 'fasa' keeps only K_dom in fast memory)"));
   for (HeadPlanes& h : heads_) {
     allocate_keys(h);
     if (h.slot < 0) h.v.assign((size_t)rows(h) * kv_row_bytes(types_.v, head_dim), 0);
@@ -144,9 +144,9 @@ void KvCache::relayout(std::vector<KeyLayout> layouts, int64_t n_rows) {
     fast += ((double)key_row_bytes(layouts[i]) - (double)key_row_bytes(heads_[i].layout)) * (double)n_ctx_;
   }
   if (fast_limit_ && fast > (double)fast_limit_)
-    throw Error("--kv-fast-limit: the KV cache in the profile's key layout needs " + gib(fast) +
+    throw Error("kv_fast_limit: the KV cache in the profile's key layout needs " + gib(fast) +
                 " of fast memory, over the limit of " + gib((double)fast_limit_) +
-                (types_.tip_int8 ? " (without --tip-int8 it needs less)" : ""));
+                (types_.tip_int8 ? " (without tip_int8 it needs less)" : ""));
   const int D = head_dim_;
   // One head at a time per thread: the extra memory is a head's key planes, not the cache's. An
   // allocation failure must not escape the parallel region; it is rethrown after it.

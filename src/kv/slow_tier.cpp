@@ -86,7 +86,7 @@ class FileTier final : public SlowTier {
  public:
   FileTier(const std::string& dir, const SlowTierShape& shape) : shape_(shape) {
     struct stat st{};
-    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail(dir, "--kv-offload file: not a directory");
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail(dir, "kv_offload file: not a directory");
     std::string tmpl = dir + (dir.empty() || dir.back() == '/' ? "" : "/") + "fasa-kv-XXXXXX";
     fd_ = mkstemp(tmpl.data());
     if (fd_ < 0) fail(dir, std::string("cannot create the KV cache file: ") + std::strerror(errno));

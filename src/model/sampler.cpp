@@ -10,9 +10,9 @@
 namespace fasa {
 
 Sampler::Sampler(SamplerOptions opts) : opts_(opts), rng_(opts.seed) {
-  if (!(opts.temperature >= 0) || !std::isfinite(opts.temperature)) throw Error("--temp must be >= 0");
-  if (opts.top_k < 0) throw Error("--top-k must be >= 0");
-  if (!(opts.top_p > 0 && opts.top_p <= 1)) throw Error("--top-p must be in (0, 1]");
+  if (!(opts.temperature >= 0) || !std::isfinite(opts.temperature)) throw Error("temperature must be >= 0");
+  if (opts.top_k < 0) throw Error("top_k must be >= 0");
+  if (!(opts.top_p > 0 && opts.top_p <= 1)) throw Error("top_p must be in (0, 1]");
 }
 
 int32_t argmax(std::span<const float> logits) {

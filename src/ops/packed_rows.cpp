@@ -208,17 +208,14 @@ void pack_q4_0(const void* const* rows, int64_t n, uint8_t* out) {
 constexpr size_t kQ6Bytes = 16 + 128 + 1024 + 512;  // d, scales, low nibbles, high bits (one super-block)
 
 void pack_q6_k(const void* const* rows, int64_t n, uint8_t* out) {
+  UnpackedRow w[8];  // each row's quants less 32, in element order (quant_dot's unpacking)
+  for (int r = 0; r < 8; ++r) unpack_row(DType::Q6_K, rows[r], n, w[r]);
   for (int64_t b = 0; b < n / 256; ++b, out += kQ6Bytes) {
     for (int r = 0; r < 8; ++r) {
       const uint8_t* p = static_cast<const uint8_t*>(rows[r]) + b * 210;
       std::memcpy(out + 2 * r, p + 208, 2);
       for (int s = 0; s < 16; ++s) out[16 + 8 * s + r] = p[192 + s];
-      // element e (0-63, stored + 32): ql holds its low 4 bits and qh its high 2, as dequantize_q6_k reads them
-      auto quant = [&](int e) {
-        const int half = e / 128, l = e % 32, k = e % 128 / 32;  // k: which of the four elements of lane l
-        const int low = (p[64 * half + l + 32 * (k & 1)] >> (k >= 2 ? 4 : 0)) & 0x0F;
-        return low | ((p[128 + 32 * half + l] >> (2 * k)) & 3) << 4;
-      };
+      auto quant = [&](int e) { return w[r].q[b * 256 + e] + 32; };  // element e, 0-63
       for (int m = 0; m < 16; ++m)  // Q4_K's lines of low nibbles
         for (int k = 0; k < 8; ++k)
           out[144 + 64 * m + 8 * r + k] = (uint8_t)((quant(16 * m + k) & 0x0F) | (quant(16 * m + 8 + k) & 0x0F) << 4);
@@ -380,6 +377,16 @@ void dot_packed_q6_k(const uint8_t* group, const QuantizedActs* x, int64_t n, fl
 #endif
 #endif
 
+#if FASA_PACKED_K4
+// The packed layouts of 4-bit lines (Q4_K, Q6_K, Q4_0): NT tokens against one group.
+template <int NT>
+void dot_packed_nibbles(DType t, const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  if (t == DType::Q4_K) dot_packed_k4<NT>(group, x, n, out, ldo);
+  else if (t == DType::Q6_K) dot_packed_q6_k<NT>(group, x, n, out, ldo);
+  else dot_packed_q4_0<NT>(group, x, n, out, ldo);
+}
+#endif
+
 [[noreturn]] void no_packed_rows(DType t) {
   throw Error(std::string("no packed rows for tensor type ") + dtype_name(t) + " in this build");
 }
@@ -415,19 +422,9 @@ void pack_rows(DType t, const void* const* rows, int64_t n, uint8_t* out) {
 void dot_packed_rows(DType t, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n,
                      float* out) {
 #if FASA_PACKED_K4
-  if (t == DType::Q4_K) {  // each group's own stream: the kernel prefetches its rows
-    dot_packed_k4<1>(group_a, &x, n, out, 0);
-    if (group_b) dot_packed_k4<1>(group_b, &x, n, out + kDirectRows, 0);
-    return;
-  }
-  if (t == DType::Q6_K) {
-    dot_packed_q6_k<1>(group_a, &x, n, out, 0);
-    if (group_b) dot_packed_q6_k<1>(group_b, &x, n, out + kDirectRows, 0);
-    return;
-  }
-  if (t == DType::Q4_0) {
-    dot_packed_q4_0<1>(group_a, &x, n, out, 0);
-    if (group_b) dot_packed_q4_0<1>(group_b, &x, n, out + kDirectRows, 0);
+  if (t != DType::Q8_0 && has_packed_rows(t)) {  // each group's own stream: the kernels prefetch their rows
+    dot_packed_nibbles<1>(t, group_a, &x, n, out, 0);
+    if (group_b) dot_packed_nibbles<1>(t, group_b, &x, n, out + kDirectRows, 0);
     return;
   }
 #endif
@@ -438,12 +435,8 @@ void dot_packed_rows(DType t, const uint8_t* group_a, const uint8_t* group_b, co
 void dot_packed_tokens(DType t, const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
                        int64_t ldo) {
 #if FASA_PACKED_K4
-  if (t == DType::Q4_K)
-    return in_token_passes<8>(n_tokens, [&]<int NT>(int k) { dot_packed_k4<NT>(group, x + k, n, out + k * ldo, ldo); });
-  if (t == DType::Q6_K)
-    return in_token_passes<8>(n_tokens, [&]<int NT>(int k) { dot_packed_q6_k<NT>(group, x + k, n, out + k * ldo, ldo); });
-  if (t == DType::Q4_0)
-    return in_token_passes<8>(n_tokens, [&]<int NT>(int k) { dot_packed_q4_0<NT>(group, x + k, n, out + k * ldo, ldo); });
+  if (t != DType::Q8_0 && has_packed_rows(t))
+    return in_token_passes<8>(n_tokens, [&]<int NT>(int k) { dot_packed_nibbles<NT>(t, group, x + k, n, out + k * ldo, ldo); });
 #endif
   if (t != DType::Q8_0) no_packed_rows(t);
   dot_packed_tokens_q8(group, x, n_tokens, n, out, ldo);

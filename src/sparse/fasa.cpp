@@ -21,8 +21,8 @@ FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOpt
   const FcLayout fcs(c);
   const int n_tip = opts_.n_tip > 0 ? opts_.n_tip : profile.n_tip;
   if (n_tip > fcs.n_fc())
-    throw Error("--fcs " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
-  if (opts_.sink < 0 || opts_.recent < 0) throw Error("--sink and --recent must be >= 0");
+    throw Error("fcs: " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
+  if (opts_.sink < 0 || opts_.recent < 0) throw Error("sink and recent must be >= 0");
   const int group = c.n_head / c.n_head_kv;
   std::vector<int> counts;  // [n_layer * n_head] chunks per query head; empty: n_tip everywhere
   if (opts_.adaptive) {
@@ -70,7 +70,7 @@ FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOpt
 std::string FasaSelector::summary() const {
   char buf[160];
   std::snprintf(buf, sizeof buf, "fasa: budget %s per head, TIP reads K_dom = %.1f%% of key dims in sparse layers",
-                budget_.str().c_str(), 100 * kdom_share());
+                budget_.describe().c_str(), 100 * kdom_share());
   return buf;
 }
 
@@ -142,8 +142,8 @@ std::unique_ptr<TokenSelector> make_fasa_policy(const PolicyOptions& o, const Mo
   }
   const std::optional<Profile> p = find_auto_profile(model);
   if (!p)
-    throw Error("--attn fasa: no profile of this model yet: a prompt of at least " +
-                std::to_string(PromptProfiler::kMinTokens) + " tokens makes one (--profile auto), or give --profile FILE "
+    throw Error("attn 'fasa': no profile of this model yet: a prompt of at least " +
+                std::to_string(PromptProfiler::kMinTokens) + " tokens makes one (profile 'auto'), or give a profile FILE "
                 "(from `fasa calibrate`)");
   return make_fasa_selector(*p, o, model);
 }

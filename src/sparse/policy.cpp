@@ -112,8 +112,8 @@ void check_policy(const PolicyOptions& o, const Model& model) {
   PolicyOptions checked = o;
   if (auto_profile_pending(o, model)) {
     if (so.offload.tier != KvOffloadOptions::Tier::None)
-      throw Error("--kv-offload: no profile of this model yet; give --profile FILE, or run once without "
-                  "--kv-offload on a prompt of at least " + std::to_string(PromptProfiler::kMinTokens) +
+      throw Error("kv_offload: no profile of this model yet; give a profile (from `fasa calibrate`), or run once "
+                  "without kv_offload on a prompt of at least " + std::to_string(PromptProfiler::kMinTokens) +
                   " tokens to make the automatic one");
     checked.synthetic_profile = true, checked.profile.clear();
   }

@@ -132,10 +132,16 @@ int64_t Budget::tokens(int64_t n) const {
 
 std::string Budget::str() const {
   if (!fraction) return std::to_string((int64_t)value);
-  std::string s = std::to_string(value);
-  s.erase(s.find_last_not_of('0') + 1);
-  if (s.back() == '.') s += '0';  // 1.0 stays a share when parsed again
+  char buf[32];
+  std::string s(buf, std::to_chars(buf, buf + sizeof buf, value).ptr);  // the shortest text that reads back
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";  // 1.0 stays a share when parsed again
   return s;
+}
+
+std::string Budget::describe() const {
+  if (!fraction) return str() + (value == 1 ? " token" : " tokens");
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, 100 * value).ptr) + "% of the context";
 }
 
 void set_policy_option(PolicyOptions& o, std::string_view name, std::string_view value) {
@@ -159,7 +165,10 @@ const char* name_of(KvType t) { return t == KvType::F16 ? "f16" : t == KvType::F
 
 std::string layer_list_str(const std::vector<int>& layers) {
   std::string s;
-  for (int l : layers) s += (s.empty() ? "" : ",") + std::to_string(l);
+  for (int l : layers) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(l);
+  }
   return s;
 }
 
