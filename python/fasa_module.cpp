@@ -181,7 +181,10 @@ PYBIND11_MODULE(_fasa, m) {
   py::register_exception<Error>(m, "Error", PyExc_ValueError);
   // NumPy's C API found now: found lazily, by a Python policy called from a decode thread, a function-
   // local static would wait for an import that waits for the GIL that thread holds.
-  py::array_t<float> numpy_api_found(1);
+  try {
+    py::array_t<float> numpy_api_found(1);
+  } catch (py::error_already_set&) {  // no NumPy: only logits() and Python policies need it, and say so
+  }
   m.attr("source_model") = FASA_DEFAULT_MODEL;  // the bundled model in the checkout it was built from
 
   m.def("policies", [] {
