@@ -1,5 +1,6 @@
 // fasa's Python module (_fasa): the public C++ API (include/fasa/) with the settings given as keywords,
 // each read by set_policy_option as the CLI's flags are. The GIL is released while the engine computes.
+#include <omp.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -8,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "eval/retrieval.h"
+#include "eval/task_gen.h"
 #include "fasa/fasa.h"
 #include "model/model.h"
 #include "ops/kv_rows.h"
@@ -255,6 +258,38 @@ PYBIND11_MODULE(_fasa, m) {
       .def_property_readonly("n_ctx", &Context::n_ctx)
       .def_property_readonly("tokens", &Context::tokens)
       .def("stats", &stats_dict);
+
+  py::module_ eval = m.def_submodule("eval", "Evaluations as `fasa eval` runs them, records as its --json writes them.");
+  eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,
+                           const std::vector<int64_t>& lengths, int n, uint64_t seed, const std::string& haystack,
+                           int limit, const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
+    ContextOptions base = context_options(e, settings);
+    if (base.selector) throw Error("eval.retrieval runs the built-in policies (attn=[...]); not a Python one");
+    std::vector<std::string> budget_texts;
+    for (const py::handle& b : budgets) budget_texts.push_back(setting_text(b));
+    std::string json;
+    {
+      py::gil_scoped_release released;
+      if (base.threads > 0) omp_set_num_threads(base.threads);
+      std::vector<RetrievalTask> list;
+      if (!generate.empty()) {
+        TaskGenOptions g;
+        g.kinds = generate == std::vector<std::string>{"all"} ? generated_task_kinds() : generate;
+        g.lengths = lengths, g.n = n, g.seed = seed, g.haystack_file = haystack;
+        list = generate_retrieval_tasks(e.model().tokenizer, g);
+      } else if (tasks) {
+        list = load_retrieval_tasks(*tasks, limit);
+      } else {
+        throw Error("eval.retrieval: give tasks=FILE or generate=[KINDS]");
+      }
+      json = records_json(eval_retrieval(e.model(), list, attn, budget_texts, base.policy));
+    }
+    return py::module_::import("json").attr("loads")(json);
+  }, py::arg("engine"), py::arg("tasks") = py::none(), py::arg("generate") = std::vector<std::string>{},
+     py::arg("lengths") = std::vector<int64_t>{4096}, py::arg("n") = 20, py::arg("seed") = 0, py::arg("haystack") = "",
+     py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
+     "`fasa eval retrieval`: tasks from a JSON-lines file or generated; every attn x budget; the other keywords "
+     "as engine.context's. Returns the records (a list of dicts), as --json writes them.");
 
   py::class_<TextStream>(m, "TextStream")
       .def("__iter__", [](TextStream& s) -> TextStream& { return s; })

@@ -1,4 +1,5 @@
 """The Python module against the CLI and the C++ API's contracts, on the bundled model."""
+import json
 import os
 import subprocess
 import sys
@@ -181,3 +182,17 @@ def test_keywords_read_as_the_clis_flags(engine):
     want = engine.context(attn="stream", budget=16).generate(" ".join([PROMPT] * 6), max_tokens=8)
     assert engine.context(attn="stream", budget=np.int64(16)).generate(" ".join([PROMPT] * 6), max_tokens=8) == want
     engine.context(attn="stream", budget=np.float64(0.5))
+
+
+def test_eval_records_equal_the_clis_json(engine, tmp_path):
+    out = tmp_path / "r.json"
+    run = cli("eval", "retrieval", "--generate", "passkey", "--length", "512", "--n", "2", "--attn", "full,stream",
+              "--budget", "16,0.5", "-t", "2", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    want = json.loads(out.read_text())
+    got = fasa.eval.retrieval(engine, generate=["passkey"], lengths=[512], n=2, attn=["full", "stream"],
+                              budgets=[16, 0.5], threads=2)
+    assert got == want
+    assert {r["policy"] for r in got} == {"full", "stream"} and all(0 <= r["value"] <= 100 for r in got)
+    with pytest.raises(fasa.Error, match="give tasks=FILE or generate"):
+        fasa.eval.retrieval(engine)

@@ -68,7 +68,7 @@ std::string records_markdown(const std::vector<EvalRecord>& records) {
   return md.str();
 }
 
-void write_records_json(const std::vector<EvalRecord>& records, const std::string& path) {
+std::string records_json(const std::vector<EvalRecord>& records) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& r : records) {
     nlohmann::json e = {{"eval", r.eval}, {"policy", r.policy}, {"variant", r.variant}, {"budget", r.budget},
@@ -77,8 +77,12 @@ void write_records_json(const std::vector<EvalRecord>& records, const std::strin
     if (r.eval == "ca") e["topk"] = r.topk;
     j.push_back(e);
   }
+  return j.dump(1) + "\n";
+}
+
+void write_records_json(const std::vector<EvalRecord>& records, const std::string& path) {
   std::ofstream out(path);
-  out << j.dump(1) << "\n";
+  out << records_json(records);
   if (!out) fail(path, "cannot write");
 }
 

@@ -23,6 +23,8 @@ bool metric_in_percent(const std::string& metric);
 
 // One markdown table per (metric, task type): a row per policy/variant, a column per budget.
 std::string records_markdown(const std::vector<EvalRecord>& records);
+// The records as `--json` writes them (and Python's fasa.eval returns them): a JSON array text.
+std::string records_json(const std::vector<EvalRecord>& records);
 void write_records_json(const std::vector<EvalRecord>& records, const std::string& path);
 void write_records_csv(const std::vector<EvalRecord>& records, const std::string& path);
 
