@@ -97,6 +97,16 @@ class PythonPolicy final : public SparseSelector {
   py::function fn_;
 };
 
+// n_ctx and threads: whole numbers in range, as the CLI's -c and -t check them.
+int64_t count_setting(const std::string& name, const py::handle& v, int64_t lo, int64_t hi) {
+  if (py::isinstance<py::bool_>(v) || !PyIndex_Check(v.ptr()))
+    throw Error(name + ": must be a whole number, got " + py::repr(v).cast<std::string>());
+  const int64_t n = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr())).cast<int64_t>();
+  if (n < lo || n > hi)
+    throw Error(name + ": must be from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got " + std::to_string(n));
+  return n;
+}
+
 ContextOptions context_options(const Engine& e, const py::kwargs& settings) {
   ContextOptions o;
   py::object python_policy = py::none();
@@ -104,8 +114,8 @@ ContextOptions context_options(const Engine& e, const py::kwargs& settings) {
     set_policy_option(o.policy, "kv_type", setting_text(settings["kv_type"]));
   for (const auto& [key, value] : settings) {
     const std::string name = key.cast<std::string>();
-    if (name == "n_ctx") o.n_ctx = value.cast<int64_t>();
-    else if (name == "threads") o.threads = value.cast<int>();
+    if (name == "n_ctx") o.n_ctx = count_setting(name, value, 0, (int64_t)1 << 24);  // 0: the model's
+    else if (name == "threads") o.threads = (int)count_setting(name, value, 0, 1024);  // 0: all cores
     else if (name == "python_policy") python_policy = py::reinterpret_borrow<py::object>(value);
     else if (name != "kv_type") set_policy_option(o.policy, name, setting_text(value));
   }
@@ -182,6 +192,7 @@ py::dict stats_dict(Context& c) {
 PYBIND11_MODULE(_fasa, m) {
   m.doc() = "fasa: long-context decoding with Frequency-Aware Sparse Attention";
   py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  m.attr("Error").attr("__doc__") = "A bad setting, file or request: the library's message (a ValueError).";
   // NumPy's C API found now: found lazily, by a Python policy called from a decode thread, a function-
   // local static would wait for an import that waits for the GIL that thread holds.
   try {
@@ -201,15 +212,15 @@ PYBIND11_MODULE(_fasa, m) {
   }, "The attention policies: name, description, whether it is dense.");
   m.def("settings", [] { return policy_option_names(); }, "The keywords Engine.context takes besides n_ctx and threads.");
 
-  py::class_<Engine>(m, "Engine")
+  py::class_<Engine>(m, "Engine", "A loaded model; fasa.Engine(model=None) loads the bundled one.")
       .def(py::init<const std::string&>(), py::arg("model"), py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("info", [](const Engine& e) {
+      .def_property_readonly("info", [](const Engine& e) {  // (docstring below)
         const ModelInfo& i = e.info();
         py::dict d;
         d["path"] = i.path, d["format"] = i.format, d["arch"] = i.arch, d["n_params"] = i.n_params;
         d["n_ctx_train"] = i.n_ctx_train, d["n_vocab"] = i.n_vocab, d["chat_format"] = i.chat_format;
         return d;
-      })
+      }, "The model: path, format, arch, n_params, n_ctx_train, n_vocab, chat_format.")
       .def("tokenize", [](const Engine& e, const std::string& text, bool add_bos, bool parse_special) {
         return e.tokenize(text, add_bos, parse_special);
       }, py::arg("text"), py::arg("add_bos") = true, py::arg("parse_special") = false)
@@ -220,7 +231,9 @@ PYBIND11_MODULE(_fasa, m) {
         return std::make_unique<Context>(e, o);
       }, py::keep_alive<0, 1>(), "A context: n_ctx, threads, and any of fasa.settings() as keywords (as `fasa run`'s flags).");
 
-  py::class_<Context>(m, "Context")
+  py::class_<Context>(m, "Context",
+                      "A context of an engine: its own KV cache, policy and threads (engine.context(...)). One "
+                      "call at a time: a stream in progress owns it until it ends or is dropped.")
       .def("feed", [](Context& c, const std::string& text) { return c.feed(text); }, py::arg("text"),
            py::call_guard<py::gil_scoped_release>(), "Appends text; returns the tokens added.")
       .def("feed_tokens", [](Context& c, const std::vector<int32_t>& ids) { c.feed_tokens(ids); }, py::arg("ids"),
@@ -257,7 +270,9 @@ PYBIND11_MODULE(_fasa, m) {
       .def_property_readonly("n_past", &Context::n_past)
       .def_property_readonly("n_ctx", &Context::n_ctx)
       .def_property_readonly("tokens", &Context::tokens)
-      .def("stats", &stats_dict);
+      .def("stats", &stats_dict,
+           "prompt_tokens and generated_tokens so far, prompt_seconds and decode_seconds, n_past, n_ctx, "
+           "kv_fast_bytes (the KV cache's fast memory) and policy (what the context attends with).");
 
   py::module_ eval = m.def_submodule("eval", "Evaluations as `fasa eval` runs them, records as its --json writes them.");
   eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,

@@ -7,7 +7,8 @@
 """
 import os
 
-from ._fasa import Context, Error, TextStream, eval, policies, settings  # noqa: A004 (fasa.eval)
+from ._fasa import Context, Error, TextStream, eval, settings  # noqa: A004 (fasa.eval)
+from ._fasa import policies as _builtin_policies
 from ._fasa import Engine as _Engine
 from ._fasa import source_model as _source_model
 
@@ -24,11 +25,21 @@ def register_policy(name, fn):
     `budget` distinct row numbers, which every query head of the group attends to. It runs in the real
     decode loop under the C++ policies' contract: dense layers, and steps whose budget covers the
     context, attend to every row without calling fn; a row outside the context is an error. Slow is
-    fine: it is for trying an idea before writing it in C++ (src/sparse/).
+    fine: it is for trying an idea before writing it in C++ (src/sparse/). fasa.eval runs the built-in
+    policies only.
     """
-    if name in {p["name"] for p in policies()}:
+    if not callable(fn):
+        raise TypeError(f"register_policy: fn must be callable, got {fn!r}")
+    if name in {p["name"] for p in _builtin_policies()}:
         raise Error(f"'{name}' is a built-in policy")
     _python_policies[name] = fn
+
+
+def policies():
+    """The attention policies: the built-in ones (fasa eval runs these), then those of register_policy."""
+    return _builtin_policies() + [
+        {"name": name, "description": (fn.__doc__ or "a policy written in Python").strip().splitlines()[0], "dense": False}
+        for name, fn in _python_policies.items()]
 
 
 def bundled_model():

@@ -196,3 +196,20 @@ def test_eval_records_equal_the_clis_json(engine, tmp_path):
     assert {r["policy"] for r in got} == {"full", "stream"} and all(0 <= r["value"] <= 100 for r in got)
     with pytest.raises(fasa.Error, match="give tasks=FILE or generate"):
         fasa.eval.retrieval(engine)
+
+
+def test_what_a_new_user_tries(engine):
+    with pytest.raises(TypeError, match="must be callable"):
+        fasa.register_policy("py-five", 5)
+
+    def last_rows(layer, kv_head, queries, keys, budget):
+        """The most recent rows."""
+        return list(range(len(keys) - budget, len(keys)))
+
+    fasa.register_policy("py-last", last_rows)
+    assert {"name": "py-last", "description": "The most recent rows.", "dense": False} in fasa.policies()
+    for bad, message in [({"n_ctx": -5}, "n_ctx: must be from 0 to"), ({"threads": 2000}, "threads: must be from 0 to"),
+                         ({"n_ctx": "x"}, "n_ctx: must be a whole number"),
+                         ({"bugdet": 8}, r"no setting 'bugdet' \(the settings: attn, budget, ")]:
+        with pytest.raises(fasa.Error, match=message):
+            engine.context(**bad)

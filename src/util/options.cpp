@@ -146,7 +146,11 @@ std::string Budget::describe() const {
 
 void set_policy_option(PolicyOptions& o, std::string_view name, std::string_view value) {
   const auto it = setters().find(name);
-  if (it == setters().end()) throw Error("no setting '" + std::string(name) + "'");
+  if (it == setters().end()) {
+    std::string names;
+    for (const auto& [known, setter] : setters()) names += (names.empty() ? "" : ", ") + known;
+    throw Error("no setting '" + std::string(name) + "' (the settings: " + names + ")");
+  }
   it->second(o, name, value);
 }
 
