@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "eval/decode_eval.h"
 #include "eval/retrieval.h"
 #include "eval/task_gen.h"
 #include "fasa/fasa.h"
@@ -305,6 +306,42 @@ PYBIND11_MODULE(_fasa, m) {
      py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
      "`fasa eval retrieval`: tasks from a JSON-lines file or generated; every attn x budget; the other keywords "
      "as engine.context's. Returns the records (a list of dicts), as --json writes them.");
+
+  // ppl and ca: every window of `text` decoded token by token against full attention's reference.
+  auto text_eval = [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
+                      const py::kwargs& settings, const auto& run) {
+    const ContextOptions base = context_options(e, settings);
+    if (base.selector) throw Error("fasa.eval runs the built-in policies (attn=[...]); not a Python one");
+    std::string json;
+    {
+      py::gil_scoped_release released;
+      if (base.threads > 0) omp_set_num_threads(base.threads);
+      const TextEvalOptions o{window, windows, score_from};
+      json = records_json(run(reference_run(e.model(), text, o), base.policy, o));
+    }
+    return py::module_::import("json").attr("loads")(json);
+  };
+  eval.def("ppl", [text_eval](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
+                              const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
+    std::vector<std::string> budget_texts;
+    for (const py::handle& b : budgets) budget_texts.push_back(setting_text(b));
+    return text_eval(e, text, window, windows, score_from, settings, [&](const ReferenceRun& ref, const PolicyOptions& p,
+                                                                         const TextEvalOptions& o) {
+      return eval_perplexity(e.model(), ref, attn, budget_texts, p, o);
+    });
+  }, py::arg("engine"), py::arg("text"), py::arg("window") = 0, py::arg("windows") = 8, py::arg("score_from") = 0,
+     py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
+     "`fasa eval ppl` on `text` (a string): nll, ppl, kld and top1 against full attention per attn x budget; "
+     "window: tokens per window (0: the model's context). Returns the records, as --json writes them.");
+  eval.def("ca", [text_eval](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
+                             const std::vector<std::string>& attn, const std::vector<int>& top_k, const py::kwargs& settings) {
+    return text_eval(e, text, window, windows, score_from, settings, [&](const ReferenceRun& ref, const PolicyOptions& p,
+                                                                         const TextEvalOptions& o) {
+      return eval_selection_agreement(e.model(), ref, attn, top_k, p, o);
+    });
+  }, py::arg("engine"), py::arg("text"), py::arg("window") = 0, py::arg("windows") = 8, py::arg("score_from") = 0,
+     py::arg("attn") = std::vector<std::string>{"fasa"}, py::arg("top_k") = std::vector<int>{64},
+     "`fasa eval ca` on `text`: the share of the exact top-K each policy selects. Returns the records.");
 
   py::class_<TextStream>(m, "TextStream")
       .def("__iter__", [](TextStream& s) -> TextStream& { return s; })

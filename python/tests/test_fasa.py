@@ -213,3 +213,19 @@ def test_what_a_new_user_tries(engine):
                          ({"bugdet": 8}, r"no setting 'bugdet' \(the settings: attn, budget, ")]:
         with pytest.raises(fasa.Error, match=message):
             engine.context(**bad)
+
+
+def test_ppl_and_ca_records_equal_the_clis_json(engine, tmp_path):
+    text = " ".join([PROMPT + " God created the heaven and the earth."] * 40)
+    (tmp_path / "t.txt").write_text(text)
+    common = ["-f", str(tmp_path / "t.txt"), "-c", "128", "--windows", "2", "-t", "2"]
+    run = cli("eval", "ppl", *common, "--attn", "full,stream", "--budget", "16,0.5", "--json", str(tmp_path / "p.json"))
+    assert run.returncode == 0, run.stderr
+    got = fasa.eval.ppl(engine, text, window=128, windows=2, attn=["full", "stream"], budgets=[16, 0.5], threads=2)
+    assert got == json.loads((tmp_path / "p.json").read_text())
+    assert {r["metric"] for r in got} == {"nll", "ppl", "kld", "top1"}
+    run = cli("eval", "ca", *common, "--attn", "stream,oracle", "--topk", "8,16", "--json", str(tmp_path / "c.json"))
+    assert run.returncode == 0, run.stderr
+    got = fasa.eval.ca(engine, text, window=128, windows=2, attn=["stream", "oracle"], top_k=[8, 16], threads=2)
+    assert got == json.loads((tmp_path / "c.json").read_text())
+    assert [r["value"] for r in got if r["policy"] == "oracle"] == [100.0, 100.0]  # the exact top-K, by definition
