@@ -55,8 +55,7 @@ std::vector<PolicyOptions> variants(const BenchOptions& o) {
     }
     for (const std::string& off : o.offloads) {
       set_policy_option(p, "kv_offload", off);
-      const bool offloaded = p.cache.offload.tier != KvOffloadOptions::Tier::None;
-      for (const std::string& pf : offloaded ? o.prefetches : std::vector<std::string>{"off"}) {
+      for (const std::string& pf : p.cache.offload.offloaded() ? o.prefetches : std::vector<std::string>{"off"}) {
         set_policy_option(p, "kv_prefetch", pf);
         out.push_back(p);
       }
@@ -104,7 +103,7 @@ int bench(BenchOptions o) {
   const auto rows = run_bench_plan(*model, plan, [&](const BenchRow& r) {
     std::fprintf(stderr, "%s %s, %d threads: %.2f %s\n", bench_label(r.policy, r.fcs).c_str(), r.test.c_str(), r.threads,
                  r.result.mean(), o.attention_only ? "steps/s" : "t/s");
-    if (!o.attention_only && (r.policy.cache.offload.tier != KvOffloadOptions::Tier::None || r.policy.cache.offload.fast_limit > 0))
+    if (!o.attention_only && (r.policy.cache.offload.offloaded() || r.policy.cache.offload.fast_limit > 0))
       std::fprintf(stderr, "  %s\n", kv_memory_line(r.result.memory).c_str());
   });
   const BenchRunInfo info{o.model, model.get(), &o.policy, &plan};

@@ -127,6 +127,28 @@ ContextOptions context_options(const Engine& e, const py::kwargs& settings) {
   return o;
 }
 
+// An evaluation on `settings`' options, run without the GIL: its records as Python dicts, as
+// `fasa eval ... --json` writes them.   run: (const PolicyOptions&) -> std::vector<EvalRecord>
+template <class Run>
+py::object eval_records(const Engine& e, const py::kwargs& settings, const Run& run) {
+  const ContextOptions base = context_options(e, settings);
+  if (base.selector) throw Error("fasa.eval runs the built-in policies (attn=[...]); not a Python one");
+  std::string json;
+  {
+    py::gil_scoped_release released;
+    if (base.threads > 0) omp_set_num_threads(base.threads);
+    json = records_json(run(base.policy));
+  }
+  return py::module_::import("json").attr("loads")(json);
+}
+
+// Budgets as the CLI's --budget list gives them (16, 0.5, "50%" -> "16", "0.5", "50%").
+std::vector<std::string> budget_texts(const py::iterable& budgets) {
+  std::vector<std::string> out;
+  for (const py::handle& b : budgets) out.push_back(setting_text(b));
+  return out;
+}
+
 GenerationOptions generation_options(int max_tokens, float temperature, int top_k, float top_p, uint64_t seed,
                                      const std::vector<std::string>& stop, bool ignore_eos) {
   GenerationOptions g;
@@ -279,14 +301,7 @@ PYBIND11_MODULE(_fasa, m) {
   eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,
                            const std::vector<int64_t>& lengths, int n, uint64_t seed, const std::string& haystack,
                            int limit, const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
-    ContextOptions base = context_options(e, settings);
-    if (base.selector) throw Error("eval.retrieval runs the built-in policies (attn=[...]); not a Python one");
-    std::vector<std::string> budget_texts;
-    for (const py::handle& b : budgets) budget_texts.push_back(setting_text(b));
-    std::string json;
-    {
-      py::gil_scoped_release released;
-      if (base.threads > 0) omp_set_num_threads(base.threads);
+    return eval_records(e, settings, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy) {
       std::vector<RetrievalTask> list;
       if (!generate.empty()) {
         TaskGenOptions g;
@@ -298,9 +313,8 @@ PYBIND11_MODULE(_fasa, m) {
       } else {
         throw Error("eval.retrieval: give tasks=FILE or generate=[KINDS]");
       }
-      json = records_json(eval_retrieval(e.model(), list, attn, budget_texts, base.policy));
-    }
-    return py::module_::import("json").attr("loads")(json);
+      return eval_retrieval(e.model(), list, attn, budgets, policy);
+    });
   }, py::arg("engine"), py::arg("tasks") = py::none(), py::arg("generate") = std::vector<std::string>{},
      py::arg("lengths") = std::vector<int64_t>{4096}, py::arg("n") = 20, py::arg("seed") = 0, py::arg("haystack") = "",
      py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
@@ -308,36 +322,21 @@ PYBIND11_MODULE(_fasa, m) {
      "as engine.context's. Returns the records (a list of dicts), as --json writes them.");
 
   // ppl and ca: every window of `text` decoded token by token against full attention's reference.
-  auto text_eval = [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
-                      const py::kwargs& settings, const auto& run) {
-    const ContextOptions base = context_options(e, settings);
-    if (base.selector) throw Error("fasa.eval runs the built-in policies (attn=[...]); not a Python one");
-    std::string json;
-    {
-      py::gil_scoped_release released;
-      if (base.threads > 0) omp_set_num_threads(base.threads);
+  eval.def("ppl", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
+                     const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
+    return eval_records(e, settings, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy) {
       const TextEvalOptions o{window, windows, score_from};
-      json = records_json(run(reference_run(e.model(), text, o), base.policy, o));
-    }
-    return py::module_::import("json").attr("loads")(json);
-  };
-  eval.def("ppl", [text_eval](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
-                              const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
-    std::vector<std::string> budget_texts;
-    for (const py::handle& b : budgets) budget_texts.push_back(setting_text(b));
-    return text_eval(e, text, window, windows, score_from, settings, [&](const ReferenceRun& ref, const PolicyOptions& p,
-                                                                         const TextEvalOptions& o) {
-      return eval_perplexity(e.model(), ref, attn, budget_texts, p, o);
+      return eval_perplexity(e.model(), reference_run(e.model(), text, o), attn, budgets, policy, o);
     });
   }, py::arg("engine"), py::arg("text"), py::arg("window") = 0, py::arg("windows") = 8, py::arg("score_from") = 0,
      py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
      "`fasa eval ppl` on `text` (a string): nll, ppl, kld and top1 against full attention per attn x budget; "
      "window: tokens per window (0: the model's context). Returns the records, as --json writes them.");
-  eval.def("ca", [text_eval](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
-                             const std::vector<std::string>& attn, const std::vector<int>& top_k, const py::kwargs& settings) {
-    return text_eval(e, text, window, windows, score_from, settings, [&](const ReferenceRun& ref, const PolicyOptions& p,
-                                                                         const TextEvalOptions& o) {
-      return eval_selection_agreement(e.model(), ref, attn, top_k, p, o);
+  eval.def("ca", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
+                    const std::vector<std::string>& attn, const std::vector<int>& top_k, const py::kwargs& settings) {
+    return eval_records(e, settings, [&](const PolicyOptions& policy) {
+      const TextEvalOptions o{window, windows, score_from};
+      return eval_selection_agreement(e.model(), reference_run(e.model(), text, o), attn, top_k, policy, o);
     });
   }, py::arg("engine"), py::arg("text"), py::arg("window") = 0, py::arg("windows") = 8, py::arg("score_from") = 0,
      py::arg("attn") = std::vector<std::string>{"fasa"}, py::arg("top_k") = std::vector<int>{64},

@@ -39,6 +39,7 @@ struct KvOffloadOptions {
   std::string dir;        // Tier::File: where the cache file goes
   size_t fast_limit = 0;  // bytes of fast memory the KV cache may use; 0: no cap
   bool prefetch = false;  // fetch the next layer's likely rows in a background thread
+  bool offloaded() const { return tier != Tier::None; }
   bool operator==(const KvOffloadOptions&) const = default;
 };
 

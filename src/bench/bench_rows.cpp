@@ -60,9 +60,8 @@ std::string csv_cell(const std::string& s) {
 std::string bench_label(const PolicyOptions& p, int fcs) {
   if (policy_info(p.attn).dense) return p.attn;
   std::string s = p.attn + " b" + p.budget.str() + (fcs ? " fcs" + std::to_string(fcs) : "");
-  const KvOffloadOptions& off = p.cache.offload;
-  if (off.tier != KvOffloadOptions::Tier::None)
-    s += std::string(" M:") + (off.tier == KvOffloadOptions::Tier::Ram ? "ram" : "file") + (off.prefetch ? " pf" : "");
+  if (const std::string where = offload_str(p.cache.offload); !where.empty())
+    s += " M:" + where.substr(0, where.find(':')) + (p.cache.offload.prefetch ? " pf" : "");
   return s;
 }
 
@@ -118,7 +117,7 @@ std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, cons
   if (policy_info(r.policy.attn).has_k_dom && r.policy.synthetic_profile) n += ", synthetic profile";
   if (r.spec.n_prompt > 0 && r.spec.n_gen > 0)  // what a user waits for: the whole prefill + decode
     n += ", total " + fmt("%.2f", (r.spec.n_prompt + r.spec.n_gen) / r.result.median()) + " s (median)";
-  if (r.policy.cache.offload.tier != KvOffloadOptions::Tier::None && !info.plan->attention_only) {
+  if (r.policy.cache.offload.offloaded() && !info.plan->attention_only) {
     const KvMemory& m = r.result.memory;
     n += ", KV MiB fast " + fmt("%.1f", m.fast / 1048576.0) + " / slow " + fmt("%.1f", m.slow / 1048576.0) +
          " / dense " + fmt("%.1f", m.full / 1048576.0);
@@ -164,7 +163,7 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
                         {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", name_of(shared.cache.key_type)},
                         {"type_v", name_of(shared.cache.value_type)}, {"tip_int8", pol.has_k_dom && shared.cache.tip_int8}, {"kv_bytes_read_per_token", r.result.kv_bytes_per_token},
                         {"achieved_gbps", row_gbps(r, info)}, {"kv_offload", offload_str(r.policy.cache.offload)},
-                        {"kv_prefetch", r.policy.cache.offload.tier != KvOffloadOptions::Tier::None && r.policy.cache.offload.prefetch}};
+                        {"kv_prefetch", r.policy.cache.offload.offloaded() && r.policy.cache.offload.prefetch}};
     if (!info.plan->attention_only) j.update(kv_memory_json(r.result.memory));
     if (lines) out += j.dump() + "\n";  // one object per line
     else all.push_back(std::move(j));

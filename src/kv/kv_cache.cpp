@@ -66,7 +66,7 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
     throw Error("KV cache: " + std::to_string(layouts.size()) + " key layouts for " + std::to_string(n_heads) +
                 " heads");
   if (!ring.empty() && (int)ring.size() != n_layer) throw Error("KV cache: ring sizes do not match the layers");
-  const bool offloading = offload.tier != KvOffloadOptions::Tier::None;
+  const bool offloading = offload.offloaded();
   heads_.resize(n_heads);
   std::vector<size_t> record_bytes;  // [offloaded heads] one K_rest + V row
   std::vector<int> head_layer;       // [offloaded heads]

@@ -111,7 +111,7 @@ void check_policy(const PolicyOptions& o, const Model& model) {
   const SessionOptions so = session_options(o, 0);
   PolicyOptions checked = o;
   if (auto_profile_pending(o, model)) {
-    if (so.offload.tier != KvOffloadOptions::Tier::None)
+    if (so.offload.offloaded())
       throw Error("kv_offload: no profile of this model yet; give a profile (from `fasa calibrate`), or run once "
                   "without kv_offload on a prompt of at least " + std::to_string(PromptProfiler::kMinTokens) +
                   " tokens to make the automatic one");
@@ -127,7 +127,7 @@ SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {
   so.kv_types.v = kv_dtype(policy.cache.value_type);
   so.kv_types.tip_int8 = policy.cache.tip_int8;
   so.offload = policy.cache.offload;
-  if (so.offload.tier != KvOffloadOptions::Tier::None && !policy_info(policy.attn).has_k_dom)
+  if (so.offload.offloaded() && !policy_info(policy.attn).has_k_dom)
     throw Error("kv_offload works with attn 'fasa': its heads keep the K_dom plane they score on in fast memory");
   return so;
 }

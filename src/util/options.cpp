@@ -177,7 +177,7 @@ std::string layer_list_str(const std::vector<int>& layers) {
 }
 
 std::string offload_str(const KvOffloadOptions& o) {
-  return o.tier == KvOffloadOptions::Tier::None ? "" : o.tier == KvOffloadOptions::Tier::Ram ? "ram" : "file:" + o.dir;
+  return !o.offloaded() ? "" : o.tier == KvOffloadOptions::Tier::Ram ? "ram" : "file:" + o.dir;
 }
 
 std::vector<int> parse_layer_list(std::string_view text, std::string_view setting) {
