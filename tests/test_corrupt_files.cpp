@@ -176,15 +176,6 @@ std::string safetensors_bytes(const nlohmann::json& header, const std::string& d
   return gguf_le64(h.size()) + h + data;
 }
 
-std::string expect_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 TEST(CorruptSafetensors, EachProblemIsNamed) {
   const std::string dir = test::temp_dir();
   const std::string good_data(16, '\0');
@@ -210,7 +201,7 @@ TEST(CorruptSafetensors, EachProblemIsNamed) {
   for (auto& c : cases) {
     const std::string path = dir + "/" + c.name + ".safetensors";
     test::write_file(path, c.bytes);
-    const std::string msg = expect_error([&] { SafetensorsFile f(path); });
+    const std::string msg = test::error_message([&] { SafetensorsFile f(path); });
     EXPECT_NE(msg.find(path), std::string::npos) << c.name << ": " << msg;
     EXPECT_NE(msg.find(c.expect), std::string::npos) << c.name << ": " << msg;
   }
@@ -246,7 +237,7 @@ TEST(CorruptHfDirectory, ConfigAndIndexProblemsAreNamed) {
       {hf_dir(good_cfg, R"({"weights":{}})"), "no 'weight_map'"},
   };
   for (auto& c : cases) {
-    const std::string msg = expect_error([&] { load_model(c.dir); });
+    const std::string msg = test::error_message([&] { load_model(c.dir); });
     EXPECT_NE(msg.find(c.dir), std::string::npos) << msg;
     EXPECT_NE(msg.find(c.expect), std::string::npos) << "expected '" << c.expect << "' in: " << msg;
   }

@@ -3,21 +3,11 @@
 
 #include "fasa/error.h"
 #include "fasa/options.h"
+#include "test_util.h"
 #include "util/options_text.h"
 
 namespace fasa {
 namespace {
-
-// The message fasa::Error carries, or "" when nothing was thrown.
-template <typename F>
-std::string message_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Options, BudgetCountsAndSharesAreWrittenApart) {
   EXPECT_EQ(Budget::parse("256"), Budget::count(256));
@@ -31,8 +21,8 @@ TEST(Options, BudgetCountsAndSharesAreWrittenApart) {
   EXPECT_EQ(Budget::parse("1.0").tokens(100), 100);
   EXPECT_EQ(Budget::parse("256").tokens(100), 256);
   for (const char* bad : {"0", "-4", "abc", "", "2.5", "101%", "0%", "%", "1e3", "3.7e12", "nan", "256 "})
-    EXPECT_EQ(message_of([&] { Budget::parse(bad); }).rfind("budget: ", 0), 0u) << bad;
-  EXPECT_EQ(message_of([] { Budget::parse("2.5"); }),
+    EXPECT_EQ(test::error_message([&] { Budget::parse(bad); }).rfind("budget: ", 0), 0u) << bad;
+  EXPECT_EQ(test::error_message([] { Budget::parse("2.5"); }),
             "budget: a share of the context must be at most 1 (100%); a token count has no decimal point, got '2.5'");
   for (const Budget& b : {Budget::count(256), Budget::share(0.125), Budget::share(1), Budget::share(1e-7),
                           Budget::share(0.1234567891)})
@@ -87,17 +77,17 @@ TEST(Options, EachSettingParsesToItsType) {
 TEST(Options, MistakesNameTheSettingNotAFlag) {
   PolicyOptions o;
   const PolicyOptions before = o;
-  EXPECT_EQ(message_of([&] { set_policy_option(o, "fc_sharing", "both"); }),
+  EXPECT_EQ(test::error_message([&] { set_policy_option(o, "fc_sharing", "both"); }),
             "fc_sharing: must be 'head' or 'group', got 'both'");
-  EXPECT_EQ(message_of([&] { set_policy_option(o, "kv_type", "q4_0"); }),
+  EXPECT_EQ(test::error_message([&] { set_policy_option(o, "kv_type", "q4_0"); }),
             "kv_type: must be 'f16' or 'f32' or 'q8_0', got 'q4_0'");
-  EXPECT_EQ(message_of([&] { set_policy_option(o, "fcs", "0"); }), "fcs: must be a whole number from 1 to 512, got '0'");
-  EXPECT_EQ(message_of([&] { set_policy_option(o, "dense_layers", "0,x"); }),
+  EXPECT_EQ(test::error_message([&] { set_policy_option(o, "fcs", "0"); }), "fcs: must be a whole number from 1 to 512, got '0'");
+  EXPECT_EQ(test::error_message([&] { set_policy_option(o, "dense_layers", "0,x"); }),
             "dense_layers: must be a whole number from 0 to 1048576, got 'x'");
-  EXPECT_EQ(message_of([&] { set_policy_option(o, "kv_offload", "disk"); }), "kv_offload: must be 'ram' or 'file:DIR', got 'disk'");
-  EXPECT_EQ(message_of([&] { set_policy_option(o, "kv_prefetch", "maybe"); }),
+  EXPECT_EQ(test::error_message([&] { set_policy_option(o, "kv_offload", "disk"); }), "kv_offload: must be 'ram' or 'file:DIR', got 'disk'");
+  EXPECT_EQ(test::error_message([&] { set_policy_option(o, "kv_prefetch", "maybe"); }),
             "kv_prefetch: must be on or off (true or false), got 'maybe'");
-  EXPECT_EQ(message_of([&] { set_policy_option(o, "budgte", "8"); }).rfind("no setting 'budgte' (the settings: attn, budget, ", 0), 0u);
+  EXPECT_EQ(test::error_message([&] { set_policy_option(o, "budgte", "8"); }).rfind("no setting 'budgte' (the settings: attn, budget, ", 0), 0u);
   EXPECT_EQ(o, before);  // a refused value changes nothing
 }
 

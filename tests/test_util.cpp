@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include "bench/synthetic_model.h"
+#include "fasa/error.h"
 #include "model/sampler.h"
 
 #include <unistd.h>
@@ -43,6 +44,15 @@ struct TempRoot {
   }
 };
 }  // namespace
+
+std::string error_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 std::string temp_dir() {
   static TempRoot root;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ void write_file(const std::string& path, const std::string& bytes);
 std::string temp_dir();
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f);
+
+// The message of the fasa::Error f throws, or "(no error)".
+std::string error_message(const std::function<void()>& f);
 
 // max |a - b| / max |b|
 double normalized_error(const float* a, const float* b, size_t n);
