@@ -143,9 +143,20 @@ def unpermute_rope(w, n_head):
     return w.reshape(n_head, hd // 2, 2, inp).swapaxes(1, 2).reshape(out, inp)
 
 
+def gguf_config(path):
+    """The model.py Config of a GGUF this script wrote."""
+    meta = {k: v for k, _, v in read_gguf(path)[0]}
+    n = lambda key: meta["llama." + key]  # noqa: E731
+    return Config(vocab=n("vocab_size"), dim=n("embedding_length"), n_layer=n("block_count"),
+                  n_head=n("attention.head_count"), n_kv_head=n("attention.head_count_kv"),
+                  ffn=n("feed_forward_length"), rope_theta=n("rope.freq_base"),
+                  norm_eps=n("attention.layer_norm_rms_epsilon"), ctx=n("context_length"),
+                  head_dim=meta.get("llama.attention.key_length", n("embedding_length") // n("attention.head_count")))
+
+
 def load_gguf_weights(path, cfg):
-    """A model.py state dict from a GGUF this script wrote (F16 or F32): to continue training from a
-    shipped model when its checkpoints are gone."""
+    """A model.py state dict from a GGUF this script wrote (F16 or F32) of the shape cfg: to continue
+    training from a shipped model when its checkpoints are gone."""
     _, t = read_gguf(path)
     sd = {"embed_tokens.weight": t["token_embd.weight"], "norm.weight": t["output_norm.weight"],
           "lm_head.weight": t["output.weight"]}
@@ -176,6 +187,7 @@ def write_gguf(path, cfg, sd, name, f16):
     w.add("general.alignment", T_U32, 32)
     for k, v in [("context_length", cfg.ctx), ("embedding_length", cfg.dim), ("block_count", cfg.n_layer),
                  ("feed_forward_length", cfg.ffn), ("rope.dimension_count", cfg.head_dim),
+                 ("attention.key_length", cfg.head_dim), ("attention.value_length", cfg.head_dim),
                  ("attention.head_count", cfg.n_head), ("attention.head_count_kv", cfg.n_kv_head),
                  ("vocab_size", cfg.vocab)]:
         w.add("llama." + k, T_U32, v)

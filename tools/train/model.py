@@ -22,10 +22,7 @@ class Config:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     ctx: int = 4096
-
-    @property
-    def head_dim(self):
-        return self.dim // self.n_head
+    head_dim: int = 64  # may differ from dim / n_head (the grown 8K model: 8 heads of 64 over dim 256)
 
     def to_dict(self):
         return asdict(self)
@@ -158,7 +155,8 @@ def load_hf(folder):
     c = json.load(open(os.path.join(folder, "config.json")))
     cfg = Config(vocab=c["vocab_size"], dim=c["hidden_size"], n_layer=c["num_hidden_layers"],
                  n_head=c["num_attention_heads"], n_kv_head=c["num_key_value_heads"], ffn=c["intermediate_size"],
-                 rope_theta=c["rope_theta"], norm_eps=c["rms_norm_eps"], ctx=c["max_position_embeddings"])
+                 rope_theta=c["rope_theta"], norm_eps=c["rms_norm_eps"], ctx=c["max_position_embeddings"],
+                 head_dim=c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"])
     raw = open(os.path.join(folder, "model.safetensors"), "rb").read()
     n = struct.unpack("<Q", raw[:8])[0]
     header = json.loads(raw[8:8 + n])

@@ -22,8 +22,10 @@ Stages (each logged to OUT/log.tsv; a checkpoint OUT/ckpt.pt after every --ckpt-
   long4k   T=4096: the target context, same mix;
   chains1k T=1024: half the task rows multivalue, vartrack and drills of them (after three long4k runs
                    both were at 0 %, each failing on the one token that picks the next line);
-  chains4k T=4096: the same at the target context; the learning rate falls linearly to a tenth over
-                   the last stage.
+  chains4k T=4096: the same at the target context;
+  long8k   T=8192: the 8K model (issue 41: grown from the 4K one by grow.py, RoPE base raised), long4k's mix;
+  chains8k T=8192: chains4k's mix at 8K.
+The learning rate falls linearly to a tenth over the last stage of a run (--until, default the last).
 Each stage's last checkpoint is kept as OUT/ckpt-STAGE.pt.
 A stage ends after its step count, or early once lookup accuracy passes its goal.
 """
@@ -56,6 +58,8 @@ STAGES = [
     ("long4k", 4096, 1, 500, 1.01, (0.05, 0.1, 0.25, 0.4, 0.15, 0.05)),
     ("chains1k", 1024, 4, 1500, 1.01, (0.05, 0.05, 0.2, 0.6, 0.05, 0.05)),
     ("chains4k", 4096, 1, 800, 1.01, (0.05, 0.05, 0.25, 0.5, 0.1, 0.05)),
+    ("long8k", 8192, 1, 600, 1.01, (0.05, 0.1, 0.25, 0.4, 0.15, 0.05)),
+    ("chains8k", 8192, 1, 800, 1.01, (0.05, 0.05, 0.25, 0.5, 0.1, 0.05)),
 ]
 KINDS = tasks.RULER_KINDS + tasks.EVAL_KINDS
 # Task rows draw the kinds that need several lookups or a multi-token key twice as often: after `text`,
@@ -236,21 +240,28 @@ def main():
     ap.add_argument("--batch", type=int, help="rows per step of the --stage stage instead of its default")
     ap.add_argument("--stop-after", type=int,
                     help="end the run after this step of the --stage stage (its schedule still spans --steps)")
+    ap.add_argument("--until", help="end the run after this stage (annealed) instead of the last")
     ap.add_argument("--rope-theta", type=float, default=Config.rope_theta,
                     help="RoPE base (the shipped model's last run raised it to 20000: 4K lookups 52 -> 76 %% untrained)")
+    ap.add_argument("--layers", type=int, default=Config.n_layer)
+    ap.add_argument("--heads", type=int, default=Config.n_head, help="query heads (of --head-dim each)")
+    ap.add_argument("--kv-heads", type=int, default=Config.n_kv_head)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     os.makedirs(a.out, exist_ok=True)
     ck = os.path.join(a.out, "ckpt.pt")
     torch.manual_seed(a.seed)
-    cfg = Config(rope_theta=a.rope_theta)
+    cfg = Config(rope_theta=a.rope_theta, n_layer=a.layers, n_head=a.heads, n_kv_head=a.kv_heads)
     model = Llama(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.01)
     stage, step, total = 0, 0, 0
     data = Data(a.tokenizer, a.seed)
-    if a.init:
-        from export import load_gguf_weights
-        model.load_state_dict(load_gguf_weights(a.init, cfg))
+    if a.init:  # a larger cfg than the GGUF's: grown from it (grow.py)
+        from export import gguf_config, load_gguf_weights
+        from grow import grow
+        src = gguf_config(a.init)
+        sd = load_gguf_weights(a.init, src)
+        model.load_state_dict(sd if (src.n_layer, src.n_head) == (cfg.n_layer, cfg.n_head) else grow(sd, src, cfg))
         data.repeat_ids = data.sp.vocab_size() - 3  # the induct curriculum is behind such a model
     if a.stage:
         stage = [s[0] for s in STAGES].index(a.stage)
@@ -271,7 +282,8 @@ def main():
                       rng=data.rng.getstate(), repeat_ids=data.repeat_ids, torch_rng=torch.get_rng_state(),
                       cfg=cfg.to_dict()))
 
-    while stage < len(STAGES):
+    last = [s[0] for s in STAGES].index(a.until) if a.until else len(STAGES) - 1
+    while stage <= last:
         name, T, B, max_steps, goal, mix = STAGES[stage]
         if a.steps and name == a.stage:
             max_steps = a.steps
@@ -280,7 +292,7 @@ def main():
         t0, step0 = time.time(), step
         while step < max_steps:
             lr = a.lr * min(1.0, (total + 1) / 100)  # short warm-up, then constant (through the plateau)
-            if stage == len(STAGES) - 1:  # the last stage anneals to a tenth: a lower loss to ship
+            if stage == last:  # the last stage anneals to a tenth: a lower loss to ship
                 lr *= 1.0 - 0.9 * step / max_steps
             for g in opt.param_groups:
                 g["lr"] = lr
