@@ -90,15 +90,19 @@ Command add_eval_command(CLI::App& app) {
   add_common(ret, *o);
   auto* tasks_opt = ret->add_option("--tasks", o->tasks_file, "Tasks (JSON lines)");
   auto* gen_opt = ret->add_option("--generate", o->gen.kinds,
-                                  "Generate RULER-style tasks of these kinds instead (passkey, multikey, multivalue, "
-                                  "multineedle, vartrack; 'all'); multivalue scores the share of its values answered")
+                                  "Generate RULER-style tasks of these kinds instead: passkey, multikey, multivalue, "
+                                  "multineedle, vartrack ('all'), word, uuid, multiquery, cwe, fwe ('every' kind); "
+                                  "a task asking several values scores the share of them answered")
                       ->delimiter(',')->excludes(tasks_opt);
   ret->add_option("--length", o->gen.lengths, "Generated tasks: prompt + answer tokens, comma-separated")
       ->delimiter(',')->capture_default_str()->check(CLI::Range((int64_t)64, (int64_t)1 << 24))->needs(gen_opt);
   ret->add_option("--n", o->gen.n, "Generated tasks per kind and length")->capture_default_str()->check(CLI::Range(1, 1 << 20))->needs(gen_opt);
   ret->add_option("--seed", o->gen.seed, "Generated tasks: random seed")->capture_default_str()->needs(gen_opt);
-  ret->add_option("--haystack", o->gen.haystack_file, "Generated tasks: text to hide the needles in (default: noise sentences)")
-      ->needs(gen_opt);
+  auto* hay_opt = ret->add_option("--haystack", o->gen.haystack_file,
+                                  "Generated tasks: text to hide the needles in (default: noise sentences)")->needs(gen_opt);
+  ret->add_flag("--distractors", o->gen.distractors,
+                "Generated tasks: fill the context with look-alike needles (same template, other keys and values)")
+      ->needs(gen_opt)->excludes(hay_opt);
   ret->add_option("--budget", o->budgets, "Budgets, comma-separated")->delimiter(',')->capture_default_str();
   ret->add_option("--limit", o->per_type, "At most this many tasks per type (0: all)")->capture_default_str()->needs(tasks_opt);
 
@@ -126,10 +130,11 @@ Command add_eval_command(CLI::App& app) {
       std::string source = o->tasks_file;
       std::vector<RetrievalTask> tasks;
       if (gen_opt->count() > 0) {
-        if (o->gen.kinds == std::vector<std::string>{"all"}) o->gen.kinds = generated_task_kinds();
+        o->gen.kinds = expand_task_kinds(o->gen.kinds);
         tasks = generate_retrieval_tasks(model->tokenizer, o->gen);
         source = "generated (seed " + std::to_string(o->gen.seed) + ", haystack " +
-                 (o->gen.haystack_file.empty() ? std::string("noise") : o->gen.haystack_file) + ")";
+                 (o->gen.distractors ? std::string("look-alike needles")
+                  : o->gen.haystack_file.empty() ? std::string("noise") : o->gen.haystack_file) + ")";
       } else if (!o->tasks_file.empty()) {
         tasks = load_retrieval_tasks(o->tasks_file, o->per_type);
       } else {

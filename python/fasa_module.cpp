@@ -300,13 +300,13 @@ PYBIND11_MODULE(_fasa, m) {
   py::module_ eval = m.def_submodule("eval", "Evaluations as `fasa eval` runs them, records as its --json writes them.");
   eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,
                            const std::vector<int64_t>& lengths, int n, uint64_t seed, const std::string& haystack,
-                           int limit, const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
+                           bool distractors, int limit, const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
     return eval_records(e, settings, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy) {
       std::vector<RetrievalTask> list;
       if (!generate.empty()) {
         TaskGenOptions g;
-        g.kinds = generate == std::vector<std::string>{"all"} ? generated_task_kinds() : generate;
-        g.lengths = lengths, g.n = n, g.seed = seed, g.haystack_file = haystack;
+        g.kinds = expand_task_kinds(generate);
+        g.lengths = lengths, g.n = n, g.seed = seed, g.haystack_file = haystack, g.distractors = distractors;
         list = generate_retrieval_tasks(e.model().tokenizer, g);
       } else if (tasks) {
         list = load_retrieval_tasks(*tasks, limit);
@@ -317,7 +317,7 @@ PYBIND11_MODULE(_fasa, m) {
     });
   }, py::arg("engine"), py::arg("tasks") = py::none(), py::arg("generate") = std::vector<std::string>{},
      py::arg("lengths") = std::vector<int64_t>{4096}, py::arg("n") = 20, py::arg("seed") = 0, py::arg("haystack") = "",
-     py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
+     py::arg("distractors") = false, py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
      "`fasa eval retrieval`: tasks from a JSON-lines file or generated; every attn x budget; the other keywords "
      "as engine.context's. Returns the records (a list of dicts), as --json writes them.");
 

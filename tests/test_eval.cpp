@@ -5,6 +5,8 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "eval/decode_eval.h"
@@ -167,6 +169,73 @@ TEST(EvalRetrieval, GeneratedTasksFitTheirLengthAndHoldTheirAnswers) {
       EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
     }
   }
+}
+
+// RULER's other kinds and the look-alike haystack: each task fits its length; a keyed needle is in the
+// prompt once, among look-alikes of its template (no noise left); several values are the answer in
+// order; cwe's and fwe's answers are the list's most frequent words, counted here again.
+TEST(EvalRetrieval, EveryKindWithAndWithoutLookAlikeNeedles) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  TaskGenOptions o;
+  o.kinds = expand_task_kinds({"every"});
+  ASSERT_EQ(o.kinds, every_task_kind());
+  o.lengths = {400, 1024};
+  o.n = 2;
+  for (bool distractors : {false, true}) {
+    o.distractors = distractors;
+    const auto tasks = generate_retrieval_tasks(m->tokenizer, o);
+    ASSERT_EQ(tasks.size(), 2u * 10u * 2u);
+    for (const auto& t : tasks) {
+      const std::string kind = t.type.substr(0, t.type.find('@'));
+      const int64_t length = std::stoll(t.type.substr(t.type.find('@') + 1));
+      const int64_t n = (int64_t)m->tokenizer.encode(t.prompt, true).size();
+      EXPECT_LE(n + (int64_t)m->tokenizer.encode(" " + t.answer, false).size(), length) << t.id;
+      EXPECT_GE(n, length * 8 / 10) << t.id;
+      const bool list = kind == "cwe" || kind == "fwe";
+      EXPECT_EQ(t.prompt.find("The grass is green") == std::string::npos, distractors || list) << t.id;
+      if (!t.values.empty()) {
+        std::string joined;
+        for (const auto& v : t.values) joined += (joined.empty() ? "" : ", ") + v;
+        EXPECT_EQ(t.answer, joined) << t.id;
+      }
+      if (list) {
+        std::map<std::string, int> count;
+        const size_t from = t.prompt.find('\n') + 1, to = t.prompt.rfind('\n');
+        std::istringstream words(t.prompt.substr(from, to - from));
+        for (std::string w; words >> w;) ++count[w];
+        ASSERT_EQ(t.values.size(), kind == "cwe" ? 10u : 3u) << t.id;
+        int least_asked = 1 << 30, most_other = 0;
+        for (const auto& [w, c] : count) {
+          if (std::find(t.values.begin(), t.values.end(), w) != t.values.end()) least_asked = std::min(least_asked, c);
+          else most_other = std::max(most_other, c);
+        }
+        EXPECT_GT(least_asked, most_other) << t.id;
+        continue;
+      }
+      // The asked needle: the question's last clause followed by the answer, once in the prompt.
+      const std::string clause = t.prompt.substr(t.prompt.rfind("? ") + 2);
+      if (kind == "word" || kind == "uuid" || kind == "multikey") {
+        const std::string needle = clause + " " + t.answer + ".\n";
+        const size_t at = t.prompt.find(needle);
+        EXPECT_NE(at, std::string::npos) << t.id;
+        EXPECT_EQ(t.prompt.find(needle, at + 1), std::string::npos) << t.id;
+      }
+      if (kind == "multiquery")
+        for (const auto& v : t.values) EXPECT_NE(t.prompt.find(": " + v + ".\n"), std::string::npos) << t.id;
+      if (distractors && kind != "vartrack" && kind != "passkey") {  // the template's look-alikes fill it
+        const std::string stem = kind == "multivalue" ? "One number of " : kind == "multineedle" ? "The favourite number of "
+                                 : kind == "word" ? "The magic word of " : kind == "uuid" ? "The code of " : "Record ";
+        size_t lines = 0;
+        for (size_t at = 0; (at = t.prompt.find("\n" + stem, at)) != std::string::npos; ++at) ++lines;
+        EXPECT_GE(lines, 5u) << t.id;
+      }
+    }
+  }
+  TaskGenOptions both;
+  both.distractors = true;
+  both.haystack_file = "hay.txt";
+  EXPECT_NE(test::error_message([&] { generate_retrieval_tasks(m->tokenizer, both); }).find("--distractors"),
+            std::string::npos);
 }
 
 // A single answer must begin the text; several values score the share found anywhere (RULER's

@@ -82,7 +82,7 @@ Prefilled prefill(const Model& m, const RetrievalTask& t) {
   const Tokenizer& tok = m.tokenizer;
   Prefilled p;
   p.prompt = tok.encode(t.prompt, tok.add_bos());
-  p.max_new = std::min<int>(32, (int)tok.encode(t.answer, false).size() + 2);
+  p.max_new = std::min<int>(96, (int)tok.encode(t.answer, false).size() + 2);  // a UUID, ten words
   SessionOptions so;
   so.n_ctx = (int64_t)p.prompt.size() + p.max_new;
   p.dense = std::make_unique<Session>(m, so);

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <random>
+#include <set>
 
 #include "fasa/error.h"
 
@@ -64,17 +67,105 @@ struct Rng {
     v.resize(n);
     return v;
   }
+  std::string name_other_than(const std::string& not_this) {
+    std::string n;
+    do n = kNames[(size_t)range(0, (int64_t)kNames.size() - 1)];
+    while (n == not_this);
+    return n;
+  }
+  // A made-up word of 2-3 syllables ("kavo", "tirelu"): as many as a list needs, none of them common.
+  std::string word() {
+    static const char kConsonants[] = "bdfgklmnprstvz", kVowels[] = "aeiou";
+    std::string w;
+    for (int64_t i = 0, n = range(2, 3); i < n; ++i) w += {kConsonants[range(0, 13)], kVowels[range(0, 4)]};
+    return w;
+  }
+  std::vector<std::string> distinct_words(size_t n) {
+    std::set<std::string> seen;
+    std::vector<std::string> out;
+    while (out.size() < n)
+      if (std::string w = word(); seen.insert(w).second) out.push_back(w);
+    return out;
+  }
+  std::string hex(int digits) {
+    std::string s;
+    for (int i = 0; i < digits; ++i) s += "0123456789abcdef"[range(0, 15)];
+    return s;
+  }
 };
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
+  return out;
+}
+
+// The `top` most frequent words of lines of space-separated words (ties: alphabetical).
+std::vector<std::string> most_frequent(const std::vector<std::string>& lines, size_t top) {
+  std::map<std::string, int64_t> count;
+  for (const auto& l : lines)
+    for (size_t at = 0; at < l.size();) {
+      const size_t end = std::min(l.find_first_of(" \n", at), l.size());
+      if (end > at) ++count[l.substr(at, end - at)];
+      at = end + 1;
+    }
+  std::vector<std::pair<int64_t, std::string>> by_count;
+  for (const auto& [w, c] : count) by_count.push_back({-c, w});
+  std::sort(by_count.begin(), by_count.end());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < std::min(top, by_count.size()); ++i) out.push_back(by_count[i].second);
+  return out;
+}
 
 // One task before the haystack is laid in: needle lines (in order), intro, question and answer.
 struct Skeleton {
   std::string intro;
   std::vector<std::string> needles;
   std::string question, answer;
-  std::vector<std::string> values;  // multivalue: the asked name's numbers
+  std::vector<std::string> values;  // when several are asked: each of them
+  // --distractors: a line of the needles' template with keys and values other than the asked ones
+  std::function<std::string(Rng&)> lookalike;
+  // cwe, fwe: the context is n lines of this list, and the answer its `top` most frequent words
+  std::function<std::vector<std::string>(Rng&, size_t n)> list;
+  size_t top = 0;
 };
 
-Skeleton skeleton(const std::string& kind, Rng& r) {
+std::vector<int64_t> distinct_keys(Rng& r, size_t n) {
+  std::vector<int64_t> keys;
+  while (keys.size() < n) {
+    const int64_t k = r.range(1000, 9999);
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  return keys;
+}
+
+// "Record K: V." lines for keys, and look-alikes with keys outside them.
+void records(Skeleton& s, Rng& r, const std::vector<int64_t>& keys, const std::vector<size_t>& asked) {
+  s.intro = "Here is a list of records. Each record has a number.\n";
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string v = r.number(5);
+    s.needles.push_back("Record " + std::to_string(keys[i]) + ": " + v + ".\n");
+    if (std::find(asked.begin(), asked.end(), i) != asked.end()) s.values.push_back(v);
+  }
+  s.lookalike = [keys](Rng& g) {
+    int64_t k;
+    do k = g.range(1000, 9999);
+    while (std::find(keys.begin(), keys.end(), k) != keys.end());
+    return "Record " + std::to_string(k) + ": " + g.number(5) + ".\n";
+  };
+}
+
+// One needle "The THING of NAME is VALUE." asked by name, among look-alikes of other names.
+void keyed_needle(Skeleton& s, Rng& r, const std::string& thing, std::function<std::string(Rng&)> value) {
+  const std::string name = r.names(1)[0], v = value(r);
+  s.intro = "Remember the " + thing + " of each name.\n";
+  s.needles = {"The " + thing + " of " + name + " is " + v + ".\n"};
+  s.question = "What is the " + thing + " of " + name + "? The " + thing + " of " + name + " is";
+  s.answer = v;
+  s.lookalike = [=](Rng& g) { return "The " + thing + " of " + g.name_other_than(name) + " is " + value(g) + ".\n"; };
+}
+
+Skeleton skeleton(const std::string& kind, int64_t length, Rng& r) {
   Skeleton s;
   if (kind == "passkey") {
     const std::string k = r.number(5);
@@ -82,21 +173,74 @@ Skeleton skeleton(const std::string& kind, Rng& r) {
     s.needles = {"The pass key is " + k + ". Remember it. " + k + " is the pass key.\n"};
     s.question = "What is the pass key? The pass key is";
     s.answer = k;
+    s.lookalike = [k](Rng& g) {  // the pass key has no key to vary: other numbers, said not to be it
+      std::string v;
+      do v = g.number(5);
+      while (v == k);
+      return "The number " + v + " is not the pass key.\n";
+    };
   } else if (kind == "multikey") {
-    std::vector<int64_t> keys;
-    while (keys.size() < 6) {
-      const int64_t k = r.range(1000, 9999);
-      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-    }
-    s.intro = "Here is a list of records. Each record has a number.\n";
+    const std::vector<int64_t> keys = distinct_keys(r, 6);
     const size_t asked = (size_t)r.range(0, 5);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const std::string v = r.number(5);
-      s.needles.push_back("Record " + std::to_string(keys[i]) + ": " + v + ".\n");
-      if (i == asked) s.answer = v;
-    }
+    records(s, r, keys, {asked});
+    s.answer = s.values[0];
+    s.values.clear();
     const std::string k = std::to_string(keys[asked]);
     s.question = "What is the number of Record " + k + "? Record " + k + ":";
+  } else if (kind == "multiquery") {  // RULER's multi-query: several keys asked at once
+    const std::vector<int64_t> keys = distinct_keys(r, 8);
+    std::vector<size_t> order = {0, 1, 2, 3, 4, 5, 6, 7};
+    r.shuffle(order);
+    order.resize(3);
+    records(s, r, keys, order);
+    std::vector<std::string> asked_keys, in_order;  // values follow the question's order, not the text's
+    std::vector<size_t> by_position = order;
+    std::sort(by_position.begin(), by_position.end());
+    for (size_t i : order) {
+      asked_keys.push_back(std::to_string(keys[i]));
+      in_order.push_back(s.values[(size_t)(std::find(by_position.begin(), by_position.end(), i) - by_position.begin())]);
+    }
+    s.values = in_order;
+    s.answer = join(s.values);
+    s.question = "What are the numbers of Records " + asked_keys[0] + ", " + asked_keys[1] + " and " + asked_keys[2] +
+                 "? The numbers are";
+  } else if (kind == "word") {
+    keyed_needle(s, r, "magic word", [](Rng& g) { return g.word(); });
+  } else if (kind == "uuid") {
+    keyed_needle(s, r, "code", [](Rng& g) {
+      return g.hex(8) + "-" + g.hex(4) + "-" + g.hex(4) + "-" + g.hex(4) + "-" + g.hex(12);
+    });
+  } else if (kind == "cwe") {  // RULER's common-word extraction: ten words 3 % of the list each, the rest once
+    s.intro = "Below is a list of words. Some words appear many times. Remember the ten words that appear most often.\n";
+    s.question = "What are the ten words that appear most often in the list above? The ten most common words are";
+    s.top = 10;
+    // Its words drawn once, enough for a list that fits (a line is at least 2 tokens), so that lists
+    // planned again for other lengths keep their token counts; a first, too long plan repeats them.
+    s.list = [words = r.distinct_words((size_t)length / 2 + 11)](Rng& g, size_t n) {
+      std::vector<std::string> lines;
+      for (size_t c = 0; c < 10; ++c)
+        for (size_t i = 0; i < std::max<size_t>(3, n * 3 / 100); ++i) lines.push_back(words[c] + "\n");
+      for (size_t w = 0; lines.size() < n; ++w) lines.push_back(words[10 + w % (words.size() - 10)] + "\n");
+      g.shuffle(lines);
+      lines.resize(n);
+      return lines;
+    };
+  } else if (kind == "fwe") {  // RULER's frequent-word extraction: coded words as often as Zipf's law (alpha 2) says
+    s.intro = "Read the coded text below and count how often each coded word appears.\n";
+    s.question = "What are the three most frequent coded words in the text above? The three most frequent coded words are";
+    s.top = 3;
+    s.list = [words = r.distinct_words(40)](Rng& g, size_t n) {  // n lines of 10 words; word k makes 1/k^2 of them
+      double sum = 0;
+      for (size_t k = 1; k <= words.size(); ++k) sum += 1.0 / double(k * k);
+      std::vector<std::string> text;
+      for (size_t k = 1; k <= words.size(); ++k)
+        text.insert(text.end(), (size_t)(double(n * 10) / double(k * k) / sum), words[k - 1]);
+      for (size_t k = words.size(); text.size() < n * 10; k = k > 5 ? k - 1 : words.size()) text.push_back(words[k - 1]);
+      g.shuffle(text);
+      std::vector<std::string> lines(n);
+      for (size_t i = 0; i < text.size(); ++i) lines[i / 10] += text[i] + (i % 10 == 9 ? "\n" : " ");
+      return lines;
+    };
   } else if (kind == "multivalue") {
     const auto names = r.names(3);
     std::vector<std::string> who = {names[0], names[0], names[0], names[1], names[2]};
@@ -115,6 +259,7 @@ Skeleton skeleton(const std::string& kind, Rng& r) {
       }
     }
     s.question = "What are all the numbers of " + names[0] + "? The numbers of " + names[0] + " are";
+    s.lookalike = [asked = names[0]](Rng& g) { return "One number of " + g.name_other_than(asked) + " is " + g.number(4) + ".\n"; };
   } else if (kind == "multineedle") {
     const auto names = r.names(4);
     const size_t asked = (size_t)r.range(0, 3);
@@ -125,6 +270,9 @@ Skeleton skeleton(const std::string& kind, Rng& r) {
       if (i == asked) s.answer = v;
     }
     s.question = "What is the favourite number of " + names[asked] + "? The favourite number of " + names[asked] + " is";
+    s.lookalike = [name = names[asked]](Rng& g) {
+      return "The favourite number of " + g.name_other_than(name) + " is " + g.number(4) + ".\n";
+    };
   } else if (kind == "vartrack") {
     const std::string a = r.var(), b = r.var(), c = r.var(), d = r.var(), e = r.var();
     const std::string v = r.number(5), w = r.number(5);
@@ -137,8 +285,14 @@ Skeleton skeleton(const std::string& kind, Rng& r) {
     s.intro = "Follow the chain of variables.\n";
     s.question = "What is the value of VAR " + c + "? VAR " + c + " =";
     s.answer = "VAR " + b + " = VAR " + a + " = " + v;
+    s.lookalike = [used = std::vector<std::string>{a, b, c, d, e}](Rng& g) {  // assignments of other variables
+      std::string x;
+      do x = g.var();
+      while (std::find(used.begin(), used.end(), x) != used.end());
+      return "VAR " + x + " = " + g.number(5) + ".\n";
+    };
   } else {
-    fail("--generate", "unknown task kind '" + kind + "' (kinds: passkey, multikey, multivalue, multineedle, vartrack)");
+    fail("--generate", "unknown task kind '" + kind + "' (kinds: " + join(every_task_kind()) + ")");
   }
   return s;
 }
@@ -188,7 +342,15 @@ std::string lay_out(const Skeleton& s, const std::vector<std::string>& hay, cons
 
 }  // namespace
 
+std::vector<std::string> expand_task_kinds(const std::vector<std::string>& kinds) {
+  if (kinds == std::vector<std::string>{"all"}) return generated_task_kinds();
+  if (kinds == std::vector<std::string>{"every"}) return every_task_kind();
+  return kinds;
+}
+
 std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const TaskGenOptions& o) {
+  if (o.distractors && !o.haystack_file.empty())
+    fail("--distractors", "fills the context with look-alike needles: give it or --haystack, not both");
   const Haystack hay(o.haystack_file);
   std::vector<RetrievalTask> tasks;
   for (int64_t length : o.lengths)
@@ -196,28 +358,51 @@ std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const 
       for (int i = 0; i < o.n; ++i) {
         // One stream per (seed, kind, length, index): a task does not change when others are added.
         Rng r{std::mt19937_64(mix(mix(mix(mix(o.seed) ^ fnv1a(kind)) ^ (uint64_t)length) ^ (uint64_t)i))};
-        const Skeleton s = skeleton(kind, r);
-        const int64_t room = length - (int64_t)tok.encode(" " + s.answer, false).size() - 2;
+        Skeleton s = skeleton(kind, length, r);
+        // The context's lines: the kind's own list (cwe, fwe), look-alike needles, or the haystack.
+        auto context_lines = [&](size_t n) {
+          if (s.list) return s.list(r, n);
+          if (!o.distractors) return hay.take(r, n);
+          std::vector<std::string> lines(n);
+          for (auto& l : lines) l = s.lookalike(r);
+          return lines;
+        };
+        // A list's answer is its most frequent words, known once the list is cut to length.
+        auto lay_out_and_answer = [&](const std::vector<std::string>& lines, const std::vector<double>& depths) {
+          if (s.top) {
+            s.values = most_frequent(lines, s.top);
+            s.answer = join(s.values);
+          }
+          return lay_out(s, lines, depths);
+        };
+        auto room = [&] { return length - (int64_t)tok.encode(" " + s.answer, false).size() - 2; };
         std::vector<double> depths(s.needles.size());
         for (auto& d : depths) d = r.unit();
         std::sort(depths.begin(), depths.end());
         const int64_t fixed = (int64_t)tok.encode(lay_out(s, {}, depths), true).size();
-        if (fixed > room)
+        if (fixed > room())
           fail("--length", std::to_string(length) + " tokens is too short for a " + kind + " task (" +
                                std::to_string(fixed) + " without haystack)");
-        // Haystack lines until the prompt fills the room: half again a guess from a sample, then trim.
-        const std::vector<std::string> sample = hay.take(r, 8);
+        // Lines until the prompt fills the room: half again a guess from a sample, then trim.
+        const std::vector<std::string> sample = context_lines(8);
         int64_t sample_tokens = 0;
         for (auto& l : sample) sample_tokens += (int64_t)tok.encode(l, false).size();
         std::vector<std::string> lines =
-            hay.take(r, (size_t)((room - fixed) * 12 / std::max<int64_t>(1, sample_tokens) + 4));
-        std::string prompt = lay_out(s, lines, depths);
-        int64_t n_tok = (int64_t)tok.encode(prompt, true).size();
-        while (n_tok > room && !lines.empty()) {
-          const int64_t excess_lines = (n_tok - room) * (int64_t)lines.size() / n_tok + 1;
-          lines.resize(lines.size() - (size_t)std::min<int64_t>(excess_lines, (int64_t)lines.size()));
-          prompt = lay_out(s, lines, depths);
-          n_tok = (int64_t)tok.encode(prompt, true).size();
+            context_lines((size_t)((room() - fixed) * 12 / std::max<int64_t>(1, sample_tokens) + 4));
+        std::string prompt;
+        auto trim_to_fit = [&] {
+          prompt = lay_out_and_answer(lines, depths);
+          for (int64_t n_tok; (n_tok = (int64_t)tok.encode(prompt, true).size()) > room() && !lines.empty();) {
+            const int64_t excess_lines = (n_tok - room()) * (int64_t)lines.size() / n_tok + 1;
+            lines.resize(lines.size() - (size_t)std::min<int64_t>(excess_lines, (int64_t)lines.size()));
+            prompt = lay_out_and_answer(lines, depths);
+          }
+        };
+        trim_to_fit();
+        // A list planned again for the length it was cut to, until it fits uncut: its frequencies as planned.
+        for (size_t planned = 0; s.list && lines.size() != planned;) {
+          lines = s.list(r, planned = lines.size());
+          trim_to_fit();
         }
         tasks.push_back({kind + "-" + std::to_string(length) + "-" + std::to_string(i), kind + "@" + std::to_string(length),
                          prompt, s.answer, s.values});

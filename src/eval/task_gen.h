@@ -12,14 +12,25 @@
 
 namespace fasa {
 
-// passkey: one 5-digit key; multikey: 6 records "Record K: V.", one asked; multivalue: three numbers of
-// one name among others, all asked (scored as the share of them answered); multineedle: four names'
-// favourite numbers, one asked; vartrack: a chain VAR C = VAR B = VAR A = value beside a distractor
-// chain, the whole chain asked.
+// The lookups the retrieval model is trained on ("all"): passkey: one 5-digit key; multikey: 6 records
+// "Record K: V.", one asked; multivalue: three numbers of one name among others, all asked (scored as
+// the share of them answered); multineedle: four names' favourite numbers, one asked; vartrack: a chain
+// VAR C = VAR B = VAR A = value beside a distractor chain, the whole chain asked.
 inline const std::vector<std::string>& generated_task_kinds() {
   static const std::vector<std::string> kinds = {"passkey", "multikey", "multivalue", "multineedle", "vartrack"};
   return kinds;
 }
+// With RULER's other kinds ("every"): word and uuid: one name's made-up word or UUID among look-alikes'
+// lines; multiquery: 8 records, 3 asked at once; cwe: the ten words that fill 30 % of a list (the rest
+// once each); fwe: the three most frequent of coded words drawn by Zipf's law (alpha 2). cwe and fwe
+// aggregate over the whole context: their context is the list, not a haystack.
+inline const std::vector<std::string>& every_task_kind() {
+  static const std::vector<std::string> kinds = {"passkey", "multikey", "multivalue", "multineedle", "vartrack",
+                                                 "word",    "uuid",     "multiquery", "cwe",         "fwe"};
+  return kinds;
+}
+// "all" and "every" as the lists above; other lists as they are.
+std::vector<std::string> expand_task_kinds(const std::vector<std::string>& kinds);
 
 struct TaskGenOptions {
   std::vector<std::string> kinds = generated_task_kinds();
@@ -27,6 +38,7 @@ struct TaskGenOptions {
   int n = 20;                             // tasks per kind and length
   uint64_t seed = 0;
   std::string haystack_file;              // text to hide the needles in; empty: RULER's noise sentences
+  bool distractors = false;               // instead: look-alike needles (same template, other keys and values)
 };
 
 // Tasks of type "KIND@LENGTH". Throws fasa::Error on an unknown kind, a length too short for the
