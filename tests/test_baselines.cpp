@@ -333,8 +333,9 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
   o.budget = Budget::count(1000);
   o.dense_layers = {};
   if (o.attn == "fasa") GTEST_SKIP() << "covered with a calibrated profile in test_fasa";
+  o.synthetic_profile = o.attn == "doublesparse";  // (its channels: any set gives dense attention here)
   auto prompt = m->tokenizer.encode("And the evening and the morning were the first day.", true);
-  for (DType kv_type : {DType::F16, DType::Q8_0}) {  // the baselines keep dense attention's key layout
+  for (DType kv_type : {DType::F16, DType::Q8_0}) {
     SessionOptions so;
     so.kv_types = kv_type;
     Session full(*m, so), sparse(*m, so, make_selector(o, *m));
@@ -344,7 +345,10 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
       auto a = full.eval(std::span<const int32_t>(&t, 1));
       std::vector<float> fa(a.begin(), a.end());
       auto b = sparse.eval(std::span<const int32_t>(&t, 1));
-      EXPECT_LE(test::normalized_error(b.data(), fa.data(), fa.size()), 1e-6) << o.attn << " " << dtype_name(kv_type);
+      // A K_dom layout (DoubleSparse) sums each key's dot product in two parts (float rounding, 2e-4 as
+      // FASA's test) and rounds Q8_0 keys in its own blocks (3.5e-3 measured); other policies are exact.
+      const double tol = !policy_info(o.attn).has_k_dom ? 1e-6 : kv_type == DType::Q8_0 ? 1e-2 : 2e-4;
+      EXPECT_LE(test::normalized_error(b.data(), fa.data(), fa.size()), tol) << o.attn << " " << dtype_name(kv_type);
     }
   }
   // A small budget does change the output.
@@ -363,7 +367,8 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
 INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy, ::testing::ValuesIn(selector_names()),
                          [](const auto& info) { return info.param; });
 
-// Each registry row makes a policy of its own name; only full is dense, only FASA has a K_dom plane.
+// Each registry row makes a policy of its own name; only full is dense, only FASA and DoubleSparse have
+// a K_dom plane.
 TEST(Policies, RegistryRowsMatchTheirPolicies) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   for (const PolicyInfo& info : policy_registry()) {
@@ -374,7 +379,7 @@ TEST(Policies, RegistryRowsMatchTheirPolicies) {
     EXPECT_EQ(p->name(), info.name);
     EXPECT_GT(std::string(info.description).size(), 10u);
     EXPECT_EQ(info.dense, o.attn == "full") << info.name;
-    EXPECT_EQ(info.has_k_dom, o.attn == "fasa") << info.name;
+    EXPECT_EQ(info.has_k_dom, o.attn == "fasa" || o.attn == "doublesparse") << info.name;
     EXPECT_EQ(p->key_layout(1, 0).n_dom > 0, info.has_k_dom) << info.name;  // layer 0 is dense by default
   }
   EXPECT_EQ(&policy_info("quest"), &policy_registry()[5]);

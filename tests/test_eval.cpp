@@ -220,8 +220,9 @@ TEST(EvalRetrieval, EveryKindWithAndWithoutLookAlikeNeedles) {
         EXPECT_NE(at, std::string::npos) << t.id;
         EXPECT_EQ(t.prompt.find(needle, at + 1), std::string::npos) << t.id;
       }
-      if (kind == "multiquery")
+      if (kind == "multiquery") {
         for (const auto& v : t.values) EXPECT_NE(t.prompt.find(": " + v + ".\n"), std::string::npos) << t.id;
+      }
       if (distractors && kind != "vartrack" && kind != "passkey") {  // the template's look-alikes fill it
         const std::string stem = kind == "multivalue" ? "One number of " : kind == "multineedle" ? "The favourite number of "
                                  : kind == "word" ? "The magic word of " : kind == "uuid" ? "The code of " : "Record ";

@@ -14,6 +14,8 @@
 #include "model/sampler.h"
 #include "model/session.h"
 #include "ops/elementwise.h"
+#include "ops/kv_traffic.h"
+#include "sparse/doublesparse.h"
 #include "sparse/fasa.h"
 #include "test_util.h"
 #include "fasa/error.h"
@@ -174,6 +176,23 @@ TEST(Calibration, AgreementEqualsAPlainReference) {
   EXPECT_EQ(meter.fc_queries(), counted);
   const std::vector<float> got = meter.mean_fc_ca();
   for (int i = 0; i < 2 * F; ++i) EXPECT_NEAR(got[i], want[i] / counted, 1e-6) << "head " << i / F << " chunk " << i % F;
+  // DoubleSparse's channel statistic: mean |q_c| of the measured queries times mean |k_c| of the keys
+  // up to the last measured query.
+  const int last = min_pos + (T - 1 - min_pos) / stride * stride;
+  std::vector<double> k_abs(D, 0.0);
+  std::vector<float> row(D);
+  for (int j = 0; j <= last; ++j) {
+    kv_load(kv.k_rest_row(j), kv.k_type, D, row.data());
+    for (int d = 0; d < D; ++d) k_abs[d] += std::fabs(row[d]) / (last + 1);
+  }
+  const std::vector<float> qk = meter.channel_qk();
+  ASSERT_EQ(qk.size(), (size_t)2 * D);
+  for (int h = 0; h < 2; ++h)
+    for (int d = 0; d < D; ++d) {
+      double q_abs = 0;
+      for (int p = min_pos; p < T; p += stride) q_abs += std::fabs(q[((size_t)p * 2 + h) * D + d]) / counted;
+      EXPECT_NEAR(qk[(size_t)h * D + d], q_abs * k_abs[d], 1e-5) << "head " << h << " channel " << d;
+    }
 }
 
 TEST(Calibration, TokenWindowsRepeatBos) {
@@ -297,9 +316,9 @@ TEST(Profile, CorruptProfilesAreClearErrors) {
     EXPECT_NE(at, std::string::npos) << from;
     return at == std::string::npos ? s : s.replace(at, from.size(), to);
   };
-  auto first_ca_value = [&](const std::string& to) {
+  auto first_value = [&](const std::string& key, const std::string& to) {  // of the first entry's row
     std::string s = good;
-    const size_t open = s.find("[", s.find("\"ca\"")) + 1, comma = s.find(",", open);
+    const size_t open = s.find("[", s.find(key)) + 1, comma = s.find(",", open);
     return s.replace(open, comma - open, to);
   };
   struct C { std::string name, text, expect; };
@@ -315,8 +334,11 @@ TEST(Profile, CorruptProfilesAreClearErrors) {
       {"string_for_number", edit("\"n_tip\": 8", "\"n_tip\": \"8\""), "not an integer"},
       {"float_for_integer", edit("\"n_tip\": 8", "\"n_tip\": 2e82"), "not an integer"},  // found by fuzz_profile
       {"ca_row_too_long", edit("\"ca\": [", "\"ca\": [0.5, "), "'ca' must hold n_fc values"},
-      {"ca_out_of_range", first_ca_value("7.5"), "must lie in [0, 1]"},
-      {"ca_negative", first_ca_value("-0.5"), "must lie in [0, 1]"},
+      {"ca_out_of_range", first_value("\"ca\"", "7.5"), "must lie in [0, 1]"},
+      {"ca_negative", first_value("\"ca\"", "-0.5"), "must lie in [0, 1]"},
+      {"channels_in_some_entries", edit("\"channels\": [", "\"channelz\": ["), "'channels' must be in every"},
+      {"channels_row_too_long", edit("\"channels\": [", "\"channels\": [0.5, "), "'channels' must hold head_dim values"},
+      {"channels_negative", first_value("\"channels\"", "-0.5"), "must be finite and >= 0"},
   };
   for (const auto& c : cases) {
     const std::string path = test::temp_dir() + "/" + c.name + ".json";
@@ -454,6 +476,55 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << name_of(sh);
     EXPECT_EQ(rows.size(), 20u);
   }
+}
+
+// DoubleSparse scores on the group's heaviest channels by the profile's statistic, picks the top rows
+// by those partial scores (all channels: the exact top rows), counts the label cache's bytes, and
+// refuses a profile without channel statistics.
+TEST(DoubleSparse, ScoresOnTheGroupsHeaviestChannels) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const Profile prof = load_profile(bundled_profile());
+  const ModelConfig& c = m->config;
+  const int D = c.head_dim, T = 300, layer = 2, head = 3, kvh = head / 2;
+  const auto keys = test::random_floats((size_t)T * D, 15), vals = test::random_floats((size_t)T * D, 16);
+  const auto q = test::random_floats(D, 17);
+  for (int r : {8, D}) {
+    DoubleSparseSelector policy(prof, c, {20, false}, {}, r);
+    const KeyLayout layout = policy.key_layout(layer, kvh);
+    ASSERT_EQ(layout.n_dom, r);
+    std::vector<std::pair<double, int>> weight;  // the group's statistic per channel, heaviest first
+    for (int d = 0; d < D; ++d)
+      weight.push_back({-(prof.channel_qk[((size_t)layer * c.n_head + 2 * kvh) * D + d] +
+                          prof.channel_qk[((size_t)layer * c.n_head + 2 * kvh + 1) * D + d]), d});
+    std::sort(weight.begin(), weight.end());
+    std::set<int> heavy;
+    for (int i = 0; i < r; ++i) heavy.insert(weight[i].second);
+    EXPECT_EQ(std::set<int>(layout.perm.begin(), layout.perm.begin() + r), heavy);
+    KvCache cache(1, 1, D, T, {layout}, DType::F32);
+    for (int j = 0; j < T; ++j) cache.store(0, 0, j, &keys[(size_t)j * D], &vals[(size_t)j * D]);
+    std::vector<float> qp(D);
+    cache.permute_query(0, 0, q.data(), qp.data());
+    std::vector<int32_t> rows;
+    const uint64_t bytes0 = kv_bytes_read();
+    ASSERT_TRUE(policy.select({layer, head, kvh, T - 1, qp.data()}, cache.view(0, 0, T), rows));
+    EXPECT_EQ(kv_bytes_read() - bytes0, (uint64_t)T * r * sizeof(float));
+    std::vector<std::pair<float, int>> score;
+    for (int j = 0; j < T; ++j) {
+      float v = 0;
+      for (int d : heavy) v += q[d] * keys[(size_t)j * D + d];
+      score.push_back({-v, j});
+    }
+    std::sort(score.begin(), score.end());
+    std::set<int32_t> want;
+    for (int i = 0; i < 20; ++i) want.insert(score[i].second);
+    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << r << " channels";
+  }
+  Profile old = prof;
+  old.channel_qk.clear();
+  EXPECT_NE(test::error_message([&] { DoubleSparseSelector(old, c, {20, false}, {}, 8); }).find("no channel statistics"),
+            std::string::npos);
+  EXPECT_NE(test::error_message([&] { DoubleSparseSelector(prof, c, {20, false}, {}, D + 1); }).find("ds_channels"),
+            std::string::npos);
 }
 
 // A decode step asks for the group of query heads sharing a KV head at once (one TIP pass over the

@@ -43,6 +43,7 @@ TEST(Options, EachSettingParsesToItsType) {
   set_policy_option(o, "dense_layers", "0,2");
   set_policy_option(o, "sink", "4");
   set_policy_option(o, "seed_policy", "7");
+  set_policy_option(o, "ds_channels", "12");
   set_policy_option(o, "kv_type", "q8_0");
   set_policy_option(o, "cache_type_v", "f32");
   set_policy_option(o, "tip_int8", "true");
@@ -58,6 +59,7 @@ TEST(Options, EachSettingParsesToItsType) {
   want.dense_layers = {0, 2};
   want.sink = 4;
   want.seed = 7;
+  want.ds_channels = 12;
   want.cache.key_type = KvType::Q8_0;
   want.cache.value_type = KvType::F32;
   want.cache.tip_int8 = true;
@@ -67,7 +69,7 @@ TEST(Options, EachSettingParsesToItsType) {
   EXPECT_TRUE(o.dense_layers.empty());
   EXPECT_EQ(layer_list_str({0, 2}), "0,2");
   EXPECT_EQ(offload_str(want.cache.offload), "file:/tmp/x");
-  const std::vector<std::string> names = {"attn", "budget", "cache_type_k", "cache_type_v", "dense_layers", "fc_alloc",
+  const std::vector<std::string> names = {"attn", "budget", "cache_type_k", "cache_type_v", "dense_layers", "ds_channels", "fc_alloc",
                                           "fc_sharing", "fcs", "kv_fast_limit", "kv_offload", "kv_prefetch", "kv_type",
                                           "profile", "recent", "seed_policy", "sink", "snapkv_every", "snapkv_window",
                                           "sparq_r", "synthetic_profile", "tip_int8"};

@@ -66,6 +66,7 @@ struct PolicyOptions {
   int recent = 0;
   uint64_t seed = 1;               // random policy
   int sparq_r = 0;                 // SparQ query dims; 0 = head_dim / 4
+  int ds_channels = 0;             // DoubleSparse channels per KV head; 0 = as many dims as FASA's default chunks
   int snapkv_window = 32;          // SnapKV observation window
   int snapkv_every = 32;           // SnapKV re-selection period during decode (0: never)
   CacheOptions cache;
@@ -74,7 +75,7 @@ struct PolicyOptions {
 
 // The one parser of the settings above given as text — the CLI's flags, the server's JSON fields and
 // Python's keywords all come through it. `name` is the setting's (attn, budget, fcs, fc_sharing,
-// fc_alloc, dense_layers, sink, recent, seed_policy, sparq_r, snapkv_window, snapkv_every, profile,
+// fc_alloc, dense_layers, sink, recent, seed_policy, sparq_r, ds_channels, snapkv_window, snapkv_every, profile,
 // synthetic_profile, kv_type (keys and values), cache_type_k, cache_type_v, tip_int8, kv_offload,
 // kv_fast_limit, kv_prefetch); errors name it. Policy names are checked when a context is made.
 void set_policy_option(PolicyOptions& o, std::string_view name, std::string_view value);

@@ -1,6 +1,7 @@
 #include "calib/agreement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -68,7 +69,9 @@ int overlap(const float* scores, int64_t n, int k, const std::vector<int32_t>& t
 AgreementMeter::AgreementMeter(const ModelConfig& c, int top_k, int64_t min_pos, int stride)
     : n_head_(c.n_head), n_head_kv_(c.n_head_kv), head_dim_(c.head_dim), fcs_(c), top_k_(top_k), min_pos_(min_pos),
       stride_(stride),
-      fc_sum_((size_t)c.n_layer * c.n_head * fcs_.n_fc(), 0.0), fc_count_((size_t)c.n_layer * c.n_head, 0) {
+      fc_sum_((size_t)c.n_layer * c.n_head * fcs_.n_fc(), 0.0), fc_count_((size_t)c.n_layer * c.n_head, 0),
+      q_abs_sum_((size_t)c.n_layer * c.n_head * c.head_dim, 0.0),
+      k_abs_sum_((size_t)c.n_layer * c.n_head_kv * c.head_dim, 0.0), k_count_(c.n_layer, 0) {
   if (top_k < 1) throw Error("--topk must be at least 1");
   if (stride < 1) throw Error("agreement: the query stride must be at least 1");
 }
@@ -89,7 +92,8 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
   std::vector<float> first((size_t)HKV * F * Tm), second((size_t)HKV * F * Tm);  // [HKV, F, Tm] each
 #pragma omp parallel
   {
-    std::vector<float> k(D);  // one key row as float
+    std::vector<float> k(D);                        // one key row as float
+    std::vector<double> k_abs((size_t)HKV * D, 0);  // |k| of this call's new rows (p0 on)
 #pragma omp for collapse(2) schedule(dynamic)
     for (int kv_head = 0; kv_head < HKV; ++kv_head)
       for (int64_t blk = 0; blk < n_blocks; ++blk) {
@@ -102,15 +106,23 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
             a[(size_t)f * Tm + j] = k[d[0]];
             b[(size_t)f * Tm + j] = k[d[1]];
           }
+          if (j >= p0)
+            for (int d = 0; d < D; ++d) k_abs[(size_t)kv_head * D + d] += std::fabs(k[d]);
         }
       }
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < k_abs.size(); ++i) k_abs_sum_[(size_t)layer * HKV * D + i] += k_abs[i];
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    k_count_[layer] += Tm - std::min(p0, Tm);
   }
 #pragma omp parallel
   {
     std::vector<float> full, partial, vals;  // [T], [F, T], [K] scratch
     std::vector<int32_t> top, idx;           // the full scores' top K; scratch
     std::vector<char> mask;
-    std::vector<double> fc_sum((size_t)H * F, 0.0);
+    std::vector<double> fc_sum((size_t)H * F, 0.0), q_abs((size_t)H * D, 0.0);
     std::vector<int64_t> fc_count(H, 0);
 #pragma omp for schedule(dynamic)
     for (int i = 0; i < n_pairs; ++i) {
@@ -133,13 +145,28 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
         top.resize(K);
         for (int f = 0; f < F; ++f)
           fc_sum[(size_t)h * F + f] += (double)overlap(&partial[(size_t)f * T], T, K, top, mask, vals, idx) / K;
+        for (int d = 0; d < D; ++d) q_abs[(size_t)h * D + d] += std::fabs(qh[d]);
         fc_count[h]++;
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < fc_sum.size(); ++i) fc_sum_[(size_t)layer * H * F + i] += fc_sum[i];
     for (size_t i = 0; i < fc_count.size(); ++i) fc_count_[(size_t)layer * H + i] += fc_count[i];
+    for (size_t i = 0; i < q_abs.size(); ++i) q_abs_sum_[(size_t)layer * H * D + i] += q_abs[i];
   }
+}
+
+std::vector<float> AgreementMeter::channel_qk() const {
+  const int D = head_dim_, group = n_head_ / n_head_kv_;
+  std::vector<float> out(q_abs_sum_.size(), 0.0f);
+  for (size_t lh = 0; lh < fc_count_.size(); ++lh) {
+    const size_t layer = lh / n_head_, kv_head = (lh % n_head_) / group;
+    if (fc_count_[lh] == 0 || k_count_[layer] == 0) continue;
+    for (int d = 0; d < D; ++d)
+      out[lh * D + d] = (float)(q_abs_sum_[lh * D + d] / fc_count_[lh] *
+                                k_abs_sum_[(layer * n_head_kv_ + kv_head) * D + d] / k_count_[layer]);
+  }
+  return out;
 }
 
 std::vector<float> AgreementMeter::mean_fc_ca() const {

@@ -24,6 +24,9 @@ class AgreementMeter : public AttentionObserver {
   // Mean CA [n_layer, n_head, n_fc] and the number of queries behind each (layer, head).
   std::vector<float> mean_fc_ca() const;
   int64_t fc_queries() const;
+  // DoubleSparse's channel statistic [n_layer, n_head, head_dim]: mean |q_c| of the measured queries
+  // times mean |k_c| of their KV head's keys (of rows up to the last measured query), per channel c.
+  std::vector<float> channel_qk() const;
 
  private:
   int n_head_, n_head_kv_, head_dim_;
@@ -34,6 +37,9 @@ class AgreementMeter : public AttentionObserver {
   std::mutex mu_;
   std::vector<double> fc_sum_;     // [n_layer, n_head, n_fc]
   std::vector<int64_t> fc_count_;  // [n_layer, n_head]
+  std::vector<double> q_abs_sum_;  // [n_layer, n_head, head_dim], over fc_count_ queries
+  std::vector<double> k_abs_sum_;  // [n_layer, n_head_kv, head_dim], over k_count_ rows
+  std::vector<int64_t> k_count_;   // [n_layer]
 };
 
 // Token windows of a long text for dense runs: the first `n_ctx` tokens, then each next slice with

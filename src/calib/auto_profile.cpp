@@ -58,7 +58,8 @@ std::optional<Profile> find_auto_profile(const Model& m) {
   try {
     Profile p = load_profile(path);
     check_profile_matches(p, m, path);
-    if (p.calibration_text != kSource || p.top_k != PromptProfiler::kTopK || p.min_pos != PromptProfiler::kMinPos)
+    if (p.calibration_text != kSource || p.top_k != PromptProfiler::kTopK || p.min_pos != PromptProfiler::kMinPos ||
+        p.channel_qk.empty())  // (made before DoubleSparse's channels were measured)
       return std::nullopt;
     std::lock_guard<std::mutex> lock(g_mu);
     const auto [it, added] = g_kept.try_emplace(key_of(f), p);  // parsed once per process

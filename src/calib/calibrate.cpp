@@ -55,6 +55,7 @@ Profile profile_from_agreement(const Model& m, const AgreementMeter& meter, int 
   p.n_tip = n_tip;
   p.n_fc = FcLayout(m.config).n_fc();
   p.mean_ca = meter.mean_fc_ca();
+  p.channel_qk = meter.channel_qk();
   return p;
 }
 

@@ -154,6 +154,9 @@ void save_profile(const Profile& p, const std::string& path) {
                              p.mean_ca.begin() + ((size_t)l * p.model.n_head + h + 1) * p.n_fc);
       for (auto& x : row) x = std::round(x * 1e6f) / 1e6f;
       heads.push_back({{"layer", l}, {"head", h}, {"fcs", p.dominant_fcs(l, h, p.n_tip, FcSharing::Head)}, {"ca", row}});
+      if (!p.channel_qk.empty())
+        heads.back()["channels"] = std::vector<float>(p.channel_qk.begin() + ((size_t)l * p.model.n_head + h) * p.model.head_dim,
+                                                      p.channel_qk.begin() + ((size_t)l * p.model.n_head + h + 1) * p.model.head_dim);
     }
   const ModelFingerprint& f = p.model;
   json j = {{"format", "fasa-profile"},
@@ -187,6 +190,8 @@ Profile synthetic_profile(const Model& m, int n_tip, uint64_t seed) {
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
   p.mean_ca.resize((size_t)c.n_layer * c.n_head * p.n_fc);
   for (auto& v : p.mean_ca) v = u(rng);
+  p.channel_qk.resize((size_t)c.n_layer * c.n_head * c.head_dim);
+  for (auto& v : p.channel_qk) v = u(rng);
   return p;
 }
 
@@ -227,6 +232,9 @@ Profile read_profile(const std::string& path) {
   if (!heads.is_array() || heads.size() != n_heads)
     fail(path, "'heads' must list " + std::to_string(n_heads) + " (layer, head) entries");
   p.mean_ca.assign(n_heads * p.n_fc, 0.0f);
+  // DoubleSparse's channels: in every entry or in none (profiles made before them)
+  const bool channels = heads[0].contains("channels");
+  if (channels) p.channel_qk.assign(n_heads * f.head_dim, 0.0f);
   std::vector<char> seen(n_heads, 0);
   for (const json& e : heads) {
     const int l = bounded(e, "layer", 0, f.n_layer - 1, path), h = bounded(e, "head", 0, f.n_head - 1, path);
@@ -237,6 +245,14 @@ Profile read_profile(const std::string& path) {
     for (float x : row)
       if (!std::isfinite(x) || x < 0 || x > 1) fail(path, "mean CA values must lie in [0, 1]");
     std::copy(row.begin(), row.end(), p.mean_ca.begin() + lh * p.n_fc);
+    if (e.contains("channels") != channels) fail(path, "'channels' must be in every (layer, head) entry or in none");
+    if (!channels) continue;
+    const auto qk = field<std::vector<float>>(e, "channels", path);
+    if ((int)qk.size() != f.head_dim)
+      fail(path, "layer " + std::to_string(l) + " head " + std::to_string(h) + ": 'channels' must hold head_dim values");
+    for (float x : qk)
+      if (!std::isfinite(x) || x < 0) fail(path, "channel statistics must be finite and >= 0");
+    std::copy(qk.begin(), qk.end(), p.channel_qk.begin() + lh * f.head_dim);
   }
   return p;
 }

@@ -33,6 +33,8 @@ struct Profile {
   int n_tip = 0;                 // chunks kept per head by default
   int n_fc = 0;
   std::vector<float> mean_ca;    // [n_layer, n_head, n_fc]
+  // DoubleSparse's channel statistic (AgreementMeter::channel_qk); empty in profiles made before it
+  std::vector<float> channel_qk;  // [n_layer, n_head, head_dim]
 
   float ca(int layer, int head, int fc) const {
     return mean_ca[((size_t)layer * model.n_head + head) * n_fc + fc];

@@ -7,6 +7,7 @@
 #include "calib/agreement.h"
 #include "calib/auto_profile.h"
 #include "sparse/baselines.h"
+#include "sparse/doublesparse.h"
 #include "model/sampler.h"
 #include "model/session.h"
 #include "ops/attention.h"
@@ -147,9 +148,10 @@ std::string policy_variant(const std::string& policy, const PolicyOptions& o, co
   const PolicyInfo& info = policy_info(policy);
   if (info.dense) return "";
   std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : layer_list_str(o.dense_layers));
-  if (info.has_k_dom) {
-    v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + name_of(o.fc_sharing) + " " + v;
-    if (wants_auto_profile(o)) v = "profile=auto " + v;
+  if (policy == "doublesparse") v = "channels=" + std::to_string(doublesparse_channels(o, m.config)) + " " + v;
+  if (policy == "fasa") v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + name_of(o.fc_sharing) + " " + v;
+  if (info.has_k_dom && wants_auto_profile(o)) v = "profile=auto " + v;
+  if (policy == "fasa") {
     if (o.fc_alloc != FcAlloc::Uniform) v = "alloc=" + std::string(name_of(o.fc_alloc)) + " " + v;
     if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
   }

@@ -131,21 +131,24 @@ std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& p, const PolicyO
   return std::make_unique<FasaSelector>(p, model.config, f);
 }
 
-std::unique_ptr<TokenSelector> make_fasa_policy(const PolicyOptions& o, const Model& model) {
+Profile policy_profile(const PolicyOptions& o, const Model& model) {
   if (!wants_auto_profile(o)) {
     if (o.profile.empty())  // the bench's stand-in: seeded random chunks
-      return make_fasa_selector(synthetic_profile(model, o.fcs > 0 ? o.fcs : default_n_tip(model.config), o.seed), o,
-                                model);
-    const Profile p = load_profile(o.profile);
+      return synthetic_profile(model, o.fcs > 0 ? o.fcs : default_n_tip(model.config), o.seed);
+    Profile p = load_profile(o.profile);
     check_profile_matches(p, model, o.profile);
-    return make_fasa_selector(p, o, model);
+    return p;
   }
-  const std::optional<Profile> p = find_auto_profile(model);
+  std::optional<Profile> p = find_auto_profile(model);
   if (!p)
-    throw Error("attn 'fasa': no profile of this model yet: a prompt of at least " +
+    throw Error("attn '" + o.attn + "': no profile of this model yet: a prompt of at least " +
                 std::to_string(PromptProfiler::kMinTokens) + " tokens makes one (profile 'auto'), or give a profile FILE "
                 "(from `fasa calibrate`)");
-  return make_fasa_selector(*p, o, model);
+  return *p;
+}
+
+std::unique_ptr<TokenSelector> make_fasa_policy(const PolicyOptions& o, const Model& model) {
+  return make_fasa_selector(policy_profile(o, model), o, model);
 }
 
 }  // namespace fasa

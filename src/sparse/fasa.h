@@ -49,6 +49,10 @@ class FasaSelector final : public SparseSelector {
   std::vector<std::vector<int>> dims_;    // [n_layer * n_head]
 };
 
+// The profile a calibrated policy (FASA, DoubleSparse) scores with: the options' file, the automatic
+// one (throws fasa::Error while there is none), or without either the bench's synthetic stand-in.
+Profile policy_profile(const PolicyOptions& opts, const Model& model);
+
 // FASA with `profile` and the rest of `opts` (budget, chunks, sharing, dense layers, sink, recent).
 std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& profile, const PolicyOptions& opts, const Model& model);
 

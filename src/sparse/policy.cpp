@@ -57,7 +57,7 @@ KeyLayout SparseSelector::key_layout(int layer, int kv_head) const {
 }
 
 int fasa_chunks(const PolicyOptions& o, const Model& model) {
-  if (!policy_info(o.attn).has_k_dom) return 0;
+  if (o.attn != "fasa") return 0;
   if (o.fcs > 0) return o.fcs;
   // Automatic and synthetic profiles keep calibration's default.
   return o.profile.empty() || o.profile == "auto" ? default_n_tip(model.config) : load_profile(o.profile).n_tip;
@@ -128,7 +128,7 @@ SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {
   so.kv_types.tip_int8 = policy.cache.tip_int8;
   so.offload = policy.cache.offload;
   if (so.offload.offloaded() && !policy_info(policy.attn).has_k_dom)
-    throw Error("kv_offload works with attn 'fasa': its heads keep the K_dom plane they score on in fast memory");
+    throw Error("kv_offload works with attn 'fasa' (and 'doublesparse'): their heads keep the K_dom plane they score on in fast memory");
   return so;
 }
 

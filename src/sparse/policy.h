@@ -50,7 +50,7 @@ struct PolicyInfo {
   const char* name;
   const char* description;
   bool dense;      // attends to every token: no budget, and any cached prefix is exact to reuse
-  bool has_k_dom;  // scores on a K_dom plane (FASA): the only kind FASA-M's slow tier works with
+  bool has_k_dom;  // scores on a K_dom plane chosen by a profile (FASA, DoubleSparse): see policies.inc
   std::unique_ptr<TokenSelector> (*make)(const PolicyOptions& opts, const Model& model);
 };
 const std::vector<PolicyInfo>& policy_registry();

@@ -78,6 +78,7 @@ const std::map<std::string, Setter, std::less<>>& setters() {
     t["recent"] = count(&PolicyOptions::recent, 0);
     t["seed_policy"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.seed = read_int<uint64_t>(n, v, 0, UINT64_MAX); };
     t["sparq_r"] = count(&PolicyOptions::sparq_r, 0);
+    t["ds_channels"] = count(&PolicyOptions::ds_channels, 0);
     t["snapkv_window"] = count(&PolicyOptions::snapkv_window, 1);
     t["snapkv_every"] = count(&PolicyOptions::snapkv_every, 0);
     t["kv_type"] = [](PolicyOptions& o, std::string_view n, std::string_view v) {

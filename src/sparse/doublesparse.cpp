@@ -1,0 +1,77 @@
+#include "sparse/doublesparse.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "fasa/error.h"
+#include "model/model.h"
+#include "ops/kv_rows.h"
+#include "ops/kv_traffic.h"
+#include "ops/topk.h"
+#include "sparse/fasa.h"
+
+namespace fasa {
+
+DoubleSparseSelector::DoubleSparseSelector(const Profile& profile, const ModelConfig& c, Budget budget,
+                                           const std::vector<int>& dense_layers, int channels)
+    : SparseSelector(budget, dense_layers, c.n_layer), n_head_kv_(c.n_head_kv), channels_(channels),
+      share_((double)channels / c.head_dim) {
+  if (channels < 1 || channels > c.head_dim)
+    throw Error("ds_channels: " + std::to_string(channels) + " must lie in 1.." + std::to_string(c.head_dim));
+  if (profile.channel_qk.empty())
+    throw Error("attn 'doublesparse': the profile has no channel statistics (made before DoubleSparse): make it again "
+                "with `fasa calibrate`");
+  const int D = c.head_dim, group = c.n_head / c.n_head_kv;
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
+      KeyLayout layout;
+      if (!is_dense_layer(l) && !c.sliding(l)) {
+        std::vector<double> weight(D, 0.0);  // the group's statistic per channel
+        for (int h = kvh * group; h < (kvh + 1) * group; ++h)
+          for (int d = 0; d < D; ++d) weight[d] += profile.channel_qk[((size_t)l * c.n_head + h) * D + d];
+        layout.perm.resize(D);
+        std::iota(layout.perm.begin(), layout.perm.end(), 0);
+        std::stable_sort(layout.perm.begin(), layout.perm.end(), [&](int a, int b) { return weight[a] > weight[b]; });
+        std::sort(layout.perm.begin(), layout.perm.begin() + channels);  // heavy channels, then the rest, in order
+        std::sort(layout.perm.begin() + channels, layout.perm.end());
+        layout.n_dom = channels;
+      }
+      layouts_.push_back(std::move(layout));
+    }
+}
+
+std::string DoubleSparseSelector::summary() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "doublesparse: budget %s per head, scored on %d channels (%.1f%% of key dims)",
+                budget_.describe().c_str(), channels_, 100 * share_);
+  return buf;
+}
+
+void DoubleSparseSelector::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget,
+                                std::vector<int32_t>& rows) {
+  pick_group(&query, 1, kv, budget, &rows);
+}
+
+void DoubleSparseSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                                      std::vector<int32_t>* rows) {
+  const int nd = kv.n_dom;  // the query is in the cache's dim order: its first nd dims are the channels
+  thread_local std::vector<float> q_dom, score;  // [n_q, nd], [n_q, n_tokens]
+  q_dom.resize((size_t)n_q * nd);
+  score.resize((size_t)n_q * kv.n_tokens);
+  for (int i = 0; i < n_q; ++i) std::copy(queries[i].q, queries[i].q + nd, &q_dom[(size_t)i * nd]);
+  tip_rank_scores(q_dom.data(), n_q, kv.tip_plane(), kv.tip_type(), nd, 0, kv.n_tokens, score.data());
+  count_kv_bytes_read((uint64_t)kv.n_tokens * kv_row_bytes(kv.tip_type(), nd));
+  for (int i = 0; i < n_q; ++i) append_top_k(&score[(size_t)i * kv.n_tokens], kv.n_tokens, budget, 0, rows[i]);
+}
+
+int doublesparse_channels(const PolicyOptions& o, const ModelConfig& c) {
+  return o.ds_channels > 0 ? o.ds_channels : 2 * default_n_tip(c);
+}
+
+std::unique_ptr<TokenSelector> make_doublesparse_policy(const PolicyOptions& o, const Model& model) {
+  return std::make_unique<DoubleSparseSelector>(policy_profile(o, model), model.config, o.budget, o.dense_layers,
+                                                doublesparse_channels(o, model.config));
+}
+
+}  // namespace fasa
