@@ -193,6 +193,7 @@ TEST(EvalRetrieval, EveryKindWithAndWithoutLookAlikeNeedles) {
       EXPECT_GE(n, length * 8 / 10) << t.id;
       const bool list = kind == "cwe" || kind == "fwe";
       EXPECT_EQ(t.prompt.find("The grass is green") == std::string::npos, distractors || list) << t.id;
+      EXPECT_EQ(t.natural_context, !distractors && !list) << t.id;  // (no automatic profile from it)
       if (!t.values.empty()) {
         std::string joined;
         for (const auto& v : t.values) joined += (joined.empty() ? "" : ", ") + v;

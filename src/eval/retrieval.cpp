@@ -139,9 +139,16 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
   types.push_back("all");
   std::vector<std::vector<int32_t>> long_prompt;  // the first that can make FASA's automatic profile
   const bool wanted = auto_profile_wanted(m, policies, base);
+  bool unnatural = false;  // a long prompt was passed over
   for (size_t i = 0; wanted && i < tasks.size() && long_prompt.empty(); ++i)
-    if (auto ids = m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos()); (int64_t)ids.size() >= PromptProfiler::kMinTokens)
-      long_prompt.push_back(std::move(ids));
+    if (auto ids = m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos()); (int64_t)ids.size() >= PromptProfiler::kMinTokens) {
+      if (tasks[i].natural_context) long_prompt.push_back(std::move(ids));
+      else unnatural = true;
+    }
+  if (wanted && long_prompt.empty() && unnatural)
+    throw Error("no automatic profile yet, and these tasks' contexts are look-alike needles or word lists, which would make "
+                "a poor one (it is kept and cached for the model): give a profile (from `fasa calibrate`), or run tasks "
+                "without --distractors once");
   prepare_auto_profile(m, policies, base, long_prompt);
   // tally[policy][budget][type]. Each prompt is prefilled once for all policies.
   std::map<std::string, std::map<std::string, std::map<std::string, Tally>>> tally;

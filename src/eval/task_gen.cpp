@@ -405,7 +405,7 @@ std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const 
           trim_to_fit();
         }
         tasks.push_back({kind + "-" + std::to_string(length) + "-" + std::to_string(i), kind + "@" + std::to_string(length),
-                         prompt, s.answer, s.values});
+                         prompt, s.answer, s.values, !s.list && !o.distractors});
       }
   return tasks;
 }
