@@ -186,13 +186,14 @@ def test_keywords_read_as_the_clis_flags(engine):
 
 def test_eval_records_equal_the_clis_json(engine, tmp_path):
     out = tmp_path / "r.json"
-    run = cli("eval", "retrieval", "--generate", "passkey", "--length", "512", "--n", "2", "--attn", "full,stream",
-              "--budget", "16,0.5", "-t", "2", "--json", str(out))
+    run = cli("eval", "retrieval", "--generate", "passkey,word", "--distractors", "--length", "512", "--n", "2",
+              "--attn", "full,stream", "--budget", "16,0.5", "-t", "2", "--json", str(out))
     assert run.returncode == 0, run.stderr
     want = json.loads(out.read_text())
-    got = fasa.eval.retrieval(engine, generate=["passkey"], lengths=[512], n=2, attn=["full", "stream"],
-                              budgets=[16, 0.5], threads=2)
+    got = fasa.eval.retrieval(engine, generate=["passkey", "word"], distractors=True, lengths=[512], n=2,
+                              attn=["full", "stream"], budgets=[16, 0.5], threads=2)
     assert got == want
+    assert {r["task_type"] for r in got} == {"passkey@512", "word@512", "all@512", "all"}
     assert {r["policy"] for r in got} == {"full", "stream"} and all(0 <= r["value"] <= 100 for r in got)
     with pytest.raises(fasa.Error, match="give tasks=FILE or generate"):
         fasa.eval.retrieval(engine)
