@@ -89,7 +89,7 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
   add_setting(cmd, "--seed-policy", o, "seed_policy", "Seed of the random policy", std::to_string(o.seed));
   add_setting(cmd, "--sparq-r", o, "sparq_r", "SparQ: query dims used for approximate scores (default head_dim/4)");
   add_setting(cmd, "--ds-channels", o, "ds_channels",
-              "DoubleSparse: heavy channels per KV head (default: the dims of FASA's default chunks, rotary dims / 4)");
+              "DoubleSparse: heavy channels per KV head (default: the dims of FASA's default chunks, 2 * max(1, rotary dims / 8))");
   add_setting(cmd, "--snapkv-window", o, "snapkv_window", "SnapKV: observation window", std::to_string(o.snapkv_window));
   add_setting(cmd, "--snapkv-every", o, "snapkv_every", "SnapKV: re-select every N decode steps (0: never)",
               std::to_string(o.snapkv_every));

@@ -300,7 +300,8 @@ PYBIND11_MODULE(_fasa, m) {
   py::module_ eval = m.def_submodule("eval", "Evaluations as `fasa eval` runs them, records as its --json writes them.");
   eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,
                            const std::vector<int64_t>& lengths, int n, uint64_t seed, const std::string& haystack,
-                           bool distractors, int limit, const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
+                           int limit, const std::vector<std::string>& attn, const py::iterable& budgets, bool distractors,
+                           const py::kwargs& settings) {
     return eval_records(e, settings, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy) {
       std::vector<RetrievalTask> list;
       if (!generate.empty()) {
@@ -317,8 +318,10 @@ PYBIND11_MODULE(_fasa, m) {
     });
   }, py::arg("engine"), py::arg("tasks") = py::none(), py::arg("generate") = std::vector<std::string>{},
      py::arg("lengths") = std::vector<int64_t>{4096}, py::arg("n") = 20, py::arg("seed") = 0, py::arg("haystack") = "",
-     py::arg("distractors") = false, py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
-     "`fasa eval retrieval`: tasks from a JSON-lines file or generated; every attn x budget; the other keywords "
+     py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
+     py::arg("distractors") = false,
+     "`fasa eval retrieval`: tasks from a JSON-lines file or generated (distractors=True: look-alike needles); "
+     "every attn x budget; the other keywords "
      "as engine.context's. Returns the records (a list of dicts), as --json writes them.");
 
   // ppl and ca: every window of `text` decoded token by token against full attention's reference.

@@ -213,23 +213,31 @@ TEST(EvalRetrieval, EveryKindWithAndWithoutLookAlikeNeedles) {
         EXPECT_GT(least_asked, most_other) << t.id;
         continue;
       }
-      // The asked needle: the question's last clause followed by the answer, once in the prompt.
+      // The asked needle: the question's last clause followed by the answer; the clause itself only there
+      // and in the question (no look-alike reuses the asked name or key).
       const std::string clause = t.prompt.substr(t.prompt.rfind("? ") + 2);
-      if (kind == "word" || kind == "uuid" || kind == "multikey") {
-        const std::string needle = clause + " " + t.answer + ".\n";
-        const size_t at = t.prompt.find(needle);
-        EXPECT_NE(at, std::string::npos) << t.id;
-        EXPECT_EQ(t.prompt.find(needle, at + 1), std::string::npos) << t.id;
+      auto count = [&](const std::string& what) {
+        size_t n = 0;
+        for (size_t at = 0; (at = t.prompt.find(what, at)) != std::string::npos; ++at) ++n;
+        return n;
+      };
+      if (kind == "word" || kind == "uuid" || kind == "multikey" || kind == "multineedle") {
+        EXPECT_EQ(count(clause + " " + t.answer + ".\n"), 1u) << t.id;
+        EXPECT_EQ(count(clause), 2u) << t.id;
       }
       if (kind == "multiquery") {
         for (const auto& v : t.values) EXPECT_NE(t.prompt.find(": " + v + ".\n"), std::string::npos) << t.id;
       }
-      if (distractors && kind != "vartrack" && kind != "passkey") {  // the template's look-alikes fill it
-        const std::string stem = kind == "multivalue" ? "One number of " : kind == "multineedle" ? "The favourite number of "
-                                 : kind == "word" ? "The magic word of " : kind == "uuid" ? "The code of " : "Record ";
-        size_t lines = 0;
-        for (size_t at = 0; (at = t.prompt.find("\n" + stem, at)) != std::string::npos; ++at) ++lines;
-        EXPECT_GE(lines, 5u) << t.id;
+      // Lines of the needles' template beyond the needles: look-alikes fill the context, or none at all.
+      const std::map<std::string, std::pair<std::string, size_t>> stem = {  // kind: line start, needles
+          {"passkey", {"The number ", 0}},         {"multikey", {"Record ", 6}},     {"multiquery", {"Record ", 8}},
+          {"multivalue", {"One number of ", 5}},  {"multineedle", {"The favourite number of ", 4}},
+          {"word", {"The magic word of ", 1}},     {"uuid", {"The code of ", 1}},   {"vartrack", {"VAR ", 5}}};
+      const auto& [start, needles] = stem.at(kind);
+      if (distractors) {
+        EXPECT_GE(count("\n" + start), needles + 5) << t.id;
+      } else {
+        EXPECT_LE(count("\n" + start), needles) << t.id;
       }
     }
   }
@@ -237,6 +245,24 @@ TEST(EvalRetrieval, EveryKindWithAndWithoutLookAlikeNeedles) {
   both.distractors = true;
   both.haystack_file = "hay.txt";
   EXPECT_NE(test::error_message([&] { generate_retrieval_tasks(m->tokenizer, both); }).find("--distractors"),
+            std::string::npos);
+  TaskGenOptions tiny;
+  tiny.kinds = {"cwe"};
+  tiny.lengths = {100};
+  EXPECT_NE(test::error_message([&] { generate_retrieval_tasks(m->tokenizer, tiny); }).find("too short for a cwe task"),
+            std::string::npos);
+  // No automatic profile is made from look-alike needles (it would be kept and cached for the model).
+  setenv("XDG_CACHE_HOME", test::temp_dir().c_str(), 1);
+  TaskGenOptions look;
+  look.kinds = {"passkey"};
+  look.lengths = {1200};
+  look.n = 1;
+  look.distractors = true;
+  PolicyOptions fasa;
+  fasa.profile = "auto";
+  EXPECT_NE(test::error_message([&] {
+              eval_retrieval(*m, generate_retrieval_tasks(m->tokenizer, look), {"fasa"}, {"64"}, fasa);
+            }).find("look-alike needles"),
             std::string::npos);
 }
 
@@ -255,6 +281,9 @@ TEST(EvalRetrieval, ScoresAnAnswerOrTheShareOfItsValues) {
   EXPECT_DOUBLE_EQ(answer_score(many, " 5678."), 1.0 / 3);
   EXPECT_EQ(answer_score(many, " 4321, 8765."), 0);
   EXPECT_DOUBLE_EQ(answer_score(many, " 1234, 1234, 1234"), 1.0 / 3);  // a value counts once
+  EXPECT_DOUBLE_EQ(answer_score(many, " 12345, 56789, 9012"), 1.0 / 3);  // as whole words only
+  const RetrievalTask words{"3", "cwe", "", "kavo, tiru", {"kavo", "tiru"}};
+  EXPECT_DOUBLE_EQ(answer_score(words, " kavoti, tiru."), 0.5);
   EXPECT_FALSE(answer_exact(many, ""));
 }
 

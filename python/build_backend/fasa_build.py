@@ -5,10 +5,12 @@ In-tree and needing nothing but the standard library, so that the install works 
 interpreter (a pyenv or conda Python has no setuptools' `wheel`, and the machines reach no PyPI)."""
 import base64
 import hashlib
+import io
 import os
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -64,6 +66,28 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     for name, text in _dist_info_files().items():
         (info / name).write_text(text)
     return info.name
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    return []
+
+
+SDIST_SKIPPED = {".git", "node_modules", "__pycache__", ".venv"}  # and build*/ folders: outputs
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    """The source tree (no build outputs) with PKG-INFO, from which build_wheel builds the same wheel."""
+    name = f"{NAME}-{VERSION}"
+    sdist = Path(sdist_directory) / f"{name}.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        for path in sorted(ROOT.iterdir()):
+            if path.name not in SDIST_SKIPPED and not path.name.startswith(("build", "eval-")):
+                tar.add(path, f"{name}/{path.name}", filter=lambda t: None if Path(t.name).name in SDIST_SKIPPED else t)
+        info = tarfile.TarInfo(f"{name}/PKG-INFO")
+        data = METADATA.encode()
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return sdist.name
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):

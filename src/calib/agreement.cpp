@@ -82,6 +82,7 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
   std::vector<int64_t> measured;  // positions of this call's queries that count
   for (int64_t pos = std::max<int64_t>(p0, min_pos_); pos < p0 + n; ++pos)
     if ((pos - min_pos_) % stride_ == 0 && pos + 1 > K) measured.push_back(pos);  // T <= K: every key is top K
+  add_key_magnitudes(layer, p0, n, cache);
   if (measured.empty()) return;
   const int n_pairs = (int)measured.size() * HKV;
   // Every KV head's keys (those the last measured query sees) unpacked once per call into each
@@ -92,8 +93,7 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
   std::vector<float> first((size_t)HKV * F * Tm), second((size_t)HKV * F * Tm);  // [HKV, F, Tm] each
 #pragma omp parallel
   {
-    std::vector<float> k(D);                        // one key row as float
-    std::vector<double> k_abs((size_t)HKV * D, 0);  // |k| of this call's new rows (p0 on)
+    std::vector<float> k(D);  // one key row as float
 #pragma omp for collapse(2) schedule(dynamic)
     for (int kv_head = 0; kv_head < HKV; ++kv_head)
       for (int64_t blk = 0; blk < n_blocks; ++blk) {
@@ -106,16 +106,8 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
             a[(size_t)f * Tm + j] = k[d[0]];
             b[(size_t)f * Tm + j] = k[d[1]];
           }
-          if (j >= p0)
-            for (int d = 0; d < D; ++d) k_abs[(size_t)kv_head * D + d] += std::fabs(k[d]);
         }
       }
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < k_abs.size(); ++i) k_abs_sum_[(size_t)layer * HKV * D + i] += k_abs[i];
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    k_count_[layer] += Tm - std::min(p0, Tm);
   }
 #pragma omp parallel
   {
@@ -154,6 +146,22 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
     for (size_t i = 0; i < fc_count.size(); ++i) fc_count_[(size_t)layer * H + i] += fc_count[i];
     for (size_t i = 0; i < q_abs.size(); ++i) q_abs_sum_[(size_t)layer * H * D + i] += q_abs[i];
   }
+}
+
+void AgreementMeter::add_key_magnitudes(int layer, int64_t p0, int n, const KvCache& cache) {
+  const int D = head_dim_, HKV = n_head_kv_;
+  std::vector<float> k(D);
+  std::vector<double> k_abs((size_t)HKV * D, 0.0);  // [HKV, D]
+  for (int kv_head = 0; kv_head < HKV; ++kv_head) {
+    const KvHeadView kv = cache.view(layer, kv_head, p0 + n);
+    for (int64_t j = p0; j < p0 + n; ++j) {
+      kv_load(kv.k_rest_row(j), kv.k_type, D, k.data());
+      for (int d = 0; d < D; ++d) k_abs[(size_t)kv_head * D + d] += std::fabs(k[d]);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < k_abs.size(); ++i) k_abs_sum_[(size_t)layer * HKV * D + i] += k_abs[i];
+  k_count_[layer] += n;
 }
 
 std::vector<float> AgreementMeter::channel_qk() const {

@@ -25,7 +25,7 @@ class AgreementMeter : public AttentionObserver {
   std::vector<float> mean_fc_ca() const;
   int64_t fc_queries() const;
   // DoubleSparse's channel statistic [n_layer, n_head, head_dim]: mean |q_c| of the measured queries
-  // times mean |k_c| of their KV head's keys (of rows up to the last measured query), per channel c.
+  // times mean |k_c| of every key their KV head cached in the observed calls, per channel c.
   std::vector<float> channel_qk() const;
 
  private:
@@ -37,6 +37,7 @@ class AgreementMeter : public AttentionObserver {
   std::mutex mu_;
   std::vector<double> fc_sum_;     // [n_layer, n_head, n_fc]
   std::vector<int64_t> fc_count_;  // [n_layer, n_head]
+  void add_key_magnitudes(int layer, int64_t p0, int n, const KvCache& cache);  // rows p0..p0+n-1
   std::vector<double> q_abs_sum_;  // [n_layer, n_head, head_dim], over fc_count_ queries
   std::vector<double> k_abs_sum_;  // [n_layer, n_head_kv, head_dim], over k_count_ rows
   std::vector<int64_t> k_count_;   // [n_layer]

@@ -1,5 +1,6 @@
 #include "eval/retrieval.h"
 
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -48,10 +49,23 @@ bool answer_exact(const RetrievalTask& t, const std::string& text) {
   return start != std::string::npos && text.compare(start, t.answer.size(), t.answer) == 0;
 }
 
+namespace {
+
+// Whether `v` occurs in `text` as a whole word: no letter or digit right before or after it ("4884" is
+// not in "48845", nor the made-up word "kavo" in "kavoti").
+bool contains_word(const std::string& text, const std::string& v) {
+  auto alnum = [](char c) { return std::isalnum((unsigned char)c) != 0; };
+  for (size_t at = text.find(v); at != std::string::npos; at = text.find(v, at + 1))
+    if ((at == 0 || !alnum(text[at - 1])) && (at + v.size() == text.size() || !alnum(text[at + v.size()]))) return true;
+  return false;
+}
+
+}  // namespace
+
 double answer_score(const RetrievalTask& t, const std::string& text) {
   if (t.values.empty()) return answer_exact(t, text) ? 1 : 0;
   size_t found = 0;
-  for (const auto& v : t.values) found += text.find(v) != std::string::npos;
+  for (const auto& v : t.values) found += contains_word(text, v);
   return (double)found / (double)t.values.size();
 }
 
@@ -146,9 +160,9 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
       else unnatural = true;
     }
   if (wanted && long_prompt.empty() && unnatural)
-    throw Error("no automatic profile yet, and these tasks' contexts are look-alike needles or word lists, which would make "
-                "a poor one (it is kept and cached for the model): give a profile (from `fasa calibrate`), or run tasks "
-                "without --distractors once");
+    throw Error("no automatic profile yet, and these tasks' contexts are look-alike needles or word lists (cwe, fwe), "
+                "which would make a poor one (it is kept and cached for the model): give a profile (from `fasa "
+                "calibrate`), or run other tasks once without --distractors");
   prepare_auto_profile(m, policies, base, long_prompt);
   // tally[policy][budget][type]. Each prompt is prefilled once for all policies.
   std::map<std::string, std::map<std::string, std::map<std::string, Tally>>> tally;

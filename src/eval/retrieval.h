@@ -20,7 +20,7 @@ struct RetrievalTask {
 };
 
 // A greedy answer's score in [0, 1]: whether `text` starts with the task's answer, or for a task with
-// values the share of them found anywhere in `text` (RULER's string_match_all).
+// values the share of them found anywhere in `text` as whole words (RULER's string_match_all).
 double answer_score(const RetrievalTask& t, const std::string& text);
 // Whether `text`, leading whitespace removed, starts with the whole answer.
 bool answer_exact(const RetrievalTask& t, const std::string& text);

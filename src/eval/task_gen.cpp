@@ -43,6 +43,15 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// A draw not among `taken` (every pool here is far larger than what it excludes: a few draws at most).
+template <class T, class Draw>
+T draw_other_than(Draw draw, const std::vector<T>& taken) {
+  T v;
+  do v = draw();
+  while (std::find(taken.begin(), taken.end(), v) != taken.end());
+  return v;
+}
+
 struct Rng {
   std::mt19937_64 g;
   int64_t range(int64_t lo, int64_t hi) { return lo + (int64_t)(g() % (uint64_t)(hi - lo + 1)); }  // [lo, hi]
@@ -68,10 +77,7 @@ struct Rng {
     return v;
   }
   std::string name_other_than(const std::string& not_this) {
-    std::string n;
-    do n = kNames[(size_t)range(0, (int64_t)kNames.size() - 1)];
-    while (n == not_this);
-    return n;
+    return draw_other_than<std::string>([&] { return kNames[(size_t)range(0, (int64_t)kNames.size() - 1)]; }, {not_this});
   }
   // A made-up word of 2-3 syllables ("kavo", "tirelu"): as many as a list needs, none of them common.
   std::string word() {
@@ -80,7 +86,7 @@ struct Rng {
     for (int64_t i = 0, n = range(2, 3); i < n; ++i) w += {kConsonants[range(0, 13)], kVowels[range(0, 4)]};
     return w;
   }
-  std::vector<std::string> distinct_words(size_t n) {
+  std::vector<std::string> distinct_words(size_t n) {  // n <= 100000 of the 347900 there are
     std::set<std::string> seen;
     std::vector<std::string> out;
     while (out.size() < n)
@@ -125,9 +131,10 @@ struct Skeleton {
   std::vector<std::string> values;  // when several are asked: each of them
   // --distractors: a line of the needles' template with keys and values other than the asked ones
   std::function<std::string(Rng&)> lookalike;
-  // cwe, fwe: the context is n lines of this list, and the answer its `top` most frequent words
+  // cwe, fwe: the context is n lines of this list, and the answer its `top` most frequent words; fewer
+  // than min_lines lines would let ties or nothing decide them
   std::function<std::vector<std::string>(Rng&, size_t n)> list;
-  size_t top = 0;
+  size_t top = 0, min_lines = 0;
 };
 
 std::vector<int64_t> distinct_keys(Rng& r, size_t n) {
@@ -139,20 +146,20 @@ std::vector<int64_t> distinct_keys(Rng& r, size_t n) {
   return keys;
 }
 
-// "Record K: V." lines for keys, and look-alikes with keys outside them.
-void records(Skeleton& s, Rng& r, const std::vector<int64_t>& keys, const std::vector<size_t>& asked) {
+// "Record K: V." lines for keys, and look-alikes with keys outside them; returns the values in the
+// keys' order (distinct ones where several are asked at once, so that none earns another's credit).
+std::vector<std::string> records(Skeleton& s, Rng& r, const std::vector<int64_t>& keys, bool distinct) {
   s.intro = "Here is a list of records. Each record has a number.\n";
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const std::string v = r.number(5);
-    s.needles.push_back("Record " + std::to_string(keys[i]) + ": " + v + ".\n");
-    if (std::find(asked.begin(), asked.end(), i) != asked.end()) s.values.push_back(v);
+  std::vector<std::string> values;
+  for (int64_t k : keys) {
+    values.push_back(distinct ? draw_other_than<std::string>([&] { return r.number(5); }, values) : r.number(5));
+    s.needles.push_back("Record " + std::to_string(k) + ": " + values.back() + ".\n");
   }
   s.lookalike = [keys](Rng& g) {
-    int64_t k;
-    do k = g.range(1000, 9999);
-    while (std::find(keys.begin(), keys.end(), k) != keys.end());
-    return "Record " + std::to_string(k) + ": " + g.number(5) + ".\n";
+    return "Record " + std::to_string(draw_other_than<int64_t>([&] { return g.range(1000, 9999); }, keys)) + ": " +
+           g.number(5) + ".\n";
   };
+  return values;
 }
 
 // One needle "The THING of NAME is VALUE." asked by name, among look-alikes of other names.
@@ -174,17 +181,12 @@ Skeleton skeleton(const std::string& kind, int64_t length, Rng& r) {
     s.question = "What is the pass key? The pass key is";
     s.answer = k;
     s.lookalike = [k](Rng& g) {  // the pass key has no key to vary: other numbers, said not to be it
-      std::string v;
-      do v = g.number(5);
-      while (v == k);
-      return "The number " + v + " is not the pass key.\n";
+      return "The number " + draw_other_than<std::string>([&] { return g.number(5); }, {k}) + " is not the pass key.\n";
     };
   } else if (kind == "multikey") {
     const std::vector<int64_t> keys = distinct_keys(r, 6);
     const size_t asked = (size_t)r.range(0, 5);
-    records(s, r, keys, {asked});
-    s.answer = s.values[0];
-    s.values.clear();
+    s.answer = records(s, r, keys, false)[asked];
     const std::string k = std::to_string(keys[asked]);
     s.question = "What is the number of Record " + k + "? Record " + k + ":";
   } else if (kind == "multiquery") {  // RULER's multi-query: several keys asked at once
@@ -192,15 +194,12 @@ Skeleton skeleton(const std::string& kind, int64_t length, Rng& r) {
     std::vector<size_t> order = {0, 1, 2, 3, 4, 5, 6, 7};
     r.shuffle(order);
     order.resize(3);
-    records(s, r, keys, order);
-    std::vector<std::string> asked_keys, in_order;  // values follow the question's order, not the text's
-    std::vector<size_t> by_position = order;
-    std::sort(by_position.begin(), by_position.end());
+    const std::vector<std::string> values = records(s, r, keys, true);
+    std::vector<std::string> asked_keys;  // values in the question's order, not the text's
     for (size_t i : order) {
       asked_keys.push_back(std::to_string(keys[i]));
-      in_order.push_back(s.values[(size_t)(std::find(by_position.begin(), by_position.end(), i) - by_position.begin())]);
+      s.values.push_back(values[i]);
     }
-    s.values = in_order;
     s.answer = join(s.values);
     s.question = "What are the numbers of Records " + asked_keys[0] + ", " + asked_keys[1] + " and " + asked_keys[2] +
                  "? The numbers are";
@@ -213,10 +212,10 @@ Skeleton skeleton(const std::string& kind, int64_t length, Rng& r) {
   } else if (kind == "cwe") {  // RULER's common-word extraction: ten words 3 % of the list each, the rest once
     s.intro = "Below is a list of words. Some words appear many times. Remember the ten words that appear most often.\n";
     s.question = "What are the ten words that appear most often in the list above? The ten most common words are";
-    s.top = 10;
+    s.top = 10, s.min_lines = 40;  // the ten words' 3 lines each, and others
     // Its words drawn once, enough for a list that fits (a line is at least 2 tokens), so that lists
     // planned again for other lengths keep their token counts; a first, too long plan repeats them.
-    s.list = [words = r.distinct_words((size_t)length / 2 + 11)](Rng& g, size_t n) {
+    s.list = [words = r.distinct_words((size_t)std::min<int64_t>(length / 2 + 11, 100000))](Rng& g, size_t n) {
       std::vector<std::string> lines;
       for (size_t c = 0; c < 10; ++c)
         for (size_t i = 0; i < std::max<size_t>(3, n * 3 / 100); ++i) lines.push_back(words[c] + "\n");
@@ -228,7 +227,7 @@ Skeleton skeleton(const std::string& kind, int64_t length, Rng& r) {
   } else if (kind == "fwe") {  // RULER's frequent-word extraction: coded words as often as Zipf's law (alpha 2) says
     s.intro = "Read the coded text below and count how often each coded word appears.\n";
     s.question = "What are the three most frequent coded words in the text above? The three most frequent coded words are";
-    s.top = 3;
+    s.top = 3, s.min_lines = 8;  // 80 words: the first four ranks 49, 12, 5, 3
     s.list = [words = r.distinct_words(40)](Rng& g, size_t n) {  // n lines of 10 words; word k makes 1/k^2 of them
       double sum = 0;
       for (size_t k = 1; k <= words.size(); ++k) sum += 1.0 / double(k * k);
@@ -286,10 +285,7 @@ Skeleton skeleton(const std::string& kind, int64_t length, Rng& r) {
     s.question = "What is the value of VAR " + c + "? VAR " + c + " =";
     s.answer = "VAR " + b + " = VAR " + a + " = " + v;
     s.lookalike = [used = std::vector<std::string>{a, b, c, d, e}](Rng& g) {  // assignments of other variables
-      std::string x;
-      do x = g.var();
-      while (std::find(used.begin(), used.end(), x) != used.end());
-      return "VAR " + x + " = " + g.number(5) + ".\n";
+      return "VAR " + draw_other_than<std::string>([&] { return g.var(); }, used) + " = " + g.number(5) + ".\n";
     };
   } else {
     fail("--generate", "unknown task kind '" + kind + "' (kinds: " + join(every_task_kind()) + ")");
@@ -404,6 +400,9 @@ std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const 
           lines = s.list(r, planned = lines.size());
           trim_to_fit();
         }
+        if (s.list && (s.values.size() < s.top || lines.size() < s.min_lines))
+          fail("--length", std::to_string(length) + " tokens is too short for a " + kind + " task (" +
+                               std::to_string(lines.size()) + " lines of its list fit)");
         tasks.push_back({kind + "-" + std::to_string(length) + "-" + std::to_string(i), kind + "@" + std::to_string(length),
                          prompt, s.answer, s.values, !s.list && !o.distractors});
       }

@@ -25,7 +25,7 @@ Stages (each logged to OUT/log.tsv; a checkpoint OUT/ckpt.pt after every --ckpt-
   chains4k T=4096: the same at the target context;
   long8k   T=8192: the 8K model (issue 41: grown from the 4K one by grow.py, RoPE base raised), long4k's mix;
   chains8k T=8192: chains4k's mix at 8K.
-The learning rate falls linearly to a tenth over the last stage of a run (--until, default the last).
+The learning rate falls linearly to a tenth over the last stage of a run (--until, default chains4k).
 Each stage's last checkpoint is kept as OUT/ckpt-STAGE.pt.
 A stage ends after its step count, or early once lookup accuracy passes its goal.
 """
@@ -240,7 +240,8 @@ def main():
     ap.add_argument("--batch", type=int, help="rows per step of the --stage stage instead of its default")
     ap.add_argument("--stop-after", type=int,
                     help="end the run after this step of the --stage stage (its schedule still spans --steps)")
-    ap.add_argument("--until", help="end the run after this stage (annealed) instead of the last")
+    ap.add_argument("--until", default="chains4k",
+                    help="end the run after this stage, annealed (default chains4k: the 4K recipe; chains8k for 8K)")
     ap.add_argument("--rope-theta", type=float, default=Config.rope_theta,
                     help="RoPE base (the shipped model's last run raised it to 20000: 4K lookups 52 -> 76 %% untrained)")
     ap.add_argument("--layers", type=int, default=Config.n_layer)
@@ -282,7 +283,7 @@ def main():
                       rng=data.rng.getstate(), repeat_ids=data.repeat_ids, torch_rng=torch.get_rng_state(),
                       cfg=cfg.to_dict()))
 
-    last = [s[0] for s in STAGES].index(a.until) if a.until else len(STAGES) - 1
+    last = [s[0] for s in STAGES].index(a.until)
     while stage <= last:
         name, T, B, max_steps, goal, mix = STAGES[stage]
         if a.steps and name == a.stage:
