@@ -252,7 +252,9 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     ck = os.path.join(a.out, "ckpt.pt")
     torch.manual_seed(a.seed)
-    cfg = Config(rope_theta=a.rope_theta, n_layer=a.layers, n_head=a.heads, n_kv_head=a.kv_heads)
+    last = [s[0] for s in STAGES].index(a.until)
+    cfg = Config(rope_theta=a.rope_theta, n_layer=a.layers, n_head=a.heads, n_kv_head=a.kv_heads,
+                 ctx=max(s[1] for s in STAGES[:last + 1]))  # the context the exported GGUF declares
     model = Llama(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.01)
     stage, step, total = 0, 0, 0
@@ -283,7 +285,6 @@ def main():
                       rng=data.rng.getstate(), repeat_ids=data.repeat_ids, torch_rng=torch.get_rng_state(),
                       cfg=cfg.to_dict()))
 
-    last = [s[0] for s in STAGES].index(a.until)
     while stage <= last:
         name, T, B, max_steps, goal, mix = STAGES[stage]
         if a.steps and name == a.stage:
