@@ -6,9 +6,6 @@
 
 #include "fasa/error.h"
 #include "model/model.h"
-#include "ops/kv_rows.h"
-#include "ops/kv_traffic.h"
-#include "ops/topk.h"
 #include "sparse/fasa.h"
 
 namespace fasa {
@@ -56,13 +53,10 @@ void DoubleSparseSelector::pick(const AttentionQuery& query, const KvHeadView& k
 void DoubleSparseSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
                                       std::vector<int32_t>* rows) {
   const int nd = kv.n_dom;  // the query is in the cache's dim order: its first nd dims are the channels
-  thread_local std::vector<float> q_dom, score;  // [n_q, nd], [n_q, n_tokens]
+  thread_local std::vector<float> q_dom;  // [n_q, nd]
   q_dom.resize((size_t)n_q * nd);
-  score.resize((size_t)n_q * kv.n_tokens);
   for (int i = 0; i < n_q; ++i) std::copy(queries[i].q, queries[i].q + nd, &q_dom[(size_t)i * nd]);
-  tip_rank_scores(q_dom.data(), n_q, kv.tip_plane(), kv.tip_type(), nd, 0, kv.n_tokens, score.data());
-  count_kv_bytes_read((uint64_t)kv.n_tokens * kv_row_bytes(kv.tip_type(), nd));
-  for (int i = 0; i < n_q; ++i) append_top_k(&score[(size_t)i * kv.n_tokens], kv.n_tokens, budget, 0, rows[i]);
+  tip_top_rows(q_dom.data(), n_q, kv, 0, kv.n_tokens, budget, rows);
 }
 
 int doublesparse_channels(const PolicyOptions& o, const ModelConfig& c) {

@@ -106,16 +106,22 @@ void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHe
   // the plane (per-head chunk sets) has zeros on the other dims. The scores only rank, so on an int8
   // plane the queries are rounded to int8 too (tip_rank_scores).
   const int nd = kv.n_dom;
-  const int64_t m = hi - lo;
-  thread_local std::vector<float> q_dom, score;  // [n_q, n_dom], [n_q, m]
+  thread_local std::vector<float> q_dom;  // [n_q, n_dom]
   q_dom.assign((size_t)n_q * nd, 0.0f);
-  score.resize((size_t)n_q * m);
   for (int i = 0; i < n_q; ++i) {
     const size_t idx = (size_t)queries[i].layer * n_head_ + queries[i].q_head;
     for (int d : dims_[idx]) q_dom[(size_t)i * nd + d] = queries[i].q[d];
   }
-  tip_rank_scores(q_dom.data(), n_q, kv.tip_plane(), kv.tip_type(), nd, lo, hi, score.data());
-  count_kv_bytes_read((uint64_t)m * kv_row_bytes(kv.tip_type(), nd));
+  tip_top_rows(q_dom.data(), n_q, kv, lo, hi, want, rows);
+}
+
+void tip_top_rows(const float* q_dom, int n_q, const KvHeadView& kv, int64_t lo, int64_t hi, int64_t want,
+                  std::vector<int32_t>* rows) {
+  const int64_t m = hi - lo;
+  thread_local std::vector<float> score;  // [n_q, m]
+  score.resize((size_t)n_q * m);
+  tip_rank_scores(q_dom, n_q, kv.tip_plane(), kv.tip_type(), kv.n_dom, lo, hi, score.data());
+  count_kv_bytes_read((uint64_t)m * kv_row_bytes(kv.tip_type(), kv.n_dom));
   for (int i = 0; i < n_q; ++i) append_top_k(&score[(size_t)i * m], m, want, (int32_t)lo, rows[i]);
 }
 

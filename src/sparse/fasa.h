@@ -49,6 +49,11 @@ class FasaSelector final : public SparseSelector {
   std::vector<std::vector<int>> dims_;    // [n_layer * n_head]
 };
 
+// TIP over rows lo..hi-1 of kv's K_dom plane for n_q queries reduced to it (q_dom: [n_q, n_dom]), its
+// bytes counted; appends each query's top `want` rows to rows[i]. FASA's and DoubleSparse's scoring pass.
+void tip_top_rows(const float* q_dom, int n_q, const KvHeadView& kv, int64_t lo, int64_t hi, int64_t want,
+                  std::vector<int32_t>* rows);
+
 // The profile a calibrated policy (FASA, DoubleSparse) scores with: the options' file, the automatic
 // one (throws fasa::Error while there is none), or without either the bench's synthetic stand-in.
 Profile policy_profile(const PolicyOptions& opts, const Model& model);
