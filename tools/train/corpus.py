@@ -3,18 +3,28 @@
 KJV (`bible-kjv-text`, read with the `bible` command, lines like "Ge1:1 In the beginning ...") without
 Isaiah, Proverbs and Acts; GCIDE (`dict-gcide`) entries whose headword does not start with W-Z.
 The held-out part is what ../shared/eval/ is built from, so none of it may reach training.
+
+A machine without those packages (a lent GPU machine) trains from a copy of the training part:
+  python3 tools/train/corpus.py DIR     # DIR/kjv.txt.gz (held-out books already removed), DIR/gcide.*
+then train.py --corpus DIR.
 """
 import gzip
 import os
 import re
+import shutil
 import subprocess
+import sys
 
 HELD_OUT_BOOKS = ("Isa", "Prv", "Acts")
 HELD_OUT_LETTERS = tuple("WXYZwxyz")
 B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
 
-def kjv_lines():
+def kjv_lines(copy_dir=None):
+    if copy_dir:  # a copy written by this file's main: the held-out books are not in it
+        with gzip.open(os.path.join(copy_dir, "kjv.txt.gz"), "rt", encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        return [l for l in lines if l and not l.startswith(HELD_OUT_BOOKS)]
     out = subprocess.run(["bible", "-f", "-l100000", "Gen1:1-Rev22:21"], check=True, capture_output=True,
                          text=True, env=dict(os.environ, COLUMNS="100000")).stdout
     lines = [l for l in out.split("\n") if re.match(r"^[1-3]?[A-Za-z]+\d+:\d+ ", l)]
@@ -30,7 +40,8 @@ def _b64(s):
     return n
 
 
-def gcide_entries(root="/usr/share/dictd"):
+def gcide_entries(root=None):
+    root = root or "/usr/share/dictd"
     data = gzip.open(os.path.join(root, "gcide.dict.dz")).read()
     seen, entries = set(), []
     for line in open(os.path.join(root, "gcide.index"), encoding="utf-8", errors="replace"):
@@ -66,3 +77,18 @@ def names_and_words(kjv):
     names = [w for w, c in caps.most_common(600) if low[w.lower()] == 0 and first[w] < 3][:300]
     words = [w for w, c in low.most_common(1500)][100:1100]
     return names, words
+
+
+def write_copy(folder):
+    """The training text for a machine without bible-kjv-text and dict-gcide (see the module's note)."""
+    os.makedirs(folder, exist_ok=True)
+    with gzip.open(os.path.join(folder, "kjv.txt.gz"), "wt", encoding="utf-8") as f:
+        f.write("\n".join(kjv_lines()))
+    for name in ("gcide.dict.dz", "gcide.index"):  # filtered when read, as from the package
+        shutil.copyfile(os.path.join("/usr/share/dictd", name), os.path.join(folder, name))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: corpus.py DIR  (writes the training text there)")
+    write_copy(sys.argv[1])

@@ -284,7 +284,7 @@ def main():
     ap.add_argument("--hf", help="also write a Hugging Face directory here (F32 safetensors)")
     ap.add_argument("--golden", help="write golden logits and greedy continuations here")
     a = ap.parse_args()
-    st = torch.load(a.weights)
+    st = torch.load(a.weights, map_location="cpu")
     sd = st["model"] if "model" in st else st
     cfg = Config(**st["cfg"]) if "cfg" in st else Config()
     f16 = not a.f32

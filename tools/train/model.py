@@ -73,8 +73,8 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(B, T, c.n_head, hd).transpose(1, 2)      # [B, H, T, hd]
         k = self.k_proj(x).view(B, T, c.n_kv_head, hd).transpose(1, 2)   # [B, Hkv, T, hd]
         v = self.v_proj(x).view(B, T, c.n_kv_head, hd).transpose(1, 2)   # [B, Hkv, T, hd]
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        q = (q * cos + rotate_half(q) * sin).type_as(v)  # f32 tables must not lift bf16 q, k to f32:
+        k = (k * cos + rotate_half(k) * sin).type_as(v)  # the fused kernel would lose its flash path
         rep = c.n_head // c.n_kv_head
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
@@ -138,7 +138,9 @@ class Llama(nn.Module):
         """ids: [B, T] -> logits [B, T, vocab]; with select ([B, T] bool), logits [n_selected, vocab]."""
         T = ids.shape[1]
         cos, sin = rope_tables(self.cfg, T, ids.device)
-        mask = torch.full((T, T), float("-inf"), device=ids.device).triu(1)  # additive causal mask
+        mask = None  # additive causal mask, for the attention without a fused kernel only ([T, T]: 1 GB at 16K)
+        if not hasattr(F, "scaled_dot_product_attention"):
+            mask = torch.full((T, T), float("-inf"), device=ids.device).triu(1)
         x = self.embed_tokens(ids)
         for layer in self.layers:
             x = layer(x, cos, sin, mask)

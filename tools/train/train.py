@@ -25,13 +25,18 @@ Stages (each logged to OUT/log.tsv; a checkpoint OUT/ckpt.pt after every --ckpt-
   chains4k T=4096: the same at the target context;
   long8k   T=8192: the 8K model (issue 41: grown from the 4K one by grow.py, RoPE base raised), long4k's mix;
   chains8k T=8192: chains4k's mix at 8K.
+  long16k, chains16k T=16384: the same two at 16K (on a GPU: --device cuda --workers N --batch-scale K).
 The learning rate falls linearly to a tenth over the last stage of a run (--until, default chains4k).
 Each stage's last checkpoint is kept as OUT/ckpt-STAGE.pt.
 A stage ends after its step count, or early once lookup accuracy passes its goal.
+With --time-limit (a lent machine's lease) each stage is cut, after timing its steps 6-15, to at most an
+equal share of the time left; the last stage anneals over its cut length.
 """
 import argparse
+import collections
 import json
 import math
+import multiprocessing
 import os
 import random
 import shutil
@@ -60,6 +65,8 @@ STAGES = [
     ("chains4k", 4096, 1, 800, 1.01, (0.05, 0.05, 0.25, 0.5, 0.1, 0.05)),
     ("long8k", 8192, 1, 600, 1.01, (0.05, 0.1, 0.25, 0.4, 0.15, 0.05)),
     ("chains8k", 8192, 1, 800, 1.01, (0.05, 0.05, 0.25, 0.5, 0.1, 0.05)),
+    ("long16k", 16384, 1, 400, 1.01, (0.05, 0.1, 0.25, 0.4, 0.15, 0.05)),
+    ("chains16k", 16384, 1, 1200, 1.01, (0.05, 0.05, 0.25, 0.5, 0.1, 0.05)),
 ]
 KINDS = tasks.RULER_KINDS + tasks.EVAL_KINDS
 # Task rows draw the kinds that need several lookups or a multi-token key twice as often: after `text`,
@@ -77,10 +84,10 @@ COPY_POOL = 512  # copy rows draw their segments from this many most frequent to
 
 
 class Data:
-    def __init__(self, sp_path, seed):
+    def __init__(self, sp_path, seed, corpus_copy=None):
         import sentencepiece
         self.sp = sentencepiece.SentencePieceProcessor(model_file=sp_path)
-        kjv, gcide = corpus.kjv_lines(), corpus.gcide_entries()
+        kjv, gcide = corpus.kjv_lines(corpus_copy), corpus.gcide_entries(corpus_copy)
         self.names, self.words = corpus.names_and_words(kjv)
         tasks.NAMES[:] = self.names
         self.hay = tasks.Haystack(kjv, gcide)
@@ -175,6 +182,32 @@ class Data:
         return torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
 
 
+_DATA = None  # the Data a batch worker process inherited (fork)
+
+
+def _worker_seed(seed):
+    _DATA.rng.seed(seed * 100003 + os.getpid())  # each worker its own stream
+
+
+def _worker_batch(args):
+    ids, mask = _DATA.batch(*args)
+    return ids.numpy(), mask.numpy()
+
+
+def batches(data, pool, ahead, T, B, mix, draw):
+    """Endless batches, made `ahead` at a time by the worker pool when there is one (a GPU outruns one
+    Python row maker); a bounded queue, so the next stage's batches never wait behind this one's."""
+    args = (T, B, mix, draw)
+    if pool is None:
+        while True:
+            yield data.batch(*args)
+    queue = collections.deque(pool.apply_async(_worker_batch, (args,)) for _ in range(ahead))
+    while True:
+        ids, mask = queue.popleft().get()
+        queue.append(pool.apply_async(_worker_batch, (args,)))
+        yield torch.from_numpy(ids), torch.from_numpy(mask)
+
+
 @torch.no_grad()
 def copy_accuracy(model, data, T, digits=False, rows=16):
     """Share of the repeated tokens of fresh random-repeat (or digit) rows predicted by argmax: induction
@@ -186,8 +219,10 @@ def copy_accuracy(model, data, T, digits=False, rows=16):
     ids, mask = data.batch(T, rows, (0.0, 0.0, 0.0, 0.0, 0.0, 1.0) if digits else (1.0, 0.0, 0.0, 0.0, 0.0, 0.0))
     data.rng.setstate(saved[0])
     data.repeat_ids = saved[1]
+    dev = next(model.parameters()).device
+    ids, mask = ids.to(dev), mask.to(dev)
     sel = mask[:, 1:] > 0
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast(dev.type, dtype=torch.bfloat16):
         logits = model(ids[:, :-1], sel)
     model.train()
     return (logits.argmax(-1) == ids[:, 1:][sel]).float().mean().item()
@@ -197,6 +232,7 @@ def copy_accuracy(model, data, T, digits=False, rows=16):
 def lookup_accuracy(model, data, T, n_per_kind=8):
     """Per kind: the share of documents whose every answer token is the argmax (= greedy exact match)."""
     model.eval()
+    dev = next(model.parameters()).device
     rng = random.Random(1234 + T)
     acc = {}
     for kind in KINDS:
@@ -206,10 +242,10 @@ def lookup_accuracy(model, data, T, n_per_kind=8):
             while doc is None:  # a draw whose needles alone do not fit T is drawn again
                 doc = tasks.build(rng, data.sp, kind, data.hay, data.names, data.words, T - 1)
             ids, mask = doc
-            x = torch.tensor([[BOS] + ids])
-            tgt = torch.tensor([ids + [EOS]])
-            sel = torch.tensor([[m for m in mask] + [False]])
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            x = torch.tensor([[BOS] + ids], device=dev)
+            tgt = torch.tensor([ids + [EOS]], device=dev)
+            sel = torch.tensor([[m for m in mask] + [False]], device=dev)
+            with torch.autocast(dev.type, dtype=torch.bfloat16):
                 logits = model(x, sel)
             ok += bool((logits.argmax(-1) == tgt[sel]).all())
         acc[kind] = ok / n_per_kind
@@ -247,7 +283,13 @@ def main():
     ap.add_argument("--layers", type=int, default=Config.n_layer)
     ap.add_argument("--heads", type=int, default=Config.n_head, help="query heads (of --head-dim each)")
     ap.add_argument("--kv-heads", type=int, default=Config.n_kv_head)
+    ap.add_argument("--corpus", help="train from this copy of the text (corpus.py DIR) instead of the Debian packages")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--workers", type=int, default=0, help="processes making batches (0: the training process)")
+    ap.add_argument("--batch-scale", type=int, default=1, help="every stage's batch times this (a GPU's share)")
+    ap.add_argument("--time-limit", type=float, help="seconds the whole run may take (see the module's note)")
     a = ap.parse_args()
+    t_start = time.time()
     torch.set_num_threads(a.threads)
     os.makedirs(a.out, exist_ok=True)
     ck = os.path.join(a.out, "ckpt.pt")
@@ -255,10 +297,9 @@ def main():
     last = [s[0] for s in STAGES].index(a.until)
     cfg = Config(rope_theta=a.rope_theta, n_layer=a.layers, n_head=a.heads, n_kv_head=a.kv_heads,
                  ctx=max(s[1] for s in STAGES[:last + 1]))  # the context the exported GGUF declares
-    model = Llama(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.01)
-    stage, step, total = 0, 0, 0
-    data = Data(a.tokenizer, a.seed)
+    model = Llama(cfg)  # on the CPU until the batch workers are forked (no fork after CUDA work)
+    stage, step, total, opt_state = 0, 0, 0, None
+    data = Data(a.tokenizer, a.seed, a.corpus)
     if a.init:  # a larger cfg than the GGUF's: grown from it (grow.py)
         from export import gguf_config, load_gguf_weights
         from grow import grow
@@ -269,14 +310,24 @@ def main():
     if a.stage:
         stage = [s[0] for s in STAGES].index(a.stage)
     if a.resume and os.path.exists(ck):
-        st = torch.load(ck)
+        st = torch.load(ck, map_location="cpu")
         model.load_state_dict(st["model"])
-        opt.load_state_dict(st["opt"])
+        opt_state = st["opt"]
         stage, step, total = st["stage"], st["step"], st["total"]
         data.rng.setstate(st["rng"])
         data.repeat_ids = st["repeat_ids"]
         torch.set_rng_state(st["torch_rng"])
         print(f"resumed at stage {STAGES[stage][0] if stage < len(STAGES) else 'done'} step {step}", flush=True)
+    pool = None
+    if a.workers > 0:  # forked before any CUDA work, each worker inheriting `data`
+        global _DATA
+        _DATA = data
+        pool = multiprocessing.get_context("fork").Pool(a.workers, _worker_seed, (a.seed,))
+    device = torch.device(a.device)
+    model.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.01)
+    if opt_state:
+        opt.load_state_dict(opt_state)  # its moments move to the parameters' device
     log = open(os.path.join(a.out, "log.tsv"), "a")
     json.dump(cfg.to_dict(), open(os.path.join(a.out, "config.json"), "w"))
 
@@ -291,19 +342,32 @@ def main():
             max_steps = a.steps
         if a.batch and name == a.stage:
             B = a.batch
+        B *= a.batch_scale
         t0, step0 = time.time(), step
+        draw = CHAINS_DRAW if name.startswith("chains") else TASK_DRAW
+        made = batches(data, pool, 2 * a.workers, T, B, mix, draw)
         while step < max_steps:
+            if step == step0 + 5:
+                t5 = time.time()  # steps timed after these five (the first ones warm up a GPU)
+            if a.time_limit and step == step0 + 15:  # cut to an equal share of the time left
+                left = a.time_limit - (time.time() - t_start) - 30  # 30 s for the last evaluations
+                per_step = (time.time() - t5) / 10
+                fit = step + int(left / (last - stage + 1) / per_step)
+                if fit < max_steps:
+                    max_steps = max(fit, step + 1)
+                    print(f"{name}: {per_step:.2f} s/step, cut to {max_steps} steps (--time-limit)", flush=True)
             lr = a.lr * min(1.0, (total + 1) / 100)  # short warm-up, then constant (through the plateau)
             if stage == last:  # the last stage anneals to a tenth: a lower loss to ship
                 lr *= 1.0 - 0.9 * step / max_steps
             for g in opt.param_groups:
                 g["lr"] = lr
-            ids, mask = data.batch(T, B, mix, CHAINS_DRAW if name.startswith("chains") else TASK_DRAW)
+            ids, mask = next(made)
+            ids, mask = ids.to(device, non_blocking=True), mask.to(device, non_blocking=True)
             x, y, kind = ids[:, :-1], ids[:, 1:], mask[:, 1:]
             sel = kind > 0
             if not sel.any():
                 continue
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast(device.type, dtype=torch.bfloat16):
                 logits = model(x, sel)
             ce = F.cross_entropy(logits.float(), y[sel], reduction="none")
             k = kind[sel]
