@@ -1,8 +1,12 @@
-// The retrieval model models/kjv-recall-f16.gguf (recipe: tools/train/): the engine reproduces the training code's own forward
-// pass, and the model keeps retrieving from long context with full attention and with FASA at 1/8 of
-// the context (and at 1/32 within 90 % of full at 4K and among look-alike needles), so a change that
-// breaks long-range selection fails here.
+// The retrieval models (recipe: tools/train/): models/kjv-recall-f16.gguf (4K, the default) and
+// models/kjv-recall-16k-f16.gguf (16K, 4 query heads per KV head). The engine reproduces the training
+// code's own forward pass of each, and they keep retrieving from long context with full attention and
+// with FASA at 1/8 of the context (at 1/32 within 90 % of full at 4K and among look-alike needles; the
+// 16K model at 8K with 256 tokens), so a change that breaks long-range selection fails here.
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
 
 #include "calib/calibrate.h"
 #include "eval/retrieval.h"
@@ -14,18 +18,21 @@
 namespace fasa {
 namespace {
 
-const std::string kGolden = std::string(FASA_SOURCE_DIR) + "/tests/golden/kjv-recall";
 const std::string kModel = FASA_BUNDLED_MODEL;
+const std::string kModel16k = std::string(FASA_SOURCE_DIR) + "/models/kjv-recall-16k-f16.gguf";
 
-TEST(TrainedModel, MatchesTheTrainingCodesForwardPass) {
-  auto j = nlohmann::json::parse(test::read_file(kGolden + "/golden.json"));
-  auto m = load_model(kModel);
+// The logits of the golden prompts' last positions within 1e-4 (max|diff| / max|ref|; issue 41) of the
+// training code's float32 forward pass of the F16-rounded weights, and its greedy continuations token
+// for token. Measured (2026-11-26): 2e-6 to 4e-6 on short prompts, 2e-5 on the 3758-token one.
+void expect_matches_golden(const std::string& model, const std::string& golden) {
+  auto j = nlohmann::json::parse(test::read_file(golden + "/golden.json"));
+  auto m = load_model(model);
   const size_t V = m->config.n_vocab;
   ASSERT_EQ((size_t)j["vocab"].get<int>(), V);
   for (const auto& c : j["cases"]) {
     const auto ids = c["ids"].get<std::vector<int32_t>>();
     EXPECT_EQ(m->tokenizer.encode(c["prompt"].get<std::string>(), true), ids);
-    const std::string raw = test::read_file(kGolden + "/" + c["logits"].get<std::string>());
+    const std::string raw = test::read_file(golden + "/" + c["logits"].get<std::string>());
     const size_t last = c["last_positions"].get<size_t>();
     ASSERT_EQ(raw.size(), last * V * 4);
     std::vector<float> ref(last * V);
@@ -35,8 +42,11 @@ TEST(TrainedModel, MatchesTheTrainingCodesForwardPass) {
     Session s(*m, o);
     std::vector<float> logits;
     s.eval(ids, &logits);
-    for (size_t t = 0; t < last; ++t)  // the issue's tolerance for F16 weights: max|diff| / max|ref| <= 2e-3
-      EXPECT_LE(test::normalized_error(&logits[(ids.size() - last + t) * V], &ref[t * V], V), 2e-3) << t;
+    double worst = 0;
+    for (size_t t = 0; t < last; ++t)
+      worst = std::max(worst, test::normalized_error(&logits[(ids.size() - last + t) * V], &ref[t * V], V));
+    std::printf("%zu-token prompt: normalised logit error %.2e\n", ids.size(), worst);
+    EXPECT_LE(worst, 1e-4) << ids.size() << "-token prompt";
     std::vector<int32_t> got;
     std::span<const float> next_logits(logits.end() - V, logits.end());
     const auto greedy = c["greedy"].get<std::vector<int32_t>>();
@@ -46,6 +56,14 @@ TEST(TrainedModel, MatchesTheTrainingCodesForwardPass) {
     }
     EXPECT_EQ(got, greedy);
   }
+}
+
+TEST(TrainedModel, MatchesTheTrainingCodesForwardPass) {
+  expect_matches_golden(kModel, std::string(FASA_SOURCE_DIR) + "/tests/golden/kjv-recall");
+}
+
+TEST(TrainedModel, LongContextModelMatchesTheTrainingCodesForwardPass) {  // with one prompt of 3758 tokens
+  expect_matches_golden(kModel16k, std::string(FASA_SOURCE_DIR) + "/tests/golden/kjv-recall-16k");
 }
 
 // Measured on run12 with multivalue scored by the share of its values (2026-11-25): full 0.93, fasa 0.93,
@@ -63,9 +81,12 @@ double accuracy(const std::vector<EvalRecord>& r, const std::string& policy, con
   return 0;
 }
 
-// FASA's options with a profile calibrated on five generated 1024-token prompts (seed 99), made once.
-PolicyOptions calibrated_fasa(const Model& m) {
-  static const std::string profile = [&] {
+// FASA's options with `fcs` chunks of a profile calibrated on five generated 1024-token prompts (seed 99),
+// made once per model.
+PolicyOptions calibrated_fasa(const Model& m, const std::string& name, int fcs) {
+  static std::map<std::string, std::string> profiles;
+  auto [it, made] = profiles.try_emplace(name);
+  if (made) {
     TaskGenOptions g;
     g.lengths = {1024};
     g.n = 1;
@@ -74,13 +95,12 @@ PolicyOptions calibrated_fasa(const Model& m) {
     for (const auto& t : generate_retrieval_tasks(m.tokenizer, g)) calib_text += t.prompt + "\n";
     CalibrationOptions co;
     co.n_ctx = 1024;
-    const std::string path = test::temp_dir() + "/recall.profile.json";
-    save_profile(calibrate(m, calib_text, "generated", co), path);
-    return path;
-  }();
+    it->second = test::temp_dir() + "/" + name + ".profile.json";
+    save_profile(calibrate(m, calib_text, "generated", co), it->second);
+  }
   PolicyOptions po;
-  po.profile = profile;
-  po.fcs = 8;
+  po.profile = it->second;
+  po.fcs = fcs;
   return po;
 }
 
@@ -94,7 +114,7 @@ TEST(TrainedModel, RetrievesAtLongRangeWithFullAttentionAndFasa) {
   g.n = 4;
   g.seed = 7;
   const auto tasks = generate_retrieval_tasks(m->tokenizer, g);
-  const auto r = eval_retrieval(*m, tasks, {"full", "fasa", "stream"}, {"0.125"}, calibrated_fasa(*m));
+  const auto r = eval_retrieval(*m, tasks, {"full", "fasa", "stream"}, {"0.125"}, calibrated_fasa(*m, "recall", 8));
   const double full = accuracy(r, "full"), fasa = accuracy(r, "fasa"), stream = accuracy(r, "stream");
   std::printf("generated 1024-token tasks: full %.2f, fasa@1/8 %.2f, stream@1/8 %.2f\n", full, fasa, stream);
   EXPECT_GE(full, kFullFloor);
@@ -117,7 +137,7 @@ TEST(TrainedModel, FasaKeepsUpWithFullAt4KAndAmongLookAlikeNeedles) {
   g.lengths = {2048};
   g.distractors = true;
   for (auto& t : generate_retrieval_tasks(m->tokenizer, g)) tasks.push_back(std::move(t));
-  const auto r = eval_retrieval(*m, tasks, {"full", "fasa", "quest"}, {"0.03125"}, calibrated_fasa(*m));
+  const auto r = eval_retrieval(*m, tasks, {"full", "fasa", "quest"}, {"0.03125"}, calibrated_fasa(*m, "recall", 8));
   for (const std::string type : {"all@4096", "all@2048"}) {
     const double full = accuracy(r, "full", type), fasa = accuracy(r, "fasa", type), quest = accuracy(r, "quest", type);
     std::printf("%s%s: full %.2f, fasa@1/32 %.2f, quest@1/32 %.2f\n", type.c_str(),
@@ -128,6 +148,25 @@ TEST(TrainedModel, FasaKeepsUpWithFullAt4KAndAmongLookAlikeNeedles) {
       EXPECT_LE(quest, kLookAlikeQuestCeiling);
     }
   }
+}
+
+// Issue 41's test of the 16K model: ten 8192-token tasks (two per kind). FASA at 256 tokens (1/32) with
+// 16 of 32 chunks keeps at least 90 % of full attention's score, less one task of slack; measured
+// (2026-11-26): full 0.90, fasa 0.90, doublesparse 0.90. With 4 query heads sharing each KV head's
+// chunks, 8 chunks are too few for this model (0.23 of full's 0.90 at 8K; docs/RESULTS.md).
+TEST(TrainedModel, LongContextModelKeepsFasaWithFullAt8K) {
+  auto m = load_model(kModel16k);
+  TaskGenOptions g;
+  g.lengths = {8192};
+  g.n = 2;
+  g.seed = 5;
+  const auto tasks = generate_retrieval_tasks(m->tokenizer, g);
+  const auto r = eval_retrieval(*m, tasks, {"full", "fasa", "doublesparse"}, {"256"},
+                                calibrated_fasa(*m, "recall-16k", 16));
+  const double full = accuracy(r, "full"), fasa = accuracy(r, "fasa"), ds = accuracy(r, "doublesparse");
+  std::printf("generated 8192-token tasks: full %.2f, fasa@256 %.2f, doublesparse@256 %.2f\n", full, fasa, ds);
+  EXPECT_GE(full, kFull4kFloor);
+  EXPECT_GE(fasa, 0.9 * full - 0.1);
 }
 
 }  // namespace

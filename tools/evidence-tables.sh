@@ -3,6 +3,7 @@
 # DoubleSparse and Oracle without a dense layer; every policy at budgets 1/128..1/32 and 256 tokens,
 # 20 tasks per kind, the profile calibrated on one training sample. About an hour on 2 cores.
 # Usage: tools/evidence-tables.sh [OUT_DIR] [LENGTH] [N_PER_KIND]   (default eval-evidence/, 4096, 20)
+# Environment: MODEL, FCS (FASA's chunks, default 8), BUDGETS (comma-separated), FASA (the binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-eval-evidence}
@@ -13,9 +14,10 @@ FASA=${FASA:-./build/fasa}
 MODEL=${MODEL:-models/kjv-recall-f16.gguf}
 mkdir -p "$OUT"
 POLICIES=full,oracle,fasa,doublesparse,stream,snapkv,quest,h2o,sparq
-BUDGETS=0.0078125,0.015625,0.03125,256
+BUDGETS=${BUDGETS:-0.0078125,0.015625,0.03125,256}
+FCS=${FCS:-8}
 GEN="--length $LENGTH --n $N"
-$FASA calibrate -m "$MODEL" -f "$SHARED/eval/calibration.txt" --fcs 8 -o "$OUT/profile.json" > /dev/null
+$FASA calibrate -m "$MODEL" -f "$SHARED/eval/calibration.txt" --fcs "$FCS" -o "$OUT/profile.json" > /dev/null
 P="--profile $OUT/profile.json"
 run() {  # NAME ARGS...: records, markdown and the run time
   local name=$1 start=$SECONDS

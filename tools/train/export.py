@@ -31,6 +31,11 @@ PROMPTS = [
     "The pass key is 48213. Remember it. 48213 is the pass key.\nThe sun is yellow. Here we go.\n"
     "What is the pass key? The pass key is",
 ]
+# A long-context model's golden cases add one prompt of ~2.5K tokens (--long-prompt): a pass key at the
+# start, then filler lines; position effects (RoPE at large angles, long softmax sums) show only there.
+LONG_PROMPT = ("The pass key is 71942. Remember it.\n"
+               + "".join(f"Line {i}: the grass is green, the sky is blue, the sun is yellow.\n" for i in range(160))
+               + "What is the pass key? The pass key is")
 N_LAST = 4   # positions whose logits are kept per prompt
 N_GREEDY = 16
 
@@ -252,13 +257,13 @@ def write_hf(folder, cfg, sd):
 
 
 @torch.no_grad()
-def write_golden(folder, cfg, sd, f16, sp, gguf_name):
+def write_golden(folder, cfg, sd, f16, sp, gguf_name, prompts=PROMPTS):
     os.makedirs(folder, exist_ok=True)
     m = Llama(cfg)
     m.load_state_dict(rounded(sd, f16))
     m.eval()
     cases = []
-    for i, text in enumerate(PROMPTS):
+    for i, text in enumerate(prompts):
         ids = [1] + sp.encode(text)
         logits = m(torch.tensor([ids]))[0].float()
         last = logits[-N_LAST:].numpy().astype("<f4")
@@ -283,6 +288,7 @@ def main():
     ap.add_argument("--f32", action="store_true", help="F32 2-D weights instead of F16")
     ap.add_argument("--hf", help="also write a Hugging Face directory here (F32 safetensors)")
     ap.add_argument("--golden", help="write golden logits and greedy continuations here")
+    ap.add_argument("--long-prompt", action="store_true", help="golden cases include a ~2.5K-token prompt")
     a = ap.parse_args()
     st = torch.load(a.weights, map_location="cpu")
     sd = st["model"] if "model" in st else st
@@ -294,7 +300,7 @@ def main():
     if a.golden:
         import sentencepiece
         sp = sentencepiece.SentencePieceProcessor(model_file=os.path.join(SHARED_TINY, "hf/tokenizer.model"))
-        write_golden(a.golden, cfg, sd, f16, sp, os.path.basename(a.gguf))
+        write_golden(a.golden, cfg, sd, f16, sp, os.path.basename(a.gguf), PROMPTS + [LONG_PROMPT] * a.long_prompt)
     print("wrote", a.gguf, a.hf or "", a.golden or "")
 
 
