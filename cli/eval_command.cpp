@@ -91,7 +91,8 @@ Command add_eval_command(CLI::App& app) {
   auto* tasks_opt = ret->add_option("--tasks", o->tasks_file, "Tasks (JSON lines)");
   auto* gen_opt = ret->add_option("--generate", o->gen.kinds,
                                   "Generate RULER-style tasks of these kinds instead: passkey, multikey, multivalue, "
-                                  "multineedle, vartrack ('all'), word, uuid, multiquery, cwe, fwe ('every' kind); "
+                                  "multineedle, vartrack ('all'), word, uuid, multiquery, cwe, fwe ('every' kind), qa "
+                                  "(needs --qa-entries); "
                                   "a task asking several values scores the share of them answered")
                       ->delimiter(',')->excludes(tasks_opt);
   ret->add_option("--length", o->gen.lengths, "Generated tasks: prompt + answer tokens, comma-separated")
@@ -100,6 +101,9 @@ Command add_eval_command(CLI::App& app) {
   ret->add_option("--seed", o->gen.seed, "Generated tasks: random seed")->capture_default_str()->needs(gen_opt);
   auto* hay_opt = ret->add_option("--haystack", o->gen.haystack_file,
                                   "Generated tasks: text to hide the needles in (default: noise sentences)")->needs(gen_opt);
+  ret->add_option("--qa-entries", o->gen.qa_entries_file,
+                  "Generated qa tasks: dictionary entries in GCIDE's format (e.g. ../shared/eval/heldout_gcide.txt), "
+                  "one asked by a quote of its definition")->needs(gen_opt);
   ret->add_flag("--distractors", o->gen.distractors,
                 "Generated tasks: fill the context with look-alike needles (same template, other keys and values)")
       ->needs(gen_opt)->excludes(hay_opt);

@@ -301,13 +301,14 @@ PYBIND11_MODULE(_fasa, m) {
   eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,
                            const std::vector<int64_t>& lengths, int n, uint64_t seed, const std::string& haystack,
                            int limit, const std::vector<std::string>& attn, const py::iterable& budgets, bool distractors,
-                           const py::kwargs& settings) {
+                           const std::string& qa_entries, const py::kwargs& settings) {
     return eval_records(e, settings, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy) {
       std::vector<RetrievalTask> list;
       if (!generate.empty()) {
         TaskGenOptions g;
         g.kinds = expand_task_kinds(generate);
         g.lengths = lengths, g.n = n, g.seed = seed, g.haystack_file = haystack, g.distractors = distractors;
+        g.qa_entries_file = qa_entries;
         list = generate_retrieval_tasks(e.model().tokenizer, g);
       } else if (tasks) {
         list = load_retrieval_tasks(*tasks, limit);
@@ -319,8 +320,9 @@ PYBIND11_MODULE(_fasa, m) {
   }, py::arg("engine"), py::arg("tasks") = py::none(), py::arg("generate") = std::vector<std::string>{},
      py::arg("lengths") = std::vector<int64_t>{4096}, py::arg("n") = 20, py::arg("seed") = 0, py::arg("haystack") = "",
      py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
-     py::arg("distractors") = false,
-     "`fasa eval retrieval`: tasks from a JSON-lines file or generated (distractors=True: look-alike needles); "
+     py::arg("distractors") = false, py::arg("qa_entries") = "",
+     "`fasa eval retrieval`: tasks from a JSON-lines file or generated (distractors=True: look-alike needles; "
+     "kind qa asks the dictionary entries of qa_entries=FILE); "
      "every attn x budget; the other keywords "
      "as engine.context's. Returns the records (a list of dicts), as --json writes them.");
 

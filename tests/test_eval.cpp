@@ -5,6 +5,8 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -264,6 +266,61 @@ TEST(EvalRetrieval, EveryKindWithAndWithoutLookAlikeNeedles) {
               eval_retrieval(*m, generate_retrieval_tasks(m->tokenizer, look), {"fasa"}, {"64"}, fasa);
             }).find("look-alike needles"),
             std::string::npos);
+}
+
+// qa: dictionary entries fill the context, the asked one among them once; the question quotes its
+// definition and the answer is its headword; a missing or entry-less dictionary is a clear error.
+TEST(EvalRetrieval, QaAsksOneDictionaryEntryByItsDefinition) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const std::string dir = test::temp_dir();
+  {
+    std::ofstream f(dir + "/dict.txt");
+    f << "Licence text, not an entry.\n\n";
+    for (int i = 0; i < 40; ++i)
+      f << "Word" << i << " \\Word" << i << "\\ (w[^o]rd), n.\n   [Etym: from old word" << i << ".]\n   The meaning number "
+        << i << " of this word, in many words.\n   [1913 Webster]\n\n";
+  }
+  TaskGenOptions o;
+  o.kinds = {"qa"};
+  o.lengths = {600, 1500};
+  o.n = 3;
+  o.qa_entries_file = dir + "/dict.txt";
+  const auto tasks = generate_retrieval_tasks(m->tokenizer, o);
+  ASSERT_EQ(tasks.size(), 6u);
+  for (const auto& t : tasks) {
+    const int64_t length = std::stoll(t.type.substr(t.type.find('@') + 1));
+    const int64_t n = (int64_t)m->tokenizer.encode(t.prompt, true).size();
+    EXPECT_LE(n + (int64_t)m->tokenizer.encode(" " + t.answer, false).size(), length) << t.id;
+    EXPECT_GE(n, length * 6 / 10) << t.id;
+    ASSERT_EQ(t.answer.rfind("Word", 0), 0u) << t.id;
+    const std::string number = t.answer.substr(4);
+    const std::string entry = t.answer + " \\" + t.answer + "\\";
+    EXPECT_EQ(t.prompt.find(entry), t.prompt.rfind(entry)) << t.id;  // once
+    EXPECT_NE(t.prompt.find(entry), std::string::npos) << t.id;
+    EXPECT_NE(t.prompt.find("define as \"The meaning number " + number + " of this word, in\"? The word is"),
+              std::string::npos) << t.id;
+    EXPECT_EQ(t.prompt.find("Licence"), std::string::npos) << t.id;
+    EXPECT_FALSE(t.natural_context) << t.id;
+  }
+  TaskGenOptions none = o;
+  none.qa_entries_file.clear();
+  EXPECT_NE(test::error_message([&] { generate_retrieval_tasks(m->tokenizer, none); }).find("needs --qa-entries"),
+            std::string::npos);
+  { std::ofstream(dir + "/prose.txt") << "Just prose.\n\nNo entries here.\n"; }
+  none.qa_entries_file = dir + "/prose.txt";
+  EXPECT_NE(test::error_message([&] { generate_retrieval_tasks(m->tokenizer, none); }).find("prose.txt: qa dictionary has fewer"),
+            std::string::npos);
+  const std::string held_out = test::shared_dir() + "/eval/heldout_gcide.txt";
+  if (test::shared_dir().empty() || !std::filesystem::exists(held_out)) GTEST_SKIP() << "no " << held_out;
+  o.qa_entries_file = held_out;  // GCIDE's own W-Z entries parse too
+  o.lengths = {2048};
+  const auto gcide = generate_retrieval_tasks(m->tokenizer, o);
+  std::printf("a held-out qa task ends: ...%s [%s]\n", gcide[0].prompt.substr(gcide[0].prompt.size() - 300).c_str(),
+              gcide[0].answer.c_str());
+  for (const auto& t : gcide) {
+    EXPECT_TRUE(std::tolower((unsigned char)t.answer[0]) >= 'w') << t.answer;
+    EXPECT_NE(t.prompt.find("\n" + t.answer + " \\"), std::string::npos) << t.id;
+  }
 }
 
 // A single answer must begin the text; several values score the share found anywhere (RULER's

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 41's tables on the bundled model: RULER's ten kinds, look-alike needles, and FASA, Quest,
+# Issue 41's tables on the bundled model: RULER's ten kinds, look-alike needles, QA over held-out GCIDE
+# entries, and FASA, Quest,
 # DoubleSparse and Oracle without a dense layer; every policy at budgets 1/128..1/32 and 256 tokens,
 # 20 tasks per kind, the profile calibrated on one training sample. About an hour on 2 cores.
 # Usage: tools/evidence-tables.sh [OUT_DIR] [LENGTH] [N_PER_KIND]   (default eval-evidence/, 4096, 20)
@@ -31,8 +32,10 @@ run every --generate every $GEN --attn $POLICIES
 # shellcheck disable=SC2086
 run lookalike --generate all --distractors $GEN --attn $POLICIES
 # shellcheck disable=SC2086
+run qa --generate qa --qa-entries "$SHARED/eval/heldout_gcide.txt" $GEN --attn $POLICIES
+# shellcheck disable=SC2086
 run no-dense-layer --generate all $GEN --attn oracle,fasa,doublesparse,quest --dense-layers ""
-for name in every lookalike no-dense-layer; do
+for name in every lookalike qa no-dense-layer; do
   python3 tools/evidence_table.py "$OUT/$name.json" > "$OUT/$name-intervals.md"
 done
 echo "wrote $OUT/"

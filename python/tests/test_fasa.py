@@ -197,6 +197,16 @@ def test_eval_records_equal_the_clis_json(engine, tmp_path):
     assert {r["policy"] for r in got} == {"full", "stream"} and all(0 <= r["value"] <= 100 for r in got)
     with pytest.raises(fasa.Error, match="give tasks=FILE or generate"):
         fasa.eval.retrieval(engine)
+    # qa over a dictionary file, as the CLI's --qa-entries
+    entries = tmp_path / "dict.txt"
+    entries.write_text("".join(f"Word{i} \\Word{i}\\, n.\n   The meaning number {i} of a word.\n\n" for i in range(30)))
+    run = cli("eval", "retrieval", "--generate", "qa", "--qa-entries", str(entries), "--length", "400", "--n", "2",
+              "-t", "2", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    got = fasa.eval.retrieval(engine, generate=["qa"], qa_entries=str(entries), lengths=[400], n=2, threads=2)
+    assert got == json.loads(out.read_text()) and {r["task_type"] for r in got} >= {"qa@400"}
+    with pytest.raises(fasa.Error, match="needs --qa-entries"):
+        fasa.eval.retrieval(engine, generate=["qa"], lengths=[400], n=1)
 
 
 def test_what_a_new_user_tries(engine):

@@ -1,6 +1,7 @@
 #include "eval/task_gen.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -172,7 +173,74 @@ void keyed_needle(Skeleton& s, Rng& r, const std::string& thing, std::function<s
   s.lookalike = [=](Rng& g) { return "The " + thing + " of " + g.name_other_than(name) + " is " + value(g) + ".\n"; };
 }
 
-Skeleton skeleton(const std::string& kind, int64_t length, Rng& r) {
+// The lines of a text file (without line ends; CRLF text too), its size capped: a haystack or a dictionary.
+std::vector<std::string> read_lines(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) fail(path, what + " is not a readable file");
+  if (std::filesystem::file_size(path, ec) > kMaxHaystackBytes)
+    fail(path, what + " larger than " + std::to_string(kMaxHaystackBytes >> 20) + " MiB");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open " + what);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+// Dictionary entries in GCIDE's format for qa (blocks between blank lines; a block whose first line is
+// "Headword \Head*word\ ..." is an entry), each with a quote: the first 8 words of its first line that
+// starts with a capital letter after the headword line (its definition, e.g. "The grivet.").
+class Dictionary {
+ public:
+  struct Entry {
+    std::string text, headword, quote;
+  };
+  explicit Dictionary(const std::string& path) {
+    if (path.empty()) return;
+    std::vector<std::string> block;
+    auto close_block = [&] {
+      if (!block.empty()) add(block);
+      block.clear();
+    };
+    for (auto& line : read_lines(path, "qa dictionary")) {
+      if (line.find_first_not_of(" \t") == std::string::npos) close_block();
+      else block.push_back(line);
+    }
+    close_block();
+    if (entries_.size() < 2) fail(path, "qa dictionary has fewer than two entries in GCIDE's format (\"Word \\Word\\ ...\")");
+  }
+  bool empty() const { return entries_.empty(); }
+  size_t size() const { return entries_.size(); }
+  const Entry& operator[](size_t i) const { return entries_[i]; }
+
+ private:
+  void add(const std::vector<std::string>& block) {
+    const std::string& head = block[0];
+    const size_t slash = head.find(" \\");
+    if (slash == 0 || slash == std::string::npos || !std::isalpha((unsigned char)head[0])) return;
+    for (size_t i = 1; i < block.size(); ++i) {
+      const size_t at = block[i].find_first_not_of(' ');
+      if (at == std::string::npos || block[i][at] < 'A' || block[i][at] > 'Z') continue;
+      std::string quote;
+      size_t words = 0;
+      for (size_t p = at; p < block[i].size() && words < 8;) {
+        const size_t end = std::min(block[i].find(' ', p), block[i].size());
+        if (end > p) quote += (words++ ? " " : "") + block[i].substr(p, end - p);
+        p = end + 1;
+      }
+      if (words < 2) return;
+      std::string text;
+      for (auto& l : block) text += l + "\n";
+      entries_.push_back({text + "\n", head.substr(0, slash), quote});
+      return;
+    }
+  }
+  std::vector<Entry> entries_;
+};
+
+Skeleton skeleton(const std::string& kind, int64_t length, Rng& r, const Dictionary& dict) {
   Skeleton s;
   if (kind == "passkey") {
     const std::string k = r.number(5);
@@ -287,8 +355,25 @@ Skeleton skeleton(const std::string& kind, int64_t length, Rng& r) {
     s.lookalike = [used = std::vector<std::string>{a, b, c, d, e}](Rng& g) {  // assignments of other variables
       return "VAR " + draw_other_than<std::string>([&] { return g.var(); }, used) + " = " + g.number(5) + ".\n";
     };
+  } else if (kind == "qa") {  // RULER's QA: a question about one document among many (dictionary entries)
+    if (dict.empty())
+      fail("--generate", "kind qa needs --qa-entries FILE (dictionary entries in GCIDE's format, e.g. "
+                         "../shared/eval/heldout_gcide.txt, held out from training)");
+    const size_t gold = (size_t)r.range(0, (int64_t)dict.size() - 1);
+    const auto& e = dict[gold];
+    s.intro = "Here are entries of a dictionary.\n\n";
+    s.needles = {e.text};
+    s.question = "Which word does the dictionary above define as \"" + e.quote + "\"? The word is";
+    s.answer = e.headword;
+    s.list = [&dict, gold](Rng& g, size_t n) {  // the entries that follow a random one, without the asked one
+      std::vector<std::string> out;
+      for (size_t at = (size_t)g.range(0, (int64_t)dict.size() - 1); out.size() < std::min(n, dict.size() - 1); ++at)
+        if (at % dict.size() != gold) out.push_back(dict[at % dict.size()].text);
+      return out;
+    };
+    s.min_lines = 1;
   } else {
-    fail("--generate", "unknown task kind '" + kind + "' (kinds: " + join(every_task_kind()) + ")");
+    fail("--generate", "unknown task kind '" + kind + "' (kinds: " + join(every_task_kind()) + ", qa)");
   }
   return s;
 }
@@ -301,17 +386,8 @@ class Haystack {
       lines_ = {kNoise};
       return;
     }
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) fail(path, "haystack is not a readable file");
-    if (std::filesystem::file_size(path, ec) > kMaxHaystackBytes)
-      fail(path, "haystack larger than " + std::to_string(kMaxHaystackBytes >> 20) + " MiB");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(path, "cannot open haystack");
-    std::string line;
-    while (std::getline(in, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF text
+    for (auto& line : read_lines(path, "haystack"))
       if (!line.empty()) lines_.push_back(line + "\n");
-    }
     if (lines_.empty()) fail(path, "haystack has no text");
   }
   std::vector<std::string> take(Rng& r, size_t n) const {
@@ -348,14 +424,15 @@ std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const 
   if (o.distractors && !o.haystack_file.empty())
     fail("--distractors", "fills the context with look-alike needles: give it or --haystack, not both");
   const Haystack hay(o.haystack_file);
+  const Dictionary dict(o.qa_entries_file);
   std::vector<RetrievalTask> tasks;
   for (int64_t length : o.lengths)
     for (const auto& kind : o.kinds)
       for (int i = 0; i < o.n; ++i) {
         // One stream per (seed, kind, length, index): a task does not change when others are added.
         Rng r{std::mt19937_64(mix(mix(mix(mix(o.seed) ^ fnv1a(kind)) ^ (uint64_t)length) ^ (uint64_t)i))};
-        Skeleton s = skeleton(kind, length, r);
-        // The context's lines: the kind's own list (cwe, fwe), look-alike needles, or the haystack.
+        Skeleton s = skeleton(kind, length, r, dict);
+        // The context's lines: the kind's own list (cwe, fwe, qa), look-alike needles, or the haystack.
         auto context_lines = [&](size_t n) {
           if (s.list) return s.list(r, n);
           if (!o.distractors) return hay.take(r, n);

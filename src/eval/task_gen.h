@@ -23,7 +23,10 @@ inline const std::vector<std::string>& generated_task_kinds() {
 // With RULER's other kinds ("every"): word and uuid: one name's made-up word or UUID among look-alikes'
 // lines; multiquery: 8 records, 3 asked at once; cwe: the ten words that fill 30 % of a list (the rest
 // once each); fwe: the three most frequent of coded words drawn by Zipf's law (alpha 2). cwe and fwe
-// aggregate over the whole context: their context is the list, not a haystack.
+// aggregate over the whole context: their context is the list, not a haystack. Not in either list, as it
+// needs a file: qa (RULER's QA over documents): dictionary entries from TaskGenOptions::qa_entries_file,
+// one asked by a quote of its definition ("Which word does the dictionary above define as "..."?"), the
+// answer its headword.
 inline const std::vector<std::string>& every_task_kind() {
   static const std::vector<std::string> kinds = {"passkey", "multikey", "multivalue", "multineedle", "vartrack",
                                                  "word",    "uuid",     "multiquery", "cwe",         "fwe"};
@@ -39,10 +42,11 @@ struct TaskGenOptions {
   uint64_t seed = 0;
   std::string haystack_file;              // text to hide the needles in; empty: RULER's noise sentences
   bool distractors = false;               // instead: look-alike needles (same template, other keys and values)
+  std::string qa_entries_file;            // kind qa: dictionary entries in GCIDE's format
 };
 
 // Tasks of type "KIND@LENGTH". Throws fasa::Error on an unknown kind, a length too short for the
-// needles and question, or an unreadable or empty haystack file.
+// needles and question, or an unreadable or empty haystack or qa dictionary file.
 std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const TaskGenOptions& o);
 
 }  // namespace fasa
