@@ -86,6 +86,9 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
               layer_list_str(o.dense_layers));
   add_setting(cmd, "--sink", o, "sink", "FASA: first tokens always attended, inside the budget (stream: its sink count, default 8)");
   add_setting(cmd, "--recent", o, "recent", "FASA: most recent tokens always attended, inside the budget");
+  add_setting(cmd, "--tip-mass", o, "tip_mass",
+              "FASA: adaptive budget (Twilight's top-p): of the budget's top rows keep the fewest whose softmax "
+              "weights on TIP's scores sum to this share, e.g. 0.95 (default 0: the whole budget)");
   add_setting(cmd, "--seed-policy", o, "seed_policy", "Seed of the random policy", std::to_string(o.seed));
   add_setting(cmd, "--sparq-r", o, "sparq_r", "SparQ: query dims used for approximate scores (default head_dim/4)");
   add_setting(cmd, "--ds-channels", o, "ds_channels",

@@ -86,10 +86,14 @@ TEST(EvalRetrieval, TaskFileValidationAndLimits) {
   auto tasks = load_retrieval_tasks(dir + "/ok.jsonl", 1);
   ASSERT_EQ(tasks.size(), 2u);
   auto m = load_model(FASA_BUNDLED_MODEL);
-  auto r = eval_retrieval(*m, tasks, {"full"}, {"64"}, PolicyOptions{});
-  ASSERT_EQ(r.size(), 3u);  // a, b, all
+  auto r = eval_retrieval(*m, tasks, {"full"}, {"64", "8"}, PolicyOptions{});
+  ASSERT_EQ(r.size(), 8u);  // a, b, all at each budget; then KV read per decoded token at each
   EXPECT_EQ(r[2].task_type, "all");
   EXPECT_EQ(r[2].n, 2);
+  // full attention reads every cached row at every step, whatever the budget: the same bytes per token
+  EXPECT_EQ(r[6].metric, "kv_kib");
+  EXPECT_GT(r[6].value, 0);
+  EXPECT_EQ(r[6].value, r[7].value);
   EXPECT_NEAR(r[2].value, (r[0].value + r[1].value) / 2, 1e-12);
 }
 
@@ -140,17 +144,24 @@ TEST(EvalRetrieval, GeneratedTasksFitTheirLengthAndHoldTheirAnswers) {
   const std::vector<RetrievalTask> two = {a[0], a.back()};
   std::vector<std::string> types;
   for (const auto& r : eval_retrieval(*m, two, {"full"}, {"64"}, PolicyOptions{})) types.push_back(r.task_type);
-  EXPECT_EQ(types, (std::vector<std::string>{"passkey@300", "all@300", "vartrack@1024", "all@1024", "all"}));
+  EXPECT_EQ(types, (std::vector<std::string>{"passkey@300", "all@300", "vartrack@1024", "all@1024", "all",
+                                             "all"}));  // the last: kv_kib
+  // StreamingLLM at 64 of ~1000 tokens reads far less per decoded token than full attention, even with
+  // layer 0 dense (a quarter of the layers): the records come last, in the policies' order.
+  const auto read = eval_retrieval(*m, {a.back()}, {"full", "stream"}, {"64"}, PolicyOptions{});
+  ASSERT_EQ(read.end()[-1].metric, "kv_kib");
+  EXPECT_EQ(read.end()[-1].policy, "stream");
+  EXPECT_LT(read.end()[-1].value, read.end()[-2].value / 2);
   // A multivalue task adds the share answered whole and in order, after the accuracy records.
   ASSERT_EQ(a[6].type, "multivalue@300");
   std::vector<std::string> metrics;
   const auto mv = eval_retrieval(*m, {a[6]}, {"full"}, {"64"}, PolicyOptions{});
   for (const auto& r : mv) metrics.push_back(r.metric + " " + r.task_type);
-  ASSERT_EQ(mv.size(), 6u);
+  ASSERT_EQ(mv.size(), 7u);
   EXPECT_NEAR(mv[0].value * 3, std::round(mv[0].value * 3), 1e-9);  // a share of the three values
   EXPECT_GE(mv[0].value, mv[3].value);                                // whole and in order counts in full
   EXPECT_EQ(metrics, (std::vector<std::string>{"accuracy multivalue@300", "accuracy all@300", "accuracy all",
-                                               "exact multivalue@300", "exact all@300", "exact all"}));
+                                               "exact multivalue@300", "exact all@300", "exact all", "kv_kib all"}));
   EXPECT_EQ(a[7].prompt, b[7].prompt);
   o.seed = 1;
   EXPECT_NE(generate_retrieval_tasks(m->tokenizer, o)[7].prompt, a[7].prompt);

@@ -476,6 +476,55 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
   }
 }
 
+// The adaptive budget (tip_mass, Twilight's top-p): the fewest of the budget's top TIP rows whose softmax
+// weights (TIP's partial scores / sqrt(head_dim), over every row) reach the mass; mass 1 keeps the budget.
+TEST(FasaDecoding, AdaptiveBudgetKeepsTheFewestTopRowsHoldingTheMass) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const Profile prof = load_profile(bundled_profile());
+  const FcLayout fcs(m->config);
+  const int D = m->config.head_dim, T = 400, budget = 60, layer = 2, head = 0;
+  auto keys = test::random_floats((size_t)T * D, 11), vals = test::random_floats((size_t)T * D, 12);
+  auto q = test::random_floats(D, 13);
+  for (auto& x : q) x *= 12;  // a peaked softmax: a few rows hold most of the mass
+  const auto chunks = prof.dominant_fcs(layer, head, prof.n_tip, FcSharing::Group);
+  std::vector<std::pair<double, int>> s;  // (-score, row)
+  double z = 0;
+  for (int j = 0; j < T; ++j) {
+    double v = 0;
+    for (int f : chunks)
+      for (int d : fcs.dims(f)) v += (double)q[d] * keys[j * D + d];
+    s.push_back({-v, j});
+  }
+  std::sort(s.begin(), s.end());
+  for (auto& [v, j] : s) z += std::exp((-v + s[0].first) / std::sqrt((double)D));
+  for (double mass : {0.3, 0.6, 0.9, 1.0}) {
+    FasaOptions o;
+    o.budget = {budget, false};
+    o.mass = mass;
+    FasaSelector policy(prof, m->config, o);
+    KvCache cache(1, 1, D, T, {policy.key_layout(layer, head / 2)}, DType::F32);
+    for (int j = 0; j < T; ++j) cache.store(0, 0, j, &keys[j * D], &vals[j * D]);
+    std::vector<float> qp(D);
+    cache.permute_query(0, 0, q.data(), qp.data());
+    std::vector<int32_t> rows;
+    ASSERT_TRUE(policy.select({layer, head, head / 2, T - 1, qp.data()}, cache.view(0, 0, T), rows));
+    std::set<int32_t> want;
+    double kept = 0;
+    for (int i = 0; i < budget && (want.empty() || kept < mass * z * (1 - 1e-6)); ++i) {
+      want.insert(s[i].second);
+      kept += std::exp((-s[i].first + s[0].first) / std::sqrt((double)D));
+    }
+    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << mass;
+    if (mass == 0.3) {  // the test's softmax puts the mass on a few rows, not on one
+      EXPECT_GT(rows.size(), 1u);
+      EXPECT_LT(rows.size(), (size_t)budget / 2);
+    }
+    if (mass == 1.0) {
+      EXPECT_EQ(rows.size(), (size_t)budget);
+    }
+  }
+}
+
 // DoubleSparse scores on the group's heaviest channels by the profile's statistic, picks the top rows
 // by those partial scores (all channels: the exact top rows), counts the label cache's bytes, and
 // refuses a profile without channel statistics.

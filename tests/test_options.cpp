@@ -42,6 +42,7 @@ TEST(Options, EachSettingParsesToItsType) {
   set_policy_option(o, "fc_alloc", "adaptive");
   set_policy_option(o, "dense_layers", "0,2");
   set_policy_option(o, "sink", "4");
+  set_policy_option(o, "tip_mass", "0.95");
   set_policy_option(o, "seed_policy", "7");
   set_policy_option(o, "ds_channels", "12");
   set_policy_option(o, "kv_type", "q8_0");
@@ -58,6 +59,7 @@ TEST(Options, EachSettingParsesToItsType) {
   want.fc_alloc = FcAlloc::Adaptive;
   want.dense_layers = {0, 2};
   want.sink = 4;
+  want.tip_mass = 0.95;
   want.seed = 7;
   want.ds_channels = 12;
   want.cache.key_type = KvType::Q8_0;
@@ -72,7 +74,7 @@ TEST(Options, EachSettingParsesToItsType) {
   const std::vector<std::string> names = {"attn", "budget", "cache_type_k", "cache_type_v", "dense_layers", "ds_channels", "fc_alloc",
                                           "fc_sharing", "fcs", "kv_fast_limit", "kv_offload", "kv_prefetch", "kv_type",
                                           "profile", "recent", "seed_policy", "sink", "snapkv_every", "snapkv_window",
-                                          "sparq_r", "synthetic_profile", "tip_int8"};
+                                          "sparq_r", "synthetic_profile", "tip_int8", "tip_mass"};
   EXPECT_EQ(policy_option_names(), names);
 }
 
@@ -89,6 +91,7 @@ TEST(Options, MistakesNameTheSettingNotAFlag) {
   EXPECT_EQ(test::error_message([&] { set_policy_option(o, "kv_offload", "disk"); }), "kv_offload: must be 'ram' or 'file:DIR', got 'disk'");
   EXPECT_EQ(test::error_message([&] { set_policy_option(o, "kv_prefetch", "maybe"); }),
             "kv_prefetch: must be on or off (true or false), got 'maybe'");
+  EXPECT_EQ(test::error_message([&] { set_policy_option(o, "tip_mass", "1.5"); }), "tip_mass: must be a share from 0 to 1 (0: off), got '1.5'");
   EXPECT_EQ(test::error_message([&] { set_policy_option(o, "budgte", "8"); }).rfind("no setting 'budgte' (the settings: attn, budget, ", 0), 0u);
   EXPECT_EQ(o, before);  // a refused value changes nothing
 }

@@ -64,6 +64,7 @@ struct PolicyOptions {
   std::vector<int> dense_layers = {0};  // model layers kept dense
   int sink = 0;
   int recent = 0;
+  double tip_mass = 0;             // FASA: adaptive budget, the fewest top rows holding this softmax mass of TIP's scores; 0 = off
   uint64_t seed = 1;               // random policy
   int sparq_r = 0;                 // SparQ query dims; 0 = head_dim / 4
   int ds_channels = 0;             // DoubleSparse channels per KV head; 0 = as many dims as FASA's default chunks
@@ -75,7 +76,7 @@ struct PolicyOptions {
 
 // The one parser of the settings above given as text — the CLI's flags, the server's JSON fields and
 // Python's keywords all come through it. `name` is the setting's (attn, budget, fcs, fc_sharing,
-// fc_alloc, dense_layers, sink, recent, seed_policy, sparq_r, ds_channels, snapkv_window, snapkv_every, profile,
+// fc_alloc, dense_layers, sink, recent, tip_mass, seed_policy, sparq_r, ds_channels, snapkv_window, snapkv_every, profile,
 // synthetic_profile, kv_type (keys and values), cache_type_k, cache_type_v, tip_int8, kv_offload,
 // kv_fast_limit, kv_prefetch); errors name it. Policy names are checked when a context is made.
 void set_policy_option(PolicyOptions& o, std::string_view name, std::string_view value);

@@ -194,7 +194,10 @@ def test_eval_records_equal_the_clis_json(engine, tmp_path):
                               attn=["full", "stream"], budgets=[16, 0.5], threads=2)
     assert got == want
     assert {r["task_type"] for r in got} == {"passkey@512", "word@512", "all@512", "all"}
-    assert {r["policy"] for r in got} == {"full", "stream"} and all(0 <= r["value"] <= 100 for r in got)
+    assert {r["policy"] for r in got} == {"full", "stream"}
+    assert all(0 <= r["value"] <= 100 for r in got if r["unit"] == "%")
+    read = {(r["policy"], r["budget"]): r["value"] for r in got if r["metric"] == "kv_kib"}
+    assert read[("stream", "16")] < read[("full", "16")]
     with pytest.raises(fasa.Error, match="give tasks=FILE or generate"):
         fasa.eval.retrieval(engine)
     # qa over a dictionary file, as the CLI's --qa-entries

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 
 #include "calib/agreement.h"
 #include "calib/auto_profile.h"
@@ -154,6 +155,11 @@ std::string policy_variant(const std::string& policy, const PolicyOptions& o, co
   if (policy == "fasa") {
     if (o.fc_alloc != FcAlloc::Uniform) v = "alloc=" + std::string(name_of(o.fc_alloc)) + " " + v;
     if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
+    if (o.tip_mass > 0) {
+      char mass[32];
+      std::snprintf(mass, sizeof mass, " mass=%g", o.tip_mass);
+      v += mass;
+    }
   }
   if (policy == "stream") v = "sink=" + std::to_string(stream_sink(o)) + " " + v;
   return v;

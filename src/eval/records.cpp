@@ -18,7 +18,9 @@ bool metric_in_percent(const std::string& metric) {
 namespace {
 bool in_percent(const EvalRecord& r) { return metric_in_percent(r.metric); }
 double shown(const EvalRecord& r) { return in_percent(r) ? 100 * r.value : r.value; }
-std::string unit(const EvalRecord& r) { return in_percent(r) ? "%" : r.metric == "kld" || r.metric == "nll" ? "nats" : ""; }
+std::string unit(const EvalRecord& r) {
+  return in_percent(r) ? "%" : r.metric == "kld" || r.metric == "nll" ? "nats" : r.metric == "kv_kib" ? "KiB" : "";
+}
 
 std::string fmt(const EvalRecord& r) {
   char b[64];

@@ -11,7 +11,7 @@ struct EvalRecord {
   std::string policy;     // e.g. "fasa"
   std::string variant;    // the policy options that shaped it, e.g. "fcs=8 sharing=group dense=0"
   std::string budget;     // as given ("64", "0.1")
-  std::string metric;     // "nll", "ppl", "kld", "top1", "accuracy", "exact", "ca"
+  std::string metric;     // "nll", "ppl", "kld", "top1", "accuracy", "exact", "ca", "kv_kib" (KV read per decoded token)
   std::string task_type;  // retrieval: the task type or "all"; empty otherwise
   int topk = 0;           // ca: K
   double value = 0;

@@ -9,6 +9,7 @@
 #include "eval/decode_eval.h"
 #include "model/sampler.h"
 #include "model/session.h"
+#include "ops/kv_traffic.h"
 #include "fasa/error.h"
 #include "util/progress.h"
 
@@ -108,30 +109,44 @@ Prefilled prefill(const Model& m, const RetrievalTask& t) {
   return p;
 }
 
+// A greedy answer, and the KV bytes its decode steps read (attention and selection: ops/kv_traffic.h).
+struct Answer {
+  std::string text;
+  uint64_t kv_bytes = 0;
+  int steps = 0;
+};
+
 // Greedy answer with `policy` from the shared prefill (its cached rows rounded to the options' KV
 // types), as long as the task's answer.
-std::string greedy_answer(const Model& m, std::shared_ptr<TokenSelector> policy, const PolicyOptions& po,
-                          const Prefilled& pre, const std::string& answer) {
+Answer greedy_answer(const Model& m, std::shared_ptr<TokenSelector> policy, const PolicyOptions& po,
+                     const Prefilled& pre, const std::string& answer) {
   const Tokenizer& tok = m.tokenizer;
   Session s(m, session_options(po, pre.dense->n_ctx()), std::move(policy));
   s.start_from_prefill(*pre.dense, pre.queries);
   std::span<const float> logits = s.logits();
-  std::string text;
+  Answer a;
+  const uint64_t read_before = kv_bytes_read();
   for (int i = 0; i < pre.max_new; ++i) {
     const int32_t next = argmax(logits);
     if (next == tok.eos()) break;
-    text += tok.token_text(next);
-    const size_t start = text.find_first_not_of(" \t\n\r");
-    if (start != std::string::npos && text.size() - start >= answer.size()) break;  // long enough to judge
-    if (i + 1 < pre.max_new) logits = s.eval(std::span<const int32_t>(&next, 1));
+    a.text += tok.token_text(next);
+    const size_t start = a.text.find_first_not_of(" \t\n\r");
+    if (start != std::string::npos && a.text.size() - start >= answer.size()) break;  // long enough to judge
+    if (i + 1 < pre.max_new) {
+      logits = s.eval(std::span<const int32_t>(&next, 1));
+      ++a.steps;
+    }
   }
-  return text;
+  a.kv_bytes = kv_bytes_read() - read_before;
+  return a;
 }
 
 // A task type's sums over its tasks.
 struct Tally {
   double score = 0;
   int exact = 0, n = 0;
+  uint64_t kv_bytes = 0;  // read by the decode steps
+  int64_t steps = 0;
   bool has_values = false;  // some task asks for several values: "exact" differs from "accuracy"
 };
 
@@ -174,18 +189,20 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
         PolicyOptions po = base;
         po.attn = name;
         po.budget = Budget::parse(budget);
-        const std::string text = greedy_answer(m, make_selector(po, m), po, pre, t.answer);
+        const Answer a = greedy_answer(m, make_selector(po, m), po, pre, t.answer);
         for (const std::string& type : groups(t)) {
           Tally& y = tally[name][budget][type];
-          y.score += answer_score(t, text);
-          y.exact += answer_exact(t, text);
+          y.score += answer_score(t, a.text);
+          y.exact += answer_exact(t, a.text);
+          y.kv_bytes += a.kv_bytes;
+          y.steps += a.steps;
           y.n += 1;
           y.has_values |= !t.values.empty();
         }
       }
     bar.advance();
   }
-  std::vector<EvalRecord> out, exact;  // the "exact" tables after all the accuracy ones
+  std::vector<EvalRecord> out, exact, read;  // the "exact" and "kv_kib" tables after the accuracy ones
   for (const auto& name : policies)
     for (const auto& budget : budgets) {
       PolicyOptions po = base;
@@ -196,9 +213,12 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
         const Tally& y = tally[name][budget][type];
         out.push_back({"retrieval", name, variant, budget, "accuracy", type, 0, y.score / y.n, y.n});
         if (y.has_values) exact.push_back({"retrieval", name, variant, budget, "exact", type, 0, (double)y.exact / y.n, y.n});
+        if (type == "all" && y.steps > 0)  // KV read per decoded token, over every task: what a budget saves
+          read.push_back({"retrieval", name, variant, budget, "kv_kib", type, 0, (double)y.kv_bytes / 1024.0 / (double)y.steps, y.steps});
       }
     }
   out.insert(out.end(), exact.begin(), exact.end());
+  out.insert(out.end(), read.begin(), read.end());
   return out;
 }
 

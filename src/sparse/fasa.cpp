@@ -1,6 +1,7 @@
 #include "sparse/fasa.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <set>
@@ -17,12 +18,13 @@ namespace fasa {
 
 FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOptions opts)
     : SparseSelector(opts.budget, opts.dense_layers, c.n_layer), opts_(std::move(opts)), n_head_(c.n_head),
-      n_head_kv_(c.n_head_kv) {
+      n_head_kv_(c.n_head_kv), scale_(1.0f / std::sqrt((float)c.head_dim)) {
   const FcLayout fcs(c);
   const int n_tip = opts_.n_tip > 0 ? opts_.n_tip : profile.n_tip;
   if (n_tip > fcs.n_fc())
     throw Error("fcs: " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
   if (opts_.sink < 0 || opts_.recent < 0) throw Error("sink and recent must be >= 0");
+  if (!(opts_.mass >= 0 && opts_.mass <= 1)) throw Error("tip_mass: must lie in 0..1 (0: the whole budget)");
   const int group = c.n_head / c.n_head_kv;
   std::vector<int> counts;  // [n_layer * n_head] chunks per query head; empty: n_tip everywhere
   if (opts_.adaptive) {
@@ -112,17 +114,36 @@ void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHe
     const size_t idx = (size_t)queries[i].layer * n_head_ + queries[i].q_head;
     for (int d : dims_[idx]) q_dom[(size_t)i * nd + d] = queries[i].q[d];
   }
-  tip_top_rows(q_dom.data(), n_q, kv, lo, hi, want, rows);
+  tip_top_rows(q_dom.data(), n_q, kv, lo, hi, want, rows, opts_.mass, scale_);
 }
 
 void tip_top_rows(const float* q_dom, int n_q, const KvHeadView& kv, int64_t lo, int64_t hi, int64_t want,
-                  std::vector<int32_t>* rows) {
+                  std::vector<int32_t>* rows, double mass, float scale) {
   const int64_t m = hi - lo;
   thread_local std::vector<float> score;  // [n_q, m]
   score.resize((size_t)n_q * m);
   tip_rank_scores(q_dom, n_q, kv.tip_plane(), kv.tip_type(), kv.n_dom, lo, hi, score.data());
   count_kv_bytes_read((uint64_t)m * kv_row_bytes(kv.tip_type(), kv.n_dom));
-  for (int i = 0; i < n_q; ++i) append_top_k(&score[(size_t)i * m], m, want, (int32_t)lo, rows[i]);
+  thread_local std::vector<int32_t> top;
+  for (int i = 0; i < n_q; ++i) {
+    const float* s = &score[(size_t)i * m];
+    if (mass <= 0 || mass >= 1) {
+      append_top_k(s, m, want, (int32_t)lo, rows[i]);
+      continue;
+    }
+    top_k_indices(s, m, std::min(want, m), top);
+    top.resize((size_t)std::min(want, m));
+    std::sort(top.begin(), top.end(), [s](int32_t a, int32_t b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
+    const float best = s[top[0]];
+    double z = 0;
+    for (int64_t j = 0; j < m; ++j) z += std::exp((double)((s[j] - best) * scale));
+    double kept = 0;
+    for (int32_t j : top) {
+      rows[i].push_back((int32_t)lo + j);
+      kept += std::exp((double)((s[j] - best) * scale));
+      if (kept >= mass * z) break;
+    }
+  }
 }
 
 std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& p, const PolicyOptions& o, const Model& model) {
@@ -134,6 +155,7 @@ std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& p, const PolicyO
   f.dense_layers = o.dense_layers;
   f.sink = o.sink;
   f.recent = o.recent;
+  f.mass = o.tip_mass;
   return std::make_unique<FasaSelector>(p, model.config, f);
 }
 

@@ -76,6 +76,11 @@ const std::map<std::string, Setter, std::less<>>& setters() {
     t["dense_layers"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.dense_layers = parse_layer_list(v, n); };
     t["sink"] = count(&PolicyOptions::sink, 0);
     t["recent"] = count(&PolicyOptions::recent, 0);
+    t["tip_mass"] = [](PolicyOptions& o, std::string_view n, std::string_view v) {
+      double mass;
+      if (!read_double(v, mass) || mass < 0 || mass > 1) bad(n, "must be a share from 0 to 1 (0: off)", v);
+      o.tip_mass = mass;
+    };
     t["seed_policy"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.seed = read_int<uint64_t>(n, v, 0, UINT64_MAX); };
     t["sparq_r"] = count(&PolicyOptions::sparq_r, 0);
     t["ds_channels"] = count(&PolicyOptions::ds_channels, 0);
