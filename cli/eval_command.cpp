@@ -26,7 +26,7 @@ struct EvalOptions {
   int per_type = 0;
   TaskGenOptions gen;
   bool generate = false;
-  std::string json, csv, plot, plot_metric;
+  std::string json, csv, plot, plot_metric, answers;
   int threads = 0;
   PolicyOptions policy;
 };
@@ -108,6 +108,8 @@ Command add_eval_command(CLI::App& app) {
                 "Generated tasks: fill the context with look-alike needles (same template, other keys and values)")
       ->needs(gen_opt)->excludes(hay_opt);
   ret->add_option("--budget", o->budgets, "Budgets, comma-separated")->delimiter(',')->capture_default_str();
+  ret->add_option("--answers", o->answers,
+                  "Also write every task's greedy answer beside the expected one, per policy and budget (JSON lines)");
   ret->add_option("--limit", o->per_type, "At most this many tasks per type (0: all)")->capture_default_str()->needs(tasks_opt);
 
   auto run = [o, ppl, ca, ret, gen_opt]() -> int {
@@ -119,7 +121,7 @@ Command add_eval_command(CLI::App& app) {
       std::fprintf(stderr, "note: full attention only; add --profile FILE (from fasa calibrate) or --profile auto for fasa, or --attn "
                            "with other policies (stream, snapkv, quest, h2o, sparq, oracle, random)\n");
     }
-    for (const std::string& out : {o->json, o->csv, o->plot})  // before the work, not after it
+    for (const std::string& out : {o->json, o->csv, o->plot, o->answers})  // before the work, not after it
       if (!out.empty()) check_writable(out);
     auto model = load_model(o->model);
     for (auto& name : o->attn) {  // fail on a bad policy or option before hours of work
@@ -144,8 +146,10 @@ Command add_eval_command(CLI::App& app) {
       } else {
         throw Error("eval retrieval: give --tasks FILE or --generate KINDS");
       }
-      return report(*o, source + ": " + std::to_string(tasks.size()) + " tasks, greedy",
-                    eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy), "accuracy");
+      std::vector<RetrievalAnswer> answers;
+      auto records = eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy, &answers);
+      if (!o->answers.empty()) write_retrieval_answers(answers, o->answers);
+      return report(*o, source + ": " + std::to_string(tasks.size()) + " tasks, greedy", records, "accuracy");
     }
     const ReferenceRun ref = reference_run(*model, read_text_file(o->text_file), o->text);
     if (ppl->parsed())

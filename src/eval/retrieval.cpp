@@ -36,7 +36,7 @@ std::vector<RetrievalTask> load_retrieval_tasks(const std::string& path, int per
         fail(path, "line " + std::to_string(ln) + ": missing string field '" + key + "'");
       *field = j[key].get<std::string>();
     }
-    t.id = j.contains("id") ? j["id"].dump() : std::to_string(ln);
+    t.id = !j.contains("id") ? std::to_string(ln) : j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump();
     if (t.answer.empty()) fail(path, "line " + std::to_string(ln) + ": empty answer");
     if (per_type > 0 && count[t.type]++ >= per_type) continue;
     tasks.push_back(std::move(t));
@@ -154,7 +154,7 @@ struct Tally {
 
 std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<RetrievalTask>& tasks,
                                        const std::vector<std::string>& policies, const std::vector<std::string>& budgets,
-                                       const PolicyOptions& base) {
+                                       const PolicyOptions& base, std::vector<RetrievalAnswer>* answers) {
   // Types a task counts in: its own, "all", and for generated tasks ("KIND@LENGTH") "all@LENGTH".
   auto groups = [](const RetrievalTask& t) {
     std::vector<std::string> g = {t.type, "all"};
@@ -190,6 +190,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
         po.attn = name;
         po.budget = Budget::parse(budget);
         const Answer a = greedy_answer(m, make_selector(po, m), po, pre, t.answer);
+        if (answers) answers->push_back({t.id, t.type, name, budget, t.answer, a.text, answer_score(t, a.text)});
         for (const std::string& type : groups(t)) {
           Tally& y = tally[name][budget][type];
           y.score += answer_score(t, a.text);
@@ -220,6 +221,16 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
   out.insert(out.end(), exact.begin(), exact.end());
   out.insert(out.end(), read.begin(), read.end());
   return out;
+}
+
+void write_retrieval_answers(const std::vector<RetrievalAnswer>& answers, const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  for (const auto& a : answers)
+    out << nlohmann::json{{"id", a.task_id}, {"type", a.type},         {"policy", a.policy}, {"budget", a.budget},
+                          {"expected", a.expected}, {"answer", a.answer}, {"score", a.score}}
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+        << "\n";
+  if (!out) fail(path, "cannot write answers");
 }
 
 }  // namespace fasa

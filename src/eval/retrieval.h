@@ -29,10 +29,19 @@ bool answer_exact(const RetrievalTask& t, const std::string& text);
 // type (0: all), in file order.
 std::vector<RetrievalTask> load_retrieval_tasks(const std::string& path, int per_type = 0);
 
+// One task's greedy answer under one policy and budget, beside the expected one: what lies behind a score.
+struct RetrievalAnswer {
+  std::string task_id, type, policy, budget, expected, answer;
+  double score = 0;
+};
+
 // Mean score ("accuracy") per task type and overall ("all") for every policy x budget; where a type holds
-// tasks with values, also the share answered whole and in order ("exact").
+// tasks with values, also the share answered whole and in order ("exact"); and the KV bytes read per
+// decoded token ("kv_kib", over all tasks). With `answers`, every task's answer is appended there too.
 std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<RetrievalTask>& tasks,
                                        const std::vector<std::string>& policies, const std::vector<std::string>& budgets,
-                                       const PolicyOptions& base);
+                                       const PolicyOptions& base, std::vector<RetrievalAnswer>* answers = nullptr);
+// The answers as JSON lines (id, type, policy, budget, expected, answer, score), one per answer.
+void write_retrieval_answers(const std::vector<RetrievalAnswer>& answers, const std::string& path);
 
 }  // namespace fasa
