@@ -147,7 +147,7 @@ Command add_eval_command(CLI::App& app) {
         throw Error("eval retrieval: give --tasks FILE or --generate KINDS");
       }
       std::vector<RetrievalAnswer> answers;
-      auto records = eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy, &answers);
+      auto records = eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy, o->answers.empty() ? nullptr : &answers);
       if (!o->answers.empty()) write_retrieval_answers(answers, o->answers);
       return report(*o, source + ": " + std::to_string(tasks.size()) + " tasks, greedy", records, "accuracy");
     }

@@ -280,7 +280,9 @@ TEST(EvalRetrieval, EveryKindWithAndWithoutLookAlikeNeedles) {
 }
 
 // qa: dictionary entries fill the context, the asked one among them once; the question quotes its
-// definition and the answer is its headword; a missing or entry-less dictionary is a clear error.
+// definition (not an etymology line, even a capitalised one inside its brackets) and the answer is its
+// headword; cross-references and entries sharing a quote are never asked; a missing, entry-less or too
+// small dictionary is a clear error.
 TEST(EvalRetrieval, QaAsksOneDictionaryEntryByItsDefinition) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   const std::string dir = test::temp_dir();
@@ -288,16 +290,18 @@ TEST(EvalRetrieval, QaAsksOneDictionaryEntryByItsDefinition) {
     std::ofstream f(dir + "/dict.txt");
     f << "Licence text, not an entry.\n\n";
     for (int i = 0; i < 40; ++i)
-      f << "Word" << i << " \\Word" << i << "\\ (w[^o]rd), n.\n   [Etym: from old word" << i << ".]\n   The meaning number "
-        << i << " of this word, in many words.\n   [1913 Webster]\n\n";
+      f << "Word" << i << " \\Word" << i << "\\ (w[^o]rd), n. [Etym: from old word" << i << ",\n   Icel. ord" << i
+        << ".]\n   The meaning number " << i << " of this word, in many words.\n   [1913 Webster]\n\n";
+    f << "Wordsee \\Wordsee\\, n.\n   See {Word1}.\n\n";
+    f << "Twin1 \\Twin1\\, n.\n   Same meaning twice here.\n\nTwin2 \\Twin2\\, n.\n   Same meaning twice here.\n\n";
   }
   TaskGenOptions o;
   o.kinds = {"qa"};
   o.lengths = {600, 1500};
-  o.n = 3;
+  o.n = 30;
   o.qa_entries_file = dir + "/dict.txt";
   const auto tasks = generate_retrieval_tasks(m->tokenizer, o);
-  ASSERT_EQ(tasks.size(), 6u);
+  ASSERT_EQ(tasks.size(), 60u);
   for (const auto& t : tasks) {
     const int64_t length = std::stoll(t.type.substr(t.type.find('@') + 1));
     const int64_t n = (int64_t)m->tokenizer.encode(t.prompt, true).size();
@@ -311,8 +315,12 @@ TEST(EvalRetrieval, QaAsksOneDictionaryEntryByItsDefinition) {
     EXPECT_NE(t.prompt.find("define as \"The meaning number " + number + " of this word, in\"? The word is"),
               std::string::npos) << t.id;
     EXPECT_EQ(t.prompt.find("Licence"), std::string::npos) << t.id;
-    EXPECT_FALSE(t.natural_context) << t.id;
+    EXPECT_TRUE(t.natural_context) << t.id;  // dictionary text: an automatic profile may be measured on it
   }
+  TaskGenOptions longer = o;
+  longer.lengths = {8000};  // ~45 tokens an entry, 41 entries
+  EXPECT_NE(test::error_message([&] { generate_retrieval_tasks(m->tokenizer, longer); }).find("dict.txt: too few dictionary entries"),
+            std::string::npos);
   TaskGenOptions none = o;
   none.qa_entries_file.clear();
   EXPECT_NE(test::error_message([&] { generate_retrieval_tasks(m->tokenizer, none); }).find("needs --qa-entries"),

@@ -15,7 +15,7 @@ struct EvalRecord {
   std::string task_type;  // retrieval: the task type or "all"; empty otherwise
   int topk = 0;           // ca: K
   double value = 0;
-  int64_t n = 0;          // predictions, tasks or (query, head) pairs behind the value
+  int64_t n = 0;          // predictions, tasks or (query, head) pairs behind the value (kv_kib: decode steps)
 };
 
 // Shares (top-1 agreement, accuracy, exact, CA) are shown in percent in every format, the rest as measured.

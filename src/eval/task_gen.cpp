@@ -191,7 +191,8 @@ std::vector<std::string> read_lines(const std::string& path, const std::string& 
 
 // Dictionary entries in GCIDE's format for qa (blocks between blank lines; a block whose first line is
 // "Headword \Head*word\ ..." is an entry), each with a quote: the first 8 words of its first line that
-// starts with a capital letter after the headword line (its definition, e.g. "The grivet.").
+// starts with a capital letter outside the etymology's brackets after the headword line (its definition,
+// e.g. "The grivet."), not a cross-reference ("See ...", "Same as ..."), and no other entry's quote.
 class Dictionary {
  public:
   struct Entry {
@@ -209,6 +210,9 @@ class Dictionary {
       else block.push_back(line);
     }
     close_block();
+    std::map<std::string, int> uses;  // a quote two entries share would have two right answers
+    for (const auto& e : entries_) ++uses[e.quote];
+    std::erase_if(entries_, [&](const Entry& e) { return uses[e.quote] > 1; });
     if (entries_.size() < 2) fail(path, "qa dictionary has fewer than two entries in GCIDE's format (\"Word \\Word\\ ...\")");
   }
   bool empty() const { return entries_.empty(); }
@@ -220,9 +224,17 @@ class Dictionary {
     const std::string& head = block[0];
     const size_t slash = head.find(" \\");
     if (slash == 0 || slash == std::string::npos || !std::isalpha((unsigned char)head[0])) return;
+    int open = 0;  // '[' not yet closed: an etymology running over lines
+    auto track = [&open](const std::string& line) {
+      for (char c : line) open = std::max(0, open + (c == '[') - (c == ']'));
+    };
+    track(head);
     for (size_t i = 1; i < block.size(); ++i) {
+      const bool inside = open > 0;
+      track(block[i]);
       const size_t at = block[i].find_first_not_of(' ');
-      if (at == std::string::npos || block[i][at] < 'A' || block[i][at] > 'Z') continue;
+      if (inside || at == std::string::npos || block[i][at] < 'A' || block[i][at] > 'Z') continue;
+      if (block[i].compare(at, 4, "See ") == 0 || block[i].compare(at, 7, "Same as") == 0) return;
       std::string quote;
       size_t words = 0;
       for (size_t p = at; p < block[i].size() && words < 8;) {
@@ -472,16 +484,20 @@ std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const 
           }
         };
         trim_to_fit();
-        // A list planned again for the length it was cut to, until it fits uncut: its frequencies as planned.
-        for (size_t planned = 0; s.list && lines.size() != planned;) {
+        // A word list planned again for the length it was cut to, until it fits uncut: its frequencies as planned.
+        for (size_t planned = 0; s.top && lines.size() != planned;) {
           lines = s.list(r, planned = lines.size());
           trim_to_fit();
         }
         if (s.list && (s.values.size() < s.top || lines.size() < s.min_lines))
           fail("--length", std::to_string(length) + " tokens is too short for a " + kind + " task (" +
                                std::to_string(lines.size()) + " lines of its list fit)");
+        if (kind == "qa" && (int64_t)tok.encode(prompt, true).size() < room() * 8 / 10)
+          fail(o.qa_entries_file, "too few dictionary entries to fill a " + std::to_string(length) + "-token qa task");
+        // Dictionary entries are text as any prompt's; look-alike needles and word lists are not.
+        const bool natural = (!s.list || kind == "qa") && !o.distractors;
         tasks.push_back({kind + "-" + std::to_string(length) + "-" + std::to_string(i), kind + "@" + std::to_string(length),
-                         prompt, s.answer, s.values, !s.list && !o.distractors});
+                         prompt, s.answer, s.values, natural});
       }
   return tasks;
 }

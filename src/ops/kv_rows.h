@@ -71,7 +71,8 @@ void tip_scores(const float* q, int n_q, const void* plane, DType t, int n_dom, 
 void tip_scores_reference(const float* q, int n_q, const void* plane, DType t, int n_dom, int64_t lo, int64_t hi,
                           float* score);
 
-// TIP's scores for ranking only (FASA's selection; never attention's weights): on a Q8_0 plane of one
+// TIP's scores for selection only (FASA's ranking, and its adaptive budget's estimate of attention's
+// weights; never the weights attention uses): on a Q8_0 plane of one
 // block per row (n_dom 8, 16, 24 or 32) each query is rounded to a Q8_0 row too and the dots are
 // integer, score = q_scale * row_scale * sum q8 * k8 (llama.cpp's Q8_0 dot: int8 lanes, no widening
 // to float per element); on any other plane, tip_scores.   Shapes as tip_scores.

@@ -18,7 +18,7 @@ namespace fasa {
 
 FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOptions opts)
     : SparseSelector(opts.budget, opts.dense_layers, c.n_layer), opts_(std::move(opts)), n_head_(c.n_head),
-      n_head_kv_(c.n_head_kv), scale_(1.0f / std::sqrt((float)c.head_dim)) {
+      n_head_kv_(c.n_head_kv), scale_(c.attention_scale()) {
   const FcLayout fcs(c);
   const int n_tip = opts_.n_tip > 0 ? opts_.n_tip : profile.n_tip;
   if (n_tip > fcs.n_fc())
@@ -135,13 +135,13 @@ void tip_top_rows(const float* q_dom, int n_q, const KvHeadView& kv, int64_t lo,
     top.resize((size_t)std::min(want, m));
     std::sort(top.begin(), top.end(), [s](int32_t a, int32_t b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
     const float best = s[top[0]];
-    double z = 0;
-    for (int64_t j = 0; j < m; ++j) z += std::exp((double)((s[j] - best) * scale));
-    double kept = 0;
+    float z = 0;  // every term <= 1 (best is the largest score)
+    for (int64_t j = 0; j < m; ++j) z += std::exp((s[j] - best) * scale);
+    float kept = 0;
     for (int32_t j : top) {
       rows[i].push_back((int32_t)lo + j);
-      kept += std::exp((double)((s[j] - best) * scale));
-      if (kept >= mass * z) break;
+      kept += std::exp((s[j] - best) * scale);
+      if (kept >= (float)mass * z) break;
     }
   }
 }

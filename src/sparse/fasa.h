@@ -46,15 +46,16 @@ class FasaSelector final : public SparseSelector {
  private:
   FasaOptions opts_;
   int n_head_, n_head_kv_;
-  float scale_;  // attention's 1/sqrt(head_dim): TIP's scores as softmax logits for the adaptive budget
+  float scale_;  // attention's scale (1/sqrt(head_dim) by default): TIP's scores as logits for the adaptive budget
   std::vector<KeyLayout> layouts_;        // [n_layer * n_head_kv]
   std::vector<std::vector<int>> dims_;    // [n_layer * n_head]
 };
 
 // TIP over rows lo..hi-1 of kv's K_dom plane for n_q queries reduced to it (q_dom: [n_q, n_dom]), its
 // bytes counted; appends each query's top `want` rows to rows[i]. FASA's and DoubleSparse's scoring pass.
-// With mass > 0 (Twilight's top-p: an adaptive budget), only the fewest of those top rows whose softmax
-// weights — TIP's scores times `scale`, normalised over all rows lo..hi-1 — sum to at least `mass`.
+// With 0 < mass < 1 (Twilight's top-p: an adaptive budget), only the fewest of those top rows whose
+// softmax weights — TIP's scores times `scale` (attention's), normalised over all rows lo..hi-1 — sum to
+// at least `mass`.
 void tip_top_rows(const float* q_dom, int n_q, const KvHeadView& kv, int64_t lo, int64_t hi, int64_t want,
                   std::vector<int32_t>* rows, double mass = 0, float scale = 1);
 

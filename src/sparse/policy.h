@@ -13,7 +13,8 @@
 namespace fasa {
 
 // Base of every sparse policy: layers listed as dense, and steps where the budget covers the whole
-// cache, attend to everything; otherwise pick() chooses exactly `budget` rows.
+// cache, attend to everything; otherwise pick() chooses at most `budget` rows (exactly, but for FASA's
+// adaptive budget).
 class SparseSelector : public TokenSelector {
  public:
   SparseSelector(Budget budget, const std::vector<int>& dense_layers, int n_layer);

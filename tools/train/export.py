@@ -31,7 +31,7 @@ PROMPTS = [
     "The pass key is 48213. Remember it. 48213 is the pass key.\nThe sun is yellow. Here we go.\n"
     "What is the pass key? The pass key is",
 ]
-# A long-context model's golden cases add one prompt of ~2.5K tokens (--long-prompt): a pass key at the
+# A long-context model's golden cases add one prompt of 3758 tokens (--long-prompt): a pass key at the
 # start, then filler lines; position effects (RoPE at large angles, long softmax sums) show only there.
 LONG_PROMPT = ("The pass key is 71942. Remember it.\n"
                + "".join(f"Line {i}: the grass is green, the sky is blue, the sun is yellow.\n" for i in range(160))
@@ -288,7 +288,7 @@ def main():
     ap.add_argument("--f32", action="store_true", help="F32 2-D weights instead of F16")
     ap.add_argument("--hf", help="also write a Hugging Face directory here (F32 safetensors)")
     ap.add_argument("--golden", help="write golden logits and greedy continuations here")
-    ap.add_argument("--long-prompt", action="store_true", help="golden cases include a ~2.5K-token prompt")
+    ap.add_argument("--long-prompt", action="store_true", help="golden cases include a 3758-token prompt")
     a = ap.parse_args()
     st = torch.load(a.weights, map_location="cpu")
     sd = st["model"] if "model" in st else st

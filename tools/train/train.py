@@ -186,25 +186,27 @@ _DATA = None  # the Data a batch worker process inherited (fork)
 
 
 def _worker_seed(seed):
-    _DATA.rng.seed(seed * 100003 + os.getpid())  # each worker its own stream
+    _DATA.rng.seed(seed * 100003 + os.getpid())  # each worker its own stream (not replayed on --resume)
 
 
 def _worker_batch(args):
-    ids, mask = _DATA.batch(*args)
+    *batch_args, repeat_ids = args
+    _DATA.repeat_ids = repeat_ids  # the induct curriculum widens in the training process
+    ids, mask = _DATA.batch(*batch_args)
     return ids.numpy(), mask.numpy()
 
 
 def batches(data, pool, ahead, T, B, mix, draw):
     """Endless batches, made `ahead` at a time by the worker pool when there is one (a GPU outruns one
-    Python row maker); a bounded queue, so the next stage's batches never wait behind this one's."""
-    args = (T, B, mix, draw)
+    Python row maker); a bounded queue, so the next stage waits behind at most `ahead` of this one's."""
     if pool is None:
         while True:
-            yield data.batch(*args)
-    queue = collections.deque(pool.apply_async(_worker_batch, (args,)) for _ in range(ahead))
+            yield data.batch(T, B, mix, draw)
+    ask = lambda: pool.apply_async(_worker_batch, ((T, B, mix, draw, data.repeat_ids),))  # noqa: E731
+    queue = collections.deque(ask() for _ in range(ahead))
     while True:
         ids, mask = queue.popleft().get()
-        queue.append(pool.apply_async(_worker_batch, (args,)))
+        queue.append(ask())
         yield torch.from_numpy(ids), torch.from_numpy(mask)
 
 
@@ -286,7 +288,7 @@ def main():
     ap.add_argument("--corpus", help="train from this copy of the text (corpus.py DIR) instead of the Debian packages")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--workers", type=int, default=0, help="processes making batches (0: the training process)")
-    ap.add_argument("--batch-scale", type=int, default=1, help="every stage's batch times this (a GPU's share)")
+    ap.add_argument("--batch-scale", type=int, default=1, help="every stage's batch (and --batch) times this (a GPU's share)")
     ap.add_argument("--time-limit", type=float, help="seconds the whole run may take (see the module's note)")
     a = ap.parse_args()
     t_start = time.time()
