@@ -60,17 +60,19 @@ void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t bu
   int64_t kept = 0;
   for (char k : s.kept) kept += k;
   uint64_t state_bytes = 2 * (uint64_t)kv.n_tokens;  // the kept flags, read twice: summed above, listed below
-  while (kept > budget) {
-    int64_t worst = -1;
+  if (kept > budget) {
+    // Evict the kept - budget weakest older tokens (ties: the earlier first) in one pass: the same set as
+    // evicting the weakest one at a time, as the scores do not change in between, in O(n) and not O(n^2)
+    // (the first decode step after a long prefill evicts almost all of it).
+    thread_local std::vector<int32_t> older;
+    older.clear();
     for (int64_t j = 0; j < first_recent; ++j)
-      if (s.kept[j]) {
-        state_bytes += sizeof(double);
-        if (worst < 0 || s.acc[j] < s.acc[worst]) worst = j;
-      }
-    state_bytes += first_recent;
-    if (worst < 0) break;
-    s.kept[worst] = 0;
-    --kept;
+      if (s.kept[j]) older.push_back((int32_t)j);
+    state_bytes += first_recent + older.size() * sizeof(double);
+    const size_t evict = (size_t)std::min<int64_t>(kept - budget, (int64_t)older.size());
+    auto weaker = [&s](int32_t a, int32_t b) { return s.acc[a] < s.acc[b] || (s.acc[a] == s.acc[b] && a < b); };
+    if (evict < older.size()) std::nth_element(older.begin(), older.begin() + evict, older.end(), weaker);
+    for (size_t i = 0; i < evict; ++i) s.kept[older[i]] = 0;
   }
   for (int64_t j = 0; j < kv.n_tokens; ++j)
     if (s.kept[j]) rows.push_back((int32_t)j);
