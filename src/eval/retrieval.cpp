@@ -190,11 +190,13 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
         po.attn = name;
         po.budget = Budget::parse(budget);
         const Answer a = greedy_answer(m, make_selector(po, m), po, pre, t.answer);
-        if (answers) answers->push_back({t.id, t.type, name, budget, t.answer, a.text, answer_score(t, a.text)});
+        const double score = answer_score(t, a.text);
+        const bool exact = answer_exact(t, a.text);
+        if (answers) answers->push_back({t.id, t.type, name, budget, t.answer, a.text, score});
         for (const std::string& type : groups(t)) {
           Tally& y = tally[name][budget][type];
-          y.score += answer_score(t, a.text);
-          y.exact += answer_exact(t, a.text);
+          y.score += score;
+          y.exact += exact;
           y.kv_bytes += a.kv_bytes;
           y.steps += a.steps;
           y.n += 1;
