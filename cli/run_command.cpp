@@ -157,7 +157,7 @@ int run(RunOptions o) {
   if (r.finish_reason == "length" && stops_at_context_end && o.n_predict > 0)
     std::fprintf(stderr, "note: generation stopped at the end of the context (%lld tokens; raise -c)\n", (long long)n_ctx);
 
-  const ContextStats& st = ctx.stats();
+  const ContextStats st = ctx.stats();
   const int64_t decode_steps = decoded_steps(r);
   print_speed_lines(engine, ctx, o.model, decode_steps);
   const KvMemory mem = ctx.kv_memory();

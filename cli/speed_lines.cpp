@@ -14,7 +14,7 @@ int64_t decoded_steps(const GenerationResult& r) {
 }
 
 void print_speed_lines(const Engine& engine, const Context& ctx, const std::string& model, int64_t decode_steps) {
-  const ContextStats& st = ctx.stats();
+  const ContextStats st = ctx.stats();
   std::fprintf(stderr, "\nmodel: %s (%s, %s, %.2fM params), attn: %s, threads: %d, ctx: %lld\n", model.c_str(),
                engine.info().arch.c_str(), engine.info().format.c_str(), engine.info().n_params / 1e6,
                ctx.policy_summary().c_str(), omp_get_max_threads(), (long long)ctx.n_ctx());

@@ -197,12 +197,13 @@ class TextStream {
 };
 
 py::dict stats_dict(Context& c) {
-  const ContextStats& s = c.stats();
+  const ContextStats s = c.stats();
   py::dict d;
   d["prompt_tokens"] = s.prompt_tokens;
   d["generated_tokens"] = s.generated_tokens;
   d["prompt_seconds"] = s.prompt_seconds;
   d["decode_seconds"] = s.decode_seconds;
+  d["kv_bytes_read"] = s.kv_bytes_read;
   d["n_past"] = c.n_past();
   d["n_ctx"] = c.n_ctx();
   d["kv_fast_bytes"] = c.kv_memory().fast;

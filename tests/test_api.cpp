@@ -59,6 +59,21 @@ TEST_F(ApiTest, GreedyGenerationEqualsTheSessionLoop) {
   EXPECT_EQ(ctx.stats().generated_tokens, 24);
 }
 
+// Each context counts the KV bytes its own attention reads, and only those: full attention's decode
+// step reads every cached row whole (F16 keys and values) in every layer.
+TEST_F(ApiTest, EachContextCountsItsOwnKvReads) {
+  const ModelConfig& c = engine_->model().config;
+  Context a(*engine_, {}), b(*engine_, {});
+  const uint64_t prompt = (uint64_t)a.feed(kPrompt);
+  b.feed(kPrompt);
+  const uint64_t a0 = a.stats().kv_bytes_read, b0 = b.stats().kv_bytes_read;
+  EXPECT_GT(a0, 0u);  // the prefill's attention
+  a.generate(greedy(2));  // one decode step (the first token's), at position `prompt`
+  const uint64_t row = (uint64_t)c.n_layer * c.n_head_kv * c.head_dim * 2 * sizeof(uint16_t);
+  EXPECT_EQ(a.stats().kv_bytes_read - a0, (prompt + 1) * row);
+  EXPECT_EQ(b.stats().kv_bytes_read, b0);
+}
+
 TEST_F(ApiTest, ContextContinuesAcrossFeedsAndGenerations) {
   // Prompt, 6 generated tokens, more text, 6 more == one session over all those tokens.
   Context ctx(*engine_, {});

@@ -7,7 +7,6 @@
 
 #include "model/session.h"
 #include "ops/attention.h"
-#include "ops/kv_traffic.h"
 #include "sparse/baselines.h"
 #include "select/group_attention.h"
 #include "test_util.h"
@@ -185,10 +184,10 @@ TEST(KvTraffic, SelectionReadsAreCounted) {
   const uint64_t D = 32, n = 200, eb = 2;
   RandomCache c((int)D, (int)n, 11);
   auto counted = [&](TokenSelector& p, int64_t rows) {
-    const uint64_t b0 = kv_bytes_read();
+    const uint64_t b0 = c.cache.bytes_read();
     std::vector<int32_t> picked;
     p.select(c.query(rows), c.view(rows), picked);
-    return kv_bytes_read() - b0;
+    return c.cache.bytes_read() - b0;
   };
   OracleSelector oracle({20, false}, {}, 1);
   EXPECT_EQ(counted(oracle, n), n * D * eb);  // every whole key

@@ -14,7 +14,6 @@
 #include "model/sampler.h"
 #include "model/session.h"
 #include "ops/elementwise.h"
-#include "ops/kv_traffic.h"
 #include "sparse/doublesparse.h"
 #include "sparse/fasa.h"
 #include "test_util.h"
@@ -552,9 +551,9 @@ TEST(DoubleSparse, ScoresOnTheGroupsHeaviestChannels) {
     std::vector<float> qp(D);
     cache.permute_query(0, 0, q.data(), qp.data());
     std::vector<int32_t> rows;
-    const uint64_t bytes0 = kv_bytes_read();
+    const uint64_t bytes0 = cache.bytes_read();
     ASSERT_TRUE(policy.select({layer, head, kvh, T - 1, qp.data()}, cache.view(0, 0, T), rows));
-    EXPECT_EQ(kv_bytes_read() - bytes0, (uint64_t)T * r * sizeof(float));
+    EXPECT_EQ(cache.bytes_read() - bytes0, (uint64_t)T * r * sizeof(float));
     std::vector<std::pair<float, int>> score;
     for (int j = 0; j < T; ++j) {
       float v = 0;

@@ -111,6 +111,7 @@ struct ContextStats {
   int64_t generated_tokens = 0;
   double prompt_seconds = 0;
   double decode_seconds = 0;
+  uint64_t kv_bytes_read = 0;    // KV cache bytes attention and the policy's selection read (prefill included)
 };
 
 // Receives the generated text piece by piece, each piece whole UTF-8 characters; return false to stop.
@@ -213,7 +214,7 @@ class Context {
   // Whether decoding attends to every token (full attention): then generated tokens' KV rows are what
   // a prefill of them would write, and a prompt cache may reuse them too.
   bool decode_is_dense() const;
-  const ContextStats& stats() const { return stats_; }
+  ContextStats stats() const;
   const ContextOptions& options() const { return opts_; }
   KvMemory kv_memory() const;  // where the KV cache lives now
   // e.g. "fasa: budget 256 per head, TIP reads 25.0% of key dims"; with FASA's automatic profile,

@@ -94,6 +94,9 @@ def test_tokens_logits_and_stats(engine):
     ctx.generate(max_tokens=3)
     s = ctx.stats()
     assert s["prompt_tokens"] == len(ids) and s["generated_tokens"] == 3 and s["n_ctx"] == 256
+    other = engine.context(n_ctx=256)  # each context counts its own KV reads
+    other.feed(PROMPT)
+    assert s["kv_bytes_read"] == ctx.stats()["kv_bytes_read"] > 0
     assert ctx.n_past == len(ctx.tokens) == len(ids) + 3
     assert {"full", "fasa", "stream", "quest"} <= {p["name"] for p in fasa.policies()}
     assert "budget" in fasa.settings()

@@ -71,6 +71,12 @@ std::span<const float> Context::logits() {
   return session_->logits();
 }
 
+ContextStats Context::stats() const {
+  ContextStats s = stats_;
+  s.kv_bytes_read = session_->cache().bytes_read();
+  return s;
+}
+
 int64_t Context::n_past() const { return session_->n_past() + (int64_t)unevaluated_.size(); }
 int64_t Context::n_cached() const { return session_->n_past(); }
 int64_t Context::n_ctx() const { return session_->n_ctx(); }

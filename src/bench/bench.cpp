@@ -10,7 +10,6 @@
 
 #include "model/session.h"
 #include "select/group_attention.h"
-#include "ops/kv_traffic.h"
 #include "fasa/error.h"
 
 namespace fasa {
@@ -80,14 +79,19 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
       step = prompts;
       eval_step();
     }
-    const uint64_t bytes0 = kv_bytes_read();
+    auto bytes_read = [&] {  // by every sequence's cache
+      uint64_t b = 0;
+      for (auto& s : seqs) b += s->cache().bytes_read();
+      return b;
+    };
+    const uint64_t bytes0 = bytes_read();
     for (int k = 0; k < t.n_gen; ++k) {
       for (size_t i = 0; i < seqs.size(); ++i) step[i] = {ids[i][k]};
       eval_step();
     }
     if (rep < 0) continue;
     r.samples_ts.push_back((double)t.n_parallel * (t.n_prompt + t.n_gen) / seconds_since(t0));
-    if (t.n_gen > 0) r.kv_bytes_per_token = (double)(kv_bytes_read() - bytes0) / ((double)t.n_gen * t.n_parallel);
+    if (t.n_gen > 0) r.kv_bytes_per_token = (double)(bytes_read() - bytes0) / ((double)t.n_gen * t.n_parallel);
   }
   r.memory = seqs[0]->cache().memory();
   r.memory.rss = resident_memory_bytes();
@@ -131,11 +135,11 @@ BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy,
   step(0);  // warm-up
   BenchResult r;
   for (int rep = 0; rep < repetitions; ++rep) {
-    const uint64_t bytes0 = kv_bytes_read();
+    const uint64_t bytes0 = cache.bytes_read();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < steps; ++i) step(i);
     r.samples_ts.push_back(steps / seconds_since(t0));
-    r.kv_bytes_per_token = (double)(kv_bytes_read() - bytes0) / steps;
+    r.kv_bytes_per_token = (double)(cache.bytes_read() - bytes0) / steps;
   }
   return r;
 }

@@ -9,7 +9,6 @@
 #include "eval/decode_eval.h"
 #include "model/sampler.h"
 #include "model/session.h"
-#include "ops/kv_traffic.h"
 #include "fasa/error.h"
 #include "util/progress.h"
 
@@ -125,7 +124,7 @@ Answer greedy_answer(const Model& m, std::shared_ptr<TokenSelector> policy, cons
   s.start_from_prefill(*pre.dense, pre.queries);
   std::span<const float> logits = s.logits();
   Answer a;
-  const uint64_t read_before = kv_bytes_read();
+  const uint64_t read_before = s.cache().bytes_read();
   for (int i = 0; i < pre.max_new; ++i) {
     const int32_t next = argmax(logits);
     if (next == tok.eos()) break;
@@ -137,7 +136,7 @@ Answer greedy_answer(const Model& m, std::shared_ptr<TokenSelector> policy, cons
       ++a.steps;
     }
   }
-  a.kv_bytes = kv_bytes_read() - read_before;
+  a.kv_bytes = s.cache().bytes_read() - read_before;
   return a;
 }
 

@@ -264,7 +264,7 @@ KvHeadView KvCache::view(int layer, int kv_head, int64_t begin, int64_t end) con
   const int64_t n = first + end - begin;
   const bool resident = h.slot < 0;
   return KvHeadView{h.k_dom.data(), resident ? h.k_rest.data() : nullptr, resident ? h.v.data() : nullptr, n, head_dim_,
-                    h.layout.n_dom, types_.k, types_.v, tip}
+                    h.layout.n_dom, types_.k, types_.v, tip, &bytes_read_}
       .from_row(first);
 }
 
@@ -278,7 +278,7 @@ KvHeadView KvCache::gather(int layer, int kv_head, const int32_t* rows, int64_t 
   offload_->fetch(h.slot, rows, n, g.k_rest.data(), rest, g.v.data(), decode);  // rest 0: every dim dominant
   for (int64_t j = 0; j < n; ++j)
     std::memcpy(g.k_dom.data() + j * dom, h.k_dom.data() + (size_t)rows[j] * dom, dom);
-  return {g.k_dom.data(), g.k_rest.data(), g.v.data(), n, head_dim_, h.layout.n_dom, types_.k, types_.v};
+  return {g.k_dom.data(), g.k_rest.data(), g.v.data(), n, head_dim_, h.layout.n_dom, types_.k, types_.v, nullptr, &bytes_read_};
 }
 
 size_t KvCache::bytes() const {

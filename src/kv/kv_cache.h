@@ -100,6 +100,9 @@ class KvCache {
   int n_layer() const { return (int)(heads_.size() / n_head_kv_); }
   const KvTypes& types() const { return types_; }
   size_t bytes() const;  // of the planes in RAM
+  // Bytes the attention kernels and the selection policies read through this cache's views so far
+  // (ops/kv_traffic.h): each cache counts its own, so contexts running side by side do not mix.
+  uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
 
  private:
   struct HeadPlanes {
@@ -126,6 +129,7 @@ class KvCache {
   size_t fast_limit_;              // --kv-fast-limit; 0: none
   std::vector<HeadPlanes> heads_;  // [n_layer * n_head_kv]
   std::unique_ptr<KvOffload> offload_;
+  mutable std::atomic<uint64_t> bytes_read_{0};  // the views' reads (bytes_read())
 };
 
 // Bytes of memory available for new allocations (MemAvailable; 0 when unknown).

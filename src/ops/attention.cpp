@@ -25,7 +25,7 @@ void attention_weights(const float* q, const KvHeadView& kv, const int32_t* rows
   const double scale = 1.0 / std::sqrt((double)kv.head_dim);
   double m = -std::numeric_limits<double>::infinity(), sum = 0;
   for (int64_t j = 0; j < n_rows; ++j) m = std::max(m, p[j] = scale * key_dot(q, kv, rows ? rows[j] : j));
-  count_kv_bytes_read((uint64_t)n_rows * kv.key_row_bytes());  // the whole key rows
+  count_kv_bytes_read(kv, (uint64_t)n_rows * kv.key_row_bytes());  // the whole key rows
   for (int64_t j = 0; j < n_rows; ++j) sum += (p[j] = std::exp(p[j] - m));
   for (int64_t j = 0; j < n_rows; ++j) p[j] /= sum;
 }
@@ -133,7 +133,7 @@ void attend_rows(const float* q, int n_q, const KvHeadView& kv, const int32_t* r
     }
     kv_weighted_rows(score.data(), n_q, value_rows, b, kv.v_type, d, out);  // out += weights . value rows
   }
-  count_kv_bytes_read((uint64_t)(j_end - j_begin) * (kv.key_row_bytes() + kv.value_row_bytes()));  // once each
+  count_kv_bytes_read(kv, (uint64_t)(j_end - j_begin) * (kv.key_row_bytes() + kv.value_row_bytes()));  // once each
 }
 
 // out[h] /= denom[h] (no rows: zeros).   out: [n_q, d]

@@ -152,7 +152,7 @@ void causal_block_attention(const float* q, int n_pos, int n_qh, const KvHeadVie
     }
     block_values(s.data(), nqp, n_q, vb.data(), b, d, o.data());
   }
-  count_kv_bytes_read((uint64_t)(n_rows - first_row) * (kv.key_row_bytes() + kv.value_row_bytes()));  // each row once
+  count_kv_bytes_read(kv, (uint64_t)(n_rows - first_row) * (kv.key_row_bytes() + kv.value_row_bytes()));  // each row once
 
   for (int i = 0; i < n_q; ++i) {
     const float inv = 1.0f / den[i];  // every query sees its own row: den >= 1

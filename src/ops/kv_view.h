@@ -1,6 +1,7 @@
 #pragma once
 // What attention kernels and selection policies read of a KV cache: one (layer, KV head)'s planes.
 // KvCache (kv/kv_cache.h) hands these out; the kernels below the cache know only this view.
+#include <atomic>
 #include <cstdint>
 
 #include "ops/kv_rows.h"
@@ -19,6 +20,7 @@ struct KvHeadView {
   int n_dom = 0;
   DType k_type = DType::F32, v_type = DType::F32;
   const void* k_tip = nullptr;  // [n_tokens, n_dom] Q8_0, or null: TIP scans k_dom
+  std::atomic<uint64_t>* bytes_read = nullptr;  // the cache's traffic counter (ops/kv_traffic.h), or null: uncounted
 
   const void* k_dom_row(int64_t r) const { return row(k_dom, r, k_type, n_dom); }
   const void* k_rest_row(int64_t r) const { return row(k_rest, r, k_type, head_dim - n_dom); }

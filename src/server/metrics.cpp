@@ -2,7 +2,6 @@
 
 #include <cstdio>
 
-#include "ops/kv_traffic.h"
 
 namespace fasa {
 
@@ -30,7 +29,7 @@ std::string ServerMetrics::render(int active, int waiting, int batch, int64_t pr
   metric(out, "fasa_prompt_tokens_per_second", "gauge", "Prompt tokens per prefill second, over all requests.",
          prompt_seconds_ > 0 ? prompt_tokens_ / prompt_seconds_ : 0.0);
   metric(out, "fasa_requests_cancelled_total", "counter", "Generations cancelled by a client disconnect.", (double)cancelled_);
-  metric(out, "fasa_kv_bytes_read_total", "counter", "KV cache bytes read by the attention kernels and the selection policies.", (double)kv_bytes_read());
+  metric(out, "fasa_kv_bytes_read_total", "counter", "KV cache bytes read by the attention kernels and the selection policies.", (double)kv_bytes_read_);
   metric(out, "fasa_requests_active", "gauge", "Generations running now.", active);
   metric(out, "fasa_requests_waiting", "gauge", "Requests waiting for a free slot.", waiting);
   metric(out, "fasa_batch_size", "gauge", "Generations advancing together in each forward pass.", batch);

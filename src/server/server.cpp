@@ -605,11 +605,12 @@ GenerationResult Server::Impl::generate(Job& job, const PieceCallback& on_piece_
   }
   GenerationResult r = std::move(h->result);
   if (h->gone) r.finish_reason = "cancelled";
-  const ContextStats& after = ctx.stats();
+  const ContextStats after = ctx.stats();
   job.prompt_seconds += after.prompt_seconds - before.prompt_seconds;
   request_log.generated_tokens = r.n_tokens;
   metrics.count_generation((int64_t)job.prompt.size() - job.cached_tokens, r.n_tokens, job.prompt_seconds,
-                           after.decode_seconds - before.decode_seconds, r.finish_reason == "cancelled");
+                           after.decode_seconds - before.decode_seconds, after.kv_bytes_read - before.kv_bytes_read,
+                           r.finish_reason == "cancelled");
   return r;
 }
 

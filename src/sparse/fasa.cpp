@@ -123,7 +123,7 @@ void tip_top_rows(const float* q_dom, int n_q, const KvHeadView& kv, int64_t lo,
   thread_local std::vector<float> score;  // [n_q, m]
   score.resize((size_t)n_q * m);
   tip_rank_scores(q_dom, n_q, kv.tip_plane(), kv.tip_type(), kv.n_dom, lo, hi, score.data());
-  count_kv_bytes_read((uint64_t)m * kv_row_bytes(kv.tip_type(), kv.n_dom));
+  count_kv_bytes_read(kv, (uint64_t)m * kv_row_bytes(kv.tip_type(), kv.n_dom));
   thread_local std::vector<int32_t> top;
   for (int i = 0; i < n_q; ++i) {
     const float* s = &score[(size_t)i * m];

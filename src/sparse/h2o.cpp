@@ -20,7 +20,7 @@ void H2oSelector::accumulate(HeadState& s, const float* q, const KvHeadView& kv,
   p.resize(n);
   attention_weights(q, kv, rows, n, p.data());
   for (int64_t j = 0; j < n; ++j) s.acc[rows ? rows[j] : j] += p[j];
-  count_kv_bytes_read((uint64_t)n * sizeof(double));  // the scores updated (the keys: attention_weights)
+  count_kv_bytes_read(kv, (uint64_t)n * sizeof(double));  // the scores updated (the keys: attention_weights)
 }
 
 void H2oSelector::observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
@@ -76,7 +76,7 @@ void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t bu
   }
   for (int64_t j = 0; j < kv.n_tokens; ++j)
     if (s.kept[j]) rows.push_back((int32_t)j);
-  count_kv_bytes_read(state_bytes);
+  count_kv_bytes_read(kv, state_bytes);
   accumulate(s, q.q, kv, rows.data(), (int64_t)rows.size());
 }
 

@@ -10,7 +10,7 @@ void OracleSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   thread_local std::vector<float> score;  // [n_tokens]
   score.resize(kv.n_tokens);
   for (int64_t j = 0; j < kv.n_tokens; ++j) score[j] = key_dot(q.q, kv, j);
-  count_kv_bytes_read((uint64_t)kv.n_tokens * kv.key_row_bytes());  // every whole key, per head
+  count_kv_bytes_read(kv, (uint64_t)kv.n_tokens * kv.key_row_bytes());  // every whole key, per head
   append_top_k(score.data(), kv.n_tokens, budget, 0, rows);
 }
 

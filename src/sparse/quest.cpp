@@ -47,7 +47,7 @@ void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
     st.lo.resize(full_pages * D);
     st.hi.resize(full_pages * D);
     // A completed page's keys are read once per KV head, to summarise it.
-    count_kv_bytes_read((uint64_t)(full_pages - st.pages) * kPage * kv.key_row_bytes());
+    count_kv_bytes_read(kv, (uint64_t)(full_pages - st.pages) * kPage * kv.key_row_bytes());
     for (; st.pages < full_pages; ++st.pages)
       page_bounds(kv, st.pages * kPage, (st.pages + 1) * kPage, &st.lo[st.pages * D], &st.hi[st.pages * D]);
     for (int64_t p = 0; p < last; ++p) {
@@ -57,7 +57,7 @@ void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
       score[p] = s;
     }
   }
-  count_kv_bytes_read((uint64_t)last * 2 * D * sizeof(float));  // this head read every ranked page's summary
+  count_kv_bytes_read(kv, (uint64_t)last * 2 * D * sizeof(float));  // this head read every ranked page's summary
   thread_local std::vector<int32_t> chosen;
   chosen.clear();
   append_top_k(score.data(), last, more, 0, chosen);

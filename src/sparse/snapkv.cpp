@@ -78,7 +78,7 @@ void SnapKvSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   for (int64_t r = s.selected_at; r < n; ++r) rows.push_back((int32_t)r);
   const int64_t from_ranked = std::clamp<int64_t>(budget - fresh, 0, (int64_t)s.ranked.size());
   for (int64_t i = 0; i < from_ranked; ++i) rows.push_back(s.ranked[i]);
-  count_kv_bytes_read((uint64_t)from_ranked * sizeof(int32_t));  // the ranking (its keys: attention_weights)
+  count_kv_bytes_read(kv, (uint64_t)from_ranked * sizeof(int32_t));  // the ranking (its keys: attention_weights)
 }
 
 std::unique_ptr<TokenSelector> make_snapkv_policy(const PolicyOptions& o, const Model& m) {

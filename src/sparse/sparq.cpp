@@ -25,7 +25,7 @@ void SparqSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
     score[j] = s;
   }
   // r dims of every key (this SparQ has no mean-value correction, so reads no values to select)
-  count_kv_bytes_read((uint64_t)((double)kv.n_tokens * r * kv.key_row_bytes() / kv.head_dim));
+  count_kv_bytes_read(kv, (uint64_t)((double)kv.n_tokens * r * kv.key_row_bytes() / kv.head_dim));
   append_top_k(score.data(), kv.n_tokens, budget, 0, rows);
 }
 
