@@ -176,13 +176,13 @@ TEST_F(AutoProfileTest, FirstLongPromptMakesTheProfileThenDecodesAsFasaWithIt) {
   Context ctx(engine, fasa_options());
   EXPECT_NE(ctx.policy_summary().find("full attention until the context holds 1024 tokens"), std::string::npos);
   ctx.feed_tokens(prompt);
-  const std::string file = auto_profile_path(m);
+  const std::string file = engine.auto_profiles().path();
   EXPECT_NE(ctx.policy_summary().find("automatic profile from this prompt's first 1024 tokens, cached in " + file),
             std::string::npos) << ctx.policy_summary();
   const std::vector<int32_t> got = ctx.generate(greedy(12)).tokens;
 
-  // The profile kept for the process, and the cached file, which names the same chunks.
-  const std::optional<Profile> kept = find_auto_profile(m);
+  // The profile the engine keeps, and the cached file, which names the same chunks.
+  const std::optional<Profile> kept = engine.auto_profiles().find();
   ASSERT_TRUE(kept);
   EXPECT_EQ(kept->queries, (PromptProfiler::kMinTokens - PromptProfiler::kMinPos) / PromptProfiler::kStride);
   const Profile cached = load_profile(file);
@@ -222,8 +222,8 @@ TEST_F(AutoProfileTest, ShortPromptsDecodeDensely) {
   Context dense(engine, full);
   dense.feed_tokens(prompt);
   EXPECT_EQ(ctx.generate(greedy(8)).tokens, dense.generate(greedy(8)).tokens);
-  EXPECT_FALSE(find_auto_profile(engine.model()));
-  EXPECT_FALSE(std::filesystem::exists(auto_profile_path(engine.model())));
+  EXPECT_FALSE(engine.auto_profiles().find());
+  EXPECT_FALSE(std::filesystem::exists(engine.auto_profiles().path()));
   // Offloading needs the profile's K_dom plane from the start: refused up front (a server at start-up).
   ContextOptions offload = fasa_options();
   offload.policy.cache.offload.tier = KvOffloadOptions::Tier::Ram;
@@ -256,6 +256,20 @@ TEST_F(AutoProfileTest, AProfileOverTheFastLimitLeavesTheContextDense) {
   EXPECT_EQ(ctx.generate(greedy(8)).tokens, dense.generate(greedy(8)).tokens);
 }
 
+// The profile belongs to the engine that made it, not to the process: another engine of the same
+// model finds only what was cached on disk.
+TEST_F(AutoProfileTest, EachEngineKeepsItsOwnProfile) {
+  const std::string path = model_path(32);
+  Engine a(path), b(path);
+  Context maker(a, fasa_options());
+  maker.feed_tokens(random_tokens(1030, 12, a.model().config.n_vocab));
+  ASSERT_TRUE(a.auto_profiles().find());
+  ASSERT_TRUE(std::filesystem::remove(a.auto_profiles().path()));
+  EXPECT_FALSE(b.auto_profiles().find());
+  EXPECT_NE(Context(b, fasa_options()).policy_summary().find("full attention until"), std::string::npos);
+  EXPECT_NE(Context(a, fasa_options()).policy_summary().find("automatic profile of an earlier prompt"), std::string::npos);
+}
+
 TEST_F(AutoProfileTest, APendingContextTakesAProfileAnotherContextMade) {
   Engine engine(model_path(26));
   const int n_vocab = engine.model().config.n_vocab;
@@ -271,7 +285,7 @@ TEST_F(AutoProfileTest, APendingContextTakesAProfileAnotherContextMade) {
 }
 
 // Two contexts (server slots), both measuring, finish at the same time on threads: the first profile
-// kept is the process's, both decode with it, and the cache holds one whole file.
+// kept is the engine's, both decode with it, and the cache holds one whole file.
 TEST_F(AutoProfileTest, ContextsMeasuringAtOnceOnThreads) {
   Engine engine(model_path(27));
   const int n_vocab = engine.model().config.n_vocab;
@@ -281,7 +295,7 @@ TEST_F(AutoProfileTest, ContextsMeasuringAtOnceOnThreads) {
   for (int i = 0; i < 2; ++i)
     threads.emplace_back([&, i] { ctx[i]->feed_tokens(random_tokens(1040, 20 + i, n_vocab)); });
   for (auto& t : threads) t.join();
-  const std::string file = auto_profile_path(engine.model());
+  const std::string file = engine.auto_profiles().path();
   const int mine = (a.policy_summary().find("from this prompt's first 1024 tokens, cached in " + file) != std::string::npos) +
                    (b.policy_summary().find("from this prompt's first 1024 tokens, cached in " + file) != std::string::npos);
   const int earlier = (a.policy_summary().find("of an earlier prompt") != std::string::npos) +
@@ -302,9 +316,10 @@ TEST_F(AutoProfileTest, ConcurrentKeepsKeepTheFirst) {
     p.min_pos = PromptProfiler::kMinPos;
     made.push_back(p);
   }
+  AutoProfileStore store(*m);
   std::vector<KeptProfile> got(made.size());
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < made.size(); ++i) threads.emplace_back([&, i] { got[i] = keep_auto_profile(made[i]); });
+  for (size_t i = 0; i < made.size(); ++i) threads.emplace_back([&, i] { got[i] = store.keep(made[i]); });
   for (auto& t : threads) t.join();
   int mine = 0;
   for (const KeptProfile& k : got) {
@@ -312,7 +327,7 @@ TEST_F(AutoProfileTest, ConcurrentKeepsKeepTheFirst) {
     EXPECT_EQ(k.profile.mean_ca, got[0].profile.mean_ca);
   }
   EXPECT_EQ(mine, 1);
-  const std::string file = auto_profile_path(*m);
+  const std::string file = store.path();
   EXPECT_EQ(load_profile(file).mean_ca.size(), got[0].profile.mean_ca.size());
   std::size_t entries = 0;
   for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(file).parent_path()))
@@ -324,7 +339,8 @@ TEST_F(AutoProfileTest, MeasuresAFixedSampleOfTheFirstTokens) {
   auto m = load_model(model_path(23));
   const std::vector<int32_t> longer = random_tokens(1300, 7, m->config.n_vocab);
   const std::vector<int32_t> prefix(longer.begin(), longer.begin() + 1024);
-  const Profile a = make_auto_profile(*m, prefix);
+  AutoProfileStore store(*m);
+  const Profile a = make_auto_profile(store, prefix);
   PromptProfiler whole(*m);  // the profiler over a longer prefill: positions past kMinTokens are not measured
   SessionOptions so;
   so.n_ctx = (int64_t)longer.size();
@@ -333,22 +349,23 @@ TEST_F(AutoProfileTest, MeasuresAFixedSampleOfTheFirstTokens) {
   s.eval(longer);
   EXPECT_EQ(whole.profile().mean_ca, a.mean_ca);
   EXPECT_EQ(a.queries, 28);         // (1024 - 128) / 32
-  EXPECT_THROW(make_auto_profile(*m, std::vector<int32_t>(prefix.begin(), prefix.begin() + 1000)), Error);
+  AutoProfileStore fresh(*m);
+  EXPECT_THROW(make_auto_profile(fresh, std::vector<int32_t>(prefix.begin(), prefix.begin() + 1000)), Error);
 }
 
 TEST_F(AutoProfileTest, DamagedCacheFileIsIgnoredAndMadeAgain) {
   Engine engine(model_path(24));
   const Model& m = engine.model();
-  const std::string file = auto_profile_path(m);
+  const std::string file = engine.auto_profiles().path();
   ASSERT_EQ(file.rfind(cache_ + "/fasa/profiles/", 0), 0u) << file;
   std::filesystem::create_directories(std::filesystem::path(file).parent_path());
   for (const std::string& bytes : {std::string("{\"format\": \"fasa-profile\", \"version\": 1, \"heads\": [1,"),
                                   std::string("\x00\xff garbage", 10)}) {
     test::write_file(file, bytes);
-    EXPECT_FALSE(find_auto_profile(m));
+    EXPECT_FALSE(engine.auto_profiles().find());
   }
   save_profile(synthetic_profile(m, 2, 1), file);  // a valid profile of this model, not made automatically
-  EXPECT_FALSE(find_auto_profile(m));
+  EXPECT_FALSE(engine.auto_profiles().find());
   Context ctx(engine, fasa_options());
   ctx.feed_tokens(random_tokens(1050, 8, m.config.n_vocab));
   EXPECT_NE(ctx.policy_summary().find("cached in " + file), std::string::npos) << ctx.policy_summary();

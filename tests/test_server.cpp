@@ -213,9 +213,9 @@ TEST_F(ServerTest, PolicyPerRequest) {
 // `attn: fasa` on a server started without a profile: the slot's first long prompt measures the
 // automatic profile (cached on disk, in the tests' private cache dir), and the reply is the API's with it.
 TEST_F(ServerTest, FasaWithoutAProfileMeasuresOneOnTheFirstLongPrompt) {
-  if (find_auto_profile(engine_->model()))
-    GTEST_SKIP() << "an automatic profile of this model was kept earlier in this process";
-  const std::string cached = auto_profile_path(engine_->model());
+  if (engine_->auto_profiles().find())
+    GTEST_SKIP() << "the engine kept an automatic profile of this model earlier";
+  const std::string cached = engine_->auto_profiles().path();
   ServerOptions o = options();
   o.policy.synthetic_profile = false;
   TestServer s(*engine_, o);

@@ -31,6 +31,7 @@
 
 namespace fasa {
 
+class AutoProfileStore;
 struct Model;
 class PromptProfiler;
 struct Profile;
@@ -69,9 +70,12 @@ class Engine {
   void check_policy(const PolicyOptions& policy) const;
 
   const Model& model() const { return *model_; }  // the engine's internals, for tools and tests
+  // FASA's automatic profile of this model, shared by the engine's contexts (calib/auto_profile.h).
+  AutoProfileStore& auto_profiles() const { return *auto_profiles_; }
 
  private:
   std::unique_ptr<Model> model_;
+  std::unique_ptr<AutoProfileStore> auto_profiles_;
   ModelInfo info_;
 };
 

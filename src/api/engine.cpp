@@ -23,7 +23,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 }  // namespace
 
-Engine::Engine(const std::string& model_path) : model_(load_model(model_path)) {
+Engine::Engine(const std::string& model_path)
+    : model_(load_model(model_path)), auto_profiles_(std::make_unique<AutoProfileStore>(*model_)) {
   const ModelConfig& c = model_->config;
   info_ = {model_->path, model_->format, c.arch, model_->n_params(), c.n_ctx_train, c.n_vocab,
            chat_format_name(detect_chat_format(model_->chat_template))};
@@ -42,20 +43,21 @@ std::string Engine::chat_prompt(const std::vector<ChatMessage>& messages) const 
   return render_chat(detect_chat_format(model_->chat_template), messages);
 }
 
-void Engine::check_policy(const PolicyOptions& policy) const { fasa::check_policy(policy, *model_); }
+void Engine::check_policy(const PolicyOptions& policy) const { fasa::check_policy(policy, *model_, auto_profiles_.get()); }
 
 Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(engine), opts_(opts) {
   const Model& m = engine.model();
+  AutoProfileStore* autos = &engine.auto_profiles();
   const SessionOptions so = session_options(opts.policy, opts.n_ctx > 0 ? opts.n_ctx : m.config.n_ctx_train);
-  auto_pending_ = !opts.selector && auto_profile_pending(opts.policy, m);
+  auto_pending_ = !opts.selector && auto_profile_pending(opts.policy, autos);
   if (opts.selector) {
     policy_ = opts.selector;
   } else if (auto_pending_) {  // dense until a profile exists; measuring, if this context can hold enough tokens
-    fasa::check_policy(opts.policy, m);
+    fasa::check_policy(opts.policy, m, autos);
     policy_ = std::make_shared<FullAttention>();
     if (so.n_ctx >= PromptProfiler::kMinTokens) profiler_ = std::make_unique<PromptProfiler>(m);
   } else {
-    policy_ = make_selector(opts.policy, m);
+    policy_ = make_selector(opts.policy, m, autos);
     if (policy_info(opts.policy.attn).has_k_dom && wants_auto_profile(opts.policy))
       profile_note_ = "automatic profile of an earlier prompt";
   }
@@ -89,15 +91,15 @@ void Context::eval(std::span<const int32_t> ids, std::vector<float>* all_logits)
 
 void Context::after_eval(size_t n_ids) {
   if (!auto_pending_) return;
-  const Model& m = engine_.model();
+  AutoProfileStore& autos = engine_.auto_profiles();
   if (profiler_ && profiler_->ready(session_->n_past())) {
-    const KeptProfile kept = keep_auto_profile(profiler_->profile());
+    const KeptProfile kept = autos.keep(profiler_->profile());
     go_sparse(kept.profile, !kept.mine ? "automatic profile of an earlier prompt"
                                        : "automatic profile from this prompt's first " +
                                              std::to_string(PromptProfiler::kMinTokens) + " tokens" +
                                              (kept.file.empty() ? std::string() : ", cached in " + kept.file));
   } else if (n_ids > 1) {  // a prefill: another context (a server slot) may have made one since
-    if (const std::optional<Profile> p = find_auto_profile(m)) go_sparse(*p, "automatic profile of an earlier prompt");
+    if (const std::optional<Profile> p = autos.find()) go_sparse(*p, "automatic profile of an earlier prompt");
   }
 }
 

@@ -3,10 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <mutex>
 
 #include "calib/calibrate.h"
@@ -18,73 +16,72 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::mutex g_mu;
-std::map<std::string, Profile> g_kept;  // "ARCH-WEIGHTSHASH" -> this process's auto profile
-std::atomic<uint64_t> g_writes{0};      // names each write's temporary file
-
 // What an automatic profile records as its source: a cached file made another way (another stride or
 // K, or `fasa calibrate`) is not one.
 const std::string kSource = "auto: 1 in " + std::to_string(PromptProfiler::kStride) + " queries of a prompt's first " +
                             std::to_string(PromptProfiler::kMinTokens) + " tokens";
 
-std::string key_of(const ModelFingerprint& f) { return f.arch + "-" + f.weights_hash; }
-
-// auto_profile_path of the model with fingerprint f (hashing the weights once is enough).
-std::string path_for(const ModelFingerprint& f) {
-  std::string dir;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && x[0] == '/') dir = x;  // relative: ignored (XDG)
-  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache";
-  else return "";
-  return dir + "/fasa/profiles/" + key_of(f) + ".profile.json";
-}
-
 }  // namespace
-
-std::string auto_profile_path(const Model& m) { return path_for(fingerprint(m)); }
 
 bool wants_auto_profile(const PolicyOptions& o) {
   return o.profile == "auto" || (o.profile.empty() && !o.synthetic_profile);
 }
 
-std::optional<Profile> find_auto_profile(const Model& m) {
-  const ModelFingerprint f = fingerprint(m);
+const ModelFingerprint& AutoProfileStore::model_fingerprint() const {
+  if (!fingerprint_) fingerprint_ = fingerprint(model_);
+  return *fingerprint_;
+}
+
+std::string AutoProfileStore::path() const {
+  std::string dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && x[0] == '/') dir = x;  // relative: ignored (XDG)
+  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache";
+  else return "";
+  std::lock_guard<std::mutex> lock(mu_);
+  const ModelFingerprint& f = model_fingerprint();
+  return dir + "/fasa/profiles/" + f.arch + "-" + f.weights_hash + ".profile.json";
+}
+
+std::optional<Profile> AutoProfileStore::find() const {
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    if (auto it = g_kept.find(key_of(f)); it != g_kept.end() && it->second.model == f) return it->second;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (kept_) return kept_;
   }
-  const std::string path = path_for(f);
+  const std::string file = path();
   std::error_code ec;
-  if (path.empty() || !fs::exists(path, ec)) return std::nullopt;
+  if (file.empty() || !fs::exists(file, ec)) return std::nullopt;
   try {
-    Profile p = load_profile(path);
-    check_profile_matches(p, m, path);
+    Profile p = load_profile(file);
+    check_profile_matches(p, model_, file);
     if (p.calibration_text != kSource || p.top_k != PromptProfiler::kTopK || p.min_pos != PromptProfiler::kMinPos ||
         p.channel_qk.empty())  // (made before DoubleSparse's channels were measured)
       return std::nullopt;
-    std::lock_guard<std::mutex> lock(g_mu);
-    const auto [it, added] = g_kept.try_emplace(key_of(f), p);  // parsed once per process
-    return it->second.model == f ? it->second : p;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!kept_) kept_ = std::move(p);  // parsed once
+    return kept_;
   } catch (const Error&) {
     return std::nullopt;  // a stale or damaged cache file is made again
   }
 }
 
-KeptProfile keep_auto_profile(const Profile& p) {
+KeptProfile AutoProfileStore::keep(const Profile& p) {
+  std::string tmp;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
-    const auto [it, added] = g_kept.try_emplace(key_of(p.model), p);
-    if (!added) return {it->second, false, ""};  // another context was first
+    std::lock_guard<std::mutex> lock(mu_);
+    if (p.model != model_fingerprint()) throw Error("automatic profile: made for another model than its store's");
+    if (kept_) return {*kept_, false, ""};  // another context was first
+    kept_ = p;
+    tmp = ".tmp" + std::to_string(getpid()) + "-" + std::to_string(writes_++);  // each write its own name
   }
-  const std::string path = path_for(p.model);
-  if (path.empty()) return {p, true, ""};
-  // Each write (threads of one process included) has its own temporary name.
-  const std::string tmp = path + ".tmp" + std::to_string(getpid()) + "-" + std::to_string(g_writes++);
+  const std::string file = path();
+  if (file.empty()) return {p, true, ""};
+  tmp = file + tmp;
   try {
     std::error_code ec;
-    fs::create_directories(fs::path(path).parent_path(), ec);
+    fs::create_directories(fs::path(file).parent_path(), ec);
     save_profile(p, tmp);
-    fs::rename(tmp, path, ec);
-    if (!ec) return {p, true, path};
+    fs::rename(tmp, file, ec);
+    if (!ec) return {p, true, file};
   } catch (const Error&) {
   }
   std::error_code ignored;
@@ -106,7 +103,8 @@ Profile PromptProfiler::profile() const {
   return p;
 }
 
-Profile make_auto_profile(const Model& m, const std::vector<int32_t>& prompt) {
+Profile make_auto_profile(AutoProfileStore& store, const std::vector<int32_t>& prompt) {
+  const Model& m = store.model();
   if ((int64_t)prompt.size() < PromptProfiler::kMinTokens)
     throw Error("automatic FASA profile: the prompt has " + std::to_string(prompt.size()) + " tokens, fewer than " +
                 std::to_string(PromptProfiler::kMinTokens));
@@ -116,7 +114,7 @@ Profile make_auto_profile(const Model& m, const std::vector<int32_t>& prompt) {
   Session s(m, so);
   s.set_observer(&profiler);
   s.eval(std::span<const int32_t>(prompt.data(), PromptProfiler::kMinTokens));
-  return keep_auto_profile(profiler.profile()).profile;
+  return store.keep(profiler.profile()).profile;
 }
 
 }  // namespace fasa

@@ -1,10 +1,11 @@
 #pragma once
 // FASA without a calibration step (docs/FASA.md §2, "Automatic profiles"): a prompt's dense prefill
 // computes full attention anyway, so it measures the chunks' agreement on a sample of its own
-// queries, and the profile derived from that is kept for the process and cached on disk per model
-// (XDG cache dir), so that later runs start sparse at once. `fasa calibrate` stays for reproducible
+// queries, and the profile derived from that is kept by the Engine (AutoProfileStore) and cached on
+// disk per model (XDG cache dir), so that later runs start sparse at once. `fasa calibrate` stays for reproducible
 // offline profiles.
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,21 +20,40 @@ namespace fasa {
 // the bench's synthetic one).
 bool wants_auto_profile(const PolicyOptions& o);
 
-// Where this model's auto profile is cached: $XDG_CACHE_HOME (else ~/.cache)/fasa/profiles/
-// ARCH-WEIGHTSHASH.profile.json; "" when neither directory is known.
-std::string auto_profile_path(const Model& m);
-// This model's auto profile: the one kept earlier in this process, else the cached file (one that
-// fails to load, was made for another model or another way is ignored; one that loads is kept).
-std::optional<Profile> find_auto_profile(const Model& m);
-// Keeps `p` for this process unless another was kept first (then every context of the process
-// decodes with that one), and writes it to the cache (best effort: an unwritable cache only loses
-// the file; concurrent writers each rename a whole file of their own).
+// The result of AutoProfileStore::keep.
 struct KeptProfile {
-  Profile profile;   // the process's automatic profile: `p`, or the one kept first
+  Profile profile;   // the store's automatic profile: `p`, or the one kept first
   bool mine = false;  // it is `p`
   std::string file;  // where `p` was written, or ""
 };
-KeptProfile keep_auto_profile(const Profile& p);  // for the model p.model names
+
+// One model's automatic profile, shared by the contexts made for it: the Engine owns one (the
+// server's slots share it), an evaluation run its own. Backed by a file per model in the user's
+// cache dir, so later runs start sparse at once. Thread-safe.
+class AutoProfileStore {
+ public:
+  explicit AutoProfileStore(const Model& m) : model_(m) {}
+  // Where this model's profile is cached: $XDG_CACHE_HOME (else ~/.cache)/fasa/profiles/
+  // ARCH-WEIGHTSHASH.profile.json; "" when neither directory is known.
+  std::string path() const;
+  // The profile kept earlier, else the cached file (one that fails to load, was made for another
+  // model or another way is ignored; one that loads is kept).
+  std::optional<Profile> find() const;
+  // Keeps `p` unless another was kept first (then every context of the store decodes with that
+  // one), and writes it to the cache (best effort: an unwritable cache only loses the file;
+  // concurrent writers each rename a whole file of their own).
+  KeptProfile keep(const Profile& p);
+  const Model& model() const { return model_; }
+
+ private:
+  const ModelFingerprint& model_fingerprint() const;  // hashed once; call with mu_ held
+
+  const Model& model_;
+  mutable std::mutex mu_;
+  mutable std::optional<ModelFingerprint> fingerprint_;
+  mutable std::optional<Profile> kept_;
+  uint64_t writes_ = 0;  // names each write's temporary file
+};
 
 // Observes a dense session's prefill (and dense decode steps): agreement of every query head's chunks
 // on every kStride-th query of positions kMinPos..kMinTokens-1 (a fixed cost, however long the
@@ -58,7 +78,7 @@ class PromptProfiler : public AttentionObserver {
 };
 
 // Prefills the first kMinTokens of `prompt` (at least that long) densely with a PromptProfiler and keeps the profile it
-// makes, as a context does with its first long prompt: for evaluations, whose prefills are shared.
-Profile make_auto_profile(const Model& m, const std::vector<int32_t>& prompt);
+// makes in `store`, as a context does with its first long prompt: for evaluations, whose prefills are shared.
+Profile make_auto_profile(AutoProfileStore& store, const std::vector<int32_t>& prompt);
 
 }  // namespace fasa

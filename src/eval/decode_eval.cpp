@@ -125,20 +125,21 @@ ReferenceRun reference_run(const Model& m, const std::string& text, const TextEv
   return ref;
 }
 
-bool auto_profile_wanted(const Model& m, const std::vector<std::string>& policies, const PolicyOptions& base) {
+bool auto_profile_wanted(const AutoProfileStore& autos, const std::vector<std::string>& policies,
+                         const PolicyOptions& base) {
   return std::any_of(policies.begin(), policies.end(), [&](const std::string& name) {
     PolicyOptions po = base;
     po.attn = name;
-    return auto_profile_pending(po, m);
+    return auto_profile_pending(po, &autos);
   });
 }
 
-void prepare_auto_profile(const Model& m, const std::vector<std::string>& policies, const PolicyOptions& base,
+void prepare_auto_profile(AutoProfileStore& autos, const std::vector<std::string>& policies, const PolicyOptions& base,
                           const std::vector<std::vector<int32_t>>& prompts) {
-  if (!auto_profile_wanted(m, policies, base)) return;
+  if (!auto_profile_wanted(autos, policies, base)) return;
   for (const auto& p : prompts)
     if ((int64_t)p.size() >= PromptProfiler::kMinTokens) {
-      make_auto_profile(m, p);
+      make_auto_profile(autos, p);
       return;
     }
   throw Error("attn 'fasa' without a profile: no prompt has the " + std::to_string(PromptProfiler::kMinTokens) +
@@ -168,7 +169,8 @@ std::string policy_variant(const std::string& policy, const PolicyOptions& o, co
 std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref, const std::vector<std::string>& policies,
                                         const std::vector<std::string>& budgets, const PolicyOptions& base,
                                         const TextEvalOptions& o) {
-  prepare_auto_profile(m, policies, base, ref.windows);
+  AutoProfileStore autos(m);  // this run's (with the model's cached file)
+  prepare_auto_profile(autos, policies, base, ref.windows);
   std::vector<EvalRecord> out;
   for (const auto& name : policies) {
     Scores full_scores;  // `full` does not depend on the budget: run it once
@@ -183,7 +185,7 @@ std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref,
       } else {
         ProgressBar bar("ppl " + name + " @ " + budget, total_steps(ref));
         for (size_t w = 0; w < ref.windows.size(); ++w)
-          decode_window(m, make_selector(po, m), po, ref.windows[w], ref.logits[w], o.score_from, s, bar);
+          decode_window(m, make_selector(po, m, &autos), po, ref.windows[w], ref.logits[w], o.score_from, s, bar);
         full_scores = s;
         full_done = policy_info(name).dense;
       }
@@ -202,7 +204,8 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
                                                  const std::vector<std::string>& policies,
                                                  const std::vector<int>& top_ks, const PolicyOptions& base,
                                                  const TextEvalOptions& o) {
-  prepare_auto_profile(m, policies, base, ref.windows);
+  AutoProfileStore autos(m);  // this run's (with the model's cached file)
+  prepare_auto_profile(autos, policies, base, ref.windows);
   std::vector<EvalRecord> out;
   for (const auto& name : policies) {
     if (policy_info(name).dense) continue;  // selects everything: nothing to measure
@@ -216,7 +219,7 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
       int64_t queries = 0;
       Scores ignored;
       for (size_t w = 0; w < ref.windows.size(); ++w) {
-        auto probe = std::make_shared<ShadowProbe>(make_selector(po, m), k);
+        auto probe = std::make_shared<ShadowProbe>(make_selector(po, m, &autos), k);
         decode_window(m, probe, po, ref.windows[w], ref.logits[w], o.score_from, ignored, bar);
         hits += probe->agreement() * (double)probe->queries();
         queries += probe->queries();

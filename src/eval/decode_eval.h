@@ -39,11 +39,13 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
                                                  const TextEvalOptions& o);
 
 // Whether one of `policies` is FASA waiting for an automatic profile (auto_profile_pending).
-bool auto_profile_wanted(const Model& m, const std::vector<std::string>& policies, const PolicyOptions& base);
+bool auto_profile_wanted(const AutoProfileStore& autos, const std::vector<std::string>& policies,
+                         const PolicyOptions& base);
 // FASA's automatic profile for an evaluation, whose prefills are shared: when one of `policies` wants it
-// and none exists yet, the first of `prompts` with at least PromptProfiler::kMinTokens tokens makes it
-// (as a context's first long prompt would). Throws fasa::Error when none is that long.
-void prepare_auto_profile(const Model& m, const std::vector<std::string>& policies, const PolicyOptions& base,
+// and `autos` has none yet, the first of `prompts` with at least PromptProfiler::kMinTokens tokens makes
+// it (as a context's first long prompt would). Throws fasa::Error when none is that long. Each
+// evaluation runs with a store of its own (it finds the profile cached for the model on disk).
+void prepare_auto_profile(AutoProfileStore& autos, const std::vector<std::string>& policies, const PolicyOptions& base,
                           const std::vector<std::vector<int32_t>>& prompts);
 // The options that shape a policy's choices (o.attn == policy), for the record ("fcs=8 sharing=group
 // ..."); the chunk count is the one used (resolved from the profile, or the synthetic profile's default).

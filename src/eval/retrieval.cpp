@@ -166,7 +166,8 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
       if (g != "all" && std::find(types.begin(), types.end(), g) == types.end()) types.push_back(g);
   types.push_back("all");
   std::vector<std::vector<int32_t>> long_prompt;  // the first that can make FASA's automatic profile
-  const bool wanted = auto_profile_wanted(m, policies, base);
+  AutoProfileStore autos(m);  // this run's (with the model's cached file)
+  const bool wanted = auto_profile_wanted(autos, policies, base);
   bool unnatural = false;  // a long prompt was passed over
   for (size_t i = 0; wanted && i < tasks.size() && long_prompt.empty(); ++i)
     if (auto ids = m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos()); (int64_t)ids.size() >= PromptProfiler::kMinTokens) {
@@ -177,7 +178,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
     throw Error("no automatic profile yet, and these tasks' contexts are look-alike needles or word lists (cwe, fwe), "
                 "which would make a poor one (it is kept and cached for the model): give a profile (from `fasa "
                 "calibrate`), or run other tasks once without --distractors");
-  prepare_auto_profile(m, policies, base, long_prompt);
+  prepare_auto_profile(autos, policies, base, long_prompt);
   // tally[policy][budget][type]. Each prompt is prefilled once for all policies.
   std::map<std::string, std::map<std::string, std::map<std::string, Tally>>> tally;
   ProgressBar bar("retrieval", (int64_t)tasks.size());
@@ -188,7 +189,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
         PolicyOptions po = base;
         po.attn = name;
         po.budget = Budget::parse(budget);
-        const Answer a = greedy_answer(m, make_selector(po, m), po, pre, t.answer);
+        const Answer a = greedy_answer(m, make_selector(po, m, &autos), po, pre, t.answer);
         const double score = answer_score(t, a.text);
         const bool exact = answer_exact(t, a.text);
         if (answers) answers->push_back({t.id, t.type, name, budget, t.answer, a.text, score});

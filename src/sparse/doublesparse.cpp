@@ -63,8 +63,8 @@ int doublesparse_channels(const PolicyOptions& o, const ModelConfig& c) {
   return o.ds_channels > 0 ? o.ds_channels : 2 * default_n_tip(c);
 }
 
-std::unique_ptr<TokenSelector> make_doublesparse_policy(const PolicyOptions& o, const Model& model) {
-  return std::make_unique<DoubleSparseSelector>(policy_profile(o, model), model.config, o.budget, o.dense_layers,
+std::unique_ptr<TokenSelector> make_doublesparse_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {
+  return std::make_unique<DoubleSparseSelector>(policy_profile(o, model, autos), model.config, o.budget, o.dense_layers,
                                                 doublesparse_channels(o, model.config));
 }
 

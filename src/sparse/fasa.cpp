@@ -159,7 +159,7 @@ std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& p, const PolicyO
   return std::make_unique<FasaSelector>(p, model.config, f);
 }
 
-Profile policy_profile(const PolicyOptions& o, const Model& model) {
+Profile policy_profile(const PolicyOptions& o, const Model& model, const AutoProfileStore* autos) {
   if (!wants_auto_profile(o)) {
     if (o.profile.empty())  // the bench's stand-in: seeded random chunks
       return synthetic_profile(model, o.fcs > 0 ? o.fcs : default_n_tip(model.config), o.seed);
@@ -167,7 +167,7 @@ Profile policy_profile(const PolicyOptions& o, const Model& model) {
     check_profile_matches(p, model, o.profile);
     return p;
   }
-  std::optional<Profile> p = find_auto_profile(model);
+  std::optional<Profile> p = autos ? autos->find() : std::nullopt;
   if (!p)
     throw Error("attn '" + o.attn + "': no profile of this model yet: a prompt of at least " +
                 std::to_string(PromptProfiler::kMinTokens) + " tokens makes one (profile 'auto'), or give a profile FILE "
@@ -175,8 +175,8 @@ Profile policy_profile(const PolicyOptions& o, const Model& model) {
   return *p;
 }
 
-std::unique_ptr<TokenSelector> make_fasa_policy(const PolicyOptions& o, const Model& model) {
-  return make_fasa_selector(policy_profile(o, model), o, model);
+std::unique_ptr<TokenSelector> make_fasa_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {
+  return make_fasa_selector(policy_profile(o, model, autos), o, model);
 }
 
 }  // namespace fasa

@@ -59,9 +59,10 @@ class FasaSelector final : public SparseSelector {
 void tip_top_rows(const float* q_dom, int n_q, const KvHeadView& kv, int64_t lo, int64_t hi, int64_t want,
                   std::vector<int32_t>* rows, double mass = 0, float scale = 1);
 
+class AutoProfileStore;
 // The profile a calibrated policy (FASA, DoubleSparse) scores with: the options' file, the automatic
-// one (throws fasa::Error while there is none), or without either the bench's synthetic stand-in.
-Profile policy_profile(const PolicyOptions& opts, const Model& model);
+// one of `autos` (throws fasa::Error while there is none), or without either the bench's synthetic stand-in.
+Profile policy_profile(const PolicyOptions& opts, const Model& model, const AutoProfileStore* autos);
 
 // FASA with `profile` and the rest of `opts` (budget, chunks, sharing, dense layers, sink, recent).
 std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& profile, const PolicyOptions& opts, const Model& model);

@@ -80,7 +80,7 @@ void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t bu
   accumulate(s, q.q, kv, rows.data(), (int64_t)rows.size());
 }
 
-std::unique_ptr<TokenSelector> make_h2o_policy(const PolicyOptions& o, const Model& m) {
+std::unique_ptr<TokenSelector> make_h2o_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
   return std::make_unique<H2oSelector>(o.budget, o.dense_layers, m.config.n_layer, m.config.n_head);
 }
 

@@ -14,7 +14,7 @@ void OracleSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   append_top_k(score.data(), kv.n_tokens, budget, 0, rows);
 }
 
-std::unique_ptr<TokenSelector> make_oracle_policy(const PolicyOptions& o, const Model& m) {
+std::unique_ptr<TokenSelector> make_oracle_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
   return std::make_unique<OracleSelector>(o.budget, o.dense_layers, m.config.n_layer);
 }
 

@@ -63,13 +63,13 @@ int fasa_chunks(const PolicyOptions& o, const Model& model) {
   return o.profile.empty() || o.profile == "auto" ? default_n_tip(model.config) : load_profile(o.profile).n_tip;
 }
 
-std::unique_ptr<TokenSelector> make_full_policy(const PolicyOptions&, const Model&) {
+std::unique_ptr<TokenSelector> make_full_policy(const PolicyOptions&, const Model&, AutoProfileStore*) {
   return std::make_unique<FullAttention>();
 }
 
 // Each row's factory, defined in the policy's own file; throws fasa::Error on a bad option/profile.
 #define FASA_POLICY(name, description, dense, has_k_dom) \
-  std::unique_ptr<TokenSelector> make_##name##_policy(const PolicyOptions& opts, const Model& model);
+  std::unique_ptr<TokenSelector> make_##name##_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos);
 #include "sparse/policies.inc"
 #undef FASA_POLICY
 
@@ -99,25 +99,25 @@ const PolicyInfo& policy_info(const std::string& name) {
   throw Error("unknown attention policy '" + name + "' (known: " + known + ")");
 }
 
-std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& o, const Model& model) {
-  return policy_info(o.attn).make(o, model);
+std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {
+  return policy_info(o.attn).make(o, model, autos);
 }
 
-bool auto_profile_pending(const PolicyOptions& o, const Model& model) {
-  return policy_info(o.attn).has_k_dom && wants_auto_profile(o) && !find_auto_profile(model);
+bool auto_profile_pending(const PolicyOptions& o, const AutoProfileStore* autos) {
+  return policy_info(o.attn).has_k_dom && wants_auto_profile(o) && !(autos && autos->find());
 }
 
-void check_policy(const PolicyOptions& o, const Model& model) {
+void check_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {
   const SessionOptions so = session_options(o, 0);
   PolicyOptions checked = o;
-  if (auto_profile_pending(o, model)) {
+  if (auto_profile_pending(o, autos)) {
     if (so.offload.offloaded())
       throw Error("kv_offload: no profile of this model yet; give a profile (from `fasa calibrate`), or run once "
                   "without kv_offload on a prompt of at least " + std::to_string(PromptProfiler::kMinTokens) +
                   " tokens to make the automatic one");
     checked.synthetic_profile = true, checked.profile.clear();
   }
-  make_selector(checked, model);
+  make_selector(checked, model, autos);
 }
 
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {

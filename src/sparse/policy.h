@@ -44,6 +44,7 @@ class SparseSelector : public TokenSelector {
 };
 
 struct Model;
+class AutoProfileStore;
 
 // Every attention policy, in one table: a row of sparse/policies.inc each, whose factory
 // make_NAME_policy (declared in policy.cpp) is defined in the policy's own file.
@@ -52,21 +53,22 @@ struct PolicyInfo {
   const char* description;
   bool dense;      // attends to every token: no budget, and any cached prefix is exact to reuse
   bool has_k_dom;  // scores on a K_dom plane chosen by a profile (FASA, DoubleSparse): see policies.inc
-  std::unique_ptr<TokenSelector> (*make)(const PolicyOptions& opts, const Model& model);
+  std::unique_ptr<TokenSelector> (*make)(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos);
 };
 const std::vector<PolicyInfo>& policy_registry();
 // The row of `name`; throws fasa::Error listing the known names.
 const PolicyInfo& policy_info(const std::string& name);
 std::vector<std::string> selector_names();
 
-// Policy by name; throws fasa::Error listing the known names, or on a bad option/profile.
-std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& opts, const Model& model);
-// Whether `opts` ask for FASA with an automatic profile that no prompt has made yet (calib/auto_profile.h):
-// a context then prefills and decodes densely, measuring, until a prompt is long enough.
-bool auto_profile_pending(const PolicyOptions& opts, const Model& model);
+// Policy by name; throws fasa::Error listing the known names, or on a bad option/profile. FASA's
+// automatic profile comes from `autos` (the Engine's store; null: none, a profile file is needed).
+std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos = nullptr);
+// Whether `opts` ask for FASA with an automatic profile that no prompt has made yet in `autos`
+// (calib/auto_profile.h): a context then prefills and decodes densely, measuring, until a prompt is long enough.
+bool auto_profile_pending(const PolicyOptions& opts, const AutoProfileStore* autos);
 // Throws fasa::Error when the options are invalid for this model (unknown name, bad budget, profile
 // of another model...), without allocating a cache. A pending automatic profile is not an error.
-void check_policy(const PolicyOptions& opts, const Model& model);
+void check_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos = nullptr);
 // The cache options of `policy` for a context of n_ctx tokens (0: the model's); throws fasa::Error
 // on a bad value, or offloading without a policy that scores on a K_dom plane.
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx);

@@ -72,7 +72,7 @@ void QuestSelector::on_truncate(int64_t n_tokens) {
   }
 }
 
-std::unique_ptr<TokenSelector> make_quest_policy(const PolicyOptions& o, const Model& m) {
+std::unique_ptr<TokenSelector> make_quest_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
   return std::make_unique<QuestSelector>(o.budget, o.dense_layers, m.config.n_layer, m.config.n_head_kv);
 }
 

@@ -19,7 +19,7 @@ void RandomSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   }
 }
 
-std::unique_ptr<TokenSelector> make_random_policy(const PolicyOptions& o, const Model& m) {
+std::unique_ptr<TokenSelector> make_random_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
   return std::make_unique<RandomSelector>(o.budget, o.dense_layers, m.config.n_layer, o.seed);
 }
 

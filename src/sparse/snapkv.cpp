@@ -81,7 +81,7 @@ void SnapKvSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   count_kv_bytes_read(kv, (uint64_t)from_ranked * sizeof(int32_t));  // the ranking (its keys: attention_weights)
 }
 
-std::unique_ptr<TokenSelector> make_snapkv_policy(const PolicyOptions& o, const Model& m) {
+std::unique_ptr<TokenSelector> make_snapkv_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
   const ModelConfig& c = m.config;
   return std::make_unique<SnapKvSelector>(o.budget, o.dense_layers, c.n_layer, c.n_head, c.head_dim,
                                           o.snapkv_window, o.snapkv_every);

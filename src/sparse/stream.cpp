@@ -11,7 +11,7 @@ void StreamSelector::pick(const AttentionQuery&, const KvHeadView& kv, int64_t b
   for (int64_t r = kv.n_tokens - (budget - sink); r < kv.n_tokens; ++r) rows.push_back((int32_t)r);
 }
 
-std::unique_ptr<TokenSelector> make_stream_policy(const PolicyOptions& o, const Model& m) {
+std::unique_ptr<TokenSelector> make_stream_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
   return std::make_unique<StreamSelector>(o.budget, o.dense_layers, m.config.n_layer, stream_sink(o));
 }
 
