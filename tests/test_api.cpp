@@ -74,6 +74,29 @@ TEST_F(ApiTest, EachContextCountsItsOwnKvReads) {
   EXPECT_EQ(b.stats().kv_bytes_read, b0);
 }
 
+// A feed is prefilled densely however it is split (one token at a time too); decode_tokens runs each
+// token through the policy. The size of a call no longer decides which.
+TEST_F(ApiTest, FeedsPrefillAndDecodeTokensDecode) {
+  const std::vector<int32_t> prompt = engine_->tokenize(kPrompt, true);
+  ContextOptions o;
+  o.policy.attn = "stream";
+  o.policy.budget = Budget::count(4);
+  Context whole(*engine_, o), split(*engine_, o), decoded(*engine_, o);
+  whole.feed_tokens(prompt);
+  for (int32_t t : prompt) split.feed_tokens({t});
+  decoded.decode_tokens(prompt);
+  const std::span<const float> a = whole.logits(), b = split.logits(), c = decoded.logits();
+  double split_gap = 0, decode_gap = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    split_gap = std::max(split_gap, (double)std::abs(a[i] - b[i]));
+    decode_gap = std::max(decode_gap, (double)std::abs(a[i] - c[i]));
+  }
+  EXPECT_LT(split_gap, 2e-3) << decode_gap;  // rounding: the chunks differ
+  EXPECT_GT(decode_gap, 0.1) << split_gap;  // StreamingLLM reads 4 rows
+  EXPECT_EQ(decoded.tokens(), prompt);
+  EXPECT_EQ(decoded.stats().prompt_tokens, (int64_t)prompt.size());
+}
+
 TEST_F(ApiTest, ContextContinuesAcrossFeedsAndGenerations) {
   // Prompt, 6 generated tokens, more text, 6 more == one session over all those tokens.
   Context ctx(*engine_, {});

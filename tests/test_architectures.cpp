@@ -23,7 +23,7 @@ std::vector<float> logits_of(const test::TinyLlamaSpec& spec) {
   Session s(*model, {});
   std::vector<float> all;
   const std::vector<int32_t> tokens = {1, 40, 41, 42, 100, 7, 200, 33};
-  s.eval(tokens, &all);
+  s.prefill(tokens, &all);
   return all;
 }
 
@@ -80,11 +80,11 @@ TEST(Architectures, UnsupportedArchitectureListsTheSupportedOnes) {
 // Greedy decoding from `prompt`: the tokens and the logits before each.   logits: [n][n_vocab]
 std::vector<int32_t> greedy(Session& s, const std::vector<int32_t>& prompt, int n, std::vector<std::vector<float>>& logits) {
   std::vector<int32_t> out;
-  std::span<const float> l = s.eval(prompt);
+  std::span<const float> l = s.prefill(prompt);
   for (int i = 0; i < n; ++i) {
     logits.emplace_back(l.begin(), l.end());
     out.push_back((int32_t)(std::max_element(l.begin(), l.end()) - l.begin()));
-    l = s.eval(std::span<const int32_t>(&out.back(), 1));
+    l = s.decode(out.back());
   }
   return out;
 }
@@ -155,11 +155,11 @@ TEST(Architectures, Gemma3TruncateBeyondTheRingStartsAgainAndAContextFeedsTheRes
   so.n_rewind = 6;  // ring: 15 + 6 positions
   Session s(*model, so);
   const std::vector<int32_t> first(tokens.begin(), tokens.begin() + 30);
-  const std::span<const float> logits = s.eval(first);
+  const std::span<const float> logits = s.prefill(first);
   const std::vector<float> want(logits.begin(), logits.end());
   ASSERT_EQ(s.truncate(24), 24);  // 6 back
   const std::vector<int32_t> again(tokens.begin() + 24, tokens.begin() + 30);
-  const std::span<const float> got = s.eval(again);
+  const std::span<const float> got = s.prefill(again);
   EXPECT_EQ(std::vector<float>(got.begin(), got.end()), want);
   EXPECT_EQ(s.truncate(8), 0);  // the ring lost positions 8 still needs
 

@@ -195,10 +195,10 @@ TEST(Attention, LongPrefillEqualsSteppingThroughIt) {
   o.n_ubatch = 100;
   Session batched(*m, o), stepwise(*m, o);
   std::vector<float> all;
-  batched.eval(prompt, &all);
+  batched.prefill(prompt, &all);
   const size_t V = m->config.n_vocab;
   for (int64_t t = 0; t < n; ++t) {
-    auto l = stepwise.eval(std::span<const int32_t>(&prompt[t], 1));
+    auto l = stepwise.decode(prompt[t]);
     if (t < kBlockedPrefillRows - 40) continue;
     EXPECT_LE(test::normalized_error(l.data(), &all[t * V], V), 1e-5) << "position " << t;
   }

@@ -346,7 +346,7 @@ TEST_F(AutoProfileTest, MeasuresAFixedSampleOfTheFirstTokens) {
   so.n_ctx = (int64_t)longer.size();
   Session s(*m, so);
   s.set_observer(&whole);
-  s.eval(longer);
+  s.prefill(longer);
   EXPECT_EQ(whole.profile().mean_ca, a.mean_ca);
   EXPECT_EQ(a.queries, 28);         // (1024 - 128) / 32
   AutoProfileStore fresh(*m);

@@ -338,12 +338,12 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
     SessionOptions so;
     so.kv_types = kv_type;
     Session full(*m, so), sparse(*m, so, make_selector(o, *m));
-    full.eval(prompt);
-    sparse.eval(prompt);
+    full.prefill(prompt);
+    sparse.prefill(prompt);
     for (int32_t t : {288, 267, 1355}) {
-      auto a = full.eval(std::span<const int32_t>(&t, 1));
+      auto a = full.decode(t);
       std::vector<float> fa(a.begin(), a.end());
-      auto b = sparse.eval(std::span<const int32_t>(&t, 1));
+      auto b = sparse.decode(t);
       // A K_dom layout (DoubleSparse) sums each key's dot product in two parts (float rounding, 2e-4 as
       // FASA's test) and rounds Q8_0 keys in its own blocks (3.5e-3 measured); other policies are exact.
       const double tol = !policy_info(o.attn).has_k_dom ? 1e-6 : kv_type == DType::Q8_0 ? 1e-2 : 2e-4;
@@ -354,12 +354,12 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
   if (o.attn == "full") return;
   o.budget = Budget::count(4);
   Session small(*m, {}, make_selector(o, *m)), ref(*m, {});
-  small.eval(prompt);
-  ref.eval(prompt);
+  small.prefill(prompt);
+  ref.prefill(prompt);
   const int32_t t = 288;
-  auto r = ref.eval(std::span<const int32_t>(&t, 1));
+  auto r = ref.decode(t);
   const std::vector<float> want(r.begin(), r.end());
-  auto b = small.eval(std::span<const int32_t>(&t, 1));
+  auto b = small.decode(t);
   EXPECT_GT(test::normalized_error(b.data(), want.data(), want.size()), 1e-4) << o.attn;
 }
 

@@ -60,10 +60,10 @@ std::vector<Trace> alone(const Model& m, const PolicyOptions& o, const std::vect
   std::vector<Trace> out(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     Session s(m, options(o, n_ubatch), make_selector(o, m));
-    out[i].record(s.eval(prompts[i]));
+    out[i].record(s.prefill(prompts[i]));
     for (int k = 0; k < kSteps; ++k) {
       const int32_t t = out[i].tokens.back();
-      out[i].record(s.eval(std::span<const int32_t>(&t, 1)));
+      out[i].record(s.decode(t));
     }
   }
   return out;
@@ -88,7 +88,7 @@ std::vector<Trace> together(const Model& m, const PolicyOptions& o, const std::v
       if (i == 2 && k == join) batch.push_back({seqs[i].get(), prompts[i]});
       if (!started || out[i].tokens.size() > (size_t)kSteps) continue;
       next[i] = out[i].tokens.back();
-      batch.push_back({seqs[i].get(), {&next[i], 1}});
+      batch.push_back({seqs[i].get(), {&next[i], 1}, true});
     }
     if (batch.empty()) break;
     eval_together(batch);
@@ -194,16 +194,16 @@ TEST(BatchedDecode, SharedOutWindowsEqualEachSequenceAlone) {
   std::vector<std::vector<float>> alone_logits;
   for (const auto& p : prompts) {
     Session s(*m, so);
-    s.eval(p);
+    s.prefill(p);
     const int32_t next = 5;
-    const std::span<const float> l = s.eval(std::span<const int32_t>(&next, 1));
+    const std::span<const float> l = s.decode(next);
     alone_logits.emplace_back(l.begin(), l.end());
   }
   Session a(*m, so), b(*m, so);  // prefilled alone (a pass of 2 x 256 prompt tokens is equal within rounding)
-  a.eval(prompts[0]);
-  b.eval(prompts[1]);
+  a.prefill(prompts[0]);
+  b.prefill(prompts[1]);
   const int32_t next = 5;
-  eval_together(std::vector<SessionTokens>{{&a, {&next, 1}}, {&b, {&next, 1}}});
+  eval_together(std::vector<SessionTokens>{{&a, {&next, 1}, true}, {&b, {&next, 1}, true}});
   EXPECT_EQ(std::vector<float>(a.logits().begin(), a.logits().end()), alone_logits[0]);
   EXPECT_EQ(std::vector<float>(b.logits().begin(), b.logits().end()), alone_logits[1]);
   omp_set_num_threads(threads);

@@ -29,7 +29,7 @@ TEST(SyntheticModel, EveryTypeAndArchLoadsAndDecodes) {
       EXPECT_EQ(m->n_params(), 2LL * 300 * 64 + 64 + 2 * (2 * 64 + 64 * 16 * (8 + 4) + 3 * 64 * 96) +
                                    (s.arch == "qwen2" ? 2 * 16 * (4 + 4) : 0));
       Session ses(*m, {});
-      auto logits = ses.eval(m->tokenizer.encode("abc", true));
+      auto logits = ses.prefill(m->tokenizer.encode("abc", true));
       for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << dtype_name(t) << " " << arch;
     }
   EXPECT_THROW(find_model_shape("llama9-huge"), Error);
@@ -46,10 +46,10 @@ TEST(BenchSession, RandomFillAndTruncate) {
   s.fill_random(30, 1);
   EXPECT_EQ(s.n_past(), 30);
   const int32_t tok = 5;
-  const auto once = s.eval(std::span<const int32_t>(&tok, 1));
+  const auto once = s.decode(tok);
   const std::vector<float> first(once.begin(), once.end());
   s.truncate(30);
-  auto again = s.eval(std::span<const int32_t>(&tok, 1));
+  auto again = s.decode(tok);
   EXPECT_EQ(std::vector<float>(again.begin(), again.end()), first);  // same depth, same step
   EXPECT_THROW(s.truncate(32), Error);
   EXPECT_THROW(s.fill_random(20, 1), Error);  // past the context

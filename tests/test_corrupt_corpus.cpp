@@ -196,7 +196,7 @@ TEST_F(CorruptCorpus, NonFiniteWeightsWarnAndFailTheForwardPass) {
     Session s(*model, so);
     const int32_t tokens[] = {1, 1294, 267};
     try {
-      s.eval(tokens);
+      s.prefill(tokens);
       ADD_FAILURE() << tensor << ": NaN weights gave logits";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("NaN or Inf"), std::string::npos) << e.what();

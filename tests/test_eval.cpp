@@ -380,20 +380,20 @@ TEST(EvalRetrieval, SharedPrefillEqualsOwnPrefill) {
   so.n_ubatch = 16;  // several prefill chunks, as long prompts have
   Session dense(*m, so);
   dense.set_observer(&rec);
-  dense.eval(prompt);
+  dense.prefill(prompt);
   const Budget budget = Budget::count(8);
   for (const std::string name : {"stream", "snapkv", "h2o", "quest", "oracle"}) {
     PolicyOptions o;
     o.attn = name;
     o.budget = budget;
     Session own(*m, so, make_selector(o, *m)), shared(*m, so, make_selector(o, *m));
-    own.eval(prompt);
+    own.prefill(prompt);
     shared.start_from_prefill(dense, rec.q);
     EXPECT_EQ(shared.n_past(), own.n_past());
     for (int32_t t : {288, 267, 1355}) {
-      auto a = own.eval(std::span<const int32_t>(&t, 1));
+      auto a = own.decode(t);
       const std::vector<float> want(a.begin(), a.end());
-      auto b = shared.eval(std::span<const int32_t>(&t, 1));
+      auto b = shared.decode(t);
       EXPECT_LE(test::normalized_error(b.data(), want.data(), want.size()), 1e-6) << name;
     }
   }

@@ -364,11 +364,11 @@ std::vector<int32_t> greedy(const Model& m, std::shared_ptr<TokenSelector> p, co
   SessionOptions so;
   so.kv_types = kv_types;
   Session s(m, so, std::move(p));
-  auto logits = s.eval(prompt);
+  auto logits = s.prefill(prompt);
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
     out.push_back(argmax(logits));
-    logits = s.eval(std::span<const int32_t>(&out.back(), 1));
+    logits = s.decode(out.back());
     if (i == 0 && first_logits) first_logits->assign(logits.begin(), logits.end());
   }
   return out;

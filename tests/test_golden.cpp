@@ -65,7 +65,7 @@ TEST_P(Golden, LogitsOfEveryPositionAndGreedyContinuation) {
     o.kv_types = {kv_type, kv_type};
     Session s(*model, o);
     std::vector<float> logits;
-    s.eval(tokens, &logits);
+    s.prefill(tokens, &logits);
     ASSERT_EQ(logits.size(), ref.size());
     for (size_t t = 0; t < tokens.size(); ++t)
       EXPECT_LE(test::normalized_error(&logits[t * V], &ref[t * V], V), tol) << "position " << t;
@@ -76,7 +76,7 @@ TEST_P(Golden, LogitsOfEveryPositionAndGreedyContinuation) {
     for (int i = 0; i < 24; ++i) {
       const int32_t next = argmax(last);
       got.push_back(next);
-      last = s.eval(std::span<const int32_t>(&next, 1));
+      last = s.decode(next);
     }
     EXPECT_EQ(got, c["greedy_next_24"].get<std::vector<int32_t>>());
   }
@@ -106,8 +106,8 @@ TEST(Golden, GgufAndHfLayoutsGiveTheSameLogits) {
   exact.kv_types = {DType::F32, DType::F32};
   Session a(*gguf, exact), b(*hf, exact);
   std::vector<float> la, lb;
-  a.eval(tokens, &la);
-  b.eval(tokens, &lb);
+  a.prefill(tokens, &la);
+  b.prefill(tokens, &lb);
   EXPECT_LE(test::normalized_error(la.data(), lb.data(), la.size()), 1e-5);
 }
 
@@ -119,16 +119,16 @@ TEST(Golden, ChunkedPrefillAndDecodeMatchOneBatch) {
   exact.kv_types = {DType::F32, DType::F32};
   Session one(*model, exact);
   std::vector<float> all;
-  one.eval(tokens, &all);
+  one.prefill(tokens, &all);
   SessionOptions small = exact;
   small.n_ubatch = 5;
   Session chunked(*model, small), stepwise(*model, exact);
   std::vector<float> all_chunked;
-  chunked.eval(tokens, &all_chunked);
+  chunked.prefill(tokens, &all_chunked);
   EXPECT_LE(test::normalized_error(all_chunked.data(), all.data(), all.size()), 1e-5);
   const size_t V = model->config.n_vocab;
   for (size_t t = 0; t < tokens.size(); ++t) {
-    auto l = stepwise.eval(std::span<const int32_t>(&tokens[t], 1));
+    auto l = stepwise.decode(tokens[t]);
     EXPECT_LE(test::normalized_error(l.data(), &all[t * V], V), 1e-5) << "position " << t;
   }
 }
@@ -139,9 +139,9 @@ TEST(Golden, ContextOverflowIsAnError) {
   o.n_ctx = 4;
   Session s(*model, o);
   std::vector<int32_t> five = {1, 2, 3, 4, 5};
-  EXPECT_THROW(s.eval(five), Error);
+  EXPECT_THROW(s.prefill(five), Error);
   std::vector<int32_t> bad = {1, 99999};
-  EXPECT_THROW(s.eval(bad), Error);
+  EXPECT_THROW(s.prefill(bad), Error);
 }
 
 }  // namespace

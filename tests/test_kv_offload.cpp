@@ -352,11 +352,11 @@ TEST(KvOffload, SessionLogitsEqualResidentFasa) {
     q.cache.offload.prefetch = prefetch;
     Session s(*m, session_options(q, 600), make_selector(q, *m));
     std::vector<std::vector<float>> out;
-    auto l = s.eval(prompt);
+    auto l = s.prefill(prompt);
     out.emplace_back(l.begin(), l.end());
     for (int i = 0; i < 240; ++i) {  // positions 300..539: into the third chunk
       const int32_t tok = 3 + (i * 37) % 290;
-      l = s.eval(std::span<const int32_t>(&tok, 1));
+      l = s.decode(tok);
       out.emplace_back(l.begin(), l.end());
     }
     if (!where.empty()) {
@@ -389,11 +389,11 @@ TEST(KvOffload, SessionFileFaultIsAnError) {
     Session s(*m, session_options(p, 600), make_selector(p, *m));
     s.fill_random(520, 1);  // two chunks in the file
     const int32_t tok = 7;
-    s.eval(std::span<const int32_t>(&tok, 1));
+    s.decode(tok);
     const std::string file = std::filesystem::directory_iterator(dir)->path().string();
     if (shorten) std::filesystem::resize_file(file, 1000);
     else std::filesystem::remove(file);
-    EXPECT_THROW(s.eval(std::span<const int32_t>(&tok, 1)), Error) << (shorten ? "shortened" : "deleted");
+    EXPECT_THROW(s.decode(tok), Error) << (shorten ? "shortened" : "deleted");
   }
 }
 

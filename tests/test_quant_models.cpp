@@ -40,7 +40,7 @@ TEST_P(LlamaCppGreedy, SameContinuationAsLlamaCpp) {
     // llama-simple prints "<s>", the prompt's pieces (" " + prompt) and 24 continuation pieces, then "\n".
     const std::string want = output.substr(4 + prompt.size(), output.size() - 5 - prompt.size());
     Session s(*m, {});
-    auto logits = s.eval(m->tokenizer.encode(prompt, true));
+    auto logits = s.prefill(m->tokenizer.encode(prompt, true));
     std::string got;
     for (int i = 0; i < 24; ++i) {
       const int32_t t = argmax(logits);
@@ -55,7 +55,7 @@ TEST_P(LlamaCppGreedy, SameContinuationAsLlamaCpp) {
         if (gap < tie_gap) std::printf("%s: parted from llama.cpp at a near tie (gap %.4f)\n", GetParam().c_str(), gap);
         break;
       }
-      logits = s.eval(std::span<const int32_t>(&t, 1));
+      logits = s.decode(t);
     }
     if (GetParam().find("quant/") == std::string::npos) {
       EXPECT_EQ(got, want) << GetParam();  // float files: all of it
@@ -90,7 +90,7 @@ TEST(QuantModels, LogitsCloseToTheFloatModel) {
     exact_kv.kv_types = {DType::F32, DType::F32};
     Session s(*m, exact_kv);
     std::vector<float> logits;
-    s.eval(c["tokens"].get<std::vector<int32_t>>(), &logits);
+    s.prefill(c["tokens"].get<std::vector<int32_t>>(), &logits);
     const double err = test::normalized_error(logits.data(), ref.data(), ref.size());
     EXPECT_LT(err, tol) << file;
     std::printf("%s: max |diff| / max |ref| = %.4f\n", file, err);

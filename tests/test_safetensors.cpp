@@ -39,8 +39,8 @@ void expect_same_logits(const Model& a, const Model& b) {
   const std::vector<int32_t> tokens = a.tokenizer.encode("In the beginning God created", true);
   Session s1(a, {}), s2(b, {});
   std::vector<float> l1, l2;
-  s1.eval(tokens, &l1);
-  s2.eval(tokens, &l2);
+  s1.prefill(tokens, &l1);
+  s2.prefill(tokens, &l2);
   ASSERT_EQ(l1.size(), l2.size());
   EXPECT_EQ(l1, l2);
 }
@@ -239,8 +239,8 @@ TEST(Safetensors, Gemma3DirectoryEqualsItsGguf) {
   for (int i = 0; i < 40; ++i) tokens[i] = 1 + (i * 97) % 4000;
   Session s1(*a, {}), s2(*b, {});
   std::vector<float> l1, l2;
-  s1.eval(tokens, &l1);
-  s2.eval(tokens, &l2);
+  s1.prefill(tokens, &l1);
+  s2.prefill(tokens, &l2);
   EXPECT_EQ(l1, l2);
 }
 

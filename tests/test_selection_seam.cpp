@@ -52,8 +52,8 @@ class TruncationLog final : public TokenSelector {
 std::vector<float> decode_logits(const Model& m, std::shared_ptr<TokenSelector> p, const std::vector<int32_t>& prompt,
                                  int32_t next) {
   Session s(m, {}, std::move(p));
-  s.eval(prompt);
-  auto l = s.eval(std::span<const int32_t>(&next, 1));
+  s.prefill(prompt);
+  auto l = s.decode(next);
   return {l.begin(), l.end()};
 }
 

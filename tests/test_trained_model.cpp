@@ -41,7 +41,7 @@ void expect_matches_golden(const std::string& model, const std::string& golden) 
     o.kv_types = {DType::F32, DType::F32};  // the reference is a float32 run of the F16-rounded weights
     Session s(*m, o);
     std::vector<float> logits;
-    s.eval(ids, &logits);
+    s.prefill(ids, &logits);
     double worst = 0;
     for (size_t t = 0; t < last; ++t)
       worst = std::max(worst, test::normalized_error(&logits[(ids.size() - last + t) * V], &ref[t * V], V));
@@ -52,7 +52,7 @@ void expect_matches_golden(const std::string& model, const std::string& golden) 
     const auto greedy = c["greedy"].get<std::vector<int32_t>>();
     for (size_t i = 0; i < greedy.size(); ++i) {
       got.push_back(argmax(next_logits));
-      next_logits = s.eval(std::span<const int32_t>(&got.back(), 1));
+      next_logits = s.decode(got.back());
     }
     EXPECT_EQ(got, greedy);
   }

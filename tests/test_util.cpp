@@ -68,11 +68,11 @@ const bool kPrivateCache = [] { return setenv("XDG_CACHE_HOME", temp_dir().c_str
 }  // namespace
 
 std::vector<int32_t> greedy_tokens(Session& s, const std::vector<int32_t>& prompt, int n) {
-  std::span<const float> logits = s.eval(prompt);
+  std::span<const float> logits = s.prefill(prompt);
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
     out.push_back(argmax(logits));
-    if (i + 1 < n) logits = s.eval(std::span<const int32_t>(&out.back(), 1));
+    if (i + 1 < n) logits = s.decode(out.back());
   }
   return out;
 }

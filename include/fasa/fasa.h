@@ -197,6 +197,9 @@ class Context {
   // With `logprobs`, also each fed token's log-probability given what precedes it ([ids.size()]),
   // with `top_n` alternatives.
   void feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs = nullptr, int top_n = 0);
+  // As feed_tokens, but each token a decode step under the policy (a feed is prefilled densely):
+  // scores a text as the policy reads it, as `fasa eval ppl` does (the server's echo_policy).
+  void decode_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs = nullptr, int top_n = 0);
   // Samples up to opts.max_tokens tokens after what was fed, streaming text to `on_text`.
   GenerationResult generate(const GenerationOptions& opts, const TextCallback& on_text = {});
 
@@ -233,15 +236,22 @@ class Context {
   // Starts a generation after everything was evaluated; throws if nothing was fed.
   std::unique_ptr<Generation> start_generation(const GenerationOptions& opts, const TextCallback& on_text);
   // The tokens a feed of `ids` evaluates (a pending token first), recorded as fed; throws when they
-  // would not fit the context.
-  std::vector<int32_t> take_feed(const std::vector<int32_t>& ids);
+  // would not fit the context. A decode step where they are only the last generated token (a
+  // generation that stopped before evaluating it), else a prefill.
+  struct Feed {
+    std::vector<int32_t> tokens;
+    bool decode = false;
+  };
+  Feed take_feed(const std::vector<int32_t>& ids);
   // Samples the next token and hands out its text. Returns the token, to be evaluated (eval or
   // eval_together, then after_eval), or -1 when the generation has ended (its result is complete).
   int32_t next_token(Generation& g);
   GenerationResult finish_generation(Generation& g);
 
-  void eval(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);  // on the context's threads
-  void after_eval(size_t n_ids);  // FASA's automatic profile: made or found once the prompt allows
+  // Session::prefill and Session::decode on the context's threads, then after_eval.
+  void prefill(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);
+  void decode(int32_t token);
+  void after_eval(bool prefill);  // FASA's automatic profile: made or found once the prompt allows
   // FASA's automatic profile exists: the session goes on sparse with it.
   void go_sparse(const Profile& profile, std::string note);
 
@@ -253,6 +263,7 @@ class Context {
   std::unique_ptr<PromptProfiler> profiler_;  // ... measuring the dense prefill, when n_ctx allows
   std::string profile_note_;                  // where an automatic profile came from, for the summary
   std::vector<int32_t> unevaluated_;  // the last sampled token (or what truncate() had to drop), evaluated when it goes on
+  bool unevaluated_generated_ = false;  // unevaluated_ is the last sampled token
   std::vector<int32_t> tokens_;       // [n_past()]
   ContextStats stats_;
 };

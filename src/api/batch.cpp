@@ -17,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Batch::Member {
   Context* ctx = nullptr;
-  std::vector<int32_t> prompt;  // what the context evaluates before generating (a pending token first)
+  Context::Feed prompt;  // what the context evaluates before generating (a pending token first)
   size_t fed = 0;               // of prompt, evaluated so far
   GenerationOptions opts;
   TextCallback on_text;
@@ -53,7 +53,7 @@ size_t Batch::size() const { return members_.size(); }
 
 int64_t Batch::prefilling() const {
   int64_t n = 0;
-  for (const auto& m : members_) n += (int64_t)(m->prompt.size() - m->fed);
+  for (const auto& m : members_) n += (int64_t)(m->prompt.tokens.size() - m->fed);
   return n;
 }
 
@@ -68,7 +68,7 @@ void Batch::add(Context& ctx, std::vector<int32_t> prompt, const GenerationOptio
   m->on_text = std::move(on_text);
   m->on_done = std::move(on_done);
   m->prompt = ctx.take_feed(prompt);
-  if (!m->prompt.empty() || begin(*m)) members_.push_back(std::move(m));
+  if (!m->prompt.tokens.empty() || begin(*m)) members_.push_back(std::move(m));
 }
 
 bool Batch::step() {
@@ -79,7 +79,7 @@ bool Batch::step() {
   int64_t room = opts_.max_pass_tokens;
   for (const auto& m : members_)
     if (m->gen) {
-      pass.push_back({m->ctx->session_.get(), {&m->next, 1}});
+      pass.push_back({m->ctx->session_.get(), {&m->next, 1}, true});
       in_pass.push_back(m.get());
       --room;
     }
@@ -89,9 +89,10 @@ bool Batch::step() {
   int64_t n_prompt = 0;
   for (const auto& m : members_)
     if (!m->gen && room > 0) {
-      const size_t n = std::min<size_t>(std::min<int64_t>(room, opts_.max_prompt_chunk), m->prompt.size() - m->fed);
-      // A prompt's chunks are dense prefill, as a feed alone evaluates them; a one-token feed is a decode step.
-      pass.push_back({m->ctx->session_.get(), {m->prompt.data() + m->fed, n}, m->prompt.size() > 1});
+      const std::vector<int32_t>& prompt = m->prompt.tokens;
+      const size_t n = std::min<size_t>(std::min<int64_t>(room, opts_.max_prompt_chunk), prompt.size() - m->fed);
+      // As a feed alone evaluates them: dense prefill, or the decode step of a pending generated token.
+      pass.push_back({m->ctx->session_.get(), {prompt.data() + m->fed, n}, m->prompt.decode});
       in_pass.push_back(m.get());
       room -= (int64_t)n;
       n_prompt += (int64_t)n;
@@ -120,13 +121,13 @@ bool Batch::step() {
       Member& m = *in_pass[i];
       try {  // a member's own failure (its callback, its automatic profile) ends that member only
         if (m.gen) {
-          m.ctx->after_eval(1);
+          m.ctx->after_eval(false);
           if (!advance(m)) done.push_back(&m);
           continue;
         }
         m.fed += pass[i].tokens.size();
-        if (m.fed < m.prompt.size()) continue;
-        m.ctx->after_eval(m.prompt.size());
+        if (m.fed < m.prompt.tokens.size()) continue;
+        m.ctx->after_eval(!m.prompt.decode);
         if (!begin(m)) done.push_back(&m);
       } catch (...) {
         fail(m, std::current_exception());

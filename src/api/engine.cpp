@@ -83,13 +83,19 @@ int64_t Context::n_past() const { return session_->n_past() + (int64_t)unevaluat
 int64_t Context::n_cached() const { return session_->n_past(); }
 int64_t Context::n_ctx() const { return session_->n_ctx(); }
 
-void Context::eval(std::span<const int32_t> ids, std::vector<float>* all_logits) {
+void Context::prefill(std::span<const int32_t> ids, std::vector<float>* all_logits) {
   if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
-  session_->eval(ids, all_logits);
-  after_eval(ids.size());
+  session_->prefill(ids, all_logits);
+  after_eval(true);
 }
 
-void Context::after_eval(size_t n_ids) {
+void Context::decode(int32_t token) {
+  if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
+  session_->decode(token);
+  after_eval(false);
+}
+
+void Context::after_eval(bool prefill) {
   if (!auto_pending_) return;
   AutoProfileStore& autos = engine_.auto_profiles();
   if (profiler_ && profiler_->ready(session_->n_past())) {
@@ -98,7 +104,7 @@ void Context::after_eval(size_t n_ids) {
                                        : "automatic profile from this prompt's first " +
                                              std::to_string(PromptProfiler::kMinTokens) + " tokens" +
                                              (kept.file.empty() ? std::string() : ", cached in " + kept.file));
-  } else if (n_ids > 1) {  // a prefill: another context (a server slot) may have made one since
+  } else if (prefill) {  // another context (a server slot) may have made one since
     if (const std::optional<Profile> p = autos.find()) go_sparse(*p, "automatic profile of an earlier prompt");
   }
 }
@@ -123,46 +129,61 @@ int64_t Context::feed(std::string_view text, bool parse_special) {
   return (int64_t)ids.size();
 }
 
-std::vector<int32_t> Context::take_feed(const std::vector<int32_t>& ids) {
+Context::Feed Context::take_feed(const std::vector<int32_t>& ids) {
   const int64_t n_all = (int64_t)(unevaluated_.size() + ids.size());
   if (session_->n_past() + n_all > n_ctx())
     throw Error("the prompt (" + std::to_string(session_->n_past() + n_all) + " tokens) does not fit the context of " +
                 std::to_string(n_ctx()) + " tokens");
   for (int32_t t : ids)
     if (t < 0 || t >= engine_.info().n_vocab) throw Error("token id " + std::to_string(t) + " is outside the vocabulary");
-  std::vector<int32_t> all = std::move(unevaluated_);
+  Feed feed{std::move(unevaluated_), ids.empty() && unevaluated_generated_};
   unevaluated_.clear();
-  all.insert(all.end(), ids.begin(), ids.end());
+  unevaluated_generated_ = false;
+  feed.tokens.insert(feed.tokens.end(), ids.begin(), ids.end());
   stats_.prompt_tokens += (int64_t)ids.size();
   tokens_.insert(tokens_.end(), ids.begin(), ids.end());
-  return all;
+  return feed;
 }
 
 void Context::feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs, int top_n) {
   if (unevaluated_.empty() && ids.empty()) return;
-  const std::vector<int32_t> all = take_feed(ids);
+  const Feed feed = take_feed(ids);
+  const std::vector<int32_t>& all = feed.tokens;
   const auto t0 = Clock::now();
-  if (!logprobs) {
-    eval(all);
+  if (logprobs) logprobs->clear();
+  if (feed.decode) {  // only the last generated token: the decode step generate() left for later
+    decode(all[0]);
+  } else if (!logprobs) {
+    prefill(all);
   } else {  // what predicts ids[0]: the logits before this call, or the row of the pending token
-    logprobs->clear();
     if (all.size() == ids.size())
       logprobs->push_back(session_->n_past() > 0 ? token_logprob(session_->logits(), ids[0], top_n)
                                                  : TokenLogprob{ids[0], false, 0, {}});
-    // Chunks of a few hundred tokens bound the logits kept ([chunk, n_vocab]); none of one token
-    // after the first, which would take the decode path instead of the dense prefill.
+    // Chunks of a few hundred tokens bound the logits kept ([chunk, n_vocab]).
     const size_t V = (size_t)engine_.info().n_vocab, first = all.size() - ids.size(), chunk = 256;
     std::vector<float> rows;  // [chunk, n_vocab]
     for (size_t at = 0; at < all.size();) {
-      size_t n = std::min(chunk, all.size() - at);
-      if (all.size() - at - n == 1) ++n;
-      eval({all.data() + at, n}, &rows);
+      const size_t n = std::min(chunk, all.size() - at);
+      prefill({all.data() + at, n}, &rows);
       for (size_t i = std::max(at + 1, first + logprobs->size()); i < at + n + 1 && i < all.size(); ++i)
         logprobs->push_back(token_logprob(i < at + n ? std::span<const float>(rows.data() + (i - at - 1) * V, V)
                                                      : session_->logits(),
                                           all[i], top_n));
       at += n;
     }
+  }
+  stats_.prompt_seconds += seconds_since(t0);
+}
+
+void Context::decode_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs, int top_n) {
+  if (!unevaluated_.empty()) feed_tokens({});
+  if (logprobs) logprobs->clear();
+  const auto t0 = Clock::now();
+  for (int32_t id : ids) {
+    take_feed({id});
+    if (logprobs)
+      logprobs->push_back(session_->n_past() > 0 ? token_logprob(session_->logits(), id, top_n) : TokenLogprob{id, false, 0, {}});
+    decode(id);
   }
   stats_.prompt_seconds += seconds_since(t0);
 }
@@ -175,6 +196,7 @@ void Context::truncate(int64_t n) {
     // (A sliding window's cache may keep fewer: those go again too.)
     const int64_t kept = session_->truncate(std::max<int64_t>(0, n - 1));
     unevaluated_.assign(tokens_.begin() + kept, tokens_.begin() + n);
+    unevaluated_generated_ = false;  // prompt tokens again: prefilled, as they were
   } else {
     unevaluated_.resize(n - session_->n_past());  // the pending tokens before n
   }
@@ -213,6 +235,7 @@ int32_t Context::next_token(Generation& g) {
   // The last token is evaluated only if the context goes on (a later feed or generate).
   if (r.finish_reason != "length" || r.n_tokens == g.opts.max_tokens || session_->n_past() == n_ctx()) {
     unevaluated_ = {next};
+    unevaluated_generated_ = true;
     return -1;
   }
   return next;
@@ -228,7 +251,7 @@ GenerationResult Context::finish_generation(Generation& g) {
 
 GenerationResult Context::generate(const GenerationOptions& opts, const TextCallback& on_text) {
   const std::unique_ptr<Generation> g = start_generation(opts, on_text);
-  for (int32_t next; (next = next_token(*g)) >= 0;) eval({&next, 1});
+  for (int32_t next; (next = next_token(*g)) >= 0;) decode(next);
   return finish_generation(*g);
 }
 

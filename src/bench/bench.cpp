@@ -58,13 +58,13 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
   if (t.depth > 0)
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (t.random_fill) seqs[i]->fill_random(t.depth, seed + i);
-      else seqs[i]->eval(random_tokens(t.depth));
+      else seqs[i]->prefill(random_tokens(t.depth));
     }
   // Each sequence's tokens of one step (its prompt, or one decoded token), all in one eval_together.
   std::vector<std::vector<int32_t>> step(seqs.size());
   std::vector<SessionTokens> batch(seqs.size());
-  auto eval_step = [&] {
-    for (size_t i = 0; i < seqs.size(); ++i) batch[i] = {seqs[i].get(), step[i]};
+  auto eval_step = [&](bool decode) {
+    for (size_t i = 0; i < seqs.size(); ++i) batch[i] = {seqs[i].get(), step[i], decode};
     eval_together(batch);
   };
   BenchResult r;
@@ -77,7 +77,7 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
     const auto t0 = std::chrono::steady_clock::now();
     if (t.n_prompt > 0) {
       step = prompts;
-      eval_step();
+      eval_step(false);
     }
     auto bytes_read = [&] {  // by every sequence's cache
       uint64_t b = 0;
@@ -87,7 +87,7 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
     const uint64_t bytes0 = bytes_read();
     for (int k = 0; k < t.n_gen; ++k) {
       for (size_t i = 0; i < seqs.size(); ++i) step[i] = {ids[i][k]};
-      eval_step();
+      eval_step(true);
     }
     if (rep < 0) continue;
     r.samples_ts.push_back((double)t.n_parallel * (t.n_prompt + t.n_gen) / seconds_since(t0));

@@ -113,7 +113,7 @@ Profile make_auto_profile(AutoProfileStore& store, const std::vector<int32_t>& p
   so.n_ctx = PromptProfiler::kMinTokens;  // only these are measured
   Session s(m, so);
   s.set_observer(&profiler);
-  s.eval(std::span<const int32_t>(prompt.data(), PromptProfiler::kMinTokens));
+  s.prefill(std::span<const int32_t>(prompt.data(), PromptProfiler::kMinTokens));
   return store.keep(profiler.profile()).profile;
 }
 

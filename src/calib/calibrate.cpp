@@ -42,7 +42,7 @@ void run_dense_windows(const Model& m, const std::string& text, int64_t n_ctx, A
   for (auto& w : windows) {
     Session s(m, so);
     s.set_observer(&counting);
-    s.eval(w);
+    s.prefill(w);
   }
 }
 

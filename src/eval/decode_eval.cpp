@@ -71,7 +71,7 @@ void decode_window(const Model& m, std::shared_ptr<TokenSelector> policy, const 
   Session session(m, session_options(po, (int64_t)w.size()), std::move(policy));
   const int V = m.config.n_vocab;
   for (size_t i = 0; i + 1 < w.size(); ++i) {
-    auto logits = session.eval(std::span<const int32_t>(&w[i], 1));
+    auto logits = session.decode(w[i]);
     bar.advance();
     if ((int64_t)i < score_from) continue;
     const float* r = &ref[i * V];
@@ -118,7 +118,7 @@ ReferenceRun reference_run(const Model& m, const std::string& text, const TextEv
     so.n_ctx = (int64_t)w.size();
     Session s(m, so);
     ref.logits.emplace_back();
-    s.eval(w, &ref.logits.back());
+    s.prefill(w, &ref.logits.back());
     ref.windows.push_back(std::move(w));
   }
   if (ref.windows.empty()) throw Error("the text gives no window of at least 2 tokens");

@@ -102,7 +102,7 @@ Prefilled prefill(const Model& m, const RetrievalTask& t) {
   p.dense = std::make_unique<Session>(m, so);
   QueryRecorder rec(m.config.n_layer, (size_t)m.config.n_head * m.config.head_dim);
   p.dense->set_observer(&rec);
-  p.dense->eval(p.prompt);
+  p.dense->prefill(p.prompt);
   p.dense->set_observer(nullptr);
   p.queries = std::move(rec.queries);
   return p;
@@ -132,7 +132,7 @@ Answer greedy_answer(const Model& m, std::shared_ptr<TokenSelector> policy, cons
     const size_t start = a.text.find_first_not_of(" \t\n\r");
     if (start != std::string::npos && a.text.size() - start >= answer.size()) break;  // long enough to judge
     if (i + 1 < pre.max_new) {
-      logits = s.eval(std::span<const int32_t>(&next, 1));
+      logits = s.decode(next);
       ++a.steps;
     }
   }

@@ -59,19 +59,26 @@ void Session::check_logits() const {
     fail(model_.path, "the forward pass gave NaN or Inf logits: the weights hold NaN or Inf values");
 }
 
-std::span<const float> Session::eval(std::span<const int32_t> tokens, std::vector<float>* all_logits) {
+std::span<const float> Session::prefill(std::span<const int32_t> tokens, std::vector<float>* all_logits) {
   check_tokens(tokens);
   const size_t V = (size_t)model_.config.n_vocab;
   if (all_logits) all_logits->assign(tokens.size() * V, 0.0f);
-  const bool decode = tokens.size() == 1;
   for (size_t i = 0; i < tokens.size(); i += n_ubatch_) {
     const int n = (int)std::min<size_t>(n_ubatch_, tokens.size() - i);
     const bool last = i + n == tokens.size();
     float* logits = all_logits ? all_logits->data() + i * V : last ? logits_.data() : nullptr;
-    const ForwardPart part{this, tokens.data() + i, n, decode, logits, all_logits != nullptr};
+    const ForwardPart part{this, tokens.data() + i, n, false, logits, all_logits != nullptr};
     forward({&part, 1});
   }
   if (all_logits) std::copy(all_logits->end() - V, all_logits->end(), logits_.begin());
+  check_logits();
+  return logits_;
+}
+
+std::span<const float> Session::decode(int32_t token) {
+  check_tokens({&token, 1});
+  const ForwardPart part{this, &token, 1, true, logits_.data(), false};
+  forward({&part, 1});
   check_logits();
   return logits_;
 }
@@ -84,6 +91,7 @@ void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens) {
     for (const SessionTokens& other : batch)
       if (&other != &b && other.session == b.session) throw Error("eval_together: a session appears twice");
     b.session->check_tokens(b.tokens);
+    if (b.decode && b.tokens.size() != 1) throw Error("eval_together: a decode step takes one token");
   }
   // Pass after pass, at most max_pass_tokens each (the scratch memory's bound): every decode step in the
   // first (a pass holds at least one token of every session), prompts in chunks after them, in order.
@@ -92,7 +100,7 @@ void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens) {
   std::vector<size_t> done(batch.size(), 0);  // tokens of batch[i] evaluated so far
   std::vector<size_t> order(batch.size());     // decode steps first
   std::iota(order.begin(), order.end(), 0);
-  std::stable_partition(order.begin(), order.end(), [&](size_t i) { return batch[i].tokens.size() == 1 && !batch[i].prefill; });
+  std::stable_partition(order.begin(), order.end(), [&](size_t i) { return batch[i].decode; });
   for (bool more = true; more;) {
     std::vector<Session::ForwardPart> parts;
     size_t room = ubatch;
@@ -102,7 +110,7 @@ void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens) {
       if (done[i] == ids.size()) continue;
       const int n = (int)std::min<int64_t>(std::min(room, ids.size() - done[i]), batch[i].session->max_chunk_);
       const bool last = done[i] + n == ids.size();
-      parts.push_back({batch[i].session, ids.data() + done[i], n, ids.size() == 1 && !batch[i].prefill,
+      parts.push_back({batch[i].session, ids.data() + done[i], n, batch[i].decode,
                        last ? batch[i].session->logits_.data() : nullptr, false});
       done[i] += n;
       room -= n;

@@ -1,7 +1,7 @@
 #pragma once
 // One decoding context over a loaded model: the KV cache, the selection policy and scratch space.
-// eval() runs the forward pass for new tokens; prompts of several tokens go through batched dense
-// prefill, single tokens through the decode path where the policy picks the rows each head reads.
+// prefill() runs prompt tokens through batched dense attention; decode() runs one generated token
+// through the decode path, where the policy picks the rows each head reads.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -39,8 +39,8 @@ class Session;
 // One session's new tokens in a forward pass over several sessions (eval_together).
 struct SessionTokens {
   Session* session = nullptr;
-  std::span<const int32_t> tokens;  // one token (a decode step) or a prompt's tokens (dense prefill)
-  bool prefill = false;             // a chunk of a longer prompt: dense prefill even if one token
+  std::span<const int32_t> tokens;  // a prompt's tokens (dense prefill), or the one token of a decode step
+  bool decode = false;              // a decode step (Session::decode); else Session::prefill
 };
 
 // One forward pass for several sessions of the same model: every matmul runs over all their new tokens
@@ -56,9 +56,13 @@ class Session {
   // `policy` defaults to full attention.
   Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenSelector> policy = nullptr);
 
-  // Appends `tokens` at positions n_past()..; returns the logits of the last one ([n_vocab]).
-  // With `all_logits`, also fills it with every token's logits ([tokens.size(), n_vocab]).
-  std::span<const float> eval(std::span<const int32_t> tokens, std::vector<float>* all_logits = nullptr);
+  // Prompt tokens at positions n_past()..: dense causal attention (the policy sees the queries, as
+  // H2O and SnapKV need). Returns the last one's logits ([n_vocab]); with `all_logits`, also every
+  // token's ([tokens.size(), n_vocab]).
+  std::span<const float> prefill(std::span<const int32_t> tokens, std::vector<float>* all_logits = nullptr);
+  // A decode step: `token` at position n_past(), each head attending to the rows its policy picks.
+  // Returns its logits ([n_vocab]).
+  std::span<const float> decode(int32_t token);
 
   int64_t n_past() const { return n_past_; }
   std::span<const float> logits() const { return logits_; }  // [n_vocab] of the last evaluated token

@@ -470,15 +470,8 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
     to_feed.assign(job.prompt.begin() + keep, job.prompt.end());
     if (echo_logprobs) {
       const double before = ctx.stats().prompt_seconds;
-      if (!r.echo_policy) {
-        ctx.feed_tokens(to_feed, &job.prompt_logprobs, r.gen.logprobs);
-      } else {  // each token a decode step under the request's policy, as `fasa eval ppl` scores
-        std::vector<TokenLogprob> one;
-        for (int32_t t : to_feed) {
-          ctx.feed_tokens({t}, &one, r.gen.logprobs);
-          job.prompt_logprobs.push_back(std::move(one.at(0)));
-        }
-      }
+      if (!r.echo_policy) ctx.feed_tokens(to_feed, &job.prompt_logprobs, r.gen.logprobs);
+      else ctx.decode_tokens(to_feed, &job.prompt_logprobs, r.gen.logprobs);  // under the request's policy
       job.prompt_seconds = ctx.stats().prompt_seconds - before;
       to_feed.clear();
     }
