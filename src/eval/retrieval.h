@@ -15,7 +15,7 @@ struct RetrievalTask {
   std::string id, type, prompt, answer;  // type: the public file's type, or "KIND@LENGTH" when generated
   std::vector<std::string> values;       // when asked for several, each value (answer: all, in order)
   // Its context is text as any prompt's, not look-alike needles or a word list: an automatic profile
-  // (kept for the process and cached per model) may be measured on it.
+  // (kept for the run and cached per model) may be measured on it.
   bool natural_context = true;
 };
 
