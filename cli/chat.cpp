@@ -93,7 +93,7 @@ int chat(ChatOptions o) {
     // As the next turn's prompt renders it: "assistant: " already has the space a plain reply starts with,
     // so the tokens the context holds are found again there and only the new turn is prefilled.
     messages.push_back({"assistant", plain && r.text.starts_with(' ') ? r.text.substr(1) : r.text});
-    if (r.finish_reason == "length" && gen.max_tokens == room)
+    if (r.finish_reason == FinishReason::Length && gen.max_tokens == room)
       std::fprintf(stderr, "note: the reply stopped at the end of the context (%lld tokens; raise -c)\n",
                    (long long)ctx.n_ctx());
     decode_steps += decoded_steps(r);

@@ -154,7 +154,7 @@ int run(RunOptions o) {
   }
   std::fputc('\n', stdout);
   std::fflush(stdout);
-  if (r.finish_reason == "length" && stops_at_context_end && o.n_predict > 0)
+  if (r.finish_reason == FinishReason::Length && stops_at_context_end && o.n_predict > 0)
     std::fprintf(stderr, "note: generation stopped at the end of the context (%lld tokens; raise -c)\n", (long long)n_ctx);
 
   const ContextStats st = ctx.stats();

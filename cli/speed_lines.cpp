@@ -10,7 +10,7 @@
 namespace fasa::cli {
 
 int64_t decoded_steps(const GenerationResult& r) {
-  return r.finish_reason == "stop" ? r.n_tokens : std::max(0, r.n_tokens - 1);
+  return r.finish_reason == FinishReason::Stop ? r.n_tokens : std::max(0, r.n_tokens - 1);
 }
 
 void print_speed_lines(const Engine& engine, const Context& ctx, const std::string& model, int64_t decode_steps) {

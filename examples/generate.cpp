@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
       return true;
     });
     const fasa::ContextStats& s = ctx.stats();
-    std::printf("\n[%s; %d tokens, %.1f tokens/s; prompt %lld tokens; %s]\n", r.finish_reason.c_str(), r.n_tokens,
+    std::printf("\n[%s; %d tokens, %.1f tokens/s; prompt %lld tokens; %s]\n", fasa::name_of(r.finish_reason), r.n_tokens,
                 r.n_tokens / s.decode_seconds, (long long)s.prompt_tokens, ctx.policy_summary().c_str());
   } catch (const fasa::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

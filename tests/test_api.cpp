@@ -50,7 +50,7 @@ TEST_F(ApiTest, GreedyGenerationEqualsTheSessionLoop) {
     return true;
   });
   EXPECT_EQ(r.n_tokens, 24);
-  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_EQ(r.finish_reason, FinishReason::Length);
   EXPECT_EQ(streamed, r.text);
   std::string want;
   for (int32_t t : ref) want += engine_->model().tokenizer.token_text(t);
@@ -167,7 +167,7 @@ TEST_F(ApiTest, CallbackCancels) {
   ctx.feed(kPrompt);
   int calls = 0;
   const GenerationResult r = ctx.generate(greedy(20), [&](std::string_view) { return ++calls < 3; });
-  EXPECT_EQ(r.finish_reason, "cancelled");
+  EXPECT_EQ(r.finish_reason, FinishReason::Cancelled);
   EXPECT_EQ(calls, 3);
   EXPECT_LT(r.n_tokens, 20);
 }
@@ -183,7 +183,7 @@ TEST_F(ApiTest, StopStringEndsTheReplyBeforeIt) {
   GenerationOptions g = greedy(24);
   g.stop = {"LORD", "never appears"};
   const GenerationResult r = ctx.generate(g);
-  EXPECT_EQ(r.finish_reason, "stop");
+  EXPECT_EQ(r.finish_reason, FinishReason::Stop);
   EXPECT_EQ(r.text, text.substr(0, cut));
 }
 

@@ -254,7 +254,7 @@ TEST(BatchedDecode, GenerateTogetherEqualsGenerateAlone) {
     EXPECT_EQ(streamed[i], got[i].text) << i;
     EXPECT_EQ(ctxs[i]->n_past(), (int64_t)engine.tokenize(prompts[i], true).size() + got[i].n_tokens) << i;
   }
-  EXPECT_EQ(want[1].finish_reason, "stop");  // the stop string ended one early, the others ran on
+  EXPECT_EQ(want[1].finish_reason, FinishReason::Stop);  // the stop string ended one early, the others ran on
   EXPECT_EQ(got[0].n_tokens, 12);
   // The contexts go on after a batch like any other: a second generate continues each alone.
   GenerationOptions two;

@@ -101,11 +101,16 @@ struct GenerationOptions {
   std::function<void(const TokenLogprob&)> on_logprob;
 };
 
+// Why a generation ended: an end token or a stop string, max_tokens (or the end of the context), or
+// the text callback returned false.
+enum class FinishReason { Stop, Length, Cancelled };
+const char* name_of(FinishReason r);  // "stop", "length", "cancelled" (OpenAI's words)
+
 struct GenerationResult {
   std::string text;            // everything generated (stop string excluded)
   std::vector<int32_t> tokens;          // the tokens generated, end token excluded
   std::vector<TokenLogprob> logprobs;   // per generated token, with GenerationOptions::logprobs >= 0
-  std::string finish_reason;   // "stop" (end token or stop string), "length", or "cancelled" (callback)
+  FinishReason finish_reason = FinishReason::Length;
   int n_tokens = 0;            // tokens generated
   double seconds = 0;          // decode wall time
 };

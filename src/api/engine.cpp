@@ -73,6 +73,15 @@ std::span<const float> Context::logits() {
   return session_->logits();
 }
 
+const char* name_of(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+  }
+  return "?";
+}
+
 ContextStats Context::stats() const {
   ContextStats s = stats_;
   s.kv_bytes_read = session_->cache().bytes_read();
@@ -219,7 +228,7 @@ int32_t Context::next_token(Generation& g) {
   const Tokenizer& tok = engine_.model().tokenizer;
   const int32_t next = g.sampler.sample(session_->logits());
   if (tok.is_end_of_generation(next) && !g.opts.ignore_eos) {
-    r.finish_reason = "stop";
+    r.finish_reason = FinishReason::Stop;
     return -1;
   }
   ++r.n_tokens;
@@ -230,10 +239,10 @@ int32_t Context::next_token(Generation& g) {
     if (g.opts.on_logprob) g.opts.on_logprob(r.logprobs.back());
   }
   const std::string piece = g.stream.push(tok.token_text(next));
-  if (g.stream.stopped()) r.finish_reason = "stop";
-  if (!g.emit(piece)) r.finish_reason = "cancelled";
+  if (g.stream.stopped()) r.finish_reason = FinishReason::Stop;
+  if (!g.emit(piece)) r.finish_reason = FinishReason::Cancelled;
   // The last token is evaluated only if the context goes on (a later feed or generate).
-  if (r.finish_reason != "length" || r.n_tokens == g.opts.max_tokens || session_->n_past() == n_ctx()) {
+  if (r.finish_reason != FinishReason::Length || r.n_tokens == g.opts.max_tokens || session_->n_past() == n_ctx()) {
     unevaluated_ = {next};
     unevaluated_generated_ = true;
     return -1;
@@ -242,7 +251,7 @@ int32_t Context::next_token(Generation& g) {
 }
 
 GenerationResult Context::finish_generation(Generation& g) {
-  if (g.r.finish_reason != "cancelled") g.emit(g.stream.finish());
+  if (g.r.finish_reason != FinishReason::Cancelled) g.emit(g.stream.finish());
   g.r.seconds = seconds_since(g.t0);
   stats_.generated_tokens += g.r.n_tokens;
   stats_.decode_seconds += g.r.seconds;

@@ -24,9 +24,7 @@ struct Context::Generation {
   GenerationResult r;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   Generation(const GenerationOptions& o, const TextCallback& cb)
-      : opts(o), on_text(cb), sampler(o.sampling), stream(o.stop) {
-    r.finish_reason = "length";
-  }
+      : opts(o), on_text(cb), sampler(o.sampling), stream(o.stop) {}
   bool emit(const std::string& piece) {
     if (piece.empty()) return true;
     r.text += piece;

@@ -597,13 +597,13 @@ GenerationResult Server::Impl::generate(Job& job, const PieceCallback& on_piece_
     std::rethrow_exception(h->error);
   }
   GenerationResult r = std::move(h->result);
-  if (h->gone) r.finish_reason = "cancelled";
+  if (h->gone) r.finish_reason = FinishReason::Cancelled;
   const ContextStats after = ctx.stats();
   job.prompt_seconds += after.prompt_seconds - before.prompt_seconds;
   request_log.generated_tokens = r.n_tokens;
   metrics.count_generation((int64_t)job.prompt.size() - job.cached_tokens, r.n_tokens, job.prompt_seconds,
                            after.decode_seconds - before.decode_seconds, after.kv_bytes_read - before.kv_bytes_read,
-                           r.finish_reason == "cancelled");
+                           r.finish_reason == FinishReason::Cancelled);
   return r;
 }
 
@@ -664,9 +664,9 @@ json Server::Impl::completion_body(const Job& job, const GenerationResult& r) co
     logprobs = logprobs_json(q.chat, all, offset);
   }
   json choice = q.chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", r.text}}},
-                              {"logprobs", logprobs}, {"finish_reason", r.finish_reason}}
+                              {"logprobs", logprobs}, {"finish_reason", name_of(r.finish_reason)}}
                        : json{{"index", 0}, {"text", q.echo ? engine.detokenize(job.prompt) + r.text : r.text},
-                              {"logprobs", logprobs}, {"finish_reason", r.finish_reason}};
+                              {"logprobs", logprobs}, {"finish_reason", name_of(r.finish_reason)}};
   return {{"id", job.id},
           {"object", q.chat ? "chat.completion" : "text_completion"},
           {"created", job.created},
@@ -680,10 +680,10 @@ json Server::Impl::completion_body(const Job& job, const GenerationResult& r) co
 // llama-server's /completion reply (and its stream's last event): the text, its counts and why it
 // stopped (eos, word: a stop string, or limit).
 json Server::Impl::llama_body(const Job& job, const GenerationResult& r) const {
-  std::string stop_type = r.finish_reason == "length" ? "limit" : "eos";
+  std::string stop_type = r.finish_reason == FinishReason::Length ? "limit" : "eos";
   std::string all_text;  // the tokens' text: longer than the reply where a stop string cut it
   for (int32_t t : r.tokens) all_text += engine.token_text(t);
-  if (r.finish_reason == "stop" && all_text != r.text) stop_type = "word";
+  if (r.finish_reason == FinishReason::Stop && all_text != r.text) stop_type = "word";
   return {{"content", r.text},
           {"id_slot", job.slot->index},
           {"stop", true},
@@ -743,7 +743,7 @@ bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& si
     sink.done();
     return true;
   }
-  if (r.finish_reason == "cancelled" || (echo_pending && !send_echo())) return false;
+  if (r.finish_reason == FinishReason::Cancelled || (echo_pending && !send_echo())) return false;
   if (llama) {  // llama-server's stream ends with the whole reply's counts, no [DONE]
     json end = llama_body(*job, r);
     end["content"] = "";
@@ -753,8 +753,8 @@ bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& si
   }
   // The last chunk: the logprobs of tokens whose text never went out (a stop string's).
   const std::span<const TokenLogprob> rest = std::span(r.logprobs).subspan(std::min(sent, r.logprobs.size()));
-  json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"logprobs", logprobs(rest)}, {"finish_reason", r.finish_reason}}
-                   : json{{"index", 0}, {"text", ""}, {"logprobs", logprobs(rest)}, {"finish_reason", r.finish_reason}};
+  json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"logprobs", logprobs(rest)}, {"finish_reason", name_of(r.finish_reason)}}
+                   : json{{"index", 0}, {"text", ""}, {"logprobs", logprobs(rest)}, {"finish_reason", name_of(r.finish_reason)}};
   json end = chunk(*job, last);
   end["usage"] = usage(*job, r);
   const std::string done = "data: [DONE]\n\n";
@@ -769,7 +769,7 @@ void Server::Impl::complete(const httplib::Request& req, httplib::Response& res,
     job = accept(req, endpoint);
     if (!job->request.stream) {
       const GenerationResult r = generate(*job, {});
-      if (r.finish_reason == "cancelled") {  // nobody is listening
+      if (r.finish_reason == FinishReason::Cancelled) {  // nobody is listening
         res.status = 499;                     // "client closed request", for the metrics
         return;
       }
