@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "eval/decode_eval.h"
+#include "draw/figure.h"
 #include "draw/heatmap.h"
 #include "draw/plot.h"
 #include "eval/retrieval.h"
@@ -454,6 +456,47 @@ TEST(EvalReports, HeatmapOutlinesTheChosenChunks) {
   EXPECT_THROW(write_heatmap_png(hm, dir + "/no-such-dir/x.png"), Error);
 }
 
+// Axis ticks are round numbers covering the data, none negative for data that is not.
+TEST(EvalReports, NiceTicksAreRoundAndCoverTheData) {
+  EXPECT_EQ(nice_ticks(0.0012, 0.0371), (std::vector<double>{0, 0.01, 0.02, 0.03, 0.04}));
+  EXPECT_EQ(nice_ticks(12.3, 97), (std::vector<double>{0, 25, 50, 75, 100}));
+  EXPECT_EQ(nice_ticks(3, 3).front(), 3);  // one value: a range above it
+  std::mt19937 rng(5);
+  for (int i = 0; i < 200; ++i) {
+    const double a = std::uniform_real_distribution<double>(0, 1)(rng) * std::pow(10.0, i % 7 - 3), b = a * (1 + (i % 5));
+    const std::vector<double> t = nice_ticks(a, b);
+    ASSERT_GE(t.size(), 2u);
+    EXPECT_LE(t.size(), 9u);
+    EXPECT_LE(t.front(), a);
+    EXPECT_GE(t.back(), b * (1 - 1e-12));
+    EXPECT_GE(t.front(), 0);  // KL, shares, perplexities: no negative axis
+    const std::string label = tick_label(t[1], t[1] - t[0]);
+    EXPECT_LE(label.size(), 8u) << label;  // 0.30000000000000004 would not be
+  }
+  EXPECT_EQ(tick_label(0.1 + 0.2, 0.1), "0.3");
+  EXPECT_EQ(tick_label(-1e-17, 0.25), "0");
+}
+
+// The heatmap's colours span the data's range: values 0.1..0.3 use the whole colour bar, as 0..1 would.
+TEST(EvalReports, HeatmapColoursSpanTheDataRange) {
+  Heatmap hm;
+  hm.title = hm.row_axis = hm.col_axis = hm.value_label = "x";
+  hm.row_labels = {"a"};
+  hm.cols = 2;
+  const std::string dir = test::temp_dir();
+  int w = 0, h = 0;
+  hm.values = {0.0f, 1.0f};
+  write_heatmap_png(hm, dir + "/wide.png");
+  const auto wide = png_pixels(dir + "/wide.png", w, h);
+  hm.values = {0.1f, 0.3f};
+  write_heatmap_png(hm, dir + "/narrow.png");
+  const auto narrow = png_pixels(dir + "/narrow.png", w, h);
+  const size_t low_cell = (size_t)(56 + 11) * w + 90 + 11, high_cell = low_cell + 22;  // the cells' centres
+  EXPECT_EQ(narrow[low_cell], wide[low_cell]);
+  EXPECT_EQ(narrow[high_cell], wide[high_cell]);
+  EXPECT_NE(narrow[low_cell], narrow[high_cell]);
+}
+
 TEST(EvalReports, MarkdownJsonCsv) {
   std::vector<EvalRecord> r = {{"ppl", "fasa", "fcs=8", "64", "kld", "", 0, 0.5, 10},
                                {"ppl", "fasa", "fcs=8", "128", "kld", "", 0, 0.25, 10},
@@ -470,6 +513,9 @@ TEST(EvalReports, MarkdownJsonCsv) {
   EXPECT_EQ(j[0]["eval"], "ppl");
   EXPECT_EQ(j[0]["metric"], "kld");
   EXPECT_EQ(j[0]["value"], 0.5);
+  EXPECT_EQ(j[0]["budget"], 64);  // a number, and its unit
+  EXPECT_TRUE(j[0]["budget"].is_number_integer());
+  EXPECT_EQ(j[0]["budget_unit"], "tokens");
   EXPECT_EQ(j[2]["task_type"], "all");
   EXPECT_EQ(j[2]["value"], 75.0);  // shares in percent, as in the markdown
   EXPECT_EQ(j[2]["unit"], "%");
@@ -478,8 +524,8 @@ TEST(EvalReports, MarkdownJsonCsv) {
   EXPECT_THROW(write_records_plot(r, "nll", dir + "/none.png"), Error);
   write_records_csv(r, dir + "/r.csv");
   const std::string csv = test::read_file(dir + "/r.csv");
-  EXPECT_EQ(csv.rfind("eval,policy,variant,budget,metric,task_type,topk,value,unit,n\n", 0), 0u);
-  EXPECT_NE(csv.find("retrieval,full,\"\",64,accuracy,all,0,75,%,4"), std::string::npos) << csv;
+  EXPECT_EQ(csv.rfind("eval,policy,variant,budget,budget_unit,metric,task_type,topk,value,unit,n\n", 0), 0u);
+  EXPECT_NE(csv.find("retrieval,full,\"\",64,tokens,accuracy,all,0,75,%,4"), std::string::npos) << csv;
   const std::vector<EvalRecord> ca = {{"ca", "fasa", "", "16", "ca", "", 16, 0.5, 3}};
   EXPECT_NE(records_markdown(ca).find("| policy \\ top-K | 16 |"), std::string::npos) << records_markdown(ca);
 }

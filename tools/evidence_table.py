@@ -21,11 +21,8 @@ def wilson(p, n, z=1.96):
 
 
 def budget_label(b):
-    try:
-        x = float(b)
-    except ValueError:
-        return b
-    return f"1/{round(1 / x)}" if 0 < x < 1 else b
+    """A record's numeric budget: a share below one as 1/N, else tokens."""
+    return f"1/{round(1 / b)}" if 0 < b < 1 else f"{b:g}"
 
 
 def main():
@@ -37,10 +34,10 @@ def main():
     a = ap.parse_args()
     recs = [r for r in json.load(open(a.records)) if r["metric"] == a.metric]
     types = a.types.split(",") if a.types else list(dict.fromkeys(r["task_type"] for r in recs))
-    budgets = a.budgets.split(",") if a.budgets else list(dict.fromkeys(r["budget"] for r in recs))
+    budgets = [float(b) for b in a.budgets.split(",")] if a.budgets else list(dict.fromkeys(r["budget"] for r in recs))
     rows = list(dict.fromkeys((r["policy"], r["variant"]) for r in recs))
     for t in types:
-        cells = {(r["policy"], r["variant"], r["budget"]): r for r in recs if r["task_type"] == t}
+        cells = {(r["policy"], r["variant"], float(r["budget"])): r for r in recs if r["task_type"] == t}
         n = next((r["n"] for r in cells.values()), 0)
         print(f"\n{a.metric} (%) on {t}, {n} tasks, 95 % interval in brackets\n")
         print("| policy | " + " | ".join(budget_label(b) for b in budgets) + " |")
@@ -48,7 +45,7 @@ def main():
         for policy, variant in rows:
             out = []
             for b in budgets:
-                r = cells.get((policy, variant, b))
+                r = cells.get((policy, variant, float(b)))
                 if r is None:
                     out.append("")
                     continue

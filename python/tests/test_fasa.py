@@ -200,7 +200,8 @@ def test_eval_records_equal_the_clis_json(engine, tmp_path):
     assert {r["policy"] for r in got} == {"full", "stream"}
     assert all(0 <= r["value"] <= 100 for r in got if r["unit"] == "%")
     read = {(r["policy"], r["budget"]): r["value"] for r in got if r["metric"] == "kv_kib"}
-    assert read[("stream", "16")] < read[("full", "16")]
+    assert read[("stream", 16)] < read[("full", 16)]
+    assert {(r["budget"], r["budget_unit"]) for r in got} == {(16, "tokens"), (0.5, "share")}
     with pytest.raises(fasa.Error, match="give tasks=FILE or generate"):
         fasa.eval.retrieval(engine)
     # qa over a dictionary file, as the CLI's --qa-entries

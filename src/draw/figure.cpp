@@ -1,6 +1,8 @@
 #include "draw/figure.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "fasa/error.h"
 
@@ -58,6 +60,30 @@ Rgb viridis(double v) {
   Rgb c;
   for (int k = 0; k < 3; ++k) c[k] = (stops[i][k] + t * (stops[i + 1][k] - stops[i][k])) / 255.0;
   return c;
+}
+
+std::vector<double> nice_ticks(double lo, double hi, int n) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
+  if (!(hi > lo)) hi = lo + (lo == 0 ? 1 : std::abs(lo) * 0.1);
+  const double raw = (hi - lo) / std::max(1, n), mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = 10 * mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0})
+    if (m * mag >= raw * (1 - 1e-9)) {
+      step = m * mag;
+      break;
+    }
+  // (1e-6: data of float precision on a tick stays on it)
+  const double first = std::floor(lo / step + 1e-6) * step, last = std::ceil(hi / step - 1e-6) * step;
+  std::vector<double> t;
+  for (int i = 0; first + i * step <= last + step * 1e-6; ++i) t.push_back(first + i * step);
+  return t;
+}
+
+std::string tick_label(double v, double step) {
+  const double unit = std::pow(10.0, std::floor(std::log10(step)) - 1);  // 2.5 needs a digit below the step's
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", std::round(v / unit) * unit + 0.0);  // (+0.0: no "-0")
+  return b;
 }
 
 }  // namespace fasa

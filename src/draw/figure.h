@@ -5,6 +5,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 namespace fasa {
 
@@ -34,5 +35,11 @@ class Figure {
 
 // Viridis at v in [0, 1] (clamped), interpolated between five samples.
 Rgb viridis(double v);
+
+// Round axis ticks spanning [lo, hi]: steps of 1, 2, 2.5 or 5 times a power of ten, about `n` of
+// them; the first <= lo, the last >= hi (so data that is never negative gets no negative tick).
+std::vector<double> nice_ticks(double lo, double hi, int n = 4);
+// A tick's label: "%g" of the value rounded to the step's precision (no 0.30000000000000004).
+std::string tick_label(double v, double step);
 
 }  // namespace fasa

@@ -1,6 +1,6 @@
 #pragma once
-// Labelled heatmap PNGs (rows x columns of values in [0, 1]) for CA analysis, with chosen cells
-// outlined and a colour bar with ticks.
+// Labelled heatmap PNGs (rows x columns of values) for CA analysis, with chosen cells outlined and a
+// colour bar ticked over the data's range.
 #include <string>
 #include <vector>
 
@@ -13,7 +13,7 @@ struct Heatmap {
   std::string value_label;              // the colour bar's, e.g. "mean CA"
   std::vector<std::string> row_labels;  // [rows]
   int cols = 0;
-  std::vector<float> values;            // [rows, cols], clamped to [0, 1]
+  std::vector<float> values;            // [rows, cols]; the colours span their range
   std::vector<std::vector<int>> marked;  // [rows] or empty: columns outlined in each row (a head's chosen chunks)
 };
 

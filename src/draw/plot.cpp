@@ -28,10 +28,8 @@ void write_records_plot(const std::vector<EvalRecord>& records, const std::strin
   double lo = INFINITY, hi = -INFINITY;
   for (auto& [s, pts] : y)
     for (auto& [b, v] : pts) lo = std::min(lo, v), hi = std::max(hi, v);
-  if (hi - lo < 1e-12) hi = lo + 1;
-  const double pad = 0.05 * (hi - lo);
-  lo -= pad;
-  hi += pad;
+  const std::vector<double> ticks = nice_ticks(lo, hi);
+  lo = ticks.front(), hi = ticks.back();
 
   const bool ca = metric == "ca";
   const std::string x_axis = ca ? "top-K (tokens each policy selects)" : "budget (tokens per head, or share of the context)";
@@ -46,13 +44,10 @@ void write_records_plot(const std::vector<EvalRecord>& records, const std::strin
   f.line(left, top + ph, left + pw, top + ph, {0, 0, 0});
   auto px = [&](size_t i) { return left + (i + 0.5) * pw / budgets.size(); };
   auto py = [&](double v) { return top + (hi - v) / (hi - lo) * ph; };
-  for (int t = 0; t <= 4; ++t) {  // y ticks and light grid lines
-    const double v = lo + (hi - lo) * t / 4;
-    char b[32];
-    std::snprintf(b, sizeof b, "%.3g", v);
+  for (double v : ticks) {  // y ticks and light grid lines
     f.line(left + 1, py(v), left + pw, py(v), {0.9, 0.9, 0.9}, 1);
     f.line(left - 5, py(v), left, py(v), {0, 0, 0}, 1);
-    f.text(left - 8, py(v) + 4, b, 11, 1);
+    f.text(left - 8, py(v) + 4, tick_label(v, ticks[1] - ticks[0]), 11, 1);
   }
   for (size_t i = 0; i < budgets.size(); ++i) {
     f.line(px(i), top + ph, px(i), top + ph + 5, {0, 0, 0}, 1);

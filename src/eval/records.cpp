@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "fasa/error.h"
+#include "fasa/options.h"
 
 namespace fasa {
 
@@ -21,6 +22,13 @@ double shown(const EvalRecord& r) { return in_percent(r) ? 100 * r.value : r.val
 std::string unit(const EvalRecord& r) {
   return in_percent(r) ? "%" : r.metric == "kld" || r.metric == "nll" ? "nats" : r.metric == "kv_kib" ? "KiB" : "";
 }
+
+// The budget as a number for JSON and CSV: a token count, or a share of the context (budget_unit).
+nlohmann::json budget_value(const EvalRecord& r) {
+  const Budget b = Budget::parse(r.budget);
+  return b.fraction ? nlohmann::json(b.value) : nlohmann::json((int64_t)b.value);
+}
+const char* budget_unit(const EvalRecord& r) { return Budget::parse(r.budget).fraction ? "share" : "tokens"; }
 
 std::string fmt(const EvalRecord& r) {
   char b[64];
@@ -73,8 +81,9 @@ std::string records_markdown(const std::vector<EvalRecord>& records) {
 std::string records_json(const std::vector<EvalRecord>& records) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& r : records) {
-    nlohmann::json e = {{"eval", r.eval}, {"policy", r.policy}, {"variant", r.variant}, {"budget", r.budget},
-                        {"metric", r.metric}, {"value", shown(r)}, {"unit", unit(r)}, {"n", r.n}};
+    nlohmann::json e = {{"eval", r.eval},           {"policy", r.policy},
+                        {"variant", r.variant},     {"budget", budget_value(r)},
+                        {"budget_unit", budget_unit(r)}, {"metric", r.metric}, {"value", shown(r)}, {"unit", unit(r)}, {"n", r.n}};
     if (r.eval == "retrieval") e["task_type"] = r.task_type;
     if (r.eval == "ca") e["topk"] = r.topk;
     j.push_back(e);
@@ -90,9 +99,10 @@ void write_records_json(const std::vector<EvalRecord>& records, const std::strin
 
 void write_records_csv(const std::vector<EvalRecord>& records, const std::string& path) {
   std::ofstream out(path);
-  out << "eval,policy,variant,budget,metric,task_type,topk,value,unit,n\n";
+  out << "eval,policy,variant,budget,budget_unit,metric,task_type,topk,value,unit,n\n";
   for (const auto& r : records)
-    out << r.eval << "," << r.policy << ",\"" << r.variant << "\"," << r.budget << "," << r.metric << ","
+    out << r.eval << "," << r.policy << ",\"" << r.variant << "\"," << budget_value(r).dump() << "," << budget_unit(r) << ","
+        << r.metric << ","
         << r.task_type << "," << r.topk << "," << shown(r) << "," << unit(r) << "," << r.n << "\n";
   if (!out) fail(path, "cannot write");
 }

@@ -10,7 +10,7 @@ struct EvalRecord {
   std::string eval;       // "ppl", "retrieval", "ca"
   std::string policy;     // e.g. "fasa"
   std::string variant;    // the policy options that shaped it, e.g. "fcs=8 sharing=group dense=0"
-  std::string budget;     // as given ("64", "0.1")
+  std::string budget;     // as given ("64", "0.1"); JSON and CSV give it as a number and a unit ("tokens", "share")
   std::string metric;     // "nll", "ppl", "kld", "top1", "accuracy", "exact", "ca", "kv_kib" (KV read per decoded token)
   std::string task_type;  // retrieval: the task type or "all"; empty otherwise
   int topk = 0;           // ca: K
