@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/policy_runs.h"
 #include "sparse/policy.h"
 
 namespace fasa::cli {
@@ -59,7 +60,9 @@ void add_gpu_options(CLI::App* cmd);
 // plus the parts a command takes as single values: bench and eval take --attn (and bench --kv-offload,
 // --kv-prefetch) as lists of their own.
 enum PolicyParts : unsigned { kAttn = 1, kBudget = 2, kOffload = 4, kAllPolicyParts = 7 };
-void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts = kAllPolicyParts);
+// With `lists` (the evaluations), a list-capable setting given several values (--fcs 4,8,16) goes
+// there (is_list_setting in src/eval/policy_runs.h), a variant each.
+void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts = kAllPolicyParts, SettingLists* lists = nullptr);
 
 // Whole file as a string; throws fasa::Error naming the file.
 std::string read_text_file(const std::string& path);

@@ -43,10 +43,30 @@ namespace {
 
 // A flag whose value goes through the settings' one parser (set_policy_option), as the server's JSON
 // fields and Python's keywords do: a mistake gets the same message everywhere.
-CLI::Option* add_setting(CLI::App* cmd, const std::string& flags, PolicyOptions& o, const char* setting,
+// Where a setting flag's value goes: the options, or (an evaluation's list-capable setting given
+// several values) the lists.
+struct SettingTarget {
+  PolicyOptions* o;
+  SettingLists* lists;
+};
+
+CLI::Option* add_setting(CLI::App* cmd, const std::string& flags, SettingTarget t, const char* setting,
                          const std::string& help, const std::string& shown_default = "") {
   CLI::Option* opt = cmd->add_option_function<std::string>(
-      flags, [&o, setting](const std::string& v) { set_policy_option(o, setting, v); }, help);
+      flags,
+      [t, setting](const std::string& v) {
+        if (!t.lists || !is_list_setting(setting) || v.find(',') == std::string::npos) return set_policy_option(*t.o, setting, v);
+        std::vector<std::string> values;
+        for (size_t at = 0;;) {
+          const size_t comma = v.find(',', at);
+          values.push_back(v.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+          set_policy_option(*t.o, setting, values.back());  // a bad value fails here, before any work
+          if (comma == std::string::npos) break;
+          at = comma + 1;
+        }
+        t.lists->emplace_back(setting, std::move(values));
+      },
+      help);
   if (!shown_default.empty()) opt->default_str(shown_default);
   return opt;
 }
@@ -58,59 +78,60 @@ CLI::Option* add_setting_flag(CLI::App* cmd, const std::string& flag, PolicyOpti
 
 }  // namespace
 
-void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts) {
+void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts, SettingLists* lists) {
+  const SettingTarget t{&o, lists};
   if (parts & kAttn) {
     std::string names;
     for (const PolicyInfo& p : policy_registry()) names += std::string("\n  ") + p.name + ": " + p.description;
-    add_setting(cmd, "--attn", o, "attn", "Decode attention policy:" + names, o.attn);
+    add_setting(cmd, "--attn", t, "attn", "Decode attention policy:" + names, o.attn);
   }
   if (parts & kBudget)
-    add_setting(cmd, "--budget", o, "budget",
+    add_setting(cmd, "--budget", t, "budget",
                 "Tokens each head attends to: a count (256), or a share of the context written as one (0.5, 50%, 1.0)",
                 o.budget.str());
-  add_setting(cmd, "--profile", o, "profile",
+  add_setting(cmd, "--profile", t, "profile",
               "FASA profile (from `fasa calibrate`), or 'auto' (what run, serve and eval use without one): the first "
               "prompt of at least " + std::to_string(PromptProfiler::kMinTokens) + " tokens measures one during its "
               "prefill, cached per model in $XDG_CACHE_HOME/fasa/profiles");
   add_setting_flag(cmd, "--synthetic-profile", o, "synthetic_profile",
                    "FASA without a profile: seeded random chunks (speed and soak runs only; quality is meaningless)");
-  add_setting(cmd, "--fcs", o, "fcs",
+  add_setting(cmd, "--fcs", t, "fcs",
               "FASA: frequency chunks scored per head, 1-512 (default: the profile's; a synthetic profile's is calibration's default)");
-  add_setting(cmd, "--fc-alloc", o, "fc_alloc",
+  add_setting(cmd, "--fc-alloc", t, "fc_alloc",
               "FASA: 'uniform' (every head scores --fcs chunks) or 'adaptive' (--fcs on average: heads whose "
               "agreement concentrates in few chunks get fewer, flat ones more; same TIP bytes with group sharing)",
               name_of(o.fc_alloc));
-  add_setting(cmd, "--fc-sharing", o, "fc_sharing", "FASA: chunks chosen per query 'head' or per KV 'group'",
+  add_setting(cmd, "--fc-sharing", t, "fc_sharing", "FASA: chunks chosen per query 'head' or per KV 'group'",
               name_of(o.fc_sharing));
-  add_setting(cmd, "--dense-layers", o, "dense_layers", "Layers kept dense, comma-separated; \"\" for none",
+  add_setting(cmd, "--dense-layers", t, "dense_layers", "Layers kept dense, comma-separated; \"\" for none",
               layer_list_str(o.dense_layers));
-  add_setting(cmd, "--sink", o, "sink", "FASA: first tokens always attended, inside the budget (stream: its sink count, default 8)");
-  add_setting(cmd, "--recent", o, "recent", "FASA: most recent tokens always attended, inside the budget");
-  add_setting(cmd, "--tip-mass", o, "tip_mass",
+  add_setting(cmd, "--sink", t, "sink", "FASA: first tokens always attended, inside the budget (stream: its sink count, default 8)");
+  add_setting(cmd, "--recent", t, "recent", "FASA: most recent tokens always attended, inside the budget");
+  add_setting(cmd, "--tip-mass", t, "tip_mass",
               "FASA: adaptive budget (Twilight's top-p): of the budget's top rows keep the fewest whose softmax "
               "weights on TIP's scores sum to this share, e.g. 0.95 (default 0: the whole budget)");
-  add_setting(cmd, "--seed-policy", o, "seed_policy", "Seed of the random policy", std::to_string(o.seed));
-  add_setting(cmd, "--sparq-r", o, "sparq_r", "SparQ: query dims used for approximate scores (default head_dim/4)");
-  add_setting(cmd, "--ds-channels", o, "ds_channels",
+  add_setting(cmd, "--seed-policy", t, "seed_policy", "Seed of the random policy", std::to_string(o.seed));
+  add_setting(cmd, "--sparq-r", t, "sparq_r", "SparQ: query dims used for approximate scores (default head_dim/4)");
+  add_setting(cmd, "--ds-channels", t, "ds_channels",
               "DoubleSparse: heavy channels per KV head (default: the dims of FASA's default chunks, 2 * max(1, rotary dims / 8))");
-  add_setting(cmd, "--snapkv-window", o, "snapkv_window", "SnapKV: observation window", std::to_string(o.snapkv_window));
-  add_setting(cmd, "--snapkv-every", o, "snapkv_every", "SnapKV: re-select every N decode steps (0: never)",
+  add_setting(cmd, "--snapkv-window", t, "snapkv_window", "SnapKV: observation window", std::to_string(o.snapkv_window));
+  add_setting(cmd, "--snapkv-every", t, "snapkv_every", "SnapKV: re-select every N decode steps (0: never)",
               std::to_string(o.snapkv_every));
-  add_setting(cmd, "--kv-type", o, "kv_type",
+  add_setting(cmd, "--kv-type", t, "kv_type",
               "KV cache element type of K and V: f16 (as llama.cpp's default), q8_0 (int8 blocks of 32: about "
               "half of f16's bytes per step) or f32 (exact)",
               name_of(o.cache.key_type));
-  add_setting(cmd, "--cache-type-k", o, "cache_type_k", "The keys' type, as llama.cpp's -ctk (default: --kv-type)");
-  add_setting(cmd, "--cache-type-v", o, "cache_type_v", "The values' type, as llama.cpp's -ctv (default: --kv-type)");
+  add_setting(cmd, "--cache-type-k", t, "cache_type_k", "The keys' type, as llama.cpp's -ctk (default: --kv-type)");
+  add_setting(cmd, "--cache-type-v", t, "cache_type_v", "The values' type, as llama.cpp's -ctv (default: --kv-type)");
   add_setting_flag(cmd, "--tip-int8", o, "tip_int8",
                    "FASA: rank tokens on a q8_0 copy of the K_dom plane (attention still reads the keys at --kv-type): "
                    "fewer bytes per decode step for a little more memory");
-  add_setting(cmd, "--kv-fast-limit", o, "kv_fast_limit", "Fast memory the KV cache may use (bytes, or e.g. 512M, 2G)");
+  add_setting(cmd, "--kv-fast-limit", t, "kv_fast_limit", "Fast memory the KV cache may use (bytes, or e.g. 512M, 2G)");
   if (!(parts & kOffload)) return;
-  add_setting(cmd, "--kv-offload", o, "kv_offload",
+  add_setting(cmd, "--kv-offload", t, "kv_offload",
               "FASA-M: keep K_rest and V of FASA's heads in 'ram' or in a file under 'file:DIR'; only the K_dom "
               "plane stays in fast memory and each step fetches the selected rows");
-  add_setting(cmd, "--kv-prefetch", o, "kv_prefetch",
+  add_setting(cmd, "--kv-prefetch", t, "kv_prefetch",
               "FASA-M: fetch the next layer's likely rows in a background thread: on or off (default off: it "
               "pays only with a core of its own and steps that repeat their selections)");
 }

@@ -29,6 +29,7 @@ struct EvalOptions {
   std::string json, csv, plot, plot_metric, answers;
   int threads = 0;
   PolicyOptions policy;
+  SettingLists lists;  // list flags (--fcs 4,8,16): every policy of --attn crossed with their values
 };
 
 int report(const EvalOptions& o, const std::string& title, const std::vector<EvalRecord>& records,
@@ -50,14 +51,17 @@ std::string text_title(const EvalOptions& o, const ReferenceRun& ref) {
 
 void add_common(CLI::App* cmd, EvalOptions& o) {
   add_model_option(cmd, o.model);
-  cmd->add_option("--attn", o.attn, "Policies, comma-separated (default: full, and fasa where --profile is given)")
+  cmd->add_option("--attn", o.attn,
+                  "Policies, comma-separated (default: full, and fasa where --profile is given); one may carry settings "
+                  "of its own, e.g. fasa:fcs=4:tip_mass=0.9. Settings that shape a policy's choices take lists "
+                  "(--fcs 4,8,16): a variant each")
       ->delimiter(',');
   cmd->add_option("--json", o.json, "Also write the records as JSON");
   cmd->add_option("--csv", o.csv, "Also write the records as CSV");
   cmd->add_option("--plot", o.plot, "Also plot a metric against the budget (PNG)");
   cmd->add_option("--plot-metric", o.plot_metric, "Metric to plot (default: kld, ca or accuracy)");
   add_threads_option(cmd, o.threads);
-  add_policy_options(cmd, o.policy, kOffload);
+  add_policy_options(cmd, o.policy, kOffload, &o.lists);
   add_gpu_options(cmd);
 }
 
@@ -124,9 +128,9 @@ Command add_eval_command(CLI::App& app) {
     for (const std::string& out : {o->json, o->csv, o->plot, o->answers})  // before the work, not after it
       if (!out.empty()) check_writable(out);
     auto model = load_model(o->model);
-    for (auto& name : o->attn) {  // fail on a bad policy or option before hours of work
-      PolicyOptions po = o->policy;
-      po.attn = name;
+    o->attn = cross_settings(o->attn, o->lists);
+    for (const PolicyRun& run : policy_runs(*model, o->attn, o->policy)) {  // fail on a bad option before hours of work
+      PolicyOptions po = run.options;
       for (auto& b : o->budgets) {
         po.budget = Budget::parse(b);
         check_policy(po, *model);

@@ -18,6 +18,7 @@
 #include "sparse/policy.h"
 
 namespace py = pybind11;
+using namespace pybind11::literals;
 using namespace fasa;
 
 namespace {
@@ -127,17 +128,32 @@ ContextOptions context_options(const Engine& e, const py::kwargs& settings) {
   return o;
 }
 
-// An evaluation on `settings`' options, run without the GIL: its records as Python dicts, as
-// `fasa eval ... --json` writes them.   run: (const PolicyOptions&) -> std::vector<EvalRecord>
+// An evaluation of the policies `attn` on `settings`' options, run without the GIL: its records as
+// Python dicts, as `fasa eval ... --json` writes them. A list-capable setting given a list (fcs=[4, 8])
+// gives a variant per value, as the CLI's --fcs 4,8.
+//   run: (const PolicyOptions& base, const std::vector<std::string>& policies) -> std::vector<EvalRecord>
 template <class Run>
-py::object eval_records(const Engine& e, const py::kwargs& settings, const Run& run) {
-  const ContextOptions base = context_options(e, settings);
+py::object eval_records(const Engine& e, const py::kwargs& settings, const std::vector<std::string>& attn, const Run& run) {
+  py::kwargs single;
+  SettingLists lists;
+  for (const auto& [key, value] : settings) {
+    const std::string name = py::str(key);
+    if (is_list_setting(name) && (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value))) {
+      std::vector<std::string> values;
+      for (const py::handle& v : value) values.push_back(setting_text(v));
+      lists.emplace_back(name, std::move(values));
+    } else {
+      single[key] = value;
+    }
+  }
+  const ContextOptions base = context_options(e, single);
   if (base.selector) throw Error("fasa.eval runs the built-in policies (attn=[...]); not a Python one");
+  const std::vector<std::string> policies = cross_settings(attn, lists);
   std::string json;
   {
     py::gil_scoped_release released;
     if (base.threads > 0) omp_set_num_threads(base.threads);
-    json = records_json(run(base.policy));
+    json = records_json(run(base.policy, policies));
   }
   return py::module_::import("json").attr("loads")(json);
 }
@@ -302,8 +318,10 @@ PYBIND11_MODULE(_fasa, m) {
   eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,
                            const std::vector<int64_t>& lengths, int n, uint64_t seed, const std::string& haystack,
                            int limit, const std::vector<std::string>& attn, const py::iterable& budgets, bool distractors,
-                           const std::string& qa_entries, const py::kwargs& settings) {
-    return eval_records(e, settings, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy) {
+                           const std::string& qa_entries, bool answers, const py::kwargs& settings) -> py::object {
+    std::vector<RetrievalAnswer> got;
+    py::object records = eval_records(e, settings, attn, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy,
+                                                                                 const std::vector<std::string>& policies) {
       std::vector<RetrievalTask> list;
       if (!generate.empty()) {
         TaskGenOptions g;
@@ -316,23 +334,32 @@ PYBIND11_MODULE(_fasa, m) {
       } else {
         throw Error("eval.retrieval: give tasks=FILE or generate=[KINDS]");
       }
-      return eval_retrieval(e.model(), list, attn, budgets, policy);
+      return eval_retrieval(e.model(), list, policies, budgets, policy, answers ? &got : nullptr);
     });
+    if (!answers) return records;
+    py::list out;
+    for (const RetrievalAnswer& a : got)
+      out.append(py::dict("id"_a = a.task_id, "type"_a = a.type, "policy"_a = a.policy, "variant"_a = a.variant,
+                          "budget"_a = a.budget, "expected"_a = a.expected,
+                          "answer"_a = py::bytes(a.answer).attr("decode")("utf-8", "replace"), "score"_a = a.score));
+    return py::make_tuple(records, out);
   }, py::arg("engine"), py::arg("tasks") = py::none(), py::arg("generate") = std::vector<std::string>{},
      py::arg("lengths") = std::vector<int64_t>{4096}, py::arg("n") = 20, py::arg("seed") = 0, py::arg("haystack") = "",
      py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
-     py::arg("distractors") = false, py::arg("qa_entries") = "",
+     py::arg("distractors") = false, py::arg("qa_entries") = "", py::arg("answers") = false,
      "`fasa eval retrieval`: tasks from a JSON-lines file or generated (distractors=True: look-alike needles; "
-     "kind qa asks the dictionary entries of qa_entries=FILE); "
-     "every attn x budget; the other keywords "
-     "as engine.context's. Returns the records (a list of dicts), as --json writes them.");
+     "kind qa asks the dictionary entries of qa_entries=FILE); every attn x budget (attn entries may carry "
+     "settings, 'fasa:fcs=4'; a list for a setting such as fcs=[4, 8] gives a variant each); the other keywords "
+     "as engine.context's. Returns the records (a list of dicts), as --json writes them; with answers=True, "
+     "(records, answers): each task's greedy answer beside the expected one, as --answers writes them.");
 
   // ppl and ca: every window of `text` decoded token by token against full attention's reference.
   eval.def("ppl", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
                      const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
-    return eval_records(e, settings, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy) {
+    return eval_records(e, settings, attn, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy,
+                                                                                 const std::vector<std::string>& policies) {
       const TextEvalOptions o{window, windows, score_from};
-      return eval_perplexity(e.model(), reference_run(e.model(), text, o), attn, budgets, policy, o);
+      return eval_perplexity(e.model(), reference_run(e.model(), text, o), policies, budgets, policy, o);
     });
   }, py::arg("engine"), py::arg("text"), py::arg("window") = 0, py::arg("windows") = 8, py::arg("score_from") = 0,
      py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
@@ -340,9 +367,9 @@ PYBIND11_MODULE(_fasa, m) {
      "window: tokens per window (0: the model's context). Returns the records, as --json writes them.");
   eval.def("ca", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
                     const std::vector<std::string>& attn, const std::vector<int>& top_k, const py::kwargs& settings) {
-    return eval_records(e, settings, [&](const PolicyOptions& policy) {
+    return eval_records(e, settings, attn, [&](const PolicyOptions& policy, const std::vector<std::string>& policies) {
       const TextEvalOptions o{window, windows, score_from};
-      return eval_selection_agreement(e.model(), reference_run(e.model(), text, o), attn, top_k, policy, o);
+      return eval_selection_agreement(e.model(), reference_run(e.model(), text, o), policies, top_k, policy, o);
     });
   }, py::arg("engine"), py::arg("text"), py::arg("window") = 0, py::arg("windows") = 8, py::arg("score_from") = 0,
      py::arg("attn") = std::vector<std::string>{"fasa"}, py::arg("top_k") = std::vector<int>{64},

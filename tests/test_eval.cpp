@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/decode_eval.h"
+#include "eval/policy_runs.h"
 #include "draw/figure.h"
 #include "draw/heatmap.h"
 #include "draw/plot.h"
@@ -67,6 +68,34 @@ TEST(EvalCa, OracleAgreesFullyRandomDoesNot) {
   EXPECT_GT(r[0].n, 0);
   EXPECT_LT(r[1].value, 0.6);
   EXPECT_EQ(r[1].topk, 8);
+}
+
+// What an evaluation runs: specs carry settings of their own, list flags cross every spec with their
+// values, and variants a policy cannot tell apart (full with fcs=4) run once.
+TEST(EvalPolicyRuns, SpecsListsAndOneRunPerVariant) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  PolicyOptions base;
+  base.synthetic_profile = true;
+  const std::vector<std::string> specs = cross_settings({"full", "fasa", "stream:sink=2"}, {{"fcs", {"4", "8"}}});
+  EXPECT_EQ(specs, (std::vector<std::string>{"full:fcs=4", "full:fcs=8", "fasa:fcs=4", "fasa:fcs=8", "stream:sink=2:fcs=4",
+                                             "stream:sink=2:fcs=8"}));
+  const std::vector<PolicyRun> runs = policy_runs(*m, specs, base);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].name, "full");
+  EXPECT_EQ(runs[1].options.fcs, 4);
+  EXPECT_EQ(runs[1].variant, "fcs=4 sharing=group dense=0");
+  EXPECT_EQ(runs[2].options.fcs, 8);
+  EXPECT_EQ(runs[3].name, "stream");
+  EXPECT_EQ(runs[3].options.sink, 2);
+  EXPECT_EQ(runs[3].options.attn, "stream");
+  EXPECT_EQ(policy_runs(*m, {"full:kv_type=q8_0"}, base)[0].variant, "kv=q8_0");  // the cache shows too
+  EXPECT_TRUE(is_list_setting("fcs"));
+  EXPECT_FALSE(is_list_setting("dense_layers"));  // a list already
+  EXPECT_EQ(test::error_message([&] { policy_runs(*m, {"fasa:fcs"}, base); }),
+            "attn 'fasa:fcs': 'fcs' is not SETTING=VALUE (e.g. fasa:fcs=4)");
+  EXPECT_NE(test::error_message([&] { policy_runs(*m, {"fasa:fcs=many"}, base); }).find("fcs"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { policy_runs(*m, {"nope"}, base); }).find("unknown attention policy 'nope'"),
+            std::string::npos);
 }
 
 TEST(EvalRetrieval, TaskFileValidationAndLimits) {

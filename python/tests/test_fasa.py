@@ -200,6 +200,17 @@ def test_eval_records_equal_the_clis_json(engine, tmp_path):
     assert {r["policy"] for r in got} == {"full", "stream"}
     assert all(0 <= r["value"] <= 100 for r in got if r["unit"] == "%")
     read = {(r["policy"], r["budget"]): r["value"] for r in got if r["metric"] == "kv_kib"}
+    # a list setting gives a variant each, as the CLI's --fcs 2,4; answers=True gives each task's answer too
+    records, answers = fasa.eval.retrieval(engine, generate=["passkey"], lengths=[512], n=2, attn=["full", "fasa"],
+                                           budgets=[16], synthetic_profile=True, fcs=[2, 4], threads=2, answers=True)
+    assert {(r["policy"], r["variant"]) for r in records} == {
+        ("full", ""), ("fasa", "fcs=2 sharing=group dense=0"), ("fasa", "fcs=4 sharing=group dense=0")}
+    assert len(answers) == 2 * 3
+    assert all(set(a) == {"id", "type", "policy", "variant", "budget", "expected", "answer", "score"} for a in answers)
+    for r in records:  # the answers are what the scores are made of
+        if r["metric"] == "accuracy" and r["task_type"] == "all":
+            scores = [a["score"] for a in answers if (a["policy"], a["variant"]) == (r["policy"], r["variant"])]
+            assert len(scores) == 2 and r["value"] == pytest.approx(100 * sum(scores) / 2)
     assert read[("stream", 16)] < read[("full", 16)]
     assert {(r["budget"], r["budget_unit"]) for r in got} == {(16, "tokens"), (0.5, "share")}
     with pytest.raises(fasa.Error, match="give tasks=FILE or generate"):

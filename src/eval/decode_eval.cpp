@@ -7,6 +7,7 @@
 
 #include "calib/agreement.h"
 #include "calib/auto_profile.h"
+#include "eval/policy_runs.h"
 #include "sparse/baselines.h"
 #include "sparse/doublesparse.h"
 #include "model/sampler.h"
@@ -125,18 +126,13 @@ ReferenceRun reference_run(const Model& m, const std::string& text, const TextEv
   return ref;
 }
 
-bool auto_profile_wanted(const AutoProfileStore& autos, const std::vector<std::string>& policies,
-                         const PolicyOptions& base) {
-  return std::any_of(policies.begin(), policies.end(), [&](const std::string& name) {
-    PolicyOptions po = base;
-    po.attn = name;
-    return auto_profile_pending(po, &autos);
-  });
+bool auto_profile_wanted(const AutoProfileStore& autos, const std::vector<PolicyRun>& runs) {
+  return std::any_of(runs.begin(), runs.end(), [&](const PolicyRun& r) { return auto_profile_pending(r.options, &autos); });
 }
 
-void prepare_auto_profile(AutoProfileStore& autos, const std::vector<std::string>& policies, const PolicyOptions& base,
+void prepare_auto_profile(AutoProfileStore& autos, const std::vector<PolicyRun>& runs,
                           const std::vector<std::vector<int32_t>>& prompts) {
-  if (!auto_profile_wanted(autos, policies, base)) return;
+  if (!auto_profile_wanted(autos, runs)) return;
   for (const auto& p : prompts)
     if ((int64_t)p.size() >= PromptProfiler::kMinTokens) {
       make_auto_profile(autos, p);
@@ -147,8 +143,12 @@ void prepare_auto_profile(AutoProfileStore& autos, const std::vector<std::string
 }
 
 std::string policy_variant(const std::string& policy, const PolicyOptions& o, const Model& m) {
+  std::string kv;  // the cache's element types, where not llama.cpp's default
+  if (o.cache.key_type != KvType::F16 || o.cache.value_type != KvType::F16)
+    kv = std::string("kv=") + name_of(o.cache.key_type) +
+         (o.cache.value_type == o.cache.key_type ? "" : std::string("/") + name_of(o.cache.value_type));
   const PolicyInfo& info = policy_info(policy);
-  if (info.dense) return "";
+  if (info.dense) return kv;
   std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : layer_list_str(o.dense_layers));
   if (policy == "doublesparse") v = "channels=" + std::to_string(doublesparse_channels(o, m.config)) + " " + v;
   if (policy == "fasa") v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + name_of(o.fc_sharing) + " " + v;
@@ -163,38 +163,40 @@ std::string policy_variant(const std::string& policy, const PolicyOptions& o, co
     }
   }
   if (policy == "stream") v = "sink=" + std::to_string(stream_sink(o)) + " " + v;
-  return v;
+  if (policy == "sparq" && o.sparq_r > 0) v = "r=" + std::to_string(o.sparq_r) + " " + v;
+  if (const PolicyOptions d; policy == "snapkv" && (o.snapkv_window != d.snapkv_window || o.snapkv_every != d.snapkv_every))
+    v = "window=" + std::to_string(o.snapkv_window) + " every=" + std::to_string(o.snapkv_every) + " " + v;
+  return kv.empty() ? v : v + " " + kv;
 }
 
 std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref, const std::vector<std::string>& policies,
                                         const std::vector<std::string>& budgets, const PolicyOptions& base,
                                         const TextEvalOptions& o) {
+  const std::vector<PolicyRun> runs = policy_runs(m, policies, base);
   AutoProfileStore autos(m);  // this run's (with the model's cached file)
-  prepare_auto_profile(autos, policies, base, ref.windows);
+  prepare_auto_profile(autos, runs, ref.windows);
   std::vector<EvalRecord> out;
-  for (const auto& name : policies) {
+  for (const PolicyRun& run : runs) {
     Scores full_scores;  // `full` does not depend on the budget: run it once
     bool full_done = false;
     for (const auto& budget : budgets) {
-      PolicyOptions po = base;
-      po.attn = name;
+      PolicyOptions po = run.options;
       po.budget = Budget::parse(budget);
       Scores s;
-      if (policy_info(name).dense && full_done) {
+      if (policy_info(run.name).dense && full_done) {
         s = full_scores;
       } else {
-        ProgressBar bar("ppl " + name + " @ " + budget, total_steps(ref));
+        ProgressBar bar("ppl " + run.name + " @ " + budget, total_steps(ref));
         for (size_t w = 0; w < ref.windows.size(); ++w)
           decode_window(m, make_selector(po, m, &autos), po, ref.windows[w], ref.logits[w], o.score_from, s, bar);
         full_scores = s;
-        full_done = policy_info(name).dense;
+        full_done = policy_info(run.name).dense;
       }
       if (s.n == 0) throw Error("no position was scored (is --score-from past the window length?)");
-      const std::string variant = policy_variant(name, po, m);
       const double nll = s.nll / s.n;
       for (auto [metric, value] : {std::pair<const char*, double>{"nll", nll}, {"ppl", std::exp(nll)},
                                    {"kld", s.kld / s.n}, {"top1", (double)s.top1 / s.n}})
-        out.push_back({"ppl", name, variant, budget, metric, "", 0, value, s.n});
+        out.push_back({"ppl", run.name, run.variant, budget, metric, "", 0, value, s.n});
     }
   }
   return out;
@@ -204,17 +206,17 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
                                                  const std::vector<std::string>& policies,
                                                  const std::vector<int>& top_ks, const PolicyOptions& base,
                                                  const TextEvalOptions& o) {
+  const std::vector<PolicyRun> runs = policy_runs(m, policies, base);
   AutoProfileStore autos(m);  // this run's (with the model's cached file)
-  prepare_auto_profile(autos, policies, base, ref.windows);
+  prepare_auto_profile(autos, runs, ref.windows);
   std::vector<EvalRecord> out;
-  for (const auto& name : policies) {
-    if (policy_info(name).dense) continue;  // selects everything: nothing to measure
+  for (const PolicyRun& run : runs) {
+    if (policy_info(run.name).dense) continue;  // selects everything: nothing to measure
     for (int k : top_ks) {
-      PolicyOptions po = base;
-      po.attn = name;
+      PolicyOptions po = run.options;
       po.budget = Budget::count(k);
       po.cache.offload = {};  // the probe scores every whole key, so every row stays resident
-      ProgressBar bar("ca " + name + " @ K=" + std::to_string(k), total_steps(ref));
+      ProgressBar bar("ca " + run.name + " @ K=" + std::to_string(k), total_steps(ref));
       double hits = 0;
       int64_t queries = 0;
       Scores ignored;
@@ -224,7 +226,7 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
         hits += probe->agreement() * (double)probe->queries();
         queries += probe->queries();
       }
-      out.push_back({"ca", name, policy_variant(name, po, m), std::to_string(k), "ca", "", k,
+      out.push_back({"ca", run.name, run.variant, std::to_string(k), "ca", "", k,
                      queries ? hits / (double)queries : 0.0, queries});
     }
   }

@@ -9,6 +9,7 @@
 
 #include "eval/records.h"
 #include "model/model.h"
+#include "eval/policy_runs.h"
 #include "sparse/policy.h"
 
 namespace fasa {
@@ -26,7 +27,8 @@ struct ReferenceRun {
 };
 ReferenceRun reference_run(const Model& m, const std::string& text, const TextEvalOptions& o);
 
-// `eval ppl`: one record per metric (nll, ppl, kld, top1) for every policy x budget.
+// `eval ppl`: one record per metric (nll, ppl, kld, top1) for every policy x budget. `policies` are
+// specs over `base` ("fasa", "fasa:fcs=4": policy_runs.h), here and in every evaluation.
 std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref, const std::vector<std::string>& policies,
                                         const std::vector<std::string>& budgets, const PolicyOptions& base,
                                         const TextEvalOptions& o);
@@ -38,14 +40,13 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
                                                  const std::vector<int>& top_ks, const PolicyOptions& base,
                                                  const TextEvalOptions& o);
 
-// Whether one of `policies` is FASA waiting for an automatic profile (auto_profile_pending).
-bool auto_profile_wanted(const AutoProfileStore& autos, const std::vector<std::string>& policies,
-                         const PolicyOptions& base);
-// FASA's automatic profile for an evaluation, whose prefills are shared: when one of `policies` wants it
+// Whether one of `runs` is FASA waiting for an automatic profile (auto_profile_pending).
+bool auto_profile_wanted(const AutoProfileStore& autos, const std::vector<PolicyRun>& runs);
+// FASA's automatic profile for an evaluation, whose prefills are shared: when one of `runs` wants it
 // and `autos` has none yet, the first of `prompts` with at least PromptProfiler::kMinTokens tokens makes
 // it (as a context's first long prompt would). Throws fasa::Error when none is that long. Each
 // evaluation runs with a store of its own (it finds the profile cached for the model on disk).
-void prepare_auto_profile(AutoProfileStore& autos, const std::vector<std::string>& policies, const PolicyOptions& base,
+void prepare_auto_profile(AutoProfileStore& autos, const std::vector<PolicyRun>& runs,
                           const std::vector<std::vector<int32_t>>& prompts);
 // The options that shape a policy's choices (o.attn == policy), for the record ("fcs=8 sharing=group
 // ..."); the chunk count is the one used (resolved from the profile, or the synthetic profile's default).

@@ -62,7 +62,7 @@ std::string records_markdown(const std::vector<EvalRecord>& records) {
   std::ostringstream md;
   for (const auto& t : tables) {  // CA tables' columns are the K each policy selects, the others' the budget
     md << "\n### " << t << "\n\n| policy \\ " << (top_k_tables.count(t) ? "top-K" : "budget") << " |";
-    for (auto& b : budgets) md << " " << b << " |";
+    for (auto& b : budgets) md << " " << (top_k_tables.count(t) ? b : Budget::parse(b).describe()) << " |";
     md << "\n|---|";
     for (size_t i = 0; i < budgets.size(); ++i) md << "---|";
     md << "\n";

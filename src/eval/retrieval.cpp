@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calib/auto_profile.h"
+#include "eval/policy_runs.h"
 #include "eval/decode_eval.h"
 #include "model/sampler.h"
 #include "model/session.h"
@@ -167,7 +168,8 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
   types.push_back("all");
   std::vector<std::vector<int32_t>> long_prompt;  // the first that can make FASA's automatic profile
   AutoProfileStore autos(m);  // this run's (with the model's cached file)
-  const bool wanted = auto_profile_wanted(autos, policies, base);
+  const std::vector<PolicyRun> runs = policy_runs(m, policies, base);
+  const bool wanted = auto_profile_wanted(autos, runs);
   bool unnatural = false;  // a long prompt was passed over
   for (size_t i = 0; wanted && i < tasks.size() && long_prompt.empty(); ++i)
     if (auto ids = m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos()); (int64_t)ids.size() >= PromptProfiler::kMinTokens) {
@@ -178,23 +180,22 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
     throw Error("no automatic profile yet, and these tasks' contexts are look-alike needles or word lists (cwe, fwe), "
                 "which would make a poor one (it is kept and cached for the model): give a profile (from `fasa "
                 "calibrate`), or run other tasks once without --distractors");
-  prepare_auto_profile(autos, policies, base, long_prompt);
-  // tally[policy][budget][type]. Each prompt is prefilled once for all policies.
-  std::map<std::string, std::map<std::string, std::map<std::string, Tally>>> tally;
+  prepare_auto_profile(autos, runs, long_prompt);
+  // tally[run][budget][type]. Each prompt is prefilled once for all policies.
+  std::vector<std::map<std::string, std::map<std::string, Tally>>> tally(runs.size());
   ProgressBar bar("retrieval", (int64_t)tasks.size());
   for (const auto& t : tasks) {
     const Prefilled pre = prefill(m, t);
-    for (const auto& name : policies)
+    for (size_t r = 0; r < runs.size(); ++r)
       for (const auto& budget : budgets) {
-        PolicyOptions po = base;
-        po.attn = name;
+        PolicyOptions po = runs[r].options;
         po.budget = Budget::parse(budget);
         const Answer a = greedy_answer(m, make_selector(po, m, &autos), po, pre, t.answer);
         const double score = answer_score(t, a.text);
         const bool exact = answer_exact(t, a.text);
-        if (answers) answers->push_back({t.id, t.type, name, budget, t.answer, a.text, score});
+        if (answers) answers->push_back({t.id, t.type, runs[r].name, runs[r].variant, budget, t.answer, a.text, score});
         for (const std::string& type : groups(t)) {
-          Tally& y = tally[name][budget][type];
+          Tally& y = tally[r][budget][type];
           y.score += score;
           y.exact += exact;
           y.kv_bytes += a.kv_bytes;
@@ -206,14 +207,11 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
     bar.advance();
   }
   std::vector<EvalRecord> out, exact, read;  // the "exact" and "kv_kib" tables after the accuracy ones
-  for (const auto& name : policies)
+  for (size_t r = 0; r < runs.size(); ++r)
     for (const auto& budget : budgets) {
-      PolicyOptions po = base;
-      po.attn = name;
-      po.budget = Budget::parse(budget);
-      const std::string variant = policy_variant(name, po, m);
+      const std::string &name = runs[r].name, &variant = runs[r].variant;
       for (const auto& type : types) {
-        const Tally& y = tally[name][budget][type];
+        const Tally& y = tally[r][budget][type];
         out.push_back({"retrieval", name, variant, budget, "accuracy", type, 0, y.score / y.n, y.n});
         if (y.has_values) exact.push_back({"retrieval", name, variant, budget, "exact", type, 0, (double)y.exact / y.n, y.n});
         if (type == "all" && y.steps > 0)  // KV read per decoded token, over every task: what a budget saves
@@ -228,8 +226,8 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
 void write_retrieval_answers(const std::vector<RetrievalAnswer>& answers, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
   for (const auto& a : answers)
-    out << nlohmann::json{{"id", a.task_id}, {"type", a.type},         {"policy", a.policy}, {"budget", a.budget},
-                          {"expected", a.expected}, {"answer", a.answer}, {"score", a.score}}
+    out << nlohmann::json{{"id", a.task_id},       {"type", a.type},     {"policy", a.policy}, {"variant", a.variant},
+                          {"budget", a.budget},     {"expected", a.expected}, {"answer", a.answer}, {"score", a.score}}
                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
         << "\n";
   if (!out) fail(path, "cannot write answers");

@@ -31,7 +31,7 @@ std::vector<RetrievalTask> load_retrieval_tasks(const std::string& path, int per
 
 // One task's greedy answer under one policy and budget, beside the expected one: what lies behind a score.
 struct RetrievalAnswer {
-  std::string task_id, type, policy, budget, expected, answer;
+  std::string task_id, type, policy, variant, budget, expected, answer;
   double score = 0;
 };
 
@@ -41,7 +41,7 @@ struct RetrievalAnswer {
 std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<RetrievalTask>& tasks,
                                        const std::vector<std::string>& policies, const std::vector<std::string>& budgets,
                                        const PolicyOptions& base, std::vector<RetrievalAnswer>* answers = nullptr);
-// The answers as JSON lines (id, type, policy, budget, expected, answer, score), one per answer.
+// The answers as JSON lines (id, type, policy, variant, budget, expected, answer, score), one per answer.
 void write_retrieval_answers(const std::vector<RetrievalAnswer>& answers, const std::string& path);
 
 }  // namespace fasa
