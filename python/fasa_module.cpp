@@ -43,13 +43,13 @@ std::string setting_text(const py::handle& v) {
 
 // A policy written in Python (fasa.register_policy): fn(layer, kv_head, queries, keys, budget) gets the
 // GQA group's queries [n_q, head_dim] and the head's cached keys [n_tokens, head_dim] (float32 copies,
-// post-RoPE) and returns the rows all of the group's heads attend to. SparseSelector keeps the C++
+// post-RoPE) and returns the rows all of the group's heads attend to. SparsePolicy keeps the C++
 // policies' contract: dense layers and budgets covering the context attend to everything without
 // asking fn. Called from the decode threads, one at a time (the GIL).
-class PythonPolicy final : public SparseSelector {
+class PythonPolicy final : public SparsePolicy {
  public:
   PythonPolicy(std::string name, py::function fn, const PolicyOptions& o, int n_layer)
-      : SparseSelector(o.budget, o.dense_layers, n_layer), name_(std::move(name)), fn_(std::move(fn)) {}
+      : SparsePolicy(o.budget, o.dense_layers, n_layer), name_(std::move(name)), fn_(std::move(fn)) {}
   ~PythonPolicy() override {
     py::gil_scoped_acquire gil;  // the function's reference goes with the GIL held
     fn_ = py::function();
@@ -123,7 +123,7 @@ ContextOptions context_options(const Engine& e, const py::kwargs& settings) {
   }
   if (!python_policy.is_none()) {  // (name, fn) from fasa.register_policy
     const auto [name, fn] = python_policy.cast<std::pair<std::string, py::function>>();
-    o.selector = std::make_shared<PythonPolicy>(name, fn, o.policy, e.model().config.n_layer);
+    o.custom_policy = std::make_shared<PythonPolicy>(name, fn, o.policy, e.model().config.n_layer);
   }
   return o;
 }
@@ -147,7 +147,7 @@ py::object eval_records(const Engine& e, const py::kwargs& settings, const std::
     }
   }
   const ContextOptions base = context_options(e, single);
-  if (base.selector) throw Error("fasa.eval runs the built-in policies (attn=[...]); not a Python one");
+  if (base.custom_policy) throw Error("fasa.eval runs the built-in policies (attn=[...]); not a Python one");
   const std::vector<std::string> policies = cross_settings(attn, lists);
   std::string json;
   {

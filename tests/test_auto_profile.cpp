@@ -194,7 +194,7 @@ TEST_F(AutoProfileTest, FirstLongPromptMakesTheProfileThenDecodesAsFasaWithIt) {
   // Reference: a session with FASA and that profile from the start (its prefill is dense too).
   SessionOptions so;
   so.n_ctx = 1400;
-  Session ref(m, so, make_fasa_selector(*kept, fasa_options().policy, m));
+  Session ref(m, so, make_fasa_policy_from(*kept, fasa_options().policy, m));
   const std::vector<int32_t> want = test::greedy_tokens(ref, prompt, 12);
   EXPECT_EQ(got, want);
   // Full attention decodes differently here: the comparison can tell the policies apart.

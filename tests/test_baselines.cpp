@@ -39,7 +39,7 @@ struct RandomCache {
   }
 };
 
-std::set<int32_t> pick(TokenSelector& p, const RandomCache& c, int64_t n) {
+std::set<int32_t> pick(AttentionPolicy& p, const RandomCache& c, int64_t n) {
   std::vector<int32_t> rows;
   EXPECT_TRUE(p.select(c.query(n), c.view(n), rows));
   std::set<int32_t> s(rows.begin(), rows.end());
@@ -57,7 +57,7 @@ std::set<int32_t> top_by(const std::vector<float>& score, int n) {
 
 TEST(Oracle, PicksTheExactTopLogits) {
   RandomCache c(32, 200, 1);
-  OracleSelector p({20, false}, {}, 1);
+  OraclePolicy p({20, false}, {}, 1);
   std::vector<float> s(200);
   for (int j = 0; j < 200; ++j) s[j] = c.dot(j);
   EXPECT_EQ(pick(p, c, 200), top_by(s, 20));
@@ -67,7 +67,7 @@ TEST(Oracle, PicksTheExactTopLogits) {
 
 TEST(Stream, SinksAndRecentWindow) {
   RandomCache c(8, 100, 2);
-  StreamSelector p({20, false}, {}, 1, 8);
+  StreamPolicy p({20, false}, {}, 1, 8);
   std::set<int32_t> want;
   for (int j = 0; j < 8; ++j) want.insert(j);
   for (int j = 88; j < 100; ++j) want.insert(j);
@@ -76,7 +76,7 @@ TEST(Stream, SinksAndRecentWindow) {
 
 TEST(Random, SeededDistinctAndUniform) {
   RandomCache c(8, 100, 3);
-  RandomSelector a({30, false}, {}, 1, 7), b({30, false}, {}, 1, 7), other({30, false}, {}, 1, 8);
+  RandomPolicy a({30, false}, {}, 1, 7), b({30, false}, {}, 1, 7), other({30, false}, {}, 1, 8);
   const auto sa = pick(a, c, 100);
   EXPECT_EQ(sa.size(), 30u);
   EXPECT_EQ(sa, pick(b, c, 100));
@@ -93,7 +93,7 @@ TEST(Random, SeededDistinctAndUniform) {
 
 TEST(Quest, ReadsTheNewestPageAndTheBestOthersByUpperBound) {
   RandomCache c(16, 200, 4);  // 12 full pages + the newest, of 8 rows
-  QuestSelector p({48, false}, {}, 1, 1);
+  QuestPolicy p({48, false}, {}, 1, 1);
   std::vector<float> bound(12);
   for (int pg = 0; pg < 12; ++pg) {
     float s = 0, best = -INFINITY;
@@ -125,14 +125,14 @@ TEST(Quest, KeepsTheNewestTokensWhenOlderPagesBoundHigher) {
     for (int d = 0; d < 16; ++d) c.k[j * 16 + d] = j < 176 ? std::fabs(c.k[j * 16 + d]) : -1.0f;
   for (int j = 0; j < 200; ++j) c.cache.store(0, 0, j, &c.k[(size_t)j * 16], &c.v[(size_t)j * 16]);
   for (int64_t budget : {48, 64, 5}) {
-    QuestSelector p({(double)budget, false}, {}, 1, 1);
+    QuestPolicy p({(double)budget, false}, {}, 1, 1);
     const auto s = pick(p, c, 200);
     EXPECT_EQ((int64_t)s.size(), budget == 5 ? 5 : 8 + (budget - 8) / 16 * 16) << budget;
     EXPECT_TRUE(s.count(199)) << "budget " << budget << ": the newest token was dropped";
     for (int32_t r = budget == 5 ? 195 : 192; r < 200; ++r) EXPECT_TRUE(s.count(r)) << budget;
   }
   // A whole newest page (n a multiple of 16) is kept too, though it bounds lowest.
-  QuestSelector p({48, false}, {}, 1, 1);
+  QuestPolicy p({48, false}, {}, 1, 1);
   const auto s = pick(p, c, 192);
   for (int32_t r = 176; r < 192; ++r) EXPECT_TRUE(s.count(r)) << r;
   EXPECT_EQ(s.size(), 48u);
@@ -140,8 +140,8 @@ TEST(Quest, KeepsTheNewestTokensWhenOlderPagesBoundHigher) {
 
 TEST(Sparq, AllDimsEqualsOracleAndFewDimsApproximate) {
   RandomCache c(32, 300, 5);
-  SparqSelector all({25, false}, {}, 1, 32), few({25, false}, {}, 1, 4);
-  OracleSelector oracle({25, false}, {}, 1);
+  SparqPolicy all({25, false}, {}, 1, 32), few({25, false}, {}, 1, 4);
+  OraclePolicy oracle({25, false}, {}, 1);
   EXPECT_EQ(pick(all, c, 300), pick(oracle, c, 300));
   const auto f = pick(few, c, 300), o = pick(oracle, c, 300);
   std::vector<int32_t> common;
@@ -152,7 +152,7 @@ TEST(Sparq, AllDimsEqualsOracleAndFewDimsApproximate) {
 
 TEST(H2o, KeepsRecentAndHeavyHittersAndNeverRevives) {
   RandomCache c(16, 120, 6);
-  H2oSelector p({20, false}, {}, 1, 1);
+  H2oPolicy p({20, false}, {}, 1, 1);
   std::vector<int32_t> rows;
   for (int64_t n = 1; n <= 20; ++n) EXPECT_FALSE(p.select(c.query(n), c.view(n), rows));  // dense, accumulating
   std::set<int32_t> evicted;
@@ -168,7 +168,7 @@ TEST(H2o, KeepsRecentAndHeavyHittersAndNeverRevives) {
 
 TEST(SnapKv, KeepsWindowAndFreshTokensWithinBudget) {
   RandomCache c(16, 200, 7);
-  SnapKvSelector p({40, false}, {}, 1, 1, 16, 8, 16);
+  SnapKvPolicy p({40, false}, {}, 1, 1, 16, 8, 16);
   std::vector<int32_t> rows;
   for (int64_t n = 1; n <= 40; ++n) EXPECT_FALSE(p.select(c.query(n), c.view(n), rows));
   for (int64_t n = 41; n <= 200; ++n) {
@@ -183,23 +183,23 @@ TEST(SnapKv, KeepsWindowAndFreshTokensWithinBudget) {
 TEST(KvTraffic, SelectionReadsAreCounted) {
   const uint64_t D = 32, n = 200, eb = 2;
   RandomCache c((int)D, (int)n, 11);
-  auto counted = [&](TokenSelector& p, int64_t rows) {
+  auto counted = [&](AttentionPolicy& p, int64_t rows) {
     const uint64_t b0 = c.cache.bytes_read();
     std::vector<int32_t> picked;
     p.select(c.query(rows), c.view(rows), picked);
     return c.cache.bytes_read() - b0;
   };
-  OracleSelector oracle({20, false}, {}, 1);
+  OraclePolicy oracle({20, false}, {}, 1);
   EXPECT_EQ(counted(oracle, n), n * D * eb);  // every whole key
-  SparqSelector sparq({20, false}, {}, 1, 4);
+  SparqPolicy sparq({20, false}, {}, 1, 4);
   EXPECT_EQ(counted(sparq, n), n * 4 * eb);  // 4 dims of every key
-  QuestSelector quest({48, false}, {}, 1, 1);
+  QuestPolicy quest({48, false}, {}, 1, 1);
   const uint64_t summaries = 12 * 2 * D * sizeof(float);  // the 12 pages before the newest one
   EXPECT_EQ(counted(quest, n), 12 * 16 * D * eb + summaries);  // their keys, once, to summarise them
   EXPECT_EQ(counted(quest, n), summaries);
-  StreamSelector stream({20, false}, {}, 1, 8);
+  StreamPolicy stream({20, false}, {}, 1, 8);
   EXPECT_EQ(counted(stream, n), 0u);
-  H2oSelector h2o({100, false}, {}, 1, 1);
+  H2oPolicy h2o({100, false}, {}, 1, 1);
   EXPECT_EQ(counted(h2o, 80), 80 * D * eb + 80 * sizeof(double));  // a dense step: every key, every score
 }
 
@@ -207,7 +207,7 @@ TEST(KvTraffic, SelectionReadsAreCounted) {
 TEST(Truncate, QuestSummarisesTheRewrittenPagesAgain) {
   RandomCache before(16, 200, 8), after(16, 200, 8);
   after.negate_keys_from(40);  // page 2 (rows 32..47) is half rewritten
-  QuestSelector p({48, false}, {}, 1, 1), fresh({48, false}, {}, 1, 1);
+  QuestPolicy p({48, false}, {}, 1, 1), fresh({48, false}, {}, 1, 1);
   pick(p, before, 200);  // summarises all 12 whole pages
   p.on_truncate(40);
   EXPECT_EQ(pick(p, after, 200), pick(fresh, after, 200));
@@ -216,7 +216,7 @@ TEST(Truncate, QuestSummarisesTheRewrittenPagesAgain) {
 TEST(Truncate, SnapKvForgetsTheQueriesAndSelectionOfCutTokens) {
   RandomCache before(16, 200, 9), after(16, 200, 9);
   after.negate_keys_from(30);
-  SnapKvSelector p({40, false}, {}, 1, 1, 16, 8, 16), fresh({40, false}, {}, 1, 1, 16, 8, 16);
+  SnapKvPolicy p({40, false}, {}, 1, 1, 16, 8, 16), fresh({40, false}, {}, 1, 1, 16, 8, 16);
   std::vector<int32_t> rows;
   for (int64_t n = 1; n <= 150; ++n) p.select(before.query(n), before.view(n), rows);  // selects at 145
   p.on_truncate(30);
@@ -227,7 +227,7 @@ TEST(Truncate, SnapKvForgetsTheQueriesAndSelectionOfCutTokens) {
 TEST(Truncate, H2oDropsTheCutRowsAndKeepsItsEvictions) {
   RandomCache before(16, 120, 10), after(16, 120, 10);
   after.negate_keys_from(60);
-  H2oSelector p({20, false}, {}, 1, 1);
+  H2oPolicy p({20, false}, {}, 1, 1);
   std::set<int32_t> last;
   for (int64_t n = 1; n <= 120; ++n) {
     std::vector<int32_t> rows;
@@ -243,9 +243,9 @@ TEST(Truncate, H2oDropsTheCutRowsAndKeepsItsEvictions) {
 }
 
 // A policy's own pick with `budget` rows (no dense shortcut), through the decode step's sparse path.
-class OwnPick final : public TokenSelector {
+class OwnPick final : public AttentionPolicy {
  public:
-  OwnPick(SparseSelector& p, int64_t budget) : p_(p), budget_(budget) {}
+  OwnPick(SparsePolicy& p, int64_t budget) : p_(p), budget_(budget) {}
   std::string_view name() const override { return p_.name(); }
   bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
     bool sparse = false;
@@ -262,7 +262,7 @@ class OwnPick final : public TokenSelector {
   std::vector<std::vector<int32_t>> picked;
 
  private:
-  SparseSelector& p_;
+  SparsePolicy& p_;
   int64_t budget_;
 };
 
@@ -274,7 +274,7 @@ TEST(PolicyPicks, EveryRowEqualsDenseAttention) {
   const int64_t n = 100;  // 6 whole pages and a partial one for Quest
   const float scale = 1.0f / std::sqrt((float)D);
   const std::vector<float> q = test::random_floats((size_t)group * D, 12);  // model dim order
-  for (const std::string& name : selector_names()) {
+  for (const std::string& name : policy_names()) {
     if (name == "full") continue;
     SCOPED_TRACE(name);
     PolicyOptions o;
@@ -282,10 +282,10 @@ TEST(PolicyPicks, EveryRowEqualsDenseAttention) {
     o.dense_layers = {};
     o.synthetic_profile = true;
     auto attend = [&](int64_t budget, std::vector<float>& dense) {  // [group, D] per KV head, both ways
-      const std::unique_ptr<TokenSelector> made = make_selector(o, *m);
-      auto* policy = dynamic_cast<SparseSelector*>(made.get());
-      if (policy == nullptr) {  // fail, not crash, if a policy stops being a SparseSelector
-        ADD_FAILURE() << name << " is not a SparseSelector";
+      const std::unique_ptr<AttentionPolicy> made = make_policy(o, *m);
+      auto* policy = dynamic_cast<SparsePolicy*>(made.get());
+      if (policy == nullptr) {  // fail, not crash, if a policy stops being a SparsePolicy
+        ADD_FAILURE() << name << " is not a SparsePolicy";
         dense.assign((size_t)c.n_head * D, 0.0f);
         return dense;
       }
@@ -337,7 +337,7 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
   for (DType kv_type : {DType::F16, DType::Q8_0}) {
     SessionOptions so;
     so.kv_types = kv_type;
-    Session full(*m, so), sparse(*m, so, make_selector(o, *m));
+    Session full(*m, so), sparse(*m, so, make_policy(o, *m));
     full.prefill(prompt);
     sparse.prefill(prompt);
     for (int32_t t : {288, 267, 1355}) {
@@ -353,7 +353,7 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
   // A small budget does change the output.
   if (o.attn == "full") return;
   o.budget = Budget::count(4);
-  Session small(*m, {}, make_selector(o, *m)), ref(*m, {});
+  Session small(*m, {}, make_policy(o, *m)), ref(*m, {});
   small.prefill(prompt);
   ref.prefill(prompt);
   const int32_t t = 288;
@@ -363,7 +363,7 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
   EXPECT_GT(test::normalized_error(b.data(), want.data(), want.size()), 1e-4) << o.attn;
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy, ::testing::ValuesIn(selector_names()),
+INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy, ::testing::ValuesIn(policy_names()),
                          [](const auto& info) { return info.param; });
 
 // Each registry row makes a policy of its own name; only full is dense, only FASA and DoubleSparse have
@@ -374,7 +374,7 @@ TEST(Policies, RegistryRowsMatchTheirPolicies) {
     PolicyOptions o;
     o.attn = info.name;
     o.synthetic_profile = true;
-    auto p = make_selector(o, *m);
+    auto p = make_policy(o, *m);
     EXPECT_EQ(p->name(), info.name);
     EXPECT_GT(std::string(info.description).size(), 10u);
     EXPECT_EQ(info.dense, o.attn == "full") << info.name;

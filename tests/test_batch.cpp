@@ -59,7 +59,7 @@ std::vector<Trace> alone(const Model& m, const PolicyOptions& o, const std::vect
                          int n_ubatch = 0) {
   std::vector<Trace> out(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    Session s(m, options(o, n_ubatch), make_selector(o, m));
+    Session s(m, options(o, n_ubatch), make_policy(o, m));
     out[i].record(s.prefill(prompts[i]));
     for (int k = 0; k < kSteps; ++k) {
       const int32_t t = out[i].tokens.back();
@@ -74,7 +74,7 @@ std::vector<Trace> alone(const Model& m, const PolicyOptions& o, const std::vect
 std::vector<Trace> together(const Model& m, const PolicyOptions& o, const std::vector<std::vector<int32_t>>& prompts,
                             int n_ubatch = 0) {
   std::vector<std::unique_ptr<Session>> seqs;
-  for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back(std::make_unique<Session>(m, options(o, n_ubatch), make_selector(o, m)));
+  for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back(std::make_unique<Session>(m, options(o, n_ubatch), make_policy(o, m)));
   std::vector<Trace> out(prompts.size());
   std::vector<SessionTokens> batch = {{seqs[0].get(), prompts[0]}, {seqs[1].get(), prompts[1]}};
   eval_together(batch);
@@ -128,7 +128,7 @@ TEST_P(BatchedDecode, EqualsEachSequenceAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, BatchedDecode, ::testing::ValuesIn(selector_names()),
+INSTANTIATE_TEST_SUITE_P(Policies, BatchedDecode, ::testing::ValuesIn(policy_names()),
                          [](const auto& info) { return info.param; });
 
 // A mixture of experts (Q8_0 experts, as a quantized model has them): each expert's matmul runs over
@@ -160,7 +160,7 @@ TEST(BatchedDecode, SlidingWindowLayersEqualEachSequenceAlone) {
   write_synthetic_model(find_model_shape("gemma3-tiny"), DType::Q8_0, path, 3);
   auto m = load_model(path);
   const auto prompts = random_prompts(*m);
-  for (const std::string& attn : selector_names()) {
+  for (const std::string& attn : policy_names()) {
     PolicyOptions o;
     o.attn = attn;
     o.budget = Budget::count(12);

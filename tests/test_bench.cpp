@@ -147,8 +147,8 @@ TEST(BenchRecords, ChunkCountIsTheOneUsed) {
   const int chunks = default_n_tip(m->config);
   ASSERT_EQ(chunks, 2);  // n_rot 16 / 8
   EXPECT_EQ(fasa_chunks(p, *m), chunks);
-  auto selector = make_selector(p, *m);
-  for (int h = 0; h < 4; ++h) EXPECT_EQ(dynamic_cast<FasaSelector&>(*selector).scored_dims(1, h).size(), 2u * chunks);
+  auto made = make_policy(p, *m);
+  for (int h = 0; h < 4; ++h) EXPECT_EQ(dynamic_cast<FasaPolicy&>(*made).scored_dims(1, h).size(), 2u * chunks);
   EXPECT_NE(policy_variant("fasa", p, *m).find("fcs=2 "), std::string::npos) << policy_variant("fasa", p, *m);
   p.fcs = 3;
   EXPECT_EQ(fasa_chunks(p, *m), 3);

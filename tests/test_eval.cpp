@@ -417,7 +417,7 @@ TEST(EvalRetrieval, SharedPrefillEqualsOwnPrefill) {
     PolicyOptions o;
     o.attn = name;
     o.budget = budget;
-    Session own(*m, so, make_selector(o, *m)), shared(*m, so, make_selector(o, *m));
+    Session own(*m, so, make_policy(o, *m)), shared(*m, so, make_policy(o, *m));
     own.prefill(prompt);
     shared.start_from_prefill(dense, rec.q);
     EXPECT_EQ(shared.n_past(), own.n_past());

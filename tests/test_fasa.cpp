@@ -258,9 +258,9 @@ TEST(Fasa, AdaptiveAllocationReadsTheSameKdomBytes) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   const Profile p = load_profile(bundled_profile());
   FasaOptions o;
-  const FasaSelector uniform(p, m->config, o);
+  const FasaPolicy uniform(p, m->config, o);
   o.adaptive = true;
-  const FasaSelector adaptive(p, m->config, o);
+  const FasaPolicy adaptive(p, m->config, o);
   EXPECT_DOUBLE_EQ(adaptive.kdom_share(), uniform.kdom_share());
 }
 
@@ -351,15 +351,15 @@ TEST(Profile, CorruptProfilesAreClearErrors) {
   }
 }
 
-std::shared_ptr<FasaSelector> fasa_policy(const Model& m, Budget b, FcSharing sh, std::vector<int> dense = {0}) {
+std::shared_ptr<FasaPolicy> fasa_policy(const Model& m, Budget b, FcSharing sh, std::vector<int> dense = {0}) {
   FasaOptions o;
   o.budget = b;
   o.sharing = sh;
   o.dense_layers = std::move(dense);
-  return std::make_shared<FasaSelector>(load_profile(quick_profile(m.path)), m.config, o);
+  return std::make_shared<FasaPolicy>(load_profile(quick_profile(m.path)), m.config, o);
 }
 
-std::vector<int32_t> greedy(const Model& m, std::shared_ptr<TokenSelector> p, const std::vector<int32_t>& prompt, int n,
+std::vector<int32_t> greedy(const Model& m, std::shared_ptr<AttentionPolicy> p, const std::vector<int32_t>& prompt, int n,
                             std::vector<float>* first_logits = nullptr, KvTypes kv_types = {}) {
   SessionOptions so;
   so.kv_types = kv_types;
@@ -440,7 +440,7 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     o.sharing = sh;
     o.sink = 2;
     o.recent = 3;
-    FasaSelector policy(prof, m->config, o);
+    FasaPolicy policy(prof, m->config, o);
     const int layer = 3, head = 1, kvh = head / 2;
     const KeyLayout layout = policy.key_layout(layer, kvh);
     EXPECT_EQ(layout.n_dom, sh == FcSharing::Group ? 16 : (int)layout.n_dom);
@@ -500,7 +500,7 @@ TEST(FasaDecoding, AdaptiveBudgetKeepsTheFewestTopRowsHoldingTheMass) {
     FasaOptions o;
     o.budget = {budget, false};
     o.mass = mass;
-    FasaSelector policy(prof, m->config, o);
+    FasaPolicy policy(prof, m->config, o);
     KvCache cache(1, 1, D, T, {policy.key_layout(layer, head / 2)}, DType::F32);
     for (int j = 0; j < T; ++j) cache.store(0, 0, j, &keys[j * D], &vals[j * D]);
     std::vector<float> qp(D);
@@ -535,7 +535,7 @@ TEST(DoubleSparse, ScoresOnTheGroupsHeaviestChannels) {
   const auto keys = test::random_floats((size_t)T * D, 15), vals = test::random_floats((size_t)T * D, 16);
   const auto q = test::random_floats(D, 17);
   for (int r : {8, D}) {
-    DoubleSparseSelector policy(prof, c, {20, false}, {}, r);
+    DoubleSparsePolicy policy(prof, c, {20, false}, {}, r);
     const KeyLayout layout = policy.key_layout(layer, kvh);
     ASSERT_EQ(layout.n_dom, r);
     std::vector<std::pair<double, int>> weight;  // the group's statistic per channel, heaviest first
@@ -567,9 +567,9 @@ TEST(DoubleSparse, ScoresOnTheGroupsHeaviestChannels) {
   }
   Profile old = prof;
   old.channel_qk.clear();
-  EXPECT_NE(test::error_message([&] { DoubleSparseSelector(old, c, {20, false}, {}, 8); }).find("no channel statistics"),
+  EXPECT_NE(test::error_message([&] { DoubleSparsePolicy(old, c, {20, false}, {}, 8); }).find("no channel statistics"),
             std::string::npos);
-  EXPECT_NE(test::error_message([&] { DoubleSparseSelector(prof, c, {20, false}, {}, D + 1); }).find("ds_channels"),
+  EXPECT_NE(test::error_message([&] { DoubleSparsePolicy(prof, c, {20, false}, {}, D + 1); }).find("ds_channels"),
             std::string::npos);
 }
 
@@ -585,7 +585,7 @@ TEST(FasaDecoding, GroupSelectionEqualsPerHeadSelection) {
     o.budget = {24, false};
     o.sharing = sh;
     o.sink = 1;
-    FasaSelector policy(prof, m->config, o);
+    FasaPolicy policy(prof, m->config, o);
     for (int layer : {0, 3}) {  // layer 0 is dense by default
       KvCache cache(1, 1, D, T, {policy.key_layout(layer, kvh)});
       auto keys = test::random_floats((size_t)T * D, 5), vals = test::random_floats((size_t)T * D, 6);
@@ -617,10 +617,10 @@ TEST(FasaDecoding, OptionErrors) {
   const Profile p = load_profile(bundled_profile());
   FasaOptions o;
   o.n_tip = 33;
-  EXPECT_THROW(FasaSelector(p, m->config, o), Error);
+  EXPECT_THROW(FasaPolicy(p, m->config, o), Error);
   o.n_tip = 0;
   o.dense_layers = {6};
-  EXPECT_THROW(FasaSelector(p, m->config, o), Error);
+  EXPECT_THROW(FasaPolicy(p, m->config, o), Error);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 namespace fasa {
 namespace {
 
-class AllRowsShuffled final : public TokenSelector {
+class AllRowsShuffled final : public AttentionPolicy {
  public:
   std::string_view name() const override { return "all-shuffled"; }
   bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
@@ -30,7 +30,7 @@ class AllRowsShuffled final : public TokenSelector {
   std::set<std::tuple<int, int, int, int>> calls;
 };
 
-class LastRows final : public TokenSelector {
+class LastRows final : public AttentionPolicy {
  public:
   explicit LastRows(int n) : n_(n) {}
   std::string_view name() const override { return "last-n"; }
@@ -41,7 +41,7 @@ class LastRows final : public TokenSelector {
   int n_;
 };
 
-class TruncationLog final : public TokenSelector {
+class TruncationLog final : public AttentionPolicy {
  public:
   std::string_view name() const override { return "truncation-log"; }
   bool select(const AttentionQuery&, const KvHeadView&, std::vector<int32_t>&) override { return false; }
@@ -49,7 +49,7 @@ class TruncationLog final : public TokenSelector {
   std::vector<int64_t> cuts;
 };
 
-std::vector<float> decode_logits(const Model& m, std::shared_ptr<TokenSelector> p, const std::vector<int32_t>& prompt,
+std::vector<float> decode_logits(const Model& m, std::shared_ptr<AttentionPolicy> p, const std::vector<int32_t>& prompt,
                                  int32_t next) {
   Session s(m, {}, std::move(p));
   s.prefill(prompt);
@@ -101,12 +101,12 @@ TEST(SelectionSeam, TruncationIsToldToThePolicy) {
 TEST(SelectionSeam, PolicyRegistry) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   PolicyOptions o;
-  EXPECT_EQ(make_selector(o, *m)->name(), "full");
-  EXPECT_EQ(make_selector(o, *m)->summary(), "full");
+  EXPECT_EQ(make_policy(o, *m)->name(), "full");
+  EXPECT_EQ(make_policy(o, *m)->summary(), "full");
   o.attn = "nope";
-  EXPECT_THROW(make_selector(o, *m), Error);
+  EXPECT_THROW(make_policy(o, *m), Error);
   o.attn = "fasa";  // without a profile
-  EXPECT_THROW(make_selector(o, *m), Error);
+  EXPECT_THROW(make_policy(o, *m), Error);
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ struct Model;
 class PromptProfiler;
 struct Profile;
 class Session;
-class TokenSelector;
+class AttentionPolicy;
 
 struct ModelInfo {
   std::string path;
@@ -79,7 +79,7 @@ class Engine {
   ModelInfo info_;
 };
 
-class TokenSelector;  // the token-selection seam (src/select/token_selector.h)
+class AttentionPolicy;  // the token-selection seam (src/select/attention_policy.h)
 
 struct ContextOptions {
   PolicyOptions policy;  // decode attention; prompts are always prefilled densely
@@ -87,7 +87,7 @@ struct ContextOptions {
   int threads = 0;       // OpenMP threads of this context's calls; 0: the process default
   // A policy of the caller's own in place of policy.attn's (the Python module's register_policy);
   // policy's cache options still apply.
-  std::shared_ptr<TokenSelector> selector;
+  std::shared_ptr<AttentionPolicy> custom_policy;
 };
 
 struct GenerationOptions {
@@ -262,7 +262,7 @@ class Context {
 
   const Engine& engine_;
   ContextOptions opts_;
-  std::shared_ptr<TokenSelector> policy_;
+  std::shared_ptr<AttentionPolicy> policy_;
   std::unique_ptr<Session> session_;
   bool auto_pending_ = false;                 // FASA with no profile yet: dense until one exists
   std::unique_ptr<PromptProfiler> profiler_;  // ... measuring the dense prefill, when n_ctx allows

@@ -49,15 +49,15 @@ Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(eng
   const Model& m = engine.model();
   AutoProfileStore* autos = &engine.auto_profiles();
   const SessionOptions so = session_options(opts.policy, opts.n_ctx > 0 ? opts.n_ctx : m.config.n_ctx_train);
-  auto_pending_ = !opts.selector && auto_profile_pending(opts.policy, autos);
-  if (opts.selector) {
-    policy_ = opts.selector;
+  auto_pending_ = !opts.custom_policy && auto_profile_pending(opts.policy, autos);
+  if (opts.custom_policy) {
+    policy_ = opts.custom_policy;
   } else if (auto_pending_) {  // dense until a profile exists; measuring, if this context can hold enough tokens
     fasa::check_policy(opts.policy, m, autos);
     policy_ = std::make_shared<FullAttention>();
     if (so.n_ctx >= PromptProfiler::kMinTokens) profiler_ = std::make_unique<PromptProfiler>(m);
   } else {
-    policy_ = make_selector(opts.policy, m, autos);
+    policy_ = make_policy(opts.policy, m, autos);
     if (policy_info(opts.policy.attn).has_k_dom && wants_auto_profile(opts.policy))
       profile_note_ = "automatic profile of an earlier prompt";
   }
@@ -119,7 +119,7 @@ void Context::after_eval(bool prefill) {
 }
 
 void Context::go_sparse(const Profile& p, std::string note) {
-  std::shared_ptr<TokenSelector> fasa = make_fasa_selector(p, opts_.policy, engine_.model());
+  std::shared_ptr<AttentionPolicy> fasa = make_fasa_policy_from(p, opts_.policy, engine_.model());
   try {
     session_->set_policy(fasa);  // fasa::Error: over --kv-fast-limit, the cache unchanged
     policy_ = std::move(fasa);
@@ -214,7 +214,7 @@ void Context::truncate(int64_t n) {
 
 bool Context::prefix_reuse_is_exact() const { return policy_->truncate_is_exact(); }
 
-bool Context::decode_is_dense() const { return !opts_.selector && policy_info(opts_.policy.attn).dense; }
+bool Context::decode_is_dense() const { return !opts_.custom_policy && policy_info(opts_.policy.attn).dense; }
 
 std::unique_ptr<Context::Generation> Context::start_generation(const GenerationOptions& opts, const TextCallback& on_text) {
   if (!unevaluated_.empty()) feed_tokens({});

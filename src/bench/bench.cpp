@@ -47,7 +47,7 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
   SessionOptions so = session_options(policy, t.depth + t.n_prompt + t.n_gen + 1);
   so.n_rewind = t.n_prompt + t.n_gen;  // each repetition goes back to the depth
   std::vector<std::unique_ptr<Session>> seqs;
-  for (int i = 0; i < t.n_parallel; ++i) seqs.push_back(std::make_unique<Session>(model, so, make_selector(policy, model)));
+  for (int i = 0; i < t.n_parallel; ++i) seqs.push_back(std::make_unique<Session>(model, so, make_policy(policy, model)));
   std::mt19937 rng((uint32_t)seed);
   std::uniform_int_distribution<int32_t> token(3, model.config.n_vocab - 1);
   auto random_tokens = [&](int64_t n) {
@@ -102,12 +102,12 @@ BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy,
                                 int repetitions, uint64_t seed) {
   const ModelConfig& c = model.config;
   if (depth < 1 || steps < 1) throw Error("attention bench: the depth and the steps must be positive");
-  const std::unique_ptr<TokenSelector> selector = make_selector(policy, model);
+  const std::unique_ptr<AttentionPolicy> attn_policy = make_policy(policy, model);
   int layer = c.n_layer > 1 ? 1 : 0;  // layer 0 is FASA's default dense layer; a sliding one never meets the policy
   while (c.sliding(layer) && layer + 1 < c.n_layer) ++layer;
   const int D = c.head_dim, HKV = c.n_head_kv, group = c.n_head / c.n_head_kv;
   std::vector<KeyLayout> layouts;
-  for (int g = 0; g < HKV; ++g) layouts.push_back(selector->key_layout(layer, g));
+  for (int g = 0; g < HKV; ++g) layouts.push_back(attn_policy->key_layout(layer, g));
   const SessionOptions so = session_options(policy, depth);
   KvCache cache(1, HKV, D, depth, layouts, so.kv_types, so.offload);  // the one layer's cache
   cache.fill_random(0, depth, seed);
@@ -127,7 +127,7 @@ BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy,
       for (int g = 0; g < HKV; ++g) {
         for (int h = 0; h < group; ++h)
           cache.permute_query(0, g, &q[((size_t)i * c.n_head + g * group + h) * D], &qg[(size_t)h * D]);
-        decode_group_attention(*selector, layer, g, depth - 1, cache, 0, qg.data(), group, scale,
+        decode_group_attention(*attn_policy, layer, g, depth - 1, cache, 0, qg.data(), group, scale,
                                &out[(size_t)g * group * D], scratch);
       }
     }

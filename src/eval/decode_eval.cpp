@@ -22,9 +22,9 @@ namespace fasa {
 namespace {
 
 // Wraps a policy: lets it choose, counts how many of the exact top-K it chose, then attends densely.
-class ShadowProbe final : public TokenSelector {
+class ShadowProbe final : public AttentionPolicy {
  public:
-  ShadowProbe(std::unique_ptr<TokenSelector> inner, int k) : inner_(std::move(inner)), k_(k) {}
+  ShadowProbe(std::unique_ptr<AttentionPolicy> inner, int k) : inner_(std::move(inner)), k_(k) {}
   std::string_view name() const override { return inner_->name(); }
   std::string summary() const override { return inner_->summary(); }
   KeyLayout key_layout(int layer, int kv_head) const override { return inner_->key_layout(layer, kv_head); }
@@ -54,7 +54,7 @@ class ShadowProbe final : public TokenSelector {
   int64_t queries() const { return queries_; }
 
  private:
-  std::unique_ptr<TokenSelector> inner_;
+  std::unique_ptr<AttentionPolicy> inner_;
   int k_;
   std::atomic<int64_t> hits_{0}, queries_{0};
 };
@@ -66,7 +66,7 @@ struct Scores {
 
 // Feeds a window token by token, on a cache of the policy options' KV types; scores each prediction
 // against the reference logits.
-void decode_window(const Model& m, std::shared_ptr<TokenSelector> policy, const PolicyOptions& po,
+void decode_window(const Model& m, std::shared_ptr<AttentionPolicy> policy, const PolicyOptions& po,
                    const std::vector<int32_t>& w, const std::vector<float>& ref, int64_t score_from, Scores& s,
                    ProgressBar& bar) {
   Session session(m, session_options(po, (int64_t)w.size()), std::move(policy));
@@ -188,7 +188,7 @@ std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref,
       } else {
         ProgressBar bar("ppl " + run.name + " @ " + budget, total_steps(ref));
         for (size_t w = 0; w < ref.windows.size(); ++w)
-          decode_window(m, make_selector(po, m, &autos), po, ref.windows[w], ref.logits[w], o.score_from, s, bar);
+          decode_window(m, make_policy(po, m, &autos), po, ref.windows[w], ref.logits[w], o.score_from, s, bar);
         full_scores = s;
         full_done = policy_info(run.name).dense;
       }
@@ -221,7 +221,7 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
       int64_t queries = 0;
       Scores ignored;
       for (size_t w = 0; w < ref.windows.size(); ++w) {
-        auto probe = std::make_shared<ShadowProbe>(make_selector(po, m, &autos), k);
+        auto probe = std::make_shared<ShadowProbe>(make_policy(po, m, &autos), k);
         decode_window(m, probe, po, ref.windows[w], ref.logits[w], o.score_from, ignored, bar);
         hits += probe->agreement() * (double)probe->queries();
         queries += probe->queries();

@@ -118,7 +118,7 @@ struct Answer {
 
 // Greedy answer with `policy` from the shared prefill (its cached rows rounded to the options' KV
 // types), as long as the task's answer.
-Answer greedy_answer(const Model& m, std::shared_ptr<TokenSelector> policy, const PolicyOptions& po,
+Answer greedy_answer(const Model& m, std::shared_ptr<AttentionPolicy> policy, const PolicyOptions& po,
                      const Prefilled& pre, const std::string& answer) {
   const Tokenizer& tok = m.tokenizer;
   Session s(m, session_options(po, pre.dense->n_ctx()), std::move(policy));
@@ -190,7 +190,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
       for (const auto& budget : budgets) {
         PolicyOptions po = runs[r].options;
         po.budget = Budget::parse(budget);
-        const Answer a = greedy_answer(m, make_selector(po, m, &autos), po, pre, t.answer);
+        const Answer a = greedy_answer(m, make_policy(po, m, &autos), po, pre, t.answer);
         const double score = answer_score(t, a.text);
         const bool exact = answer_exact(t, a.text);
         if (answers) answers->push_back({t.id, t.type, runs[r].name, runs[r].variant, budget, t.answer, a.text, score});

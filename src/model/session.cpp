@@ -14,7 +14,7 @@ namespace fasa {
 
 namespace {
 // The policy's key layouts; the identity for sliding layers, which it never sees.
-std::vector<KeyLayout> key_layouts(const TokenSelector& policy, const ModelConfig& c) {
+std::vector<KeyLayout> key_layouts(const AttentionPolicy& policy, const ModelConfig& c) {
   std::vector<KeyLayout> out;
   for (int l = 0; l < c.n_layer; ++l)
     for (int h = 0; h < c.n_head_kv; ++h) out.push_back(c.sliding(l) ? KeyLayout{} : policy.key_layout(l, h));
@@ -31,7 +31,7 @@ std::vector<int64_t> ring_sizes(const ModelConfig& c, int64_t n_ctx, int n_ubatc
 }
 }  // namespace
 
-Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenSelector> policy)
+Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<AttentionPolicy> policy)
     : model_(model),
       policy_(policy ? std::move(policy) : std::make_shared<FullAttention>()),
       cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim,
@@ -142,7 +142,7 @@ void Session::fill_random(int64_t n, uint64_t seed) {
   n_past_ += n;
 }
 
-void Session::set_policy(std::shared_ptr<TokenSelector> policy) {
+void Session::set_policy(std::shared_ptr<AttentionPolicy> policy) {
   cache_.relayout(key_layouts(*policy, model_.config), n_past_);
   policy_ = std::move(policy);
 }

@@ -11,7 +11,7 @@
 #include "model/experts.h"
 #include "ops/matmul.h"
 #include "model/model.h"
-#include "select/token_selector.h"
+#include "select/attention_policy.h"
 
 namespace fasa {
 
@@ -54,7 +54,7 @@ void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens = 0
 class Session {
  public:
   // `policy` defaults to full attention.
-  Session(const Model& model, SessionOptions opts, std::shared_ptr<TokenSelector> policy = nullptr);
+  Session(const Model& model, SessionOptions opts, std::shared_ptr<AttentionPolicy> policy = nullptr);
 
   // Prompt tokens at positions n_past()..: dense causal attention (the policy sees the queries, as
   // H2O and SnapKV need). Returns the last one's logits ([n_vocab]); with `all_logits`, also every
@@ -88,7 +88,7 @@ class Session {
   // Goes on with another policy: the cached rows move into its key layout (no offloaded cache). The
   // policy sees none of the earlier queries: for policies that keep no per-query state (FASA; H2O and
   // SnapKV would start with no votes).
-  void set_policy(std::shared_ptr<TokenSelector> policy);
+  void set_policy(std::shared_ptr<AttentionPolicy> policy);
 
  private:
   friend void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens);
@@ -111,7 +111,7 @@ class Session {
   void prefill_attention(int layer, int64_t p0, int n, const float* q, float* att) const;
 
   const Model& model_;
-  std::shared_ptr<TokenSelector> policy_;
+  std::shared_ptr<AttentionPolicy> policy_;
   AttentionObserver* observer_ = nullptr;
   KvCache cache_;
   int n_ubatch_;

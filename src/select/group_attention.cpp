@@ -34,7 +34,7 @@ KvHeadView fetch_selection(const KvCache& cache, int layer, int kv_head, int64_t
 
 }  // namespace
 
-void decode_group_attention(TokenSelector& policy, int layer, int kv_head, int64_t pos, const KvCache& cache,
+void decode_group_attention(AttentionPolicy& policy, int layer, int kv_head, int64_t pos, const KvCache& cache,
                             int cache_layer, const float* q, int group, float scale, float* out,
                             GroupAttentionScratch& s) {
   KvHeadView kv = cache.view(cache_layer, kv_head, pos + 1);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
-#include "select/token_selector.h"
+#include "select/attention_policy.h"
 
 namespace fasa {
 
@@ -25,7 +25,7 @@ struct GroupAttentionScratch {
 // The step of position `pos` (cache rows 0..pos) for `layer` (the policy's layer; the cache's is
 // `cache_layer`). With an offloaded KV head, the selected rows are fetched first.
 // q: [group, head_dim] queries of heads kv_head*group.. in the cache's dim order; out: [group, head_dim].
-void decode_group_attention(TokenSelector& policy, int layer, int kv_head, int64_t pos, const KvCache& cache,
+void decode_group_attention(AttentionPolicy& policy, int layer, int kv_head, int64_t pos, const KvCache& cache,
                             int cache_layer, const float* q, int group, float scale, float* out,
                             GroupAttentionScratch& scratch);
 

@@ -1,6 +1,6 @@
 #pragma once
 // The baselines FASA is compared with (a row each in src/sparse/policies.inc), each a
-// small SparseSelector: they share the budget and dense-layer handling and differ only in which rows
+// small SparsePolicy: they share the budget and dense-layer handling and differ only in which rows
 // they pick.
 #include <cstdint>
 #include <deque>
@@ -13,9 +13,9 @@
 namespace fasa {
 
 // Exact top-N by full q.k, per head and step: the upper bound for any selection rule.
-class OracleSelector final : public SparseSelector {
+class OraclePolicy final : public SparsePolicy {
  public:
-  using SparseSelector::SparseSelector;
+  using SparsePolicy::SparsePolicy;
   std::string_view name() const override { return "oracle"; }
 
  protected:
@@ -23,11 +23,11 @@ class OracleSelector final : public SparseSelector {
 };
 
 // StreamingLLM: the first `sink` tokens plus the most recent ones.
-class StreamSelector final : public SparseSelector {
+class StreamPolicy final : public SparsePolicy {
  public:
   static constexpr int kDefaultSink = 8;
-  StreamSelector(Budget b, const std::vector<int>& dense, int n_layer, int sink)
-      : SparseSelector(b, dense, n_layer), sink_(sink) {}
+  StreamPolicy(Budget b, const std::vector<int>& dense, int n_layer, int sink)
+      : SparsePolicy(b, dense, n_layer), sink_(sink) {}
   std::string_view name() const override { return "stream"; }
 
  protected:
@@ -37,13 +37,13 @@ class StreamSelector final : public SparseSelector {
   int sink_;
 };
 // Its sink count with these options: --sink, else the default.
-inline int stream_sink(const PolicyOptions& o) { return o.sink > 0 ? o.sink : StreamSelector::kDefaultSink; }
+inline int stream_sink(const PolicyOptions& o) { return o.sink > 0 ? o.sink : StreamPolicy::kDefaultSink; }
 
 // Uniformly random tokens, seeded by (seed, layer, head, position): reproducible.
-class RandomSelector final : public SparseSelector {
+class RandomPolicy final : public SparsePolicy {
  public:
-  RandomSelector(Budget b, const std::vector<int>& dense, int n_layer, uint64_t seed)
-      : SparseSelector(b, dense, n_layer), seed_(seed) {}
+  RandomPolicy(Budget b, const std::vector<int>& dense, int n_layer, uint64_t seed)
+      : SparsePolicy(b, dense, n_layer), seed_(seed) {}
   std::string_view name() const override { return "random"; }
 
  protected:
@@ -55,10 +55,10 @@ class RandomSelector final : public SparseSelector {
 
 // Quest: 16-token pages; the newest token's page is always read, and the other pages, ranked by an
 // upper bound of q.k from per-dim key min/max, are read whole in what remains of the budget.
-class QuestSelector final : public SparseSelector {
+class QuestPolicy final : public SparsePolicy {
  public:
   static constexpr int kPage = 16;
-  QuestSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head_kv);
+  QuestPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head_kv);
   std::string_view name() const override { return "quest"; }
   void on_truncate(int64_t n_tokens) override;
 
@@ -77,10 +77,10 @@ class QuestSelector final : public SparseSelector {
 };
 
 // SparQ: approximate scores on the r largest-|q| dims, top-N, then exact attention.
-class SparqSelector final : public SparseSelector {
+class SparqPolicy final : public SparsePolicy {
  public:
-  SparqSelector(Budget b, const std::vector<int>& dense, int n_layer, int r)
-      : SparseSelector(b, dense, n_layer), r_(r) {}
+  SparqPolicy(Budget b, const std::vector<int>& dense, int n_layer, int r)
+      : SparsePolicy(b, dense, n_layer), r_(r) {}
   std::string_view name() const override { return "sparq"; }
 
  protected:
@@ -91,9 +91,9 @@ class SparqSelector final : public SparseSelector {
 };
 
 // H2O: heavy hitters by accumulated attention plus recent tokens; evicted tokens never return.
-class H2oSelector final : public SparseSelector {
+class H2oPolicy final : public SparsePolicy {
  public:
-  H2oSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head);
+  H2oPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head);
   std::string_view name() const override { return "h2o"; }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
   void on_truncate(int64_t n_tokens) override;
@@ -115,9 +115,9 @@ class H2oSelector final : public SparseSelector {
 
 // SnapKV: the attention of an observation window of recent queries (max-pooled, kernel 7) picks the
 // prompt tokens to keep; tokens after the selection are kept too; re-selects every `every` steps.
-class SnapKvSelector final : public SparseSelector {
+class SnapKvPolicy final : public SparsePolicy {
  public:
-  SnapKvSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head, int head_dim, int window, int every);
+  SnapKvPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head, int head_dim, int window, int every);
   std::string_view name() const override { return "snapkv"; }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
   void on_truncate(int64_t n_tokens) override;

@@ -10,9 +10,9 @@
 
 namespace fasa {
 
-DoubleSparseSelector::DoubleSparseSelector(const Profile& profile, const ModelConfig& c, Budget budget,
+DoubleSparsePolicy::DoubleSparsePolicy(const Profile& profile, const ModelConfig& c, Budget budget,
                                            const std::vector<int>& dense_layers, int channels)
-    : SparseSelector(budget, dense_layers, c.n_layer), n_head_kv_(c.n_head_kv), channels_(channels),
+    : SparsePolicy(budget, dense_layers, c.n_layer), n_head_kv_(c.n_head_kv), channels_(channels),
       share_((double)channels / c.head_dim) {
   if (channels < 1 || channels > c.head_dim)
     throw Error("ds_channels: " + std::to_string(channels) + " must lie in 1.." + std::to_string(c.head_dim));
@@ -38,19 +38,19 @@ DoubleSparseSelector::DoubleSparseSelector(const Profile& profile, const ModelCo
     }
 }
 
-std::string DoubleSparseSelector::summary() const {
+std::string DoubleSparsePolicy::summary() const {
   char buf[160];
   std::snprintf(buf, sizeof buf, "doublesparse: budget %s per head, scored on %d channels (%.1f%% of key dims)",
                 budget_.describe().c_str(), channels_, 100 * share_);
   return buf;
 }
 
-void DoubleSparseSelector::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget,
+void DoubleSparsePolicy::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget,
                                 std::vector<int32_t>& rows) {
   pick_group(&query, 1, kv, budget, &rows);
 }
 
-void DoubleSparseSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+void DoubleSparsePolicy::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
                                       std::vector<int32_t>* rows) {
   const int nd = kv.n_dom;  // the query is in the cache's dim order: its first nd dims are the channels
   thread_local std::vector<float> q_dom;  // [n_q, nd]
@@ -63,8 +63,8 @@ int doublesparse_channels(const PolicyOptions& o, const ModelConfig& c) {
   return o.ds_channels > 0 ? o.ds_channels : 2 * default_n_tip(c);
 }
 
-std::unique_ptr<TokenSelector> make_doublesparse_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {
-  return std::make_unique<DoubleSparseSelector>(policy_profile(o, model, autos), model.config, o.budget, o.dense_layers,
+std::unique_ptr<AttentionPolicy> make_doublesparse_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {
+  return std::make_unique<DoubleSparsePolicy>(policy_profile(o, model, autos), model.config, o.budget, o.dense_layers,
                                                 doublesparse_channels(o, model.config));
 }
 

@@ -13,10 +13,10 @@
 
 namespace fasa {
 
-class DoubleSparseSelector final : public SparseSelector {
+class DoubleSparsePolicy final : public SparsePolicy {
  public:
   // channels: r per KV head (<= head_dim); the profile must hold channel statistics.
-  DoubleSparseSelector(const Profile& profile, const ModelConfig& config, Budget budget,
+  DoubleSparsePolicy(const Profile& profile, const ModelConfig& config, Budget budget,
                        const std::vector<int>& dense_layers, int channels);
   std::string_view name() const override { return "doublesparse"; }
   std::string summary() const override;

@@ -16,8 +16,8 @@
 
 namespace fasa {
 
-FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOptions opts)
-    : SparseSelector(opts.budget, opts.dense_layers, c.n_layer), opts_(std::move(opts)), n_head_(c.n_head),
+FasaPolicy::FasaPolicy(const Profile& profile, const ModelConfig& c, FasaOptions opts)
+    : SparsePolicy(opts.budget, opts.dense_layers, c.n_layer), opts_(std::move(opts)), n_head_(c.n_head),
       n_head_kv_(c.n_head_kv), scale_(c.attention_scale()) {
   const FcLayout fcs(c);
   const int n_tip = opts_.n_tip > 0 ? opts_.n_tip : profile.n_tip;
@@ -69,14 +69,14 @@ FasaSelector::FasaSelector(const Profile& profile, const ModelConfig& c, FasaOpt
     }
 }
 
-std::string FasaSelector::summary() const {
+std::string FasaPolicy::summary() const {
   char buf[160];
   std::snprintf(buf, sizeof buf, "fasa: budget %s per head, TIP reads K_dom = %.1f%% of key dims in sparse layers",
                 budget_.describe().c_str(), 100 * kdom_share());
   return buf;
 }
 
-double FasaSelector::kdom_share() const {
+double FasaPolicy::kdom_share() const {
   double sum = 0;
   int planes = 0;
   for (const KeyLayout& l : layouts_)
@@ -87,11 +87,11 @@ double FasaSelector::kdom_share() const {
   return planes ? sum / planes : 0.0;
 }
 
-void FasaSelector::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void FasaPolicy::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   pick_group(&query, 1, kv, budget, &rows);
 }
 
-void FasaSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+void FasaPolicy::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
                               std::vector<int32_t>* rows) {
   const int64_t n = kv.n_tokens;
   // Forced rows count inside the budget: sink first, then recent; TIP fills the rest from between.
@@ -146,7 +146,7 @@ void tip_top_rows(const float* q_dom, int n_q, const KvHeadView& kv, int64_t lo,
   }
 }
 
-std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& p, const PolicyOptions& o, const Model& model) {
+std::unique_ptr<FasaPolicy> make_fasa_policy_from(const Profile& p, const PolicyOptions& o, const Model& model) {
   FasaOptions f;
   f.budget = o.budget;
   f.n_tip = o.fcs;
@@ -156,7 +156,7 @@ std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& p, const PolicyO
   f.sink = o.sink;
   f.recent = o.recent;
   f.mass = o.tip_mass;
-  return std::make_unique<FasaSelector>(p, model.config, f);
+  return std::make_unique<FasaPolicy>(p, model.config, f);
 }
 
 Profile policy_profile(const PolicyOptions& o, const Model& model, const AutoProfileStore* autos) {
@@ -175,8 +175,8 @@ Profile policy_profile(const PolicyOptions& o, const Model& model, const AutoPro
   return *p;
 }
 
-std::unique_ptr<TokenSelector> make_fasa_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {
-  return make_fasa_selector(policy_profile(o, model, autos), o, model);
+std::unique_ptr<AttentionPolicy> make_fasa_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {
+  return make_fasa_policy_from(policy_profile(o, model, autos), o, model);
 }
 
 }  // namespace fasa

@@ -22,9 +22,9 @@ struct FasaOptions {
   double mass = 0;                      // > 0: adaptive budget, TIP's top rows up to this softmax mass (tip_top_rows)
 };
 
-class FasaSelector final : public SparseSelector {
+class FasaPolicy final : public SparsePolicy {
  public:
-  FasaSelector(const Profile& profile, const ModelConfig& config, FasaOptions opts);
+  FasaPolicy(const Profile& profile, const ModelConfig& config, FasaOptions opts);
   std::string_view name() const override { return "fasa"; }
   std::string summary() const override;  // with the budget and the share of key dims TIP reads
 
@@ -65,6 +65,6 @@ class AutoProfileStore;
 Profile policy_profile(const PolicyOptions& opts, const Model& model, const AutoProfileStore* autos);
 
 // FASA with `profile` and the rest of `opts` (budget, chunks, sharing, dense layers, sink, recent).
-std::unique_ptr<FasaSelector> make_fasa_selector(const Profile& profile, const PolicyOptions& opts, const Model& model);
+std::unique_ptr<FasaPolicy> make_fasa_policy_from(const Profile& profile, const PolicyOptions& opts, const Model& model);
 
 }  // namespace fasa

@@ -8,11 +8,11 @@
 
 namespace fasa {
 
-H2oSelector::H2oSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head)
-    : SparseSelector(b, dense, n_layer), n_head_(n_head), heads_((size_t)n_layer * n_head) {}
+H2oPolicy::H2oPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head)
+    : SparsePolicy(b, dense, n_layer), n_head_(n_head), heads_((size_t)n_layer * n_head) {}
 
 // Adds this query's attention probabilities over the rows it reads to their accumulated scores.
-void H2oSelector::accumulate(HeadState& s, const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n) {
+void H2oPolicy::accumulate(HeadState& s, const float* q, const KvHeadView& kv, const int32_t* rows, int64_t n) {
   if ((int64_t)s.acc.size() > kv.n_tokens) s = HeadState{};  // a new sequence: start over
   s.acc.resize(kv.n_tokens, 0.0);
   s.kept.resize(kv.n_tokens, 1);
@@ -23,7 +23,7 @@ void H2oSelector::accumulate(HeadState& s, const float* q, const KvHeadView& kv,
   count_kv_bytes_read(kv, (uint64_t)n * sizeof(double));  // the scores updated (the keys: attention_weights)
 }
 
-void H2oSelector::observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
+void H2oPolicy::observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
   if (is_dense_layer(layer)) return;
   const int D = cache.head_dim(), per_kv = n_head_ / cache.n_head_kv();
 #pragma omp parallel for schedule(dynamic)
@@ -36,13 +36,13 @@ void H2oSelector::observe_prefill(int layer, int64_t p0, int n, const float* q, 
   }
 }
 
-void H2oSelector::on_dense_step(const AttentionQuery& q, const KvHeadView& kv) {
+void H2oPolicy::on_dense_step(const AttentionQuery& q, const KvHeadView& kv) {
   accumulate(heads_[(size_t)q.layer * n_head_ + q.q_head], q.q, kv, nullptr, kv.n_tokens);
 }
 
 // Rows >= n_tokens go. The kept rows' scores keep the votes of the forgotten queries (undoing them
 // would take every step's weights), and the evictions among them stand, as in a cache that freed them.
-void H2oSelector::on_truncate(int64_t n_tokens) {
+void H2oPolicy::on_truncate(int64_t n_tokens) {
   for (HeadState& s : heads_)
     if ((int64_t)s.acc.size() > n_tokens) {
       s.acc.resize(n_tokens);
@@ -50,7 +50,7 @@ void H2oSelector::on_truncate(int64_t n_tokens) {
     }
 }
 
-void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void H2oPolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   HeadState& s = heads_[(size_t)q.layer * n_head_ + q.q_head];
   if ((int64_t)s.acc.size() > kv.n_tokens) s = HeadState{};
   s.acc.resize(kv.n_tokens, 0.0);
@@ -80,8 +80,8 @@ void H2oSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t bu
   accumulate(s, q.q, kv, rows.data(), (int64_t)rows.size());
 }
 
-std::unique_ptr<TokenSelector> make_h2o_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
-  return std::make_unique<H2oSelector>(o.budget, o.dense_layers, m.config.n_layer, m.config.n_head);
+std::unique_ptr<AttentionPolicy> make_h2o_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
+  return std::make_unique<H2oPolicy>(o.budget, o.dense_layers, m.config.n_layer, m.config.n_head);
 }
 
 }  // namespace fasa

@@ -6,7 +6,7 @@
 
 namespace fasa {
 
-void OracleSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void OraclePolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   thread_local std::vector<float> score;  // [n_tokens]
   score.resize(kv.n_tokens);
   for (int64_t j = 0; j < kv.n_tokens; ++j) score[j] = key_dot(q.q, kv, j);
@@ -14,8 +14,8 @@ void OracleSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   append_top_k(score.data(), kv.n_tokens, budget, 0, rows);
 }
 
-std::unique_ptr<TokenSelector> make_oracle_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
-  return std::make_unique<OracleSelector>(o.budget, o.dense_layers, m.config.n_layer);
+std::unique_ptr<AttentionPolicy> make_oracle_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
+  return std::make_unique<OraclePolicy>(o.budget, o.dense_layers, m.config.n_layer);
 }
 
 }  // namespace fasa

@@ -10,7 +10,7 @@
 
 namespace fasa {
 
-SparseSelector::SparseSelector(Budget budget, const std::vector<int>& dense_layers, int n_layer)
+SparsePolicy::SparsePolicy(Budget budget, const std::vector<int>& dense_layers, int n_layer)
     : budget_(budget), dense_(n_layer, 0) {
   for (int l : dense_layers) {
     if (l < 0 || l >= n_layer)
@@ -19,13 +19,13 @@ SparseSelector::SparseSelector(Budget budget, const std::vector<int>& dense_laye
   }
 }
 
-bool SparseSelector::select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) {
+bool SparsePolicy::select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) {
   bool sparse = false;
   select_group(&query, 1, kv, &rows, &sparse);
   return sparse;
 }
 
-void SparseSelector::select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
+void SparsePolicy::select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
                                   std::vector<int32_t>* rows, bool* sparse) {
   for (int i = 0; i < n_q; ++i) {
     rows[i].clear();
@@ -41,18 +41,18 @@ void SparseSelector::select_group(const AttentionQuery* queries, int n_q, const 
   pick_group(queries, n_q, kv, budget, rows);
 }
 
-void SparseSelector::pick_rows(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+void SparsePolicy::pick_rows(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
                                std::vector<int32_t>* rows) {
   for (int i = 0; i < n_q; ++i) rows[i].clear();
   pick_group(queries, n_q, kv, budget, rows);
 }
 
-void SparseSelector::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+void SparsePolicy::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
                                 std::vector<int32_t>* rows) {
   for (int i = 0; i < n_q; ++i) pick(queries[i], kv, budget, rows[i]);
 }
 
-KeyLayout SparseSelector::key_layout(int layer, int kv_head) const {
+KeyLayout SparsePolicy::key_layout(int layer, int kv_head) const {
   return dense_[layer] ? KeyLayout{} : sparse_key_layout(layer, kv_head);
 }
 
@@ -63,13 +63,13 @@ int fasa_chunks(const PolicyOptions& o, const Model& model) {
   return o.profile.empty() || o.profile == "auto" ? default_n_tip(model.config) : load_profile(o.profile).n_tip;
 }
 
-std::unique_ptr<TokenSelector> make_full_policy(const PolicyOptions&, const Model&, AutoProfileStore*) {
+std::unique_ptr<AttentionPolicy> make_full_policy(const PolicyOptions&, const Model&, AutoProfileStore*) {
   return std::make_unique<FullAttention>();
 }
 
 // Each row's factory, defined in the policy's own file; throws fasa::Error on a bad option/profile.
 #define FASA_POLICY(name, description, dense, has_k_dom) \
-  std::unique_ptr<TokenSelector> make_##name##_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos);
+  std::unique_ptr<AttentionPolicy> make_##name##_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos);
 #include "sparse/policies.inc"
 #undef FASA_POLICY
 
@@ -85,7 +85,7 @@ const std::vector<PolicyInfo> kPolicies = {
 
 const std::vector<PolicyInfo>& policy_registry() { return kPolicies; }
 
-std::vector<std::string> selector_names() {
+std::vector<std::string> policy_names() {
   std::vector<std::string> out;
   for (const PolicyInfo& p : kPolicies) out.push_back(p.name);
   return out;
@@ -99,7 +99,7 @@ const PolicyInfo& policy_info(const std::string& name) {
   throw Error("unknown attention policy '" + name + "' (known: " + known + ")");
 }
 
-std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {
+std::unique_ptr<AttentionPolicy> make_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {
   return policy_info(o.attn).make(o, model, autos);
 }
 
@@ -117,7 +117,7 @@ void check_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* 
                   " tokens to make the automatic one");
     checked.synthetic_profile = true, checked.profile.clear();
   }
-  make_selector(checked, model, autos);
+  make_policy(checked, model, autos);
 }
 
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {

@@ -8,16 +8,16 @@
 
 #include "fasa/options.h"
 #include "model/session.h"
-#include "select/token_selector.h"
+#include "select/attention_policy.h"
 
 namespace fasa {
 
 // Base of every sparse policy: layers listed as dense, and steps where the budget covers the whole
 // cache, attend to everything; otherwise pick() chooses at most `budget` rows (exactly, but for FASA's
 // adaptive budget).
-class SparseSelector : public TokenSelector {
+class SparsePolicy : public AttentionPolicy {
  public:
-  SparseSelector(Budget budget, const std::vector<int>& dense_layers, int n_layer);
+  SparsePolicy(Budget budget, const std::vector<int>& dense_layers, int n_layer);
   bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) final;
   void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
                     bool* sparse) final;
@@ -53,16 +53,16 @@ struct PolicyInfo {
   const char* description;
   bool dense;      // attends to every token: no budget, and any cached prefix is exact to reuse
   bool has_k_dom;  // scores on a K_dom plane chosen by a profile (FASA, DoubleSparse): see policies.inc
-  std::unique_ptr<TokenSelector> (*make)(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos);
+  std::unique_ptr<AttentionPolicy> (*make)(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos);
 };
 const std::vector<PolicyInfo>& policy_registry();
 // The row of `name`; throws fasa::Error listing the known names.
 const PolicyInfo& policy_info(const std::string& name);
-std::vector<std::string> selector_names();
+std::vector<std::string> policy_names();
 
 // Policy by name; throws fasa::Error listing the known names, or on a bad option/profile. FASA's
 // automatic profile comes from `autos` (the Engine's store; null: none, a profile file is needed).
-std::unique_ptr<TokenSelector> make_selector(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos = nullptr);
+std::unique_ptr<AttentionPolicy> make_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos = nullptr);
 // Whether `opts` ask for FASA with an automatic profile that no prompt has made yet in `autos`
 // (calib/auto_profile.h): a context then prefills and decodes densely, measuring, until a prompt is long enough.
 bool auto_profile_pending(const PolicyOptions& opts, const AutoProfileStore* autos);

@@ -8,8 +8,8 @@
 
 namespace fasa {
 
-QuestSelector::QuestSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head_kv)
-    : SparseSelector(b, dense, n_layer), n_head_kv_(n_head_kv) {
+QuestPolicy::QuestPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head_kv)
+    : SparsePolicy(b, dense, n_layer), n_head_kv_(n_head_kv) {
   for (int i = 0; i < n_layer * n_head_kv; ++i) stats_.push_back(std::make_unique<PageStats>());
 }
 
@@ -28,7 +28,7 @@ void page_bounds(const KvHeadView& kv, int64_t r0, int64_t r1, float* lo, float*
 }
 }  // namespace
 
-void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void QuestPolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   const int D = kv.head_dim;
   const int64_t n = kv.n_tokens, full_pages = n / kPage, last = (n - 1) / kPage;  // last: the newest token's page
   // The newest token's page is always read, as Quest's own kernels do: ranked by its min/max box, a
@@ -65,15 +65,15 @@ void QuestSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
     for (int64_t r = (int64_t)p * kPage; r < (int64_t)(p + 1) * kPage; ++r) rows.push_back((int32_t)r);
 }
 
-void QuestSelector::on_truncate(int64_t n_tokens) {
+void QuestPolicy::on_truncate(int64_t n_tokens) {
   for (auto& st : stats_) {  // summaries of pages that reach row n_tokens or beyond are stale
     std::lock_guard<std::mutex> lock(st->mu);
     st->pages = std::min(st->pages, n_tokens / kPage);
   }
 }
 
-std::unique_ptr<TokenSelector> make_quest_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
-  return std::make_unique<QuestSelector>(o.budget, o.dense_layers, m.config.n_layer, m.config.n_head_kv);
+std::unique_ptr<AttentionPolicy> make_quest_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
+  return std::make_unique<QuestPolicy>(o.budget, o.dense_layers, m.config.n_layer, m.config.n_head_kv);
 }
 
 }  // namespace fasa

@@ -6,7 +6,7 @@
 
 namespace fasa {
 
-void RandomSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void RandomPolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   std::seed_seq seq{(uint32_t)seed_, (uint32_t)(seed_ >> 32), (uint32_t)q.layer, (uint32_t)q.q_head, (uint32_t)q.pos};
   std::mt19937_64 rng(seq);
   thread_local std::vector<int32_t> idx;
@@ -19,8 +19,8 @@ void RandomSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   }
 }
 
-std::unique_ptr<TokenSelector> make_random_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
-  return std::make_unique<RandomSelector>(o.budget, o.dense_layers, m.config.n_layer, o.seed);
+std::unique_ptr<AttentionPolicy> make_random_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
+  return std::make_unique<RandomPolicy>(o.budget, o.dense_layers, m.config.n_layer, o.seed);
 }
 
 }  // namespace fasa

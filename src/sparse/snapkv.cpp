@@ -9,18 +9,18 @@
 
 namespace fasa {
 
-SnapKvSelector::SnapKvSelector(Budget b, const std::vector<int>& dense, int n_layer, int n_head, int head_dim,
+SnapKvPolicy::SnapKvPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head, int head_dim,
                                int window, int every)
-    : SparseSelector(b, dense, n_layer), n_head_(n_head), head_dim_(head_dim), window_(std::max(1, window)),
+    : SparsePolicy(b, dense, n_layer), n_head_(n_head), head_dim_(head_dim), window_(std::max(1, window)),
       every_(every), heads_((size_t)n_layer * n_head) {}
 
-void SnapKvSelector::remember(HeadState& s, int64_t pos, const float* q) {
+void SnapKvPolicy::remember(HeadState& s, int64_t pos, const float* q) {
   if (!s.window.empty() && s.window.back().first >= pos) s = HeadState{};  // a new sequence
   s.window.emplace_back(pos, std::vector<float>(q, q + head_dim_));
   while ((int)s.window.size() > window_) s.window.pop_front();
 }
 
-void SnapKvSelector::observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
+void SnapKvPolicy::observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
   if (is_dense_layer(layer)) return;
   // The prompt's last queries form the first observation window (identity key layout: model order).
   for (int h = 0; h < n_head_; ++h)
@@ -28,7 +28,7 @@ void SnapKvSelector::observe_prefill(int layer, int64_t p0, int n, const float* 
       remember(heads_[(size_t)layer * n_head_ + h], p0 + t, q + ((size_t)t * n_head_ + h) * cache.head_dim());
 }
 
-void SnapKvSelector::on_truncate(int64_t n_tokens) {
+void SnapKvPolicy::on_truncate(int64_t n_tokens) {
   for (HeadState& s : heads_) {
     while (!s.window.empty() && s.window.back().first >= n_tokens) s.window.pop_back();  // forgotten tokens' queries
     if (s.selected_at > n_tokens) {  // ranked over rows that are gone: select again
@@ -38,13 +38,13 @@ void SnapKvSelector::on_truncate(int64_t n_tokens) {
   }
 }
 
-void SnapKvSelector::on_dense_step(const AttentionQuery& q, const KvHeadView&) {
+void SnapKvPolicy::on_dense_step(const AttentionQuery& q, const KvHeadView&) {
   remember(heads_[(size_t)q.layer * n_head_ + q.q_head], q.pos, q.q);
 }
 
 // Ranks the rows before the window by the window's summed attention, max-pooled over 7 neighbours;
 // the window's own rows rank first.
-void SnapKvSelector::reselect(HeadState& s, const KvHeadView& kv) {
+void SnapKvPolicy::reselect(HeadState& s, const KvHeadView& kv) {
   const int64_t n = kv.n_tokens, w0 = std::max<int64_t>(0, s.window.front().first);
   std::vector<double> vote(w0, 0.0), p(n);
   for (const auto& [pos, qv] : s.window) {
@@ -66,7 +66,7 @@ void SnapKvSelector::reselect(HeadState& s, const KvHeadView& kv) {
   s.selected_at = n;
 }
 
-void SnapKvSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void SnapKvPolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   HeadState& s = heads_[(size_t)q.layer * n_head_ + q.q_head];
   remember(s, q.pos, q.q);
   const int64_t n = kv.n_tokens;
@@ -81,9 +81,9 @@ void SnapKvSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t
   count_kv_bytes_read(kv, (uint64_t)from_ranked * sizeof(int32_t));  // the ranking (its keys: attention_weights)
 }
 
-std::unique_ptr<TokenSelector> make_snapkv_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
+std::unique_ptr<AttentionPolicy> make_snapkv_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
   const ModelConfig& c = m.config;
-  return std::make_unique<SnapKvSelector>(o.budget, o.dense_layers, c.n_layer, c.n_head, c.head_dim,
+  return std::make_unique<SnapKvPolicy>(o.budget, o.dense_layers, c.n_layer, c.n_head, c.head_dim,
                                           o.snapkv_window, o.snapkv_every);
 }
 

@@ -8,7 +8,7 @@
 
 namespace fasa {
 
-void SparqSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void SparqPolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   const int D = kv.head_dim, r = r_ > 0 ? std::min(r_, D) : std::max(1, D / 4);
   thread_local std::vector<float> mag, score;
   thread_local std::vector<int32_t> dims;
@@ -29,8 +29,8 @@ void SparqSelector::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t 
   append_top_k(score.data(), kv.n_tokens, budget, 0, rows);
 }
 
-std::unique_ptr<TokenSelector> make_sparq_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
-  return std::make_unique<SparqSelector>(o.budget, o.dense_layers, m.config.n_layer, o.sparq_r);
+std::unique_ptr<AttentionPolicy> make_sparq_policy(const PolicyOptions& o, const Model& m, AutoProfileStore*) {
+  return std::make_unique<SparqPolicy>(o.budget, o.dense_layers, m.config.n_layer, o.sparq_r);
 }
 
 }  // namespace fasa

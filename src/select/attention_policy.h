@@ -20,9 +20,9 @@ struct AttentionQuery {
   const float* q = nullptr;  // [head_dim] post-RoPE query, in the cache's dim order (see KeyLayout)
 };
 
-class TokenSelector {
+class AttentionPolicy {
  public:
-  virtual ~TokenSelector() = default;
+  virtual ~AttentionPolicy() = default;
   virtual std::string_view name() const = 0;
   // One line for logs and run headers; policies with a setting worth seeing (FASA) add it.
   virtual std::string summary() const { return std::string(name()); }
@@ -50,7 +50,7 @@ class TokenSelector {
 };
 
 // `full`: dense attention over the whole cache.
-class FullAttention final : public TokenSelector {
+class FullAttention final : public AttentionPolicy {
  public:
   std::string_view name() const override { return "full"; }
   bool select(const AttentionQuery&, const KvHeadView&, std::vector<int32_t>&) override { return false; }
