@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "bench/bench_rows.h"
 #include "eval/decode_eval.h"
 #include "eval/retrieval.h"
 #include "eval/task_gen.h"
@@ -251,6 +252,43 @@ PYBIND11_MODULE(_fasa, m) {
     return out;
   }, "The attention policies: name, description, whether it is dense.");
   m.def("settings", [] { return policy_option_names(); }, "The keywords Engine.context takes besides n_ctx and threads.");
+
+  m.def("bench", [](const Engine& e, const std::vector<int>& n_prompt, const std::vector<int>& n_gen,
+                    const std::vector<int64_t>& depth, const std::vector<int>& parallel, const std::vector<std::string>& attn,
+                    int repetitions, bool random_fill, bool attention_only, const py::kwargs& settings) {
+    const ContextOptions base = context_options(e, settings);
+    if (base.custom_policy) throw Error("fasa.bench runs the built-in policies (attn=[...]); not a Python one");
+    if (repetitions < 1 || attn.empty()) throw Error("bench: give at least one attn and one repetition");
+    BenchPlan plan;
+    plan.threads = {base.threads};
+    for (const std::string& name : attn) {
+      PolicyOptions p = base.policy;
+      set_policy_option(p, "attn", name);
+      p.synthetic_profile = p.profile.empty();  // FASA without a profile: seeded random chunks, as `fasa bench`
+      if (!policy_info(name).has_k_dom) p.cache.offload = {};  // only FASA's rows are offloaded
+      plan.policies.push_back(p);
+    }
+    for (int n : n_prompt)
+      if (n > 0) plan.tests.emplace_back(n, 0);
+    for (int n : n_gen)
+      if (n > 0) plan.tests.emplace_back(0, n);
+    plan.depths = depth, plan.parallel = parallel, plan.repetitions = repetitions;
+    plan.random_fill = random_fill, plan.attention_only = attention_only;
+    std::string json;
+    {
+      py::gil_scoped_release released;
+      if (base.threads > 0) omp_set_num_threads(base.threads);
+      const std::vector<BenchRow> rows = run_bench_plan(e.model(), plan, [](const BenchRow&) {});
+      json = render_bench_rows(rows, {e.info().path, &e.model(), &plan.policies[0], &plan}, "json");
+    }
+    return py::module_::import("json").attr("loads")(json);
+  }, py::arg("engine"), py::arg("n_prompt") = std::vector<int>{512}, py::arg("n_gen") = std::vector<int>{128},
+     py::arg("depth") = std::vector<int64_t>{0}, py::arg("parallel") = std::vector<int>{1},
+     py::arg("attn") = std::vector<std::string>{"full", "fasa"}, py::arg("repetitions") = 5, py::arg("random_fill") = false,
+     py::arg("attention_only") = false,
+     "`fasa bench`: prompt processing (n_prompt) and decoding (n_gen) at each depth, for each attn, as llama-bench "
+     "runs them; parallel: sequences together (-npl); the other keywords as engine.context's (threads, budget, "
+     "profile, kv_type, ...). Returns the rows as `fasa bench -o json` prints them (a list of dicts).");
 
   py::class_<Engine>(m, "Engine", "A loaded model; fasa.Engine(model=None) loads the bundled one.")
       .def(py::init<const std::string&>(), py::arg("model"), py::call_guard<py::gil_scoped_release>())

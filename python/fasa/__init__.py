@@ -7,12 +7,12 @@
 """
 import os
 
-from ._fasa import Context, Error, TextStream, eval, settings  # noqa: A004 (fasa.eval)
+from ._fasa import Context, Error, TextStream, bench, eval, settings  # noqa: A004 (fasa.eval)
 from ._fasa import policies as _builtin_policies
 from ._fasa import Engine as _Engine
 from ._fasa import source_model as _source_model
 
-__all__ = ["Engine", "Context", "Error", "TextStream", "eval", "policies", "settings", "bundled_model", "register_policy"]
+__all__ = ["Engine", "Context", "Error", "TextStream", "bench", "eval", "policies", "settings", "bundled_model", "register_policy"]
 
 _python_policies = {}  # name -> fn, from register_policy
 

@@ -159,6 +159,18 @@ def test_the_generate_example_runs():
     assert out.startswith("full: ") and "\nfasa: " in out and "prompt_tokens" in out
 
 
+def test_the_compare_policies_example_tabulates_kl(engine, tmp_path):
+    text = tmp_path / "text.txt"  # the model's own continuation: 1100 tokens of its kind of text
+    text.write_text(engine.context().generate("Ge1:1 In the beginning", max_tokens=1100, ignore_eos=True))
+    run = subprocess.run([sys.executable, os.path.join(EXAMPLES, "compare_policies.py"), str(text)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    rows = {line.split()[0]: [float(x) for x in line.split()[-2:]] for line in run.stdout.splitlines()[2:]}
+    assert set(rows) == {"fasa", "full", "quest", "stream"}, run.stdout
+    assert rows["full"] == [0, 0]  # full attention against itself
+    assert rows["stream"][0] > rows["fasa"][0] > 0, run.stdout  # at 32 tokens StreamingLLM strays further
+
+
 def test_a_python_policys_stream_dropped_early_does_not_hang(engine):
     import streaming_policy  # noqa: F401
 
@@ -242,6 +254,19 @@ def test_what_a_new_user_tries(engine):
                          ({"bugdet": 8}, r"no setting 'bugdet' \(the settings: attn, budget, ")]:
         with pytest.raises(fasa.Error, match=message):
             engine.context(**bad)
+
+
+def test_bench_rows_as_the_clis_json(engine, tmp_path):
+    got = fasa.bench(engine, n_prompt=[16], n_gen=[4], attn=["full", "fasa"], repetitions=1, threads=2)
+    run = cli("bench", "-p", "16", "-n", "4", "-r", "1", "--attn", "full,fasa", "-t", "2", "-o", "json")
+    want = json.loads(run.stdout)
+    timed = {"avg_ts", "stddev_ts", "median_ts", "samples_ts", "samples_ns", "avg_ns", "stddev_ns", "rss_bytes",
+             "achieved_gbps", "test_time", "kv_bytes_read_per_token", "kv_prefetch_hit_rate"}
+    assert [{k: v for k, v in r.items() if k not in timed} for r in got] == \
+        [{k: v for k, v in r.items() if k not in timed} for r in want]
+    assert [r["n_prompt"] for r in got] == [16, 0, 16, 0] and all(r["avg_ts"] > 0 for r in got)
+    with pytest.raises(fasa.Error, match="budget"):
+        fasa.bench(engine, attn=["fasa"], budget="lots")
 
 
 def test_ppl_and_ca_records_equal_the_clis_json(engine, tmp_path):
