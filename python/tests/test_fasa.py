@@ -1,8 +1,12 @@
 """The Python module against the CLI and the C++ API's contracts, on the bundled model."""
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 
 import numpy as np
 import pytest
@@ -80,6 +84,34 @@ def test_bad_settings_raise_the_clis_message(engine):
         engine.context(budgte=8)
     with pytest.raises(fasa.Error, match="unknown attention policy .nope."):
         engine.context(attn="nope").generate(PROMPT, max_tokens=1)
+
+
+def test_one_bad_budget_one_message_from_cli_server_and_python(engine):
+    with pytest.raises(fasa.Error) as e:
+        engine.context(attn="fasa", budget=2.5)
+    run = cli("run", "--attn", "fasa", "--budget", "2.5", "-p", "x", "-n", "1")  # (skips without the CLI)
+    assert run.stderr.strip().endswith(f"error: {e.value}")
+    with socket.socket() as s:  # a free port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([CLI, "serve", "--port", str(port), "-t", "1"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.05)
+        body = json.dumps({"prompt": "x", "attn": "fasa", "budget": 2.5}).encode()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(url + "/v1/completions", body), timeout=10)
+        assert refused.value.code == 400
+        assert json.loads(refused.value.read())["error"]["message"] == str(e.value)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def test_tokens_logits_and_stats(engine):
