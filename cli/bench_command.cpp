@@ -43,27 +43,6 @@ int membw(int repetitions) {
   return 0;
 }
 
-// The policies a bench runs: each --attn name, FASA once per KV placement (and prefetch setting).
-std::vector<PolicyOptions> variants(const BenchOptions& o) {
-  std::vector<PolicyOptions> out;
-  for (const std::string& attn : o.attns) {
-    PolicyOptions p = o.policy;
-    p.attn = attn;
-    if (!policy_info(attn).has_k_dom) {
-      out.push_back(p);
-      continue;
-    }
-    for (const std::string& off : o.offloads) {
-      set_policy_option(p, "kv_offload", off);
-      for (const std::string& pf : p.cache.offload.offloaded() ? o.prefetches : std::vector<std::string>{"off"}) {
-        set_policy_option(p, "kv_prefetch", pf);
-        out.push_back(p);
-      }
-    }
-  }
-  return out;
-}
-
 int bench(BenchOptions o) {
   if (o.membw) {
     if (o.threads[0] > 0) omp_set_num_threads(o.threads[0]);
@@ -73,7 +52,6 @@ int bench(BenchOptions o) {
   if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
     throw Error("-o must be md, csv, json or jsonl");
   auto model = load_model(o.model);
-  o.policy.synthetic_profile = o.policy.profile.empty();  // FASA without a profile: seeded random chunks
 
   std::vector<std::pair<int, int>> tests;  // (prompt tokens, decoded tokens) of each test
   for (int n : o.n_prompts)
@@ -87,12 +65,10 @@ int bench(BenchOptions o) {
       throw Error("-pg wants N,M (prompt tokens, then decoded tokens; both positive), not '" + pg + "'");
     tests.emplace_back(n, m);
   }
-  if (o.attention_only && std::find_if(tests.begin(), tests.end(), [](auto t) { return t.second > 0; }) == tests.end())
-    throw Error("--attention-only times -n decode steps; -n must be positive");
 
   BenchPlan plan;
   plan.threads = o.threads;
-  plan.policies = variants(o);
+  plan.policies = bench_policies(o.policy, o.attns, o.offloads, o.prefetches);
   plan.depths = o.depths;
   plan.parallel = o.parallel;
   plan.tests = tests;

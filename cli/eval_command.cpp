@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "calib/auto_profile.h"
 #include "cli/commands.h"
 #include "eval/decode_eval.h"
 #include "draw/plot.h"
@@ -129,11 +130,12 @@ Command add_eval_command(CLI::App& app) {
       if (!out.empty()) check_writable(out);
     auto model = load_model(o->model);
     o->attn = cross_settings(o->attn, o->lists);
+    AutoProfileStore autos(*model);  // the model's cached automatic profile, if any
     for (const PolicyRun& run : policy_runs(*model, o->attn, o->policy)) {  // fail on a bad option before hours of work
       PolicyOptions po = run.options;
       for (auto& b : o->budgets) {
         po.budget = Budget::parse(b);
-        check_policy(po, *model);
+        check_policy(po, *model, &autos);
       }
     }
     if (ret->parsed()) {

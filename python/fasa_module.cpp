@@ -261,13 +261,9 @@ PYBIND11_MODULE(_fasa, m) {
     if (repetitions < 1 || attn.empty()) throw Error("bench: give at least one attn and one repetition");
     BenchPlan plan;
     plan.threads = {base.threads};
-    for (const std::string& name : attn) {
-      PolicyOptions p = base.policy;
-      set_policy_option(p, "attn", name);
-      p.synthetic_profile = p.profile.empty();  // FASA without a profile: seeded random chunks, as `fasa bench`
-      if (!policy_info(name).has_k_dom) p.cache.offload = {};  // only FASA's rows are offloaded
-      plan.policies.push_back(p);
-    }
+    const KvOffloadOptions& off = base.policy.cache.offload;
+    plan.policies = bench_policies(base.policy, attn, {off.offloaded() ? offload_str(off) : "none"},
+                                   {off.prefetch ? "on" : "off"});
     for (int n : n_prompt)
       if (n > 0) plan.tests.emplace_back(n, 0);
     for (int n : n_gen)
@@ -277,7 +273,6 @@ PYBIND11_MODULE(_fasa, m) {
     std::string json;
     {
       py::gil_scoped_release released;
-      if (base.threads > 0) omp_set_num_threads(base.threads);
       const std::vector<BenchRow> rows = run_bench_plan(e.model(), plan, [](const BenchRow&) {});
       json = render_bench_rows(rows, {e.info().path, &e.model(), &plan.policies[0], &plan}, "json");
     }

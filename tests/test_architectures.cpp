@@ -116,7 +116,7 @@ void expect_llama_cpp_outputs(const std::string& shape, double fasa_tolerance = 
   o.synthetic_profile = true;
   o.budget = Budget::count(100000);
   o.dense_layers = {};
-  Session sparse(*model, so, make_policy(o, *model));
+  Session sparse(*model, so, make_policy(o, *model, nullptr));
   std::vector<std::vector<float>> sparse_logits;
   EXPECT_EQ(greedy(sparse, prompt, (int)want.size(), sparse_logits), want) << shape << " fasa";
   for (size_t i = 0; i < logits.size(); ++i)

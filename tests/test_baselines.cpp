@@ -282,7 +282,7 @@ TEST(PolicyPicks, EveryRowEqualsDenseAttention) {
     o.dense_layers = {};
     o.synthetic_profile = true;
     auto attend = [&](int64_t budget, std::vector<float>& dense) {  // [group, D] per KV head, both ways
-      const std::unique_ptr<AttentionPolicy> made = make_policy(o, *m);
+      const std::unique_ptr<AttentionPolicy> made = make_policy(o, *m, nullptr);
       auto* policy = dynamic_cast<SparsePolicy*>(made.get());
       if (policy == nullptr) {  // fail, not crash, if a policy stops being a SparsePolicy
         ADD_FAILURE() << name << " is not a SparsePolicy";
@@ -337,7 +337,7 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
   for (DType kv_type : {DType::F16, DType::Q8_0}) {
     SessionOptions so;
     so.kv_types = kv_type;
-    Session full(*m, so), sparse(*m, so, make_policy(o, *m));
+    Session full(*m, so), sparse(*m, so, make_policy(o, *m, nullptr));
     full.prefill(prompt);
     sparse.prefill(prompt);
     for (int32_t t : {288, 267, 1355}) {
@@ -353,7 +353,7 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
   // A small budget does change the output.
   if (o.attn == "full") return;
   o.budget = Budget::count(4);
-  Session small(*m, {}, make_policy(o, *m)), ref(*m, {});
+  Session small(*m, {}, make_policy(o, *m, nullptr)), ref(*m, {});
   small.prefill(prompt);
   ref.prefill(prompt);
   const int32_t t = 288;
@@ -374,7 +374,7 @@ TEST(Policies, RegistryRowsMatchTheirPolicies) {
     PolicyOptions o;
     o.attn = info.name;
     o.synthetic_profile = true;
-    auto p = make_policy(o, *m);
+    auto p = make_policy(o, *m, nullptr);
     EXPECT_EQ(p->name(), info.name);
     EXPECT_GT(std::string(info.description).size(), 10u);
     EXPECT_EQ(info.dense, o.attn == "full") << info.name;

@@ -59,7 +59,7 @@ std::vector<Trace> alone(const Model& m, const PolicyOptions& o, const std::vect
                          int n_ubatch = 0) {
   std::vector<Trace> out(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    Session s(m, options(o, n_ubatch), make_policy(o, m));
+    Session s(m, options(o, n_ubatch), make_policy(o, m, nullptr));
     out[i].record(s.prefill(prompts[i]));
     for (int k = 0; k < kSteps; ++k) {
       const int32_t t = out[i].tokens.back();
@@ -74,7 +74,7 @@ std::vector<Trace> alone(const Model& m, const PolicyOptions& o, const std::vect
 std::vector<Trace> together(const Model& m, const PolicyOptions& o, const std::vector<std::vector<int32_t>>& prompts,
                             int n_ubatch = 0) {
   std::vector<std::unique_ptr<Session>> seqs;
-  for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back(std::make_unique<Session>(m, options(o, n_ubatch), make_policy(o, m)));
+  for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back(std::make_unique<Session>(m, options(o, n_ubatch), make_policy(o, m, nullptr)));
   std::vector<Trace> out(prompts.size());
   std::vector<SessionTokens> batch = {{seqs[0].get(), prompts[0]}, {seqs[1].get(), prompts[1]}};
   eval_together(batch);

@@ -147,19 +147,19 @@ TEST(BenchRecords, ChunkCountIsTheOneUsed) {
   const int chunks = default_n_tip(m->config);
   ASSERT_EQ(chunks, 2);  // n_rot 16 / 8
   EXPECT_EQ(fasa_chunks(p, *m), chunks);
-  auto made = make_policy(p, *m);
+  auto made = make_policy(p, *m, nullptr);
   for (int h = 0; h < 4; ++h) EXPECT_EQ(dynamic_cast<FasaPolicy&>(*made).scored_dims(1, h).size(), 2u * chunks);
-  EXPECT_NE(policy_variant("fasa", p, *m).find("fcs=2 "), std::string::npos) << policy_variant("fasa", p, *m);
+  EXPECT_NE(policy_variant(p, *m).find("fcs=2 "), std::string::npos) << policy_variant(p, *m);
   p.fcs = 3;
   EXPECT_EQ(fasa_chunks(p, *m), 3);
-  EXPECT_NE(policy_variant("fasa", p, *m).find("fcs=3 "), std::string::npos);
+  EXPECT_NE(policy_variant(p, *m).find("fcs=3 "), std::string::npos);
   p.fcs = 0;  // a profile's own count
   p.profile = test::temp_dir() + "/five.profile.json";
   Profile five = synthetic_profile(*m, 5, 1);
   five.top_k = 8;  // as a calibration would have recorded
   save_profile(five, p.profile);
   EXPECT_EQ(fasa_chunks(p, *m), 5);
-  EXPECT_NE(policy_variant("fasa", p, *m).find("fcs=5 "), std::string::npos);
+  EXPECT_NE(policy_variant(p, *m).find("fcs=5 "), std::string::npos);
   p.attn = "oracle";
   EXPECT_EQ(fasa_chunks(p, *m), 0);
 }

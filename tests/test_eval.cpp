@@ -89,6 +89,11 @@ TEST(EvalPolicyRuns, SpecsListsAndOneRunPerVariant) {
   EXPECT_EQ(runs[3].options.sink, 2);
   EXPECT_EQ(runs[3].options.attn, "stream");
   EXPECT_EQ(policy_runs(*m, {"full:kv_type=q8_0"}, base)[0].variant, "kv=q8_0");  // the cache shows too
+  // Settings outside the lists keep runs apart even where the variant does not name them.
+  EXPECT_EQ(policy_runs(*m, {"fasa", "fasa:tip_int8=true", "random:seed_policy=1", "random:seed_policy=2"}, base).size(), 4u);
+  EXPECT_EQ(cross_settings({"fasa:fcs=16"}, {{"fcs", {"4", "8"}}}), std::vector<std::string>{"fasa:fcs=16"});
+  EXPECT_EQ(test::error_message([&] { policy_runs(*m, {"fasa:budget=8"}, base); }),
+            "attn 'fasa:budget=8': give the budget as its own flag, not in a policy's settings");
   EXPECT_TRUE(is_list_setting("fcs"));
   EXPECT_FALSE(is_list_setting("dense_layers"));  // a list already
   EXPECT_EQ(test::error_message([&] { policy_runs(*m, {"fasa:fcs"}, base); }),
@@ -417,7 +422,7 @@ TEST(EvalRetrieval, SharedPrefillEqualsOwnPrefill) {
     PolicyOptions o;
     o.attn = name;
     o.budget = budget;
-    Session own(*m, so, make_policy(o, *m)), shared(*m, so, make_policy(o, *m));
+    Session own(*m, so, make_policy(o, *m, nullptr)), shared(*m, so, make_policy(o, *m, nullptr));
     own.prefill(prompt);
     shared.start_from_prefill(dense, rec.q);
     EXPECT_EQ(shared.n_past(), own.n_past());

@@ -350,7 +350,7 @@ TEST(KvOffload, SessionLogitsEqualResidentFasa) {
     PolicyOptions q = p;
     set_policy_option(q, "kv_offload", where);
     q.cache.offload.prefetch = prefetch;
-    Session s(*m, session_options(q, 600), make_policy(q, *m));
+    Session s(*m, session_options(q, 600), make_policy(q, *m, nullptr));
     std::vector<std::vector<float>> out;
     auto l = s.prefill(prompt);
     out.emplace_back(l.begin(), l.end());
@@ -386,7 +386,7 @@ TEST(KvOffload, SessionFileFaultIsAnError) {
   const std::string dir = test::temp_dir();
   set_policy_option(p, "kv_offload", "file:" + dir);
   for (bool shorten : {false, true}) {
-    Session s(*m, session_options(p, 600), make_policy(p, *m));
+    Session s(*m, session_options(p, 600), make_policy(p, *m, nullptr));
     s.fill_random(520, 1);  // two chunks in the file
     const int32_t tok = 7;
     s.decode(tok);

@@ -31,6 +31,7 @@ TEST(Options, BudgetCountsAndSharesAreWrittenApart) {
   EXPECT_EQ(Budget::count(1).describe(), "1 token");
   EXPECT_EQ(Budget::share(0.125).describe(), "12.5% of the context");
   EXPECT_EQ(Budget::share(1).describe(), "100% of the context");
+  EXPECT_EQ(Budget::parse("0.07").describe(), "7% of the context");  // not 7.000000000000001%
 }
 
 TEST(Options, EachSettingParsesToItsType) {

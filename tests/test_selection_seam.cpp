@@ -101,12 +101,12 @@ TEST(SelectionSeam, TruncationIsToldToThePolicy) {
 TEST(SelectionSeam, PolicyRegistry) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   PolicyOptions o;
-  EXPECT_EQ(make_policy(o, *m)->name(), "full");
-  EXPECT_EQ(make_policy(o, *m)->summary(), "full");
+  EXPECT_EQ(make_policy(o, *m, nullptr)->name(), "full");
+  EXPECT_EQ(make_policy(o, *m, nullptr)->summary(), "full");
   o.attn = "nope";
-  EXPECT_THROW(make_policy(o, *m), Error);
+  EXPECT_THROW(make_policy(o, *m, nullptr), Error);
   o.attn = "fasa";  // without a profile
-  EXPECT_THROW(make_policy(o, *m), Error);
+  EXPECT_THROW(make_policy(o, *m, nullptr), Error);
 }
 
 }  // namespace

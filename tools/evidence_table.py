@@ -20,9 +20,19 @@ def wilson(p, n, z=1.96):
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def parse_budget(text):
+    """(value, unit) as the records give a budget: "256" tokens, "0.03125" or "50%" a share (as fasa reads them)."""
+    if text.endswith("%"):
+        return float(text[:-1]) / 100, "share"
+    return float(text), "share" if "." in text else "tokens"
+
+
 def budget_label(b):
-    """A record's numeric budget: a share below one as 1/N, else tokens."""
-    return f"1/{round(1 / b)}" if 0 < b < 1 else f"{b:g}"
+    """A share as 1/N (or a percentage), a count of tokens as it is."""
+    value, unit = b
+    if unit == "tokens":
+        return f"{value:g}"
+    return f"1/{round(1 / value)}" if 1 / value == round(1 / value) else f"{100 * value:g}%"
 
 
 def main():
@@ -34,10 +44,11 @@ def main():
     a = ap.parse_args()
     recs = [r for r in json.load(open(a.records)) if r["metric"] == a.metric]
     types = a.types.split(",") if a.types else list(dict.fromkeys(r["task_type"] for r in recs))
-    budgets = [float(b) for b in a.budgets.split(",")] if a.budgets else list(dict.fromkeys(r["budget"] for r in recs))
+    budgets = ([parse_budget(b) for b in a.budgets.split(",")] if a.budgets
+               else list(dict.fromkeys((float(r["budget"]), r["budget_unit"]) for r in recs)))
     rows = list(dict.fromkeys((r["policy"], r["variant"]) for r in recs))
     for t in types:
-        cells = {(r["policy"], r["variant"], float(r["budget"])): r for r in recs if r["task_type"] == t}
+        cells = {(r["policy"], r["variant"], (float(r["budget"]), r["budget_unit"])): r for r in recs if r["task_type"] == t}
         n = next((r["n"] for r in cells.values()), 0)
         print(f"\n{a.metric} (%) on {t}, {n} tasks, 95 % interval in brackets\n")
         print("| policy | " + " | ".join(budget_label(b) for b in budgets) + " |")
@@ -45,7 +56,7 @@ def main():
         for policy, variant in rows:
             out = []
             for b in budgets:
-                r = cells.get((policy, variant, float(b)))
+                r = cells.get((policy, variant, b))
                 if r is None:
                     out.append("")
                     continue

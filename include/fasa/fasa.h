@@ -248,7 +248,7 @@ class Context {
     bool decode = false;
   };
   Feed take_feed(const std::vector<int32_t>& ids);
-  // Samples the next token and hands out its text. Returns the token, to be evaluated (eval or
+  // Samples the next token and hands out its text. Returns the token, to be evaluated (decode or
   // eval_together, then after_eval), or -1 when the generation has ended (its result is complete).
   int32_t next_token(Generation& g);
   GenerationResult finish_generation(Generation& g);
@@ -257,8 +257,8 @@ class Context {
   void prefill(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);
   void decode(int32_t token);
   void after_eval(bool prefill);  // FASA's automatic profile: made or found once the prompt allows
-  // FASA's automatic profile exists: the session goes on sparse with it.
-  void go_sparse(const Profile& profile, std::string note);
+  // The engine keeps an automatic profile now: the session goes on sparse with it.
+  void go_sparse(std::string note);
 
   const Engine& engine_;
   ContextOptions opts_;

@@ -192,6 +192,7 @@ def test_the_generate_example_runs():
 
 
 def test_the_compare_policies_example_tabulates_kl(engine, tmp_path):
+    pytest.importorskip("pandas")  # Debian's python3-pandas (scripts/debian-packages.txt)
     text = tmp_path / "text.txt"  # the model's own continuation: 1100 tokens of its kind of text
     text.write_text(engine.context().generate("Ge1:1 In the beginning", max_tokens=1100, ignore_eos=True))
     run = subprocess.run([sys.executable, os.path.join(EXAMPLES, "compare_policies.py"), str(text)],

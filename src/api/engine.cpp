@@ -109,20 +109,20 @@ void Context::after_eval(bool prefill) {
   AutoProfileStore& autos = engine_.auto_profiles();
   if (profiler_ && profiler_->ready(session_->n_past())) {
     const KeptProfile kept = autos.keep(profiler_->profile());
-    go_sparse(kept.profile, !kept.mine ? "automatic profile of an earlier prompt"
+    go_sparse(!kept.mine ? "automatic profile of an earlier prompt"
                                        : "automatic profile from this prompt's first " +
                                              std::to_string(PromptProfiler::kMinTokens) + " tokens" +
                                              (kept.file.empty() ? std::string() : ", cached in " + kept.file));
   } else if (prefill) {  // another context (a server slot) may have made one since
-    if (const std::optional<Profile> p = autos.find()) go_sparse(*p, "automatic profile of an earlier prompt");
+    if (autos.find()) go_sparse("automatic profile of an earlier prompt");
   }
 }
 
-void Context::go_sparse(const Profile& p, std::string note) {
-  std::shared_ptr<AttentionPolicy> fasa = make_fasa_policy_from(p, opts_.policy, engine_.model());
-  try {
-    session_->set_policy(fasa);  // fasa::Error: over --kv-fast-limit, the cache unchanged
-    policy_ = std::move(fasa);
+void Context::go_sparse(std::string note) {
+  try {  // the policy asked for (FASA or DoubleSparse), with the profile the engine now keeps
+    std::shared_ptr<AttentionPolicy> sparse = make_policy(opts_.policy, engine_.model(), &engine_.auto_profiles());
+    session_->set_policy(sparse);  // fasa::Error: over --kv-fast-limit, the cache unchanged
+    policy_ = std::move(sparse);
   } catch (const Error& e) {  // stay dense rather than fail this and every later eval
     note = std::string("dense: ") + e.what();
   }
@@ -188,8 +188,8 @@ void Context::decode_tokens(const std::vector<int32_t>& ids, std::vector<TokenLo
   if (!unevaluated_.empty()) feed_tokens({});
   if (logprobs) logprobs->clear();
   const auto t0 = Clock::now();
+  take_feed(ids);  // checks them all before the first step
   for (int32_t id : ids) {
-    take_feed({id});
     if (logprobs)
       logprobs->push_back(session_->n_past() > 0 ? token_logprob(session_->logits(), id, top_n) : TokenLogprob{id, false, 0, {}});
     decode(id);
@@ -205,9 +205,10 @@ void Context::truncate(int64_t n) {
     // (A sliding window's cache may keep fewer: those go again too.)
     const int64_t kept = session_->truncate(std::max<int64_t>(0, n - 1));
     unevaluated_.assign(tokens_.begin() + kept, tokens_.begin() + n);
-    unevaluated_generated_ = false;  // prompt tokens again: prefilled, as they were
+    unevaluated_generated_ = false;  // positions to evaluate again: a prefill, as a fresh context's would
   } else {
     unevaluated_.resize(n - session_->n_past());  // the pending tokens before n
+    unevaluated_generated_ = unevaluated_generated_ && !unevaluated_.empty();
   }
   tokens_.resize(n);
 }

@@ -1,5 +1,6 @@
 #include "bench/bench.h"
 
+#include "calib/auto_profile.h"
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,6 +9,7 @@
 
 #include <omp.h>
 
+#include "calib/auto_profile.h"
 #include "model/session.h"
 #include "select/group_attention.h"
 #include "fasa/error.h"
@@ -47,7 +49,8 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
   SessionOptions so = session_options(policy, t.depth + t.n_prompt + t.n_gen + 1);
   so.n_rewind = t.n_prompt + t.n_gen;  // each repetition goes back to the depth
   std::vector<std::unique_ptr<Session>> seqs;
-  for (int i = 0; i < t.n_parallel; ++i) seqs.push_back(std::make_unique<Session>(model, so, make_policy(policy, model)));
+  AutoProfileStore autos(model);  // FASA's automatic profile, as cached for the model (--profile auto)
+  for (int i = 0; i < t.n_parallel; ++i) seqs.push_back(std::make_unique<Session>(model, so, make_policy(policy, model, &autos)));
   std::mt19937 rng((uint32_t)seed);
   std::uniform_int_distribution<int32_t> token(3, model.config.n_vocab - 1);
   auto random_tokens = [&](int64_t n) {
@@ -102,7 +105,8 @@ BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy,
                                 int repetitions, uint64_t seed) {
   const ModelConfig& c = model.config;
   if (depth < 1 || steps < 1) throw Error("attention bench: the depth and the steps must be positive");
-  const std::unique_ptr<AttentionPolicy> attn_policy = make_policy(policy, model);
+  AutoProfileStore autos(model);  // FASA's automatic profile, as cached for the model (--profile auto)
+  const std::unique_ptr<AttentionPolicy> attn_policy = make_policy(policy, model, &autos);
   int layer = c.n_layer > 1 ? 1 : 0;  // layer 0 is FASA's default dense layer; a sliding one never meets the policy
   while (c.sliding(layer) && layer + 1 < c.n_layer) ++layer;
   const int D = c.head_dim, HKV = c.n_head_kv, group = c.n_head / c.n_head_kv;

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <ctime>
@@ -65,8 +66,35 @@ std::string bench_label(const PolicyOptions& p, int fcs) {
   return s;
 }
 
+std::vector<PolicyOptions> bench_policies(const PolicyOptions& base, const std::vector<std::string>& attns,
+                                          const std::vector<std::string>& offloads,
+                                          const std::vector<std::string>& prefetches) {
+  std::vector<PolicyOptions> out;
+  for (const std::string& attn : attns) {
+    PolicyOptions p = base;
+    set_policy_option(p, "attn", attn);
+    p.synthetic_profile = p.profile.empty();
+    if (!policy_info(attn).has_k_dom) {  // only K_dom policies' rows are offloaded
+      set_policy_option(p, "kv_offload", "none");
+      set_policy_option(p, "kv_prefetch", "off");
+      out.push_back(p);
+      continue;
+    }
+    for (const std::string& off : offloads) {
+      set_policy_option(p, "kv_offload", off);
+      for (const std::string& pf : p.cache.offload.offloaded() ? prefetches : std::vector<std::string>{"off"}) {
+        set_policy_option(p, "kv_prefetch", pf);
+        out.push_back(p);
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<BenchRow> run_bench_plan(const Model& model, const BenchPlan& plan,
                                      const std::function<void(const BenchRow&)>& on_row) {
+  if (plan.attention_only && std::none_of(plan.tests.begin(), plan.tests.end(), [](auto t) { return t.second > 0; }))
+    throw Error("--attention-only times -n decode steps; -n must be positive");
   std::vector<BenchRow> rows;
   const int all_cores = omp_get_max_threads();
   for (int nt : plan.threads) {

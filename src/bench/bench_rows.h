@@ -33,7 +33,15 @@ struct BenchRow {
   BenchResult result;
 };
 
-// Every (threads, policy, sequences, depth, test) combination; on_row sees each row as soon as it is measured.
+// The policies a bench runs over `base`: each of `attns`, FASA (and DoubleSparse) once per KV placement
+// of `offloads` ("none", "ram", "file:DIR") and, offloaded, per prefetch setting ("on", "off"). Without
+// a profile they score on seeded random chunks (the speed is the same).
+std::vector<PolicyOptions> bench_policies(const PolicyOptions& base, const std::vector<std::string>& attns,
+                                          const std::vector<std::string>& offloads,
+                                          const std::vector<std::string>& prefetches);
+
+// Every (threads, policy, sequences, depth, test) combination; on_row sees each row as soon as it is
+// measured. Throws fasa::Error for an attention-only plan without a decode test.
 std::vector<BenchRow> run_bench_plan(const Model& model, const BenchPlan& plan,
                                      const std::function<void(const BenchRow&)>& on_row);
 

@@ -71,7 +71,8 @@ KeptProfile AutoProfileStore::keep(const Profile& p) {
     if (p.model != model_fingerprint()) throw Error("automatic profile: made for another model than its store's");
     if (kept_) return {*kept_, false, ""};  // another context was first
     kept_ = p;
-    tmp = ".tmp" + std::to_string(getpid()) + "-" + std::to_string(writes_++);  // each write its own name
+    // Each write its own name: other stores of this process (engines, evaluations) write the same file.
+    tmp = ".tmp" + std::to_string(getpid()) + "-" + std::to_string((uintptr_t)this) + "-" + std::to_string(writes_++);
   }
   const std::string file = path();
   if (file.empty()) return {p, true, ""};

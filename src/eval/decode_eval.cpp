@@ -9,7 +9,6 @@
 #include "calib/auto_profile.h"
 #include "eval/policy_runs.h"
 #include "sparse/baselines.h"
-#include "sparse/doublesparse.h"
 #include "model/sampler.h"
 #include "model/session.h"
 #include "ops/attention.h"
@@ -140,33 +139,6 @@ void prepare_auto_profile(AutoProfileStore& autos, const std::vector<PolicyRun>&
     }
   throw Error("attn 'fasa' without a profile: no prompt has the " + std::to_string(PromptProfiler::kMinTokens) +
               " tokens an automatic profile is measured on; give a profile (from `fasa calibrate`)");
-}
-
-std::string policy_variant(const std::string& policy, const PolicyOptions& o, const Model& m) {
-  std::string kv;  // the cache's element types, where not llama.cpp's default
-  if (o.cache.key_type != KvType::F16 || o.cache.value_type != KvType::F16)
-    kv = std::string("kv=") + name_of(o.cache.key_type) +
-         (o.cache.value_type == o.cache.key_type ? "" : std::string("/") + name_of(o.cache.value_type));
-  const PolicyInfo& info = policy_info(policy);
-  if (info.dense) return kv;
-  std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : layer_list_str(o.dense_layers));
-  if (policy == "doublesparse") v = "channels=" + std::to_string(doublesparse_channels(o, m.config)) + " " + v;
-  if (policy == "fasa") v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + name_of(o.fc_sharing) + " " + v;
-  if (info.has_k_dom && wants_auto_profile(o)) v = "profile=auto " + v;
-  if (policy == "fasa") {
-    if (o.fc_alloc != FcAlloc::Uniform) v = "alloc=" + std::string(name_of(o.fc_alloc)) + " " + v;
-    if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
-    if (o.tip_mass > 0) {
-      char mass[32];
-      std::snprintf(mass, sizeof mass, " mass=%g", o.tip_mass);
-      v += mass;
-    }
-  }
-  if (policy == "stream") v = "sink=" + std::to_string(stream_sink(o)) + " " + v;
-  if (policy == "sparq" && o.sparq_r > 0) v = "r=" + std::to_string(o.sparq_r) + " " + v;
-  if (const PolicyOptions d; policy == "snapkv" && (o.snapkv_window != d.snapkv_window || o.snapkv_every != d.snapkv_every))
-    v = "window=" + std::to_string(o.snapkv_window) + " every=" + std::to_string(o.snapkv_every) + " " + v;
-  return kv.empty() ? v : v + " " + kv;
 }
 
 std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref, const std::vector<std::string>& policies,

@@ -48,8 +48,5 @@ bool auto_profile_wanted(const AutoProfileStore& autos, const std::vector<Policy
 // evaluation runs with a store of its own (it finds the profile cached for the model on disk).
 void prepare_auto_profile(AutoProfileStore& autos, const std::vector<PolicyRun>& runs,
                           const std::vector<std::vector<int32_t>>& prompts);
-// The options that shape a policy's choices (o.attn == policy), for the record ("fcs=8 sharing=group
-// ..."); the chunk count is the one used (resolved from the profile, or the synthetic profile's default).
-std::string policy_variant(const std::string& policy, const PolicyOptions& o, const Model& m);
 
 }  // namespace fasa

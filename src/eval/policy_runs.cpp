@@ -2,15 +2,26 @@
 
 #include <algorithm>
 
-#include "eval/decode_eval.h"
+#include <cstdio>
+
+#include "calib/auto_profile.h"
 #include "fasa/error.h"
+#include "sparse/baselines.h"
+#include "sparse/doublesparse.h"
 
 namespace fasa {
 
 namespace {
 
+// The settings that take lists, and a copy of their values: policy_variant shows each one a policy
+// reads, so runs whose options differ only in the others are one run.
 const std::vector<std::string> kListSettings = {"fcs",  "fc_alloc", "fc_sharing", "tip_mass",      "sink",
                                                 "recent", "sparq_r", "ds_channels", "snapkv_window", "snapkv_every"};
+void copy_list_settings(const PolicyOptions& from, PolicyOptions& to) {
+  to.fcs = from.fcs, to.fc_alloc = from.fc_alloc, to.fc_sharing = from.fc_sharing, to.tip_mass = from.tip_mass;
+  to.sink = from.sink, to.recent = from.recent, to.sparq_r = from.sparq_r, to.ds_channels = from.ds_channels;
+  to.snapkv_window = from.snapkv_window, to.snapkv_every = from.snapkv_every;
+}
 
 // `spec`'s policy name, and its settings applied to `o`.
 std::string apply_spec(const std::string& spec, PolicyOptions& o) {
@@ -22,6 +33,8 @@ std::string apply_spec(const std::string& spec, PolicyOptions& o) {
     const size_t eq = setting.find('=');
     if (eq == std::string::npos || eq == 0)
       throw Error("attn '" + spec + "': '" + setting + "' is not SETTING=VALUE (e.g. fasa:fcs=4)");
+    if (setting.compare(0, eq, "attn") == 0 || setting.compare(0, eq, "budget") == 0)
+      throw Error("attn '" + spec + "': give the " + setting.substr(0, eq) + " as its own flag, not in a policy's settings");
     set_policy_option(o, setting.substr(0, eq), setting.substr(eq + 1));
     at = next;
   }
@@ -30,6 +43,34 @@ std::string apply_spec(const std::string& spec, PolicyOptions& o) {
 }
 
 }  // namespace
+
+std::string policy_variant(const PolicyOptions& o, const Model& m) {
+  const std::string& policy = o.attn;
+  std::string kv;  // the cache's element types, where not llama.cpp's default
+  if (o.cache.key_type != KvType::F16 || o.cache.value_type != KvType::F16)
+    kv = std::string("kv=") + name_of(o.cache.key_type) +
+         (o.cache.value_type == o.cache.key_type ? "" : std::string("/") + name_of(o.cache.value_type));
+  const PolicyInfo& info = policy_info(policy);
+  if (info.dense) return kv;
+  std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : layer_list_str(o.dense_layers));
+  if (policy == "doublesparse") v = "channels=" + std::to_string(doublesparse_channels(o, m.config)) + " " + v;
+  if (policy == "fasa") v = "fcs=" + std::to_string(fasa_chunks(o, m)) + " sharing=" + name_of(o.fc_sharing) + " " + v;
+  if (info.has_k_dom && wants_auto_profile(o)) v = "profile=auto " + v;
+  if (policy == "fasa") {
+    if (o.fc_alloc != FcAlloc::Uniform) v = "alloc=" + std::string(name_of(o.fc_alloc)) + " " + v;
+    if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
+    if (o.tip_mass > 0) {
+      char mass[32];
+      std::snprintf(mass, sizeof mass, " mass=%g", o.tip_mass);
+      v += mass;
+    }
+  }
+  if (policy == "stream") v = "sink=" + std::to_string(stream_sink(o)) + " " + v;
+  if (policy == "sparq" && o.sparq_r > 0) v = "r=" + std::to_string(o.sparq_r) + " " + v;
+  if (const PolicyOptions d; policy == "snapkv" && (o.snapkv_window != d.snapkv_window || o.snapkv_every != d.snapkv_every))
+    v = "window=" + std::to_string(o.snapkv_window) + " every=" + std::to_string(o.snapkv_every) + " " + v;
+  return kv.empty() ? v : v + " " + kv;
+}
 
 bool is_list_setting(const std::string& name) {
   return std::find(kListSettings.begin(), kListSettings.end(), name) != kListSettings.end();
@@ -40,9 +81,15 @@ std::vector<PolicyRun> policy_runs(const Model& m, const std::vector<std::string
   for (const std::string& spec : specs) {
     PolicyRun r{"", base, ""};
     r.name = apply_spec(spec, r.options);
-    r.variant = policy_variant(r.name, r.options, m);
-    if (std::none_of(runs.begin(), runs.end(), [&](const PolicyRun& o) { return o.name == r.name && o.variant == r.variant; }))
-      runs.push_back(std::move(r));
+    r.variant = policy_variant(r.options, m);
+    PolicyOptions unlisted = r.options;  // what the variant need not show
+    copy_list_settings(base, unlisted);
+    const bool seen = std::any_of(runs.begin(), runs.end(), [&](const PolicyRun& o) {
+      PolicyOptions other = o.options;
+      copy_list_settings(base, other);
+      return o.variant == r.variant && other == unlisted;
+    });
+    if (!seen) runs.push_back(std::move(r));
   }
   return runs;
 }
@@ -51,8 +98,13 @@ std::vector<std::string> cross_settings(const std::vector<std::string>& specs, c
   std::vector<std::string> out = specs;
   for (const auto& [setting, values] : lists) {
     std::vector<std::string> next;
-    for (const std::string& s : out)
+    for (const std::string& s : out) {
+      if (s.find(":" + setting + "=") != std::string::npos) {  // the spec's own value wins
+        next.push_back(s);
+        continue;
+      }
       for (const std::string& v : values) next.push_back(s + ":" + setting + "=" + v);
+    }
     out = std::move(next);
   }
   return out;

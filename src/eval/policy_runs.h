@@ -19,15 +19,22 @@ struct PolicyRun {
 };
 
 // The runs of `specs` ("NAME" or "NAME:SETTING=VALUE:...", the settings as set_policy_option reads
-// them) over `base`, in order, each variant once: specs that differ only in settings the policy does
-// not read (full with fcs=4) are one run. Throws fasa::Error naming a bad policy or setting.
+// them; no value with ':'; attn and budget are the run's own flags) over `base`, in order, each
+// variant once: specs that differ only in list settings the policy does not read (full with fcs=4)
+// are one run. Throws fasa::Error naming a bad policy or setting.
 std::vector<PolicyRun> policy_runs(const Model& m, const std::vector<std::string>& specs, const PolicyOptions& base);
+
+// The options that shape o.attn's choices, for the records ("fcs=8 sharing=group dense=0"): every list
+// setting it reads, the profile when automatic, the cache's element types when not F16; the chunk
+// count is the one used (resolved from the profile, or the synthetic profile's default).
+std::string policy_variant(const PolicyOptions& o, const Model& m);
 
 // Settings that may take a list of values in an evaluation (--fcs 4,8,16; Python fcs=[4, 8, 16]):
 // those that shape a policy's choices and show in its variant.
 bool is_list_setting(const std::string& name);
 using SettingLists = std::vector<std::pair<std::string, std::vector<std::string>>>;  // setting -> values
-// Every spec crossed with every value of each list: ("fasa", {fcs: 4, 8}) -> "fasa:fcs=4", "fasa:fcs=8".
+// Every spec crossed with every value of each list: ("fasa", {fcs: 4, 8}) -> "fasa:fcs=4", "fasa:fcs=8";
+// a spec that sets the list's setting itself keeps its value.
 std::vector<std::string> cross_settings(const std::vector<std::string>& specs, const SettingLists& lists);
 
 }  // namespace fasa

@@ -149,7 +149,7 @@ std::vector<float> bind_vector(const TensorLookup& lookup, const std::string& na
   const std::vector<uint8_t> aligned(t.data, t.data + dtype_bytes(t.type, n));
   std::vector<float> v(n);
   dequantize_row(t.type, aligned.data(), v.data(), n);
-  // Cheap to check here; NaN in a matrix shows up as non-finite logits (Session::eval).
+  // Cheap to check here; NaN in a matrix shows up as non-finite logits (Session::check_logits).
   if (std::any_of(v.begin(), v.end(), [](float x) { return !std::isfinite(x); }))
     std::fprintf(stderr, "warning: %s: tensor '%s' holds NaN or Inf values; the model will not compute\n",
                  t.file.c_str(), name.c_str());

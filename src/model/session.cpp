@@ -1,5 +1,5 @@
-// A decoding context: the KV cache, the policy and the scratch of one sequence; eval() batches tokens
-// into forward passes (src/model/forward.cpp).
+// A decoding context: the KV cache, the policy and the scratch of one sequence; prefill() and decode()
+// batch tokens into forward passes (src/model/forward.cpp).
 #include "model/session.h"
 
 #include <algorithm>
@@ -46,7 +46,7 @@ Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<Attent
       logits_(model.config.n_vocab) {}
 
 void Session::check_tokens(std::span<const int32_t> tokens) const {
-  if (tokens.empty()) throw Error("eval: no tokens");
+  if (tokens.empty()) throw Error("no tokens to evaluate");
   if (n_past_ + (int64_t)tokens.size() > cache_.n_ctx())
     throw Error("context is full: " + std::to_string(n_past_) + " + " + std::to_string(tokens.size()) +
                 " tokens exceed the context size " + std::to_string(cache_.n_ctx()));

@@ -45,7 +45,7 @@ struct SessionTokens {
 
 // One forward pass for several sessions of the same model: every matmul runs over all their new tokens
 // at once (each weight row read once for the whole batch), attention over each session's own cache
-// with its own policy. Each session ends as its own eval(tokens) would leave it: in the same state, its
+// with its own policy. Each session ends as its own prefill(tokens) or decode(token) would leave it: in the same state, its
 // logits bit for bit the same while the pass holds at most kMatmulSmallBatch tokens, within rounding
 // beyond. More than `max_pass_tokens` tokens (0: the first session's ubatch) go in several passes,
 // decode steps first.

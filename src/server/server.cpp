@@ -92,6 +92,7 @@ struct Job {
   int64_t cached_tokens = 0;                 // prompt tokens the slot's cache already held
   std::vector<TokenLogprob> prompt_logprobs;  // echo with logprobs: [prompt.size()]
   double prompt_seconds = 0;
+  uint64_t prompt_kv_bytes = 0;              // KV bytes read scoring an echoed prompt (in prepare)
 };
 
 int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
@@ -458,8 +459,7 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
   const bool echo_logprobs = r.echo && r.gen.logprobs >= 0;  // every prompt token's logits are needed
   // Reused: the shared start, at most what was prefilled densely (a sparse policy's decoded tokens have
   // keys of a sparse pass), and never all of the prompt: its last token is evaluated again for its
-  // logits, and truncate() evaluates the one before it again too, so at least two go through the
-  // dense prefill, as in a fresh context.
+  // logits, and truncate() evaluates the one before it again too, both prefilled as in a fresh context.
   int64_t keep = r.cache_prompt && !echo_logprobs && ctx.prefix_reuse_is_exact()
                      ? std::min(common_prefix(ctx.tokens(), job.prompt), slot.reusable) : 0;
   keep = std::max<int64_t>(0, std::min(keep, n - 1));
@@ -469,10 +469,12 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
     cached = ctx.n_cached();
     to_feed.assign(job.prompt.begin() + keep, job.prompt.end());
     if (echo_logprobs) {
-      const double before = ctx.stats().prompt_seconds;
+      const ContextStats before = ctx.stats();
       if (!r.echo_policy) ctx.feed_tokens(to_feed, &job.prompt_logprobs, r.gen.logprobs);
       else ctx.decode_tokens(to_feed, &job.prompt_logprobs, r.gen.logprobs);  // under the request's policy
-      job.prompt_seconds = ctx.stats().prompt_seconds - before;
+      const ContextStats after = ctx.stats();
+      job.prompt_seconds = after.prompt_seconds - before.prompt_seconds;
+      job.prompt_kv_bytes = after.kv_bytes_read - before.kv_bytes_read;
       to_feed.clear();
     }
   } catch (...) {
@@ -602,7 +604,8 @@ GenerationResult Server::Impl::generate(Job& job, const PieceCallback& on_piece_
   job.prompt_seconds += after.prompt_seconds - before.prompt_seconds;
   request_log.generated_tokens = r.n_tokens;
   metrics.count_generation((int64_t)job.prompt.size() - job.cached_tokens, r.n_tokens, job.prompt_seconds,
-                           after.decode_seconds - before.decode_seconds, after.kv_bytes_read - before.kv_bytes_read,
+                           after.decode_seconds - before.decode_seconds,
+                           job.prompt_kv_bytes + after.kv_bytes_read - before.kv_bytes_read,
                            r.finish_reason == FinishReason::Cancelled);
   return r;
 }

@@ -62,13 +62,13 @@ std::vector<std::string> policy_names();
 
 // Policy by name; throws fasa::Error listing the known names, or on a bad option/profile. FASA's
 // automatic profile comes from `autos` (the Engine's store; null: none, a profile file is needed).
-std::unique_ptr<AttentionPolicy> make_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos = nullptr);
+std::unique_ptr<AttentionPolicy> make_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos);
 // Whether `opts` ask for FASA with an automatic profile that no prompt has made yet in `autos`
 // (calib/auto_profile.h): a context then prefills and decodes densely, measuring, until a prompt is long enough.
 bool auto_profile_pending(const PolicyOptions& opts, const AutoProfileStore* autos);
 // Throws fasa::Error when the options are invalid for this model (unknown name, bad budget, profile
 // of another model...), without allocating a cache. A pending automatic profile is not an error.
-void check_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos = nullptr);
+void check_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos);
 // The cache options of `policy` for a context of n_ctx tokens (0: the model's); throws fasa::Error
 // on a bad value, or offloading without a policy that scores on a K_dom plane.
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx);

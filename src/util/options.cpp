@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -147,7 +148,8 @@ std::string Budget::str() const {
 std::string Budget::describe() const {
   if (!fraction) return str() + (value == 1 ? " token" : " tokens");
   char buf[32];
-  return std::string(buf, std::to_chars(buf, buf + sizeof buf, 100 * value).ptr) + "% of the context";
+  std::snprintf(buf, sizeof buf, "%.6g", 100 * value);  // 7%, not 7.000000000000001%
+  return std::string(buf) + "% of the context";
 }
 
 void set_policy_option(PolicyOptions& o, std::string_view name, std::string_view value) {
