@@ -335,6 +335,31 @@ TEST_F(AutoProfileTest, ConcurrentKeepsKeepTheFirst) {
   EXPECT_EQ(entries, 1u) << "no temporary file is left";
 }
 
+// Stores of one model in one process (two engines, an evaluation) writing at once: each keeps its own,
+// the file is one whole profile, and no temporary file is left.
+TEST_F(AutoProfileTest, StoresWritingAtOnceLeaveOneWholeFile) {
+  auto m = load_model(model_path(33));
+  std::vector<Profile> made;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    Profile p = synthetic_profile(*m, 2, seed);
+    p.calibration_text = "auto: 1 in 32 queries of a prompt's first 1024 tokens";
+    p.top_k = PromptProfiler::kTopK;
+    p.min_pos = PromptProfiler::kMinPos;
+    made.push_back(p);
+  }
+  std::vector<std::unique_ptr<AutoProfileStore>> stores;
+  for (size_t i = 0; i < made.size(); ++i) stores.push_back(std::make_unique<AutoProfileStore>(*m));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < made.size(); ++i) threads.emplace_back([&, i] { EXPECT_TRUE(stores[i]->keep(made[i]).mine); });
+  for (auto& t : threads) t.join();
+  const std::string file = stores[0]->path();
+  EXPECT_NO_THROW(check_profile_matches(load_profile(file), *m, file));
+  std::size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(file).parent_path()))
+    entries += e.is_regular_file();
+  EXPECT_EQ(entries, 1u) << "no temporary file is left";
+}
+
 TEST_F(AutoProfileTest, MeasuresAFixedSampleOfTheFirstTokens) {
   auto m = load_model(model_path(23));
   const std::vector<int32_t> longer = random_tokens(1300, 7, m->config.n_vocab);

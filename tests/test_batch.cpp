@@ -204,6 +204,7 @@ TEST(BatchedDecode, SharedOutWindowsEqualEachSequenceAlone) {
   b.prefill(prompts[1]);
   const int32_t next = 5;
   eval_together(std::vector<SessionTokens>{{&a, {&next, 1}, true}, {&b, {&next, 1}, true}});
+  EXPECT_THROW(eval_together(std::vector<SessionTokens>{{&a, prompts[0], true}}), Error);  // a decode step is one token
   EXPECT_EQ(std::vector<float>(a.logits().begin(), a.logits().end()), alone_logits[0]);
   EXPECT_EQ(std::vector<float>(b.logits().begin(), b.logits().end()), alone_logits[1]);
   omp_set_num_threads(threads);
