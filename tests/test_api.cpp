@@ -94,6 +94,7 @@ TEST_F(ApiTest, FeedsPrefillAndDecodeTokensDecode) {
   EXPECT_LT(split_gap, 2e-3) << decode_gap;  // rounding: the chunks differ
   EXPECT_GT(decode_gap, 0.1) << split_gap;  // StreamingLLM reads 4 rows
   EXPECT_EQ(decoded.tokens(), prompt);
+  EXPECT_EQ(whole.policy_summary(), "stream: budget 4 tokens per head");  // the run header: tokens or a share
   EXPECT_EQ(decoded.stats().prompt_tokens, (int64_t)prompt.size());
 }
 

@@ -52,6 +52,8 @@ void SparsePolicy::pick_group(const AttentionQuery* queries, int n_q, const KvHe
   for (int i = 0; i < n_q; ++i) pick(queries[i], kv, budget, rows[i]);
 }
 
+std::string SparsePolicy::summary() const { return std::string(name()) + ": budget " + budget_.describe() + " per head"; }
+
 KeyLayout SparsePolicy::key_layout(int layer, int kv_head) const {
   return dense_[layer] ? KeyLayout{} : sparse_key_layout(layer, kv_head);
 }

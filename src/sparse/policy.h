@@ -22,6 +22,7 @@ class SparsePolicy : public AttentionPolicy {
   void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
                     bool* sparse) final;
   KeyLayout key_layout(int layer, int kv_head) const final;
+  std::string summary() const override;  // "stream: budget 50% of the context per head": what a run header shows
   // pick_group() itself (rows cleared first), without select_group()'s dense shortcut when the
   // budget covers the context, so budget may equal kv.n_tokens: lets tests check that a policy's own
   // pick of every row gives dense attention.
