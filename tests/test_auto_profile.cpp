@@ -150,6 +150,18 @@ class AutoProfileTest : public ::testing::Test {
     for (auto& t : out) t = 3 + (int32_t)(rng() % (uint32_t)(n_vocab - 3));
     return out;
   }
+  // Four different profiles of `m` that pass for automatic ones.
+  static std::vector<Profile> automatic_like(const Model& m) {
+    std::vector<Profile> made;
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      Profile p = synthetic_profile(m, 2, seed);
+      p.calibration_text = "auto: 1 in 32 queries of a prompt's first 1024 tokens";
+      p.top_k = PromptProfiler::kTopK;
+      p.min_pos = PromptProfiler::kMinPos;
+      made.push_back(p);
+    }
+    return made;
+  }
   static ContextOptions fasa_options(const std::string& profile = "") {
     ContextOptions o;
     o.policy.attn = "fasa";
@@ -308,14 +320,7 @@ TEST_F(AutoProfileTest, ContextsMeasuringAtOnceOnThreads) {
 // Concurrent keeps: the first wins everywhere, each writer renames a file of its own, none is left over.
 TEST_F(AutoProfileTest, ConcurrentKeepsKeepTheFirst) {
   auto m = load_model(model_path(28));
-  std::vector<Profile> made;
-  for (uint64_t seed = 1; seed <= 4; ++seed) {
-    Profile p = synthetic_profile(*m, 2, seed);
-    p.calibration_text = "auto: 1 in 32 queries of a prompt's first 1024 tokens";
-    p.top_k = PromptProfiler::kTopK;
-    p.min_pos = PromptProfiler::kMinPos;
-    made.push_back(p);
-  }
+  const std::vector<Profile> made = automatic_like(*m);
   AutoProfileStore store(*m);
   std::vector<KeptProfile> got(made.size());
   std::vector<std::thread> threads;
@@ -339,14 +344,7 @@ TEST_F(AutoProfileTest, ConcurrentKeepsKeepTheFirst) {
 // the file is one whole profile, and no temporary file is left.
 TEST_F(AutoProfileTest, StoresWritingAtOnceLeaveOneWholeFile) {
   auto m = load_model(model_path(33));
-  std::vector<Profile> made;
-  for (uint64_t seed = 1; seed <= 4; ++seed) {
-    Profile p = synthetic_profile(*m, 2, seed);
-    p.calibration_text = "auto: 1 in 32 queries of a prompt's first 1024 tokens";
-    p.top_k = PromptProfiler::kTopK;
-    p.min_pos = PromptProfiler::kMinPos;
-    made.push_back(p);
-  }
+  const std::vector<Profile> made = automatic_like(*m);
   std::vector<std::unique_ptr<AutoProfileStore>> stores;
   for (size_t i = 0; i < made.size(); ++i) stores.push_back(std::make_unique<AutoProfileStore>(*m));
   std::vector<std::thread> threads;
