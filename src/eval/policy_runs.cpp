@@ -1,7 +1,6 @@
 #include "eval/policy_runs.h"
 
 #include <algorithm>
-
 #include <cstdio>
 
 #include "calib/auto_profile.h"
