@@ -165,9 +165,7 @@ void Context::feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogp
   } else if (!logprobs) {
     prefill(all);
   } else {  // what predicts ids[0]: the logits before this call, or the row of the pending token
-    if (all.size() == ids.size())
-      logprobs->push_back(session_->n_past() > 0 ? token_logprob(session_->logits(), ids[0], top_n)
-                                                 : TokenLogprob{ids[0], false, 0, {}});
+    if (all.size() == ids.size()) logprobs->push_back(next_logprob(ids[0], top_n));
     // Chunks of a few hundred tokens bound the logits kept ([chunk, n_vocab]).
     const size_t V = (size_t)engine_.info().n_vocab, first = all.size() - ids.size(), chunk = 256;
     std::vector<float> rows;  // [chunk, n_vocab]
@@ -184,14 +182,17 @@ void Context::feed_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogp
   stats_.prompt_seconds += seconds_since(t0);
 }
 
+TokenLogprob Context::next_logprob(int32_t id, int top_n) const {
+  return session_->n_past() > 0 ? token_logprob(session_->logits(), id, top_n) : TokenLogprob{id, false, 0, {}};
+}
+
 void Context::decode_tokens(const std::vector<int32_t>& ids, std::vector<TokenLogprob>* logprobs, int top_n) {
   if (!unevaluated_.empty()) feed_tokens({});
   if (logprobs) logprobs->clear();
   const auto t0 = Clock::now();
   take_feed(ids);  // checks them all before the first step
   for (int32_t id : ids) {
-    if (logprobs)
-      logprobs->push_back(session_->n_past() > 0 ? token_logprob(session_->logits(), id, top_n) : TokenLogprob{id, false, 0, {}});
+    if (logprobs) logprobs->push_back(next_logprob(id, top_n));
     decode(id);
   }
   stats_.prompt_seconds += seconds_since(t0);

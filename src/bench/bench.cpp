@@ -1,6 +1,5 @@
 #include "bench/bench.h"
 
-#include "calib/auto_profile.h"
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -70,6 +69,11 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
     for (size_t i = 0; i < seqs.size(); ++i) batch[i] = {seqs[i].get(), step[i], decode};
     eval_together(batch);
   };
+  auto bytes_read = [&] {  // by every sequence's cache
+    uint64_t b = 0;
+    for (auto& s : seqs) b += s->cache().bytes_read();
+    return b;
+  };
   BenchResult r;
   // Repetition -1 is the warm-up: it pages in the weights, spins up the threads and sizes the
   // scratch buffers for this test's shapes, untimed (as llama-bench's).
@@ -82,11 +86,6 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
       step = prompts;
       eval_step(false);
     }
-    auto bytes_read = [&] {  // by every sequence's cache
-      uint64_t b = 0;
-      for (auto& s : seqs) b += s->cache().bytes_read();
-      return b;
-    };
     const uint64_t bytes0 = bytes_read();
     for (int k = 0; k < t.n_gen; ++k) {
       for (size_t i = 0; i < seqs.size(); ++i) step[i] = {ids[i][k]};

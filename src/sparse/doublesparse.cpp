@@ -39,10 +39,9 @@ DoubleSparsePolicy::DoubleSparsePolicy(const Profile& profile, const ModelConfig
 }
 
 std::string DoubleSparsePolicy::summary() const {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "doublesparse: budget %s per head, scored on %d channels (%.1f%% of key dims)",
-                budget_.describe().c_str(), channels_, 100 * share_);
-  return buf;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, ", scored on %d channels (%.1f%% of key dims)", channels_, 100 * share_);
+  return SparsePolicy::summary() + buf;
 }
 
 void DoubleSparsePolicy::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget,

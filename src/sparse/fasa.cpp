@@ -70,10 +70,9 @@ FasaPolicy::FasaPolicy(const Profile& profile, const ModelConfig& c, FasaOptions
 }
 
 std::string FasaPolicy::summary() const {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "fasa: budget %s per head, TIP reads K_dom = %.1f%% of key dims in sparse layers",
-                budget_.describe().c_str(), 100 * kdom_share());
-  return buf;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, ", TIP reads K_dom = %.1f%% of key dims in sparse layers", 100 * kdom_share());
+  return SparsePolicy::summary() + buf;
 }
 
 double FasaPolicy::kdom_share() const {
