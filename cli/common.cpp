@@ -101,6 +101,11 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts, Setting
               "FASA: 'uniform' (every head scores --fcs chunks) or 'adaptive' (--fcs on average: heads whose "
               "agreement concentrates in few chunks get fewer, flat ones more; same TIP bytes with group sharing)",
               name_of(o.fc_alloc));
+  add_setting(cmd, "--fc-rank", t, "fc_rank",
+              "FASA: rank each head's chunks by 'agreement' with full attention on the calibration text (the "
+              "paper's) or by the 'magnitude' of q.k on their dims (the profile's channel statistic; finds far "
+              "needles where agreement favours local chunks)",
+              name_of(o.fc_rank));
   add_setting(cmd, "--fc-sharing", t, "fc_sharing", "FASA: chunks chosen per query 'head' or per KV 'group'",
               name_of(o.fc_sharing));
   add_setting(cmd, "--dense-layers", t, "dense_layers", "Layers kept dense, comma-separated; \"\" for none",

@@ -92,6 +92,11 @@ TEST(EvalPolicyRuns, SpecsListsAndOneRunPerVariant) {
   // Settings outside the lists keep runs apart even where the variant does not name them.
   EXPECT_EQ(policy_runs(*m, {"fasa", "fasa:tip_int8=true", "random:seed_policy=1", "random:seed_policy=2"}, base).size(), 4u);
   EXPECT_EQ(cross_settings({"fasa:fcs=16"}, {{"fcs", {"4", "8"}}}), std::vector<std::string>{"fasa:fcs=16"});
+  // The chunk ranking: a FASA variant of its own, nothing to Quest.
+  const auto ranked = policy_runs(*m, cross_settings({"fasa", "quest"}, {{"fc_rank", {"agreement", "magnitude"}}}), base);
+  ASSERT_EQ(ranked.size(), 3u);
+  EXPECT_EQ(ranked[1].variant, "rank=magnitude fcs=8 sharing=group dense=0");
+  EXPECT_EQ(ranked[1].options.fc_rank, FcRank::Magnitude);
   EXPECT_EQ(test::error_message([&] { policy_runs(*m, {"fasa:budget=8"}, base); }),
             "attn 'fasa:budget=8': give the budget as its own flag, not in a policy's settings");
   EXPECT_TRUE(is_list_setting("fcs"));

@@ -232,7 +232,7 @@ TEST(Profile, AdaptiveChunkCountsFollowConcentration) {
   auto set = [&](int l, int h, int f, float v) { p.mean_ca[((size_t)l * 4 + h) * 16 + f] = v; };
   for (int h : {0, 1}) set(1, h, 5, 0.9f), set(1, h, 9, 0.6f);  // ... but layer 1's first group: two chunks
   const std::vector<char> sparse = {0, 1, 1};  // layer 0 dense
-  const std::vector<int> group = adaptive_chunk_counts(p, 4, FcSharing::Group, sparse);
+  const std::vector<int> group = adaptive_chunk_counts(p, 4, FcSharing::Group, FcRank::Agreement, sparse);
   ASSERT_EQ(group.size(), 12u);
   for (int h = 0; h < 4; ++h) EXPECT_EQ(group[h], 0) << "dense layer";
   int total = 0;
@@ -245,13 +245,45 @@ TEST(Profile, AdaptiveChunkCountsFollowConcentration) {
   EXPECT_LT(group[4], 4);   // concentrated: fewer
   for (int i = 6; i < 12; ++i) EXPECT_GT(group[i], 4) << i;
   // Per head: only heads 0 and 1 of layer 1 are concentrated.
-  const std::vector<int> head = adaptive_chunk_counts(p, 4, FcSharing::Head, sparse);
+  const std::vector<int> head = adaptive_chunk_counts(p, 4, FcSharing::Head, FcRank::Agreement, sparse);
   EXPECT_LT(head[4], 4);
   EXPECT_LT(head[5], 4);
   EXPECT_GT(head[6], 4);
   // Uniform agreement everywhere: uniform counts.
   p.mean_ca.assign(p.mean_ca.size(), 0.2f);
-  for (int i = 4; i < 12; ++i) EXPECT_EQ(adaptive_chunk_counts(p, 4, FcSharing::Group, sparse)[i], 4);
+  for (int i = 4; i < 12; ++i) EXPECT_EQ(adaptive_chunk_counts(p, 4, FcSharing::Group, FcRank::Agreement, sparse)[i], 4);
+}
+
+// --fc-rank magnitude: chunks ranked by the channel statistic summed over each chunk's two dims
+// (which dims pair up follows the RoPE layout), per head or as the group's mean; adaptive counts follow it.
+TEST(Profile, MagnitudeRankingSumsEachChunksTwoChannels) {
+  Profile p;
+  p.model.n_layer = 1;
+  p.model.n_head = 2;
+  p.model.n_head_kv = 1;
+  p.model.head_dim = p.model.n_rot = 8;
+  p.n_fc = 4;
+  p.mean_ca = {0.9f, 0.8f, 0.7f, 0.6f, 0.9f, 0.8f, 0.7f, 0.6f};  // agreement ranks 0, 1, 2, 3 for both heads
+  EXPECT_NE(test::error_message([&] { p.dominant_fcs(0, 0, 2, FcSharing::Head, FcRank::Magnitude); }).find("no channel statistics"),
+            std::string::npos);
+  // Head 0's largest dims are 6 and 1; head 1's 2 and 3.
+  p.channel_qk = {0.1f, 2.0f, 0.1f, 0.1f, 0.1f, 0.1f, 3.0f, 0.1f,   // head 0
+                  0.1f, 0.1f, 1.0f, 1.5f, 0.1f, 0.1f, 0.1f, 0.1f};  // head 1
+  p.model.rope_layout = "normal";                                   // chunk f = dims (2f, 2f+1)
+  EXPECT_EQ(p.dominant_fcs(0, 0, 2, FcSharing::Head, FcRank::Magnitude), (std::vector<int>{3, 0}));
+  EXPECT_EQ(p.dominant_fcs(0, 1, 2, FcSharing::Head, FcRank::Magnitude), (std::vector<int>{1, 0}));
+  EXPECT_EQ(p.dominant_fcs(0, 1, 2, FcSharing::Group, FcRank::Magnitude), (std::vector<int>{3, 1}));  // means 1.15, 1.35, 0.2, 1.65
+  EXPECT_FLOAT_EQ(p.chunk_score(0, 1, 1, FcSharing::Group, FcRank::Magnitude), (0.2f + 2.5f) / 2);
+  EXPECT_EQ(p.dominant_fcs(0, 0, 2, FcSharing::Head), (std::vector<int>{0, 1}));  // agreement unchanged
+  p.model.rope_layout = "neox";  // chunk f = dims (f, f+4)
+  EXPECT_EQ(p.dominant_fcs(0, 0, 1, FcSharing::Head, FcRank::Magnitude), (std::vector<int>{2}));  // dims 2, 6
+  EXPECT_EQ(p.dominant_fcs(0, 1, 1, FcSharing::Head, FcRank::Magnitude), (std::vector<int>{3}));  // dims 3, 7
+  // Adaptive counts from magnitude shares: head 0 flat, head 1 holds 81 % in one chunk.
+  p.model.rope_layout = "normal";
+  std::fill(p.channel_qk.begin(), p.channel_qk.begin() + 8, 1.0f);
+  const std::vector<int> counts = adaptive_chunk_counts(p, 2, FcSharing::Head, FcRank::Magnitude, {1});
+  EXPECT_LT(counts[1], counts[0]);
+  EXPECT_EQ(counts[0] + counts[1], 4);
 }
 
 TEST(Fasa, AdaptiveAllocationReadsTheSameKdomBytes) {
@@ -434,10 +466,12 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
   const Profile prof = load_profile(bundled_profile());
   const FcLayout fcs(m->config);
   const int D = m->config.head_dim, T = 300;
-  for (FcSharing sh : {FcSharing::Group, FcSharing::Head}) {
+  for (auto [sh, rank] : {std::pair{FcSharing::Group, FcRank::Agreement}, std::pair{FcSharing::Head, FcRank::Agreement},
+                           std::pair{FcSharing::Group, FcRank::Magnitude}}) {
     FasaOptions o;
     o.budget = {20, false};
     o.sharing = sh;
+    o.rank = rank;
     o.sink = 2;
     o.recent = 3;
     FasaPolicy policy(prof, m->config, o);
@@ -459,7 +493,7 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     std::vector<int32_t> rows;
     ASSERT_TRUE(policy.select({layer, head, kvh, T - 1, qp.data()}, cache.view(0, 0, T), rows));
     // Reference.
-    const auto chunks = prof.dominant_fcs(layer, head, prof.n_tip, sh);
+    const auto chunks = prof.dominant_fcs(layer, head, prof.n_tip, sh, rank);
     std::vector<std::pair<float, int>> s;
     for (int j = 2; j < T - 3; ++j) {
       float v = 0;
@@ -470,7 +504,7 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     std::sort(s.begin(), s.end());
     std::set<int32_t> want = {0, 1, T - 3, T - 2, T - 1};
     for (int i = 0; i < 15; ++i) want.insert(s[i].second);
-    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << name_of(sh);
+    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << name_of(sh) << " " << name_of(rank);
     EXPECT_EQ(rows.size(), 20u);
   }
 }

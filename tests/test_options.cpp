@@ -41,6 +41,7 @@ TEST(Options, EachSettingParsesToItsType) {
   set_policy_option(o, "fcs", "8");
   set_policy_option(o, "fc_sharing", "head");
   set_policy_option(o, "fc_alloc", "adaptive");
+  set_policy_option(o, "fc_rank", "magnitude");
   set_policy_option(o, "dense_layers", "0,2");
   set_policy_option(o, "sink", "4");
   set_policy_option(o, "tip_mass", "0.95");
@@ -58,6 +59,7 @@ TEST(Options, EachSettingParsesToItsType) {
   want.fcs = 8;
   want.fc_sharing = FcSharing::Head;
   want.fc_alloc = FcAlloc::Adaptive;
+  want.fc_rank = FcRank::Magnitude;
   want.dense_layers = {0, 2};
   want.sink = 4;
   want.tip_mass = 0.95;
@@ -73,7 +75,7 @@ TEST(Options, EachSettingParsesToItsType) {
   EXPECT_EQ(layer_list_str({0, 2}), "0,2");
   EXPECT_EQ(offload_str(want.cache.offload), "file:/tmp/x");
   const std::vector<std::string> names = {"attn", "budget", "cache_type_k", "cache_type_v", "dense_layers", "ds_channels", "fc_alloc",
-                                          "fc_sharing", "fcs", "kv_fast_limit", "kv_offload", "kv_prefetch", "kv_type",
+                                          "fc_rank", "fc_sharing", "fcs", "kv_fast_limit", "kv_offload", "kv_prefetch", "kv_type",
                                           "profile", "recent", "seed_policy", "sink", "snapkv_every", "snapkv_window",
                                           "sparq_r", "synthetic_profile", "tip_int8", "tip_mass"};
   EXPECT_EQ(policy_option_names(), names);

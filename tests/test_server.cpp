@@ -486,6 +486,7 @@ TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
       {"/v1/completions", R"({"prompt": "x", "attn": "fasa", "budget": "lots"})"},
       {"/v1/completions", R"({"prompt": "x", "attn": "fasa", "fcs": 0})"},
       {"/v1/completions", R"({"prompt": "x", "attn": "fasa", "fc_sharing": "diagonal"})"},
+      {"/v1/completions", R"({"prompt": "x", "attn": "fasa", "fc_rank": "loudest"})"},
       {"/v1/completions", R"({"prompt": ")" + std::string(300, 'a') + " b" + std::string(300, 'c') + R"("})"},
       {"/v1/chat/completions", R"({"prompt": "x"})"},
       {"/v1/chat/completions", R"({"messages": []})"},

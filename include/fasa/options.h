@@ -27,6 +27,10 @@ struct Budget {
 // How the query heads of one KV head (GQA group) choose FASA's chunks: each its own (`head`, the
 // paper's) or one shared set per KV head from the group's mean CA (`group`: one K_dom plane per KV head).
 enum class FcSharing { Head, Group };
+// How FASA ranks a head's chunks: by contextual agreement on the calibration text (`agreement`, the
+// paper's) or by the mean |q|.|k| magnitude of their two dims (`magnitude`, DoubleSparse's channel
+// statistic summed per chunk: the same profile, better at far retrieval on some models, docs/RESULTS.md).
+enum class FcRank { Agreement, Magnitude };
 // FASA's chunks per head: `uniform` (fcs each) or `adaptive` (fcs on average, by the profile).
 enum class FcAlloc { Uniform, Adaptive };
 // KV cache elements: f16 (llama.cpp's default), f32 (exact) or q8_0 (int8 blocks of 32).
@@ -61,6 +65,7 @@ struct PolicyOptions {
   int fcs = 0;                     // FASA chunks per head; 0 = the profile's
   FcSharing fc_sharing = FcSharing::Group;
   FcAlloc fc_alloc = FcAlloc::Uniform;
+  FcRank fc_rank = FcRank::Agreement;
   std::vector<int> dense_layers = {0};  // model layers kept dense
   int sink = 0;
   int recent = 0;
@@ -76,7 +81,7 @@ struct PolicyOptions {
 
 // The one parser of the settings above given as text — the CLI's flags, the server's JSON fields and
 // Python's keywords all come through it. `name` is the setting's (attn, budget, fcs, fc_sharing,
-// fc_alloc, dense_layers, sink, recent, tip_mass, seed_policy, sparq_r, ds_channels, snapkv_window, snapkv_every, profile,
+// fc_alloc, fc_rank, dense_layers, sink, recent, tip_mass, seed_policy, sparq_r, ds_channels, snapkv_window, snapkv_every, profile,
 // synthetic_profile, kv_type (keys and values), cache_type_k, cache_type_v, tip_int8, kv_offload,
 // kv_fast_limit, kv_prefetch); errors name it. Policy names are checked when a context is made.
 void set_policy_option(PolicyOptions& o, std::string_view name, std::string_view value);
@@ -84,6 +89,7 @@ const std::vector<std::string>& policy_option_names();
 
 const char* name_of(FcSharing s);  // "head", "group"
 const char* name_of(FcAlloc a);    // "uniform", "adaptive"
+const char* name_of(FcRank r);     // "agreement", "magnitude"
 const char* name_of(KvType t);     // "f16", "f32", "q8_0"
 std::string layer_list_str(const std::vector<int>& layers);  // "0,2"; "" for none
 std::string offload_str(const KvOffloadOptions& o);         // "", "ram" or "file:DIR"

@@ -75,13 +75,29 @@ ModelFingerprint fingerprint(const Model& m) {
           hex};
 }
 
-std::vector<int> Profile::dominant_fcs(int layer, int head, int n, FcSharing sharing) const {
-  std::vector<double> row(n_fc, 0.0);
+float Profile::magnitude(int layer, int head, int fc) const {
+  if (channel_qk.empty())
+    throw Error("fc_rank 'magnitude': the profile has no channel statistics (made before DoubleSparse): make it "
+                "again with `fasa calibrate`");
+  const FcLayout layout(model.head_dim, model.n_rot, model.rope_layout == "neox" ? RopeLayout::Neox : RopeLayout::Normal);
+  const float* row = &channel_qk[((size_t)layer * model.n_head + head) * model.head_dim];
+  const auto [d0, d1] = layout.dims(fc);
+  return row[d0] + row[d1];
+}
+
+double Profile::chunk_score(int layer, int head, int fc, FcSharing sharing, FcRank rank) const {
   const int group = model.n_head / model.n_head_kv;
   const int first = sharing == FcSharing::Group ? head / group * group : head;
   const int count = sharing == FcSharing::Group ? group : 1;
+  double s = 0;
   for (int h = first; h < first + count; ++h)
-    for (int f = 0; f < n_fc; ++f) row[f] += ca(layer, h, f) / count;
+    s += (rank == FcRank::Agreement ? ca(layer, h, fc) : magnitude(layer, h, fc)) / count;
+  return s;
+}
+
+std::vector<int> Profile::dominant_fcs(int layer, int head, int n, FcSharing sharing, FcRank rank) const {
+  std::vector<double> row(n_fc);
+  for (int f = 0; f < n_fc; ++f) row[f] = chunk_score(layer, head, f, sharing, rank);
   std::vector<int> order(n_fc);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
@@ -89,12 +105,12 @@ std::vector<int> Profile::dominant_fcs(int layer, int head, int n, FcSharing sha
   return order;
 }
 
-std::vector<int> adaptive_chunk_counts(const Profile& p, int n_avg, FcSharing sharing,
+std::vector<int> adaptive_chunk_counts(const Profile& p, int n_avg, FcSharing sharing, FcRank rank,
                                        const std::vector<char>& sparse_layer) {
   const int H = p.model.n_head, F = p.n_fc, unit_heads = sharing == FcSharing::Group ? H / p.model.n_head_kv : 1;
   struct Unit {
     int layer, head;            // the unit's first query head
-    std::vector<double> share;  // [F] best first: each chunk's share of the unit's total CA
+    std::vector<double> share;  // [F] best first: each chunk's share of the unit's total score
   };
   std::vector<Unit> units;
   for (int l = 0; l < p.model.n_layer; ++l) {
@@ -102,11 +118,9 @@ std::vector<int> adaptive_chunk_counts(const Profile& p, int n_avg, FcSharing sh
     for (int h = 0; h < H; h += unit_heads) {
       Unit u{l, h, {}};
       double total = 0;
-      for (int f : p.dominant_fcs(l, h, F, sharing)) {
-        double ca = 0;
-        for (int g = h; g < h + unit_heads; ++g) ca += p.ca(l, g, f) / unit_heads;
-        u.share.push_back(ca);
-        total += ca;
+      for (int f : p.dominant_fcs(l, h, F, sharing, rank)) {
+        u.share.push_back(p.chunk_score(l, h, f, sharing, rank));
+        total += u.share.back();
       }
       for (double& x : u.share) x = total > 0 ? x / total : 1.0 / F;
       units.push_back(std::move(u));

@@ -39,18 +39,24 @@ struct Profile {
   float ca(int layer, int head, int fc) const {
     return mean_ca[((size_t)layer * model.n_head + head) * n_fc + fc];
   }
-  // The n chunks of highest mean CA for (layer, query head), best first. With Group sharing the CA
-  // row is the mean over the query heads that share the head's KV head.
-  std::vector<int> dominant_fcs(int layer, int head, int n, FcSharing sharing) const;
+  // Chunk fc's mean |q|.|k| on its two dims (DoubleSparse's channel statistic summed over the pair).
+  // Throws fasa::Error when the profile has no channel statistics (made before DoubleSparse).
+  float magnitude(int layer, int head, int fc) const;
+  // The n chunks of highest score (mean CA, or magnitude) for (layer, query head), best first. With
+  // Group sharing the score is the mean over the query heads that share the head's KV head.
+  std::vector<int> dominant_fcs(int layer, int head, int n, FcSharing sharing, FcRank rank = FcRank::Agreement) const;
+  // That mean score of chunk fc.
+  double chunk_score(int layer, int head, int fc, FcSharing sharing, FcRank rank) const;
 };
 
 // Chunks per (layer, query head) [n_layer * n_head] for `n_avg` per head on average over the
 // layers marked sparse (others 0), so that TIP reads as many bytes as n_avg everywhere would: each
 // head (each GQA group with Group sharing, which shares one count) gets the fewest chunks that hold a
 // share tau of its total agreement, tau the largest the total allows; what remains goes one chunk at
-// a time to the heads whose next chunk holds the largest share. Heads whose agreement concentrates
+// a time to the heads whose next chunk holds the largest share (shares of the score `rank` names). Heads whose agreement concentrates
 // in a few chunks get fewer, flat ones more (--fc-alloc adaptive).
-std::vector<int> adaptive_chunk_counts(const Profile& p, int n_avg, FcSharing sharing, const std::vector<char>& sparse_layer);
+std::vector<int> adaptive_chunk_counts(const Profile& p, int n_avg, FcSharing sharing, FcRank rank,
+                                      const std::vector<char>& sparse_layer);
 
 void save_profile(const Profile& p, const std::string& path);
 // Throws fasa::Error naming the file on malformed content.

@@ -14,10 +14,10 @@ namespace {
 
 // The settings that take lists, and a copy of their values: policy_variant shows each one a policy
 // reads, so runs whose options differ only in the others are one run.
-const std::vector<std::string> kListSettings = {"fcs",  "fc_alloc", "fc_sharing", "tip_mass",      "sink",
-                                                "recent", "sparq_r", "ds_channels", "snapkv_window", "snapkv_every"};
+const std::vector<std::string> kListSettings = {"fcs",     "fc_alloc",    "fc_rank",       "fc_sharing",  "tip_mass", "sink",
+                                                "recent",  "sparq_r",     "ds_channels",   "snapkv_window", "snapkv_every"};
 void copy_list_settings(const PolicyOptions& from, PolicyOptions& to) {
-  to.fcs = from.fcs, to.fc_alloc = from.fc_alloc, to.fc_sharing = from.fc_sharing, to.tip_mass = from.tip_mass;
+  to.fcs = from.fcs, to.fc_alloc = from.fc_alloc, to.fc_rank = from.fc_rank, to.fc_sharing = from.fc_sharing, to.tip_mass = from.tip_mass;
   to.sink = from.sink, to.recent = from.recent, to.sparq_r = from.sparq_r, to.ds_channels = from.ds_channels;
   to.snapkv_window = from.snapkv_window, to.snapkv_every = from.snapkv_every;
 }
@@ -57,6 +57,7 @@ std::string policy_variant(const PolicyOptions& o, const Model& m) {
   if (info.has_k_dom && wants_auto_profile(o)) v = "profile=auto " + v;
   if (policy == "fasa") {
     if (o.fc_alloc != FcAlloc::Uniform) v = "alloc=" + std::string(name_of(o.fc_alloc)) + " " + v;
+    if (o.fc_rank != FcRank::Agreement) v = "rank=" + std::string(name_of(o.fc_rank)) + " " + v;
     if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
     if (o.tip_mass > 0) {
       char mass[32];

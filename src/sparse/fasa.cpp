@@ -30,7 +30,7 @@ FasaPolicy::FasaPolicy(const Profile& profile, const ModelConfig& c, FasaOptions
   if (opts_.adaptive) {
     std::vector<char> sparse_layer(c.n_layer);
     for (int l = 0; l < c.n_layer; ++l) sparse_layer[l] = !is_dense_layer(l) && !c.sliding(l);  // FASA's layers
-    counts = adaptive_chunk_counts(profile, n_tip, opts_.sharing, sparse_layer);
+    counts = adaptive_chunk_counts(profile, n_tip, opts_.sharing, opts_.rank, sparse_layer);
   }
   dims_.resize((size_t)c.n_layer * c.n_head);
   for (int l = 0; l < c.n_layer; ++l)
@@ -44,7 +44,7 @@ FasaPolicy::FasaPolicy(const Profile& profile, const ModelConfig& c, FasaOptions
       std::vector<std::vector<int>> head_fcs;
       std::set<int> union_fcs;
       for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-        head_fcs.push_back(profile.dominant_fcs(l, h, counts.empty() ? n_tip : counts[(size_t)l * c.n_head + h], opts_.sharing));
+        head_fcs.push_back(profile.dominant_fcs(l, h, counts.empty() ? n_tip : counts[(size_t)l * c.n_head + h], opts_.sharing, opts_.rank));
         union_fcs.insert(head_fcs.back().begin(), head_fcs.back().end());
       }
       std::vector<int> pos_of_fc(fcs.n_fc(), -1);  // chunk -> its first slot in K_dom
@@ -150,6 +150,7 @@ std::unique_ptr<FasaPolicy> make_fasa_policy_from(const Profile& p, const Policy
   f.budget = o.budget;
   f.n_tip = o.fcs;
   f.sharing = o.fc_sharing;
+  f.rank = o.fc_rank;
   f.adaptive = o.fc_alloc == FcAlloc::Adaptive;
   f.dense_layers = o.dense_layers;
   f.sink = o.sink;

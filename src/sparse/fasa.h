@@ -15,6 +15,7 @@ struct FasaOptions {
   Budget budget{256, false};
   int n_tip = 0;                        // chunks per head; 0 = the profile's
   FcSharing sharing = FcSharing::Group;
+  FcRank rank = FcRank::Agreement;      // how the profile's chunks are ranked
   bool adaptive = false;                // chunks per head by concentration (adaptive_chunk_counts), n_tip on average
   std::vector<int> dense_layers = {0};  // layers that keep full attention
   int sink = 0;                         // first tokens always kept (inside the budget)

@@ -54,6 +54,7 @@ Enum read_enum(std::string_view setting, std::string_view text, const Enum (&val
 
 constexpr FcSharing kSharings[] = {FcSharing::Head, FcSharing::Group};
 constexpr FcAlloc kAllocs[] = {FcAlloc::Uniform, FcAlloc::Adaptive};
+constexpr FcRank kRanks[] = {FcRank::Agreement, FcRank::Magnitude};
 constexpr KvType kKvTypes[] = {KvType::F16, KvType::F32, KvType::Q8_0};
 
 using Setter = std::function<void(PolicyOptions&, std::string_view name, std::string_view text)>;
@@ -74,6 +75,7 @@ const std::map<std::string, Setter, std::less<>>& setters() {
     t["fcs"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.fcs = read_int(n, v, 1, 512); };
     t["fc_sharing"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.fc_sharing = read_enum(n, v, kSharings); };
     t["fc_alloc"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.fc_alloc = read_enum(n, v, kAllocs); };
+    t["fc_rank"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.fc_rank = read_enum(n, v, kRanks); };
     t["dense_layers"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.dense_layers = parse_layer_list(v, n); };
     t["sink"] = count(&PolicyOptions::sink, 0);
     t["recent"] = count(&PolicyOptions::recent, 0);
@@ -173,6 +175,7 @@ const std::vector<std::string>& policy_option_names() {
 
 const char* name_of(FcSharing s) { return s == FcSharing::Head ? "head" : "group"; }
 const char* name_of(FcAlloc a) { return a == FcAlloc::Uniform ? "uniform" : "adaptive"; }
+const char* name_of(FcRank r) { return r == FcRank::Agreement ? "agreement" : "magnitude"; }
 const char* name_of(KvType t) { return t == KvType::F16 ? "f16" : t == KvType::F32 ? "f32" : "q8_0"; }
 
 std::string layer_list_str(const std::vector<int>& layers) {
