@@ -80,6 +80,8 @@ def test_bad_settings_raise_the_clis_message(engine):
     assert str(e.value).startswith("budget: ")
     with pytest.raises(fasa.Error, match="fc_sharing: must be 'head' or 'group'"):
         engine.context(fc_sharing="both")
+    with pytest.raises(fasa.Error, match="fc_rank: must be 'agreement' or 'magnitude'"):
+        engine.context(fc_rank="loudest")
     with pytest.raises(fasa.Error, match="no setting 'budgte'"):
         engine.context(budgte=8)
     with pytest.raises(fasa.Error, match="unknown attention policy .nope."):
