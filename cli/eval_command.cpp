@@ -25,6 +25,7 @@ struct EvalOptions {
   std::vector<int> top_k = {16, 64, 256};
   TextEvalOptions text;
   int per_type = 0;
+  int min_answer_tokens = 1;
   TaskGenOptions gen;
   bool generate = false;
   std::string json, csv, plot, plot_metric, answers;
@@ -115,6 +116,10 @@ Command add_eval_command(CLI::App& app) {
   ret->add_option("--budget", o->budgets, "Budgets, comma-separated")->delimiter(',')->capture_default_str();
   ret->add_option("--answers", o->answers,
                   "Also write every task's greedy answer beside the expected one, per policy and budget (JSON lines)");
+  ret->add_option("--min-answer-tokens", o->min_answer_tokens,
+                  "Only tasks whose answer takes at least this many tokens (2: leave out the one-token answers, "
+                  "which the dense prefill decides alike for every policy)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   ret->add_option("--limit", o->per_type, "At most this many tasks per type (0: all)")->capture_default_str()->needs(tasks_opt);
 
   auto run = [o, ppl, ca, ret, gen_opt]() -> int {
@@ -151,6 +156,13 @@ Command add_eval_command(CLI::App& app) {
         tasks = load_retrieval_tasks(o->tasks_file, o->per_type);
       } else {
         throw Error("eval retrieval: give --tasks FILE or --generate KINDS");
+      }
+      if (o->min_answer_tokens > 1) {
+        const size_t all = tasks.size();
+        tasks = tasks_with_answers_of_at_least(*model, std::move(tasks), o->min_answer_tokens);
+        if (tasks.empty()) throw Error("eval retrieval: no task's answer takes " + std::to_string(o->min_answer_tokens) + " tokens or more");
+        source += ", answers of " + std::to_string(o->min_answer_tokens) + "+ tokens (" + std::to_string(tasks.size()) +
+                  " of " + std::to_string(all) + ")";
       }
       std::vector<RetrievalAnswer> answers;
       auto records = eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy, o->answers.empty() ? nullptr : &answers);

@@ -351,7 +351,8 @@ PYBIND11_MODULE(_fasa, m) {
   eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,
                            const std::vector<int64_t>& lengths, int n, uint64_t seed, const std::string& haystack,
                            int limit, const std::vector<std::string>& attn, const py::iterable& budgets, bool distractors,
-                           const std::string& qa_entries, bool answers, const py::kwargs& settings) -> py::object {
+                           const std::string& qa_entries, bool answers, int min_answer_tokens,
+                           const py::kwargs& settings) -> py::object {
     std::vector<RetrievalAnswer> got;
     py::object records = eval_records(e, settings, attn, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy,
                                                                                  const std::vector<std::string>& policies) {
@@ -367,6 +368,8 @@ PYBIND11_MODULE(_fasa, m) {
       } else {
         throw Error("eval.retrieval: give tasks=FILE or generate=[KINDS]");
       }
+      if (min_answer_tokens > 1) list = tasks_with_answers_of_at_least(e.model(), std::move(list), min_answer_tokens);
+      if (list.empty()) throw Error("eval.retrieval: no task's answer takes " + std::to_string(min_answer_tokens) + " tokens or more");
       return eval_retrieval(e.model(), list, policies, budgets, policy, answers ? &got : nullptr);
     });
     if (!answers) return records;
@@ -380,8 +383,9 @@ PYBIND11_MODULE(_fasa, m) {
      py::arg("lengths") = std::vector<int64_t>{4096}, py::arg("n") = 20, py::arg("seed") = 0, py::arg("haystack") = "",
      py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
      py::arg("distractors") = false, py::arg("qa_entries") = "", py::arg("answers") = false,
+     py::arg("min_answer_tokens") = 1,
      "`fasa eval retrieval`: tasks from a JSON-lines file or generated (distractors=True: look-alike needles; "
-     "kind qa asks the dictionary entries of qa_entries=FILE); every attn x budget (attn entries may carry "
+     "kind qa asks the dictionary entries of qa_entries=FILE; min_answer_tokens=2 leaves out one-token answers); every attn x budget (attn entries may carry "
      "settings, 'fasa:fcs=4'; a list for a setting such as fcs=[4, 8] gives a variant each); the other keywords "
      "as engine.context's. Returns the records (a list of dicts), as --json writes them; with answers=True, "
      "(records, answers): each task's greedy answer beside the expected one, as --answers writes them.");

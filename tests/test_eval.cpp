@@ -108,6 +108,23 @@ TEST(EvalPolicyRuns, SpecsListsAndOneRunPerVariant) {
             std::string::npos);
 }
 
+// --min-answer-tokens: a one-token answer (here " the") is left out at 2, after a prompt that ends in a
+// space too, and a five-word one kept.
+TEST(EvalRetrieval, TasksWithAnswersOfAtLeastNTokens) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  std::vector<RetrievalTask> tasks(3);
+  tasks[0].prompt = "Ge1:1 In the beginning God created", tasks[0].answer = "the";
+  tasks[1].prompt = "Ge1:1 In the beginning God created", tasks[1].answer = "the heaven and the earth";
+  tasks[2].prompt = "Ge1:1 In the beginning God created ", tasks[2].answer = "the";
+  const auto tokens = [&](const std::string& text) { return m->tokenizer.encode(text, true).size(); };
+  ASSERT_EQ(tokens(tasks[0].prompt + " the"), tokens(tasks[0].prompt) + 1);  // " the" is one token
+  EXPECT_EQ(tasks_with_answers_of_at_least(*m, tasks, 1).size(), 3u);
+  const auto kept = tasks_with_answers_of_at_least(*m, tasks, 2);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].answer, "the heaven and the earth");
+  EXPECT_TRUE(tasks_with_answers_of_at_least(*m, tasks, 100).empty());
+}
+
 TEST(EvalRetrieval, TaskFileValidationAndLimits) {
   const std::string dir = test::temp_dir();
   test::write_file(dir + "/bad.jsonl", "{\"type\":\"a\",\"prompt\":\"x\",\"answer\":\"y\"}\n{not json\n");

@@ -272,6 +272,15 @@ def test_eval_records_equal_the_clis_json(engine, tmp_path):
     assert got == json.loads(out.read_text()) and {r["task_type"] for r in got} >= {"qa@400"}
     with pytest.raises(fasa.Error, match="needs --qa-entries"):
         fasa.eval.retrieval(engine, generate=["qa"], lengths=[400], n=1)
+    # one-token answers left out (min_answer_tokens=2, the CLI's --min-answer-tokens 2): one task of three
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"type": "t", "prompt": "Ge1:1 In the beginning God created", "answer": a}) + "\n"
+                             for a in ["the", "the heaven and the earth", "the"]))
+    run = cli("eval", "retrieval", "--tasks", str(tasks), "--min-answer-tokens", "2", "-t", "2", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    got = fasa.eval.retrieval(engine, tasks=str(tasks), min_answer_tokens=2, threads=2)
+    assert got == json.loads(out.read_text())
+    assert {r["n"] for r in got if r["metric"] == "accuracy"} == {1}
 
 
 def test_what_a_new_user_tries(engine):

@@ -52,8 +52,8 @@ struct Profile {
 // Chunks per (layer, query head) [n_layer * n_head] for `n_avg` per head on average over the
 // layers marked sparse (others 0), so that TIP reads as many bytes as n_avg everywhere would: each
 // head (each GQA group with Group sharing, which shares one count) gets the fewest chunks that hold a
-// share tau of its total agreement, tau the largest the total allows; what remains goes one chunk at
-// a time to the heads whose next chunk holds the largest share (shares of the score `rank` names). Heads whose agreement concentrates
+// share tau of its total score (`rank`'s), tau the largest the total allows; what remains goes one
+// chunk at a time to the heads whose next chunk holds the largest share. Heads whose score concentrates
 // in a few chunks get fewer, flat ones more (--fc-alloc adaptive).
 std::vector<int> adaptive_chunk_counts(const Profile& p, int n_avg, FcSharing sharing, FcRank rank,
                                       const std::vector<char>& sparse_layer);

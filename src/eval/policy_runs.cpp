@@ -14,12 +14,12 @@ namespace {
 
 // The settings that take lists, and a copy of their values: policy_variant shows each one a policy
 // reads, so runs whose options differ only in the others are one run.
-const std::vector<std::string> kListSettings = {"fcs",     "fc_alloc",    "fc_rank",       "fc_sharing",  "tip_mass", "sink",
-                                                "recent",  "sparq_r",     "ds_channels",   "snapkv_window", "snapkv_every"};
+const std::vector<std::string> kListSettings = {"fcs",    "fc_alloc", "fc_rank",     "fc_sharing",    "tip_mass",    "sink",
+                                                "recent", "sparq_r",  "ds_channels", "snapkv_window", "snapkv_every"};
 void copy_list_settings(const PolicyOptions& from, PolicyOptions& to) {
-  to.fcs = from.fcs, to.fc_alloc = from.fc_alloc, to.fc_rank = from.fc_rank, to.fc_sharing = from.fc_sharing, to.tip_mass = from.tip_mass;
-  to.sink = from.sink, to.recent = from.recent, to.sparq_r = from.sparq_r, to.ds_channels = from.ds_channels;
-  to.snapkv_window = from.snapkv_window, to.snapkv_every = from.snapkv_every;
+  to.fcs = from.fcs, to.fc_alloc = from.fc_alloc, to.fc_rank = from.fc_rank, to.fc_sharing = from.fc_sharing;
+  to.tip_mass = from.tip_mass, to.sink = from.sink, to.recent = from.recent, to.sparq_r = from.sparq_r;
+  to.ds_channels = from.ds_channels, to.snapkv_window = from.snapkv_window, to.snapkv_every = from.snapkv_every;
 }
 
 // `spec`'s policy name, and its settings applied to `o`.

@@ -45,6 +45,15 @@ std::vector<RetrievalTask> load_retrieval_tasks(const std::string& path, int per
   return tasks;
 }
 
+std::vector<RetrievalTask> tasks_with_answers_of_at_least(const Model& m, std::vector<RetrievalTask> tasks, int min_tokens) {
+  std::erase_if(tasks, [&](const RetrievalTask& t) {
+    const std::string prompt = t.prompt.substr(0, t.prompt.find_last_not_of(" \t\r\n") + 1);  // answers follow a space
+    const size_t alone = m.tokenizer.encode(prompt, true).size();
+    return m.tokenizer.encode(prompt + " " + t.answer, true).size() < alone + (size_t)min_tokens;
+  });
+  return tasks;
+}
+
 bool answer_exact(const RetrievalTask& t, const std::string& text) {
   const size_t start = text.find_first_not_of(" \t\n\r");
   return start != std::string::npos && text.compare(start, t.answer.size(), t.answer) == 0;
