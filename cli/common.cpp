@@ -99,12 +99,12 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts, Setting
               "FASA: frequency chunks scored per head, 1-512 (default: the profile's; a synthetic profile's is calibration's default)");
   add_setting(cmd, "--fc-alloc", t, "fc_alloc",
               "FASA: 'uniform' (every head scores --fcs chunks) or 'adaptive' (--fcs on average: heads whose "
-              "agreement concentrates in few chunks get fewer, flat ones more; same TIP bytes with group sharing)",
+              "score (--fc-rank) concentrates in few chunks get fewer, flat ones more; same TIP bytes with group sharing)",
               name_of(o.fc_alloc));
   add_setting(cmd, "--fc-rank", t, "fc_rank",
               "FASA: rank each head's chunks by 'agreement' with full attention on the calibration text (the "
-              "paper's) or by the 'magnitude' of q.k on their dims (the profile's channel statistic; finds far "
-              "needles where agreement favours local chunks)",
+              "paper's) or by their 'magnitude' (the profile's mean |q| times mean |k| on their two dims; finds "
+              "far needles where agreement favours chunks that find nearby tokens)",
               name_of(o.fc_rank));
   add_setting(cmd, "--fc-sharing", t, "fc_sharing", "FASA: chunks chosen per query 'head' or per KV 'group'",
               name_of(o.fc_sharing));

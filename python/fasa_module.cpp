@@ -368,8 +368,7 @@ PYBIND11_MODULE(_fasa, m) {
       } else {
         throw Error("eval.retrieval: give tasks=FILE or generate=[KINDS]");
       }
-      if (min_answer_tokens > 1) list = tasks_with_answers_of_at_least(e.model(), std::move(list), min_answer_tokens);
-      if (list.empty()) throw Error("eval.retrieval: no task's answer takes " + std::to_string(min_answer_tokens) + " tokens or more");
+      list = tasks_with_answers_of_at_least(e.model(), std::move(list), min_answer_tokens);
       return eval_retrieval(e.model(), list, policies, budgets, policy, answers ? &got : nullptr);
     });
     if (!answers) return records;

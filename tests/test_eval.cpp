@@ -108,8 +108,8 @@ TEST(EvalPolicyRuns, SpecsListsAndOneRunPerVariant) {
             std::string::npos);
 }
 
-// --min-answer-tokens: a one-token answer (here " the") is left out at 2, after a prompt that ends in a
-// space too, and a five-word one kept.
+// --min-answer-tokens: a one-token answer (here " the") is left out at 2, also after a prompt that ends
+// in a space, and a five-word one kept; nothing left, or a count under 1, is an error.
 TEST(EvalRetrieval, TasksWithAnswersOfAtLeastNTokens) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   std::vector<RetrievalTask> tasks(3);
@@ -122,7 +122,9 @@ TEST(EvalRetrieval, TasksWithAnswersOfAtLeastNTokens) {
   const auto kept = tasks_with_answers_of_at_least(*m, tasks, 2);
   ASSERT_EQ(kept.size(), 1u);
   EXPECT_EQ(kept[0].answer, "the heaven and the earth");
-  EXPECT_TRUE(tasks_with_answers_of_at_least(*m, tasks, 100).empty());
+  EXPECT_EQ(test::error_message([&] { tasks_with_answers_of_at_least(*m, tasks, 100); }),
+            "no task's answer takes 100 tokens or more");
+  EXPECT_NE(test::error_message([&] { tasks_with_answers_of_at_least(*m, tasks, 0); }).find("at least 1"), std::string::npos);
 }
 
 TEST(EvalRetrieval, TaskFileValidationAndLimits) {

@@ -116,7 +116,7 @@ TEST(Calibration, FindsPlantedDominantChunks) {
   p.n_fc = fcs.n_fc();
   p.mean_ca = m.mean_fc_ca();
   for (int h = 0; h < 2; ++h) {
-    auto top = p.dominant_fcs(0, h, 2, FcSharing::Head);
+    auto top = p.dominant_fcs(0, h, 2, FcSharing::Head, FcRank::Agreement);
     EXPECT_EQ(std::set<int>(top.begin(), top.end()), planted) << "head " << h;
     for (int f = 0; f < p.n_fc; ++f) {
       if (!planted.count(f)) {
@@ -273,17 +273,46 @@ TEST(Profile, MagnitudeRankingSumsEachChunksTwoChannels) {
   EXPECT_EQ(p.dominant_fcs(0, 0, 2, FcSharing::Head, FcRank::Magnitude), (std::vector<int>{3, 0}));
   EXPECT_EQ(p.dominant_fcs(0, 1, 2, FcSharing::Head, FcRank::Magnitude), (std::vector<int>{1, 0}));
   EXPECT_EQ(p.dominant_fcs(0, 1, 2, FcSharing::Group, FcRank::Magnitude), (std::vector<int>{3, 1}));  // means 1.15, 1.35, 0.2, 1.65
-  EXPECT_FLOAT_EQ(p.chunk_score(0, 1, 1, FcSharing::Group, FcRank::Magnitude), (0.2f + 2.5f) / 2);
-  EXPECT_EQ(p.dominant_fcs(0, 0, 2, FcSharing::Head), (std::vector<int>{0, 1}));  // agreement unchanged
+  EXPECT_FLOAT_EQ(p.chunk_scores(0, 1, FcSharing::Group, FcRank::Magnitude)[1], (0.2f + 2.5f) / 2);
+  EXPECT_EQ(p.dominant_fcs(0, 0, 2, FcSharing::Head, FcRank::Agreement), (std::vector<int>{0, 1}));  // agreement unchanged
   p.model.rope_layout = "neox";  // chunk f = dims (f, f+4)
   EXPECT_EQ(p.dominant_fcs(0, 0, 1, FcSharing::Head, FcRank::Magnitude), (std::vector<int>{2}));  // dims 2, 6
   EXPECT_EQ(p.dominant_fcs(0, 1, 1, FcSharing::Head, FcRank::Magnitude), (std::vector<int>{3}));  // dims 3, 7
+  // Partial rotary (neox, 4 of 8 dims rotated): chunks (0,2), (1,3), then the unrotated pairs (4,5), (6,7).
+  p.model.n_rot = 4;
+  EXPECT_EQ(p.dominant_fcs(0, 0, 2, FcSharing::Head, FcRank::Magnitude), (std::vector<int>{3, 1}));  // 3.1, 2.1
+  p.model.n_rot = 8;
   // Adaptive counts from magnitude shares: head 0 flat, head 1 holds 81 % in one chunk.
   p.model.rope_layout = "normal";
   std::fill(p.channel_qk.begin(), p.channel_qk.begin() + 8, 1.0f);
   const std::vector<int> counts = adaptive_chunk_counts(p, 2, FcSharing::Head, FcRank::Magnitude, {1});
   EXPECT_LT(counts[1], counts[0]);
   EXPECT_EQ(counts[0] + counts[1], 4);
+}
+
+// The setting reaches the policy: on the bundled profile the two rankings choose other chunks, and the
+// K_dom plane holds the dims of the magnitude ranking's chunks.
+TEST(Fasa, RankSettingChoosesThePlanesChunks) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const Profile p = load_profile(bundled_profile());
+  const FcLayout fcs(m->config);
+  PolicyOptions o;
+  o.attn = "fasa";
+  const auto agreement = make_fasa_policy_from(p, o, *m);
+  o.fc_rank = FcRank::Magnitude;
+  const auto magnitude = make_fasa_policy_from(p, o, *m);
+  const int group = m->config.n_head / m->config.n_head_kv;
+  int differ = 0;
+  for (int l = 1; l < m->config.n_layer; ++l)
+    for (int kvh = 0; kvh < m->config.n_head_kv; ++kvh) {
+      const KeyLayout k = magnitude->key_layout(l, kvh);
+      std::set<int> want;
+      for (int f : p.dominant_fcs(l, kvh * group, p.n_tip, FcSharing::Group, FcRank::Magnitude))
+        for (int d : fcs.dims(f)) want.insert(d);
+      EXPECT_EQ(std::set<int>(k.perm.begin(), k.perm.begin() + k.n_dom), want) << l << " " << kvh;
+      differ += k.perm != agreement->key_layout(l, kvh).perm;
+    }
+  EXPECT_GT(differ, 0);
 }
 
 TEST(Fasa, AdaptiveAllocationReadsTheSameKdomBytes) {
@@ -311,7 +340,7 @@ TEST(Profile, RoundTripAndMatch) {
   EXPECT_NO_THROW(check_profile_matches(p, *m, bundled_profile()));
   for (int l = 0; l < m->config.n_layer; ++l)
     for (int h = 0; h < m->config.n_head; ++h) {
-      auto f = p.dominant_fcs(l, h, 8, FcSharing::Head);
+      auto f = p.dominant_fcs(l, h, 8, FcSharing::Head, FcRank::Agreement);
       EXPECT_EQ(std::set<int>(f.begin(), f.end()).size(), 8u);
       for (size_t i = 1; i < f.size(); ++i) EXPECT_GE(p.ca(l, h, f[i - 1]), p.ca(l, h, f[i]));
     }
@@ -519,7 +548,7 @@ TEST(FasaDecoding, AdaptiveBudgetKeepsTheFewestTopRowsHoldingTheMass) {
   auto keys = test::random_floats((size_t)T * D, 11), vals = test::random_floats((size_t)T * D, 12);
   auto q = test::random_floats(D, 13);
   for (auto& x : q) x *= 12;  // a peaked softmax: a few rows hold most of the mass
-  const auto chunks = prof.dominant_fcs(layer, head, prof.n_tip, FcSharing::Group);
+  const auto chunks = prof.dominant_fcs(layer, head, prof.n_tip, FcSharing::Group, FcRank::Agreement);
   std::vector<std::pair<double, int>> s;  // (-score, row)
   double z = 0;
   for (int j = 0; j < T; ++j) {

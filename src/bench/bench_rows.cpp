@@ -187,6 +187,7 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
                         {"samples_ts", r.result.samples_ts}, {"attn", r.policy.attn},
                         {"budget", pol.dense ? nlohmann::json(nullptr) : budget_json(shared.budget)},
                         {"fcs", r.fcs}, {"fc_sharing", name_of(shared.fc_sharing)}, {"fc_alloc", name_of(shared.fc_alloc)},
+                        {"fc_rank", name_of(shared.fc_rank)},
                         {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
                         {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", name_of(shared.cache.key_type)},
                         {"type_v", name_of(shared.cache.value_type)}, {"tip_int8", pol.has_k_dom && shared.cache.tip_int8}, {"kv_bytes_read_per_token", r.result.kv_bytes_per_token},

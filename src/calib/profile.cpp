@@ -75,29 +75,30 @@ ModelFingerprint fingerprint(const Model& m) {
           hex};
 }
 
-float Profile::magnitude(int layer, int head, int fc) const {
-  if (channel_qk.empty())
+std::vector<double> Profile::chunk_scores(int layer, int head, FcSharing sharing, FcRank rank) const {
+  if (rank == FcRank::Magnitude && channel_qk.empty())
     throw Error("fc_rank 'magnitude': the profile has no channel statistics (made before DoubleSparse): make it "
                 "again with `fasa calibrate`");
   const FcLayout layout(model.head_dim, model.n_rot, model.rope_layout == "neox" ? RopeLayout::Neox : RopeLayout::Normal);
-  const float* row = &channel_qk[((size_t)layer * model.n_head + head) * model.head_dim];
-  const auto [d0, d1] = layout.dims(fc);
-  return row[d0] + row[d1];
-}
-
-double Profile::chunk_score(int layer, int head, int fc, FcSharing sharing, FcRank rank) const {
   const int group = model.n_head / model.n_head_kv;
   const int first = sharing == FcSharing::Group ? head / group * group : head;
   const int count = sharing == FcSharing::Group ? group : 1;
-  double s = 0;
+  std::vector<double> row(n_fc, 0.0);
   for (int h = first; h < first + count; ++h)
-    s += (rank == FcRank::Agreement ? ca(layer, h, fc) : magnitude(layer, h, fc)) / count;
-  return s;
+    for (int f = 0; f < n_fc; ++f) {
+      if (rank == FcRank::Agreement) {
+        row[f] += ca(layer, h, f) / count;
+      } else {
+        const float* channels = &channel_qk[((size_t)layer * model.n_head + h) * model.head_dim];
+        const auto [d0, d1] = layout.dims(f);
+        row[f] += (channels[d0] + channels[d1]) / count;
+      }
+    }
+  return row;
 }
 
 std::vector<int> Profile::dominant_fcs(int layer, int head, int n, FcSharing sharing, FcRank rank) const {
-  std::vector<double> row(n_fc);
-  for (int f = 0; f < n_fc; ++f) row[f] = chunk_score(layer, head, f, sharing, rank);
+  const std::vector<double> row = chunk_scores(layer, head, sharing, rank);
   std::vector<int> order(n_fc);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
@@ -118,9 +119,10 @@ std::vector<int> adaptive_chunk_counts(const Profile& p, int n_avg, FcSharing sh
     for (int h = 0; h < H; h += unit_heads) {
       Unit u{l, h, {}};
       double total = 0;
+      const std::vector<double> score = p.chunk_scores(l, h, sharing, rank);
       for (int f : p.dominant_fcs(l, h, F, sharing, rank)) {
-        u.share.push_back(p.chunk_score(l, h, f, sharing, rank));
-        total += u.share.back();
+        u.share.push_back(score[f]);
+        total += score[f];
       }
       for (double& x : u.share) x = total > 0 ? x / total : 1.0 / F;
       units.push_back(std::move(u));
@@ -167,7 +169,7 @@ void save_profile(const Profile& p, const std::string& path) {
       std::vector<float> row(p.mean_ca.begin() + ((size_t)l * p.model.n_head + h) * p.n_fc,
                              p.mean_ca.begin() + ((size_t)l * p.model.n_head + h + 1) * p.n_fc);
       for (auto& x : row) x = std::round(x * 1e6f) / 1e6f;
-      heads.push_back({{"layer", l}, {"head", h}, {"fcs", p.dominant_fcs(l, h, p.n_tip, FcSharing::Head)}, {"ca", row}});
+      heads.push_back({{"layer", l}, {"head", h}, {"fcs", p.dominant_fcs(l, h, p.n_tip, FcSharing::Head, FcRank::Agreement)}, {"ca", row}});
       if (!p.channel_qk.empty())
         heads.back()["channels"] = std::vector<float>(p.channel_qk.begin() + ((size_t)l * p.model.n_head + h) * p.model.head_dim,
                                                       p.channel_qk.begin() + ((size_t)l * p.model.n_head + h + 1) * p.model.head_dim);

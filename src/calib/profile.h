@@ -39,14 +39,13 @@ struct Profile {
   float ca(int layer, int head, int fc) const {
     return mean_ca[((size_t)layer * model.n_head + head) * n_fc + fc];
   }
-  // Chunk fc's mean |q|.|k| on its two dims (DoubleSparse's channel statistic summed over the pair).
-  // Throws fasa::Error when the profile has no channel statistics (made before DoubleSparse).
-  float magnitude(int layer, int head, int fc) const;
-  // The n chunks of highest score (mean CA, or magnitude) for (layer, query head), best first. With
-  // Group sharing the score is the mean over the query heads that share the head's KV head.
-  std::vector<int> dominant_fcs(int layer, int head, int n, FcSharing sharing, FcRank rank = FcRank::Agreement) const;
-  // That mean score of chunk fc.
-  double chunk_score(int layer, int head, int fc, FcSharing sharing, FcRank rank) const;
+  // Every chunk's score [n_fc] for (layer, query head): its mean CA (Agreement) or its magnitude, the
+  // channel statistic summed over the chunk's two dims (mean |q_c| times mean |k_c|, DoubleSparse's).
+  // With Group sharing, the mean over the query heads that share the head's KV head. Magnitude throws
+  // fasa::Error when the profile has no channel statistics (made before DoubleSparse).
+  std::vector<double> chunk_scores(int layer, int head, FcSharing sharing, FcRank rank) const;
+  // The n chunks of highest score for (layer, query head), best first.
+  std::vector<int> dominant_fcs(int layer, int head, int n, FcSharing sharing, FcRank rank) const;
 };
 
 // Chunks per (layer, query head) [n_layer * n_head] for `n_avg` per head on average over the

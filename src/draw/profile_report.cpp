@@ -74,8 +74,8 @@ std::string profile_report_markdown(const Profile& p, const std::string& profile
   const int group = m.n_head / m.n_head_kv;
   for (int l = 0; l < m.n_layer; ++l)
     for (int h = 0; h < m.n_head; ++h)
-      md << "| " << l << " | " << h << " | " << h / group << " | " << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Head))
-         << " | " << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Group)) << " |\n";
+      md << "| " << l << " | " << h << " | " << h / group << " | " << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Head, FcRank::Agreement))
+         << " | " << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Group, FcRank::Agreement)) << " |\n";
   return md.str();
 }
 
@@ -87,8 +87,8 @@ nlohmann::json profile_report_json(const Profile& p) {
   for (int l = 0; l < p.model.n_layer; ++l)
     for (int h = 0; h < p.model.n_head; ++h)
       heads.push_back({{"layer", l}, {"head", h}, {"kv_head", h / (p.model.n_head / p.model.n_head_kv)},
-                       {"fcs_head", p.dominant_fcs(l, h, p.n_tip, FcSharing::Head)},
-                       {"fcs_group", p.dominant_fcs(l, h, p.n_tip, FcSharing::Group)}});
+                       {"fcs_head", p.dominant_fcs(l, h, p.n_tip, FcSharing::Head, FcRank::Agreement)},
+                       {"fcs_group", p.dominant_fcs(l, h, p.n_tip, FcSharing::Group, FcRank::Agreement)}});
   return {{"n_tip", p.n_tip}, {"top_k", p.top_k}, {"ca_shares", shares}, {"dominant_fcs", heads}};
 }
 
@@ -104,7 +104,7 @@ std::vector<std::string> write_profile_heatmaps(const Profile& p, const std::str
     for (int h = 0; h < p.model.n_head; ++h) {
       hm.row_labels.push_back("head " + std::to_string(h));
       for (int f = 0; f < p.n_fc; ++f) hm.values.push_back(p.ca(l, h, f));
-      hm.marked.push_back(p.dominant_fcs(l, h, p.n_tip, FcSharing::Head));  // the profile's chunks per head
+      hm.marked.push_back(p.dominant_fcs(l, h, p.n_tip, FcSharing::Head, FcRank::Agreement));  // the profile's chunks per head
     }
     paths.push_back(dir + "/ca_layer_" + std::to_string(l) + ".png");
     write_heatmap_png(hm, paths.back());

@@ -46,11 +46,14 @@ std::vector<RetrievalTask> load_retrieval_tasks(const std::string& path, int per
 }
 
 std::vector<RetrievalTask> tasks_with_answers_of_at_least(const Model& m, std::vector<RetrievalTask> tasks, int min_tokens) {
+  if (min_tokens < 1) throw Error("min_answer_tokens: must be at least 1, not " + std::to_string(min_tokens));
+  if (min_tokens == 1) return tasks;
   std::erase_if(tasks, [&](const RetrievalTask& t) {
     const std::string prompt = t.prompt.substr(0, t.prompt.find_last_not_of(" \t\r\n") + 1);  // answers follow a space
     const size_t alone = m.tokenizer.encode(prompt, true).size();
     return m.tokenizer.encode(prompt + " " + t.answer, true).size() < alone + (size_t)min_tokens;
   });
+  if (tasks.empty()) throw Error("no task's answer takes " + std::to_string(min_tokens) + " tokens or more");
   return tasks;
 }
 

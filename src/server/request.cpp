@@ -111,9 +111,14 @@ void get_prompt(const json& body, CompletionRequest& r) {
 
 // Fields this server reads, per endpoint; llama-server's extensions (top_k, ignore_eos, cache_prompt)
 // and ours (the attention policy) included.
-const std::set<std::string> kCommonFields = {"model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop",
-                                             "stream", "stream_options", "n", "user", "ignore_eos", "cache_prompt",
-                                             "logprobs", "attn", "budget", "fcs", "fc_sharing", "fc_rank"};
+// The attention policy's settings a request may set (the profile stays the server's).
+const std::vector<const char*> kPolicyFields = {"attn", "budget", "fcs", "fc_sharing", "fc_rank"};
+const std::set<std::string> kCommonFields = [] {
+  std::set<std::string> f = {"model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stream",
+                             "stream_options", "n", "user", "ignore_eos", "cache_prompt", "logprobs"};
+  f.insert(kPolicyFields.begin(), kPolicyFields.end());
+  return f;
+}();
 const std::set<std::string> kChatFields = {"messages", "max_completion_tokens", "top_logprobs"};
 const std::set<std::string> kCompletionFields = {"prompt", "echo", "echo_policy"};
 
@@ -198,7 +203,7 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
 
   // The attention policy per request; the profile stays the server's.
   r.policy = defaults;
-  for (const char* name : {"attn", "budget", "fcs", "fc_sharing", "fc_rank"})
+  for (const char* name : kPolicyFields)
     if (const json* v = field(body, name)) {
       if (!v->is_string() && !v->is_number()) bad(name, "must be a string or a number");
       try {  // the settings' one parser, as the CLI's flags: the same message for the same mistake

@@ -35,7 +35,7 @@ struct CompletionRequest {
   bool echo_policy = false;           // echo's logprobs from decode steps under `policy`, not the dense prefill
   bool cache_prompt = true;           // reuse a slot's cached prefix of this prompt
   GenerationOptions gen;              // gen.logprobs: alternatives per token, -1 when logprobs are not asked
-  PolicyOptions policy;               // the server's, with the request's attn/budget/fcs/fc_sharing
+  PolicyOptions policy;               // the server's, with the request's attn/budget/fcs/fc_sharing/fc_rank
 };
 
 // `defaults`: the server's policy. Throws BadRequest, also for an OpenAI field the server does not

@@ -72,7 +72,7 @@ FasaPolicy::FasaPolicy(const Profile& profile, const ModelConfig& c, FasaOptions
 std::string FasaPolicy::summary() const {
   char buf[96];
   std::snprintf(buf, sizeof buf, ", TIP reads K_dom = %.1f%% of key dims in sparse layers", 100 * kdom_share());
-  return SparsePolicy::summary() + buf;
+  return SparsePolicy::summary() + buf + (opts_.rank == FcRank::Magnitude ? ", chunks ranked by magnitude" : "");
 }
 
 double FasaPolicy::kdom_share() const {
