@@ -385,8 +385,8 @@ PYBIND11_MODULE(_fasa, m) {
      py::arg("min_answer_tokens") = 1,
      "`fasa eval retrieval`: tasks from a JSON-lines file or generated (distractors=True: look-alike needles; "
      "kind qa asks the dictionary entries of qa_entries=FILE; min_answer_tokens=2 leaves out one-token answers); "
-     "every attn x budget (attn entries may carry settings, 'fasa:fcs=4'; a list for a setting such as fcs=[4, 8] gives a variant each); the other keywords "
-     "as engine.context's. Returns the records (a list of dicts), as --json writes them; with answers=True, "
+     "every attn x budget (attn entries may carry settings, 'fasa:fcs=4'; a list for a setting such as "
+     "fcs=[4, 8] gives a variant each); the other keywords as engine.context's. Returns the records (a list of dicts), as --json writes them; with answers=True, "
      "(records, answers): each task's greedy answer beside the expected one, as --answers writes them.");
 
   // ppl and ca: every window of `text` decoded token by token against full attention's reference.

@@ -201,7 +201,8 @@ TEST_F(AutoProfileTest, FirstLongPromptMakesTheProfileThenDecodesAsFasaWithIt) {
   check_profile_matches(cached, m, file);
   for (int l = 0; l < m.config.n_layer; ++l)
     for (int h = 0; h < m.config.n_head; ++h)
-      EXPECT_EQ(cached.dominant_fcs(l, h, 2, FcSharing::Group, FcRank::Agreement), kept->dominant_fcs(l, h, 2, FcSharing::Group, FcRank::Agreement));
+      EXPECT_EQ(cached.dominant_fcs(l, h, 2, FcSharing::Group, FcRank::Agreement),
+                kept->dominant_fcs(l, h, 2, FcSharing::Group, FcRank::Agreement));
 
   // Reference: a session with FASA and that profile from the start (its prefill is dense too).
   SessionOptions so;

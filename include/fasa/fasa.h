@@ -256,9 +256,9 @@ class Context {
   // Session::prefill and Session::decode on the context's threads, then after_eval.
   void prefill(std::span<const int32_t> ids, std::vector<float>* all_logits = nullptr);
   void decode(int32_t token);
-  void after_eval(bool prefill);
+  void after_eval(bool prefill);  // FASA's automatic profile: made or found once the prompt allows
   // `id`'s log-probability as the next token after what the session holds (none before the first).
-  TokenLogprob next_logprob(int32_t id, int top_n) const;  // FASA's automatic profile: made or found once the prompt allows
+  TokenLogprob next_logprob(int32_t id, int top_n) const;
   // The engine keeps an automatic profile now: the session goes on sparse with it.
   void go_sparse(std::string note);
 

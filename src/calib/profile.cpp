@@ -65,6 +65,14 @@ int bounded(const json& j, const char* key, int lo, int hi, const std::string& p
   return (int)v;
 }
 
+// The indices of `score`, highest first (ties in index order).
+std::vector<int> best_first(const std::vector<double>& score) {
+  std::vector<int> order(score.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return score[a] > score[b]; });
+  return order;
+}
+
 }  // namespace
 
 ModelFingerprint fingerprint(const Model& m) {
@@ -98,10 +106,7 @@ std::vector<double> Profile::chunk_scores(int layer, int head, FcSharing sharing
 }
 
 std::vector<int> Profile::dominant_fcs(int layer, int head, int n, FcSharing sharing, FcRank rank) const {
-  const std::vector<double> row = chunk_scores(layer, head, sharing, rank);
-  std::vector<int> order(n_fc);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
+  std::vector<int> order = best_first(chunk_scores(layer, head, sharing, rank));
   order.resize(std::min(n, n_fc));
   return order;
 }
@@ -120,7 +125,7 @@ std::vector<int> adaptive_chunk_counts(const Profile& p, int n_avg, FcSharing sh
       Unit u{l, h, {}};
       double total = 0;
       const std::vector<double> score = p.chunk_scores(l, h, sharing, rank);
-      for (int f : p.dominant_fcs(l, h, F, sharing, rank)) {
+      for (int f : best_first(score)) {
         u.share.push_back(score[f]);
         total += score[f];
       }

@@ -74,8 +74,9 @@ std::string profile_report_markdown(const Profile& p, const std::string& profile
   const int group = m.n_head / m.n_head_kv;
   for (int l = 0; l < m.n_layer; ++l)
     for (int h = 0; h < m.n_head; ++h)
-      md << "| " << l << " | " << h << " | " << h / group << " | " << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Head, FcRank::Agreement))
-         << " | " << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Group, FcRank::Agreement)) << " |\n";
+      md << "| " << l << " | " << h << " | " << h / group << " | "
+         << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Head, FcRank::Agreement)) << " | "
+         << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Group, FcRank::Agreement)) << " |\n";
   return md.str();
 }
 

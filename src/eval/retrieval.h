@@ -20,9 +20,9 @@ struct RetrievalTask {
 };
 
 // The tasks whose answer takes at least `min_tokens` tokens after the prompt (prompt, a space and the
-// answer encoded together, less the prompt's own tokens; the prompt's trailing whitespace left out). A one-token answer is the dense prefill's last prediction,
-// the same under every policy: leaving those out shows where policies differ. Throws fasa::Error when
-// none is left or min_tokens < 1.
+// answer encoded together, less the prompt's own tokens; the prompt's trailing whitespace left out).
+// A one-token answer is the dense prefill's last prediction, the same under every policy: leaving
+// those out shows where policies differ. Throws fasa::Error when none is left or min_tokens < 1.
 std::vector<RetrievalTask> tasks_with_answers_of_at_least(const Model& m, std::vector<RetrievalTask> tasks, int min_tokens);
 
 // A greedy answer's score in [0, 1]: whether `text` starts with the task's answer, or for a task with
