@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "calib/calibrate.h"
+#include "calib/chunk_choice.h"
 #include "cli/commands.h"
 
 namespace fasa::cli {
@@ -32,6 +33,10 @@ int calibrate_main(const CalibrateOptions& o) {
   std::fprintf(stderr, "calibrated %s on %lld tokens of %s: %lld queries per head, K=%d, N_tip=%d of %d chunks, %.1f s\n",
                o.model.c_str(), (long long)p.calibration_tokens, o.text_file.c_str(), (long long)p.queries, p.top_k,
                p.n_tip, p.n_fc, s);
+  if (p.choice)
+    std::fprintf(stderr, "chunk choice (share of full attention's top key older than %lld tokens within the top %d on the chunks alone, weighted by attention on distant keys):\n%s",
+                 (long long)p.choice->settings.window, p.choice->settings.pick, describe_choice(*p.choice).c_str());
+  if (const std::string w = choice_warning(p); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
   std::fprintf(stderr, "profile written to %s\n", o.output.c_str());
   return 0;
 }

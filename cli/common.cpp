@@ -102,9 +102,10 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts, Setting
               "score (--fc-rank) concentrates in few chunks get fewer, flat ones more; same TIP bytes with group sharing)",
               name_of(o.fc_alloc));
   add_setting(cmd, "--fc-rank", t, "fc_rank",
-              "FASA: rank each head's chunks by 'agreement' with full attention on the calibration text (the "
-              "paper's) or by their 'magnitude' (the profile's mean |q| times mean |k| on their two dims; finds "
-              "far needles where agreement favours chunks that find nearby tokens)",
+              "FASA: 'auto' takes the ranking and chunk count the profile chose per layer by how well each finds "
+              "full attention's far keys (`fasa analyze` shows them); 'agreement' ranks each head's chunks by "
+              "agreement with full attention on the calibration text (the paper's), 'magnitude' by the profile's "
+              "mean |q| times mean |k| on their two dims; both with the profile's --fcs",
               name_of(o.fc_rank));
   add_setting(cmd, "--fc-sharing", t, "fc_sharing", "FASA: chunks chosen per query 'head' or per KV 'group'",
               name_of(o.fc_sharing));

@@ -371,7 +371,10 @@ TEST_F(AutoProfileTest, MeasuresAFixedSampleOfTheFirstTokens) {
   Session s(*m, so);
   s.set_observer(&whole);
   s.prefill(longer);
-  EXPECT_EQ(whole.profile().mean_ca, a.mean_ca);
+  const Profile b = whole.profile(longer);
+  EXPECT_EQ(b.mean_ca, a.mean_ca);
+  ASSERT_TRUE(a.choice && b.choice) << "the chunk choice is made on the first 1024 tokens";
+  EXPECT_EQ(a.choice->layers, b.choice->layers);
   EXPECT_EQ(a.queries, 28);         // (1024 - 128) / 32
   AutoProfileStore fresh(*m);
   EXPECT_THROW(make_auto_profile(fresh, std::vector<int32_t>(prefix.begin(), prefix.begin() + 1000)), Error);

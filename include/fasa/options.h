@@ -27,10 +27,11 @@ struct Budget {
 // How the query heads of one KV head (GQA group) choose FASA's chunks: each its own (`head`, the
 // paper's) or one shared set per KV head from the group's mean CA (`group`: one K_dom plane per KV head).
 enum class FcSharing { Head, Group };
-// How FASA ranks a head's chunks: by contextual agreement on the calibration text (`agreement`, the
-// paper's) or by the mean |q|.|k| magnitude of their two dims (`magnitude`, DoubleSparse's channel
-// statistic summed per chunk: the same profile, better at far retrieval on some models, docs/RESULTS.md).
-enum class FcRank { Agreement, Magnitude };
+// How FASA ranks a head's chunks: `auto` (the default) takes the ranking and count the profile chose
+// per layer by far-token recall (docs/FASA.md §2); `agreement` is the paper's contextual agreement on
+// the calibration text; `magnitude` the mean |q|.|k| of a chunk's two dims (DoubleSparse's channel
+// statistic summed per chunk).
+enum class FcRank { Auto, Agreement, Magnitude };
 // FASA's chunks per head: `uniform` (fcs each) or `adaptive` (fcs on average, by the profile).
 enum class FcAlloc { Uniform, Adaptive };
 // KV cache elements: f16 (llama.cpp's default), f32 (exact) or q8_0 (int8 blocks of 32).
@@ -65,7 +66,7 @@ struct PolicyOptions {
   int fcs = 0;                     // FASA chunks per head; 0 = the profile's
   FcSharing fc_sharing = FcSharing::Group;
   FcAlloc fc_alloc = FcAlloc::Uniform;
-  FcRank fc_rank = FcRank::Agreement;
+  FcRank fc_rank = FcRank::Auto;
   std::vector<int> dense_layers = {0};  // model layers kept dense
   int sink = 0;
   int recent = 0;
@@ -89,7 +90,7 @@ const std::vector<std::string>& policy_option_names();
 
 const char* name_of(FcSharing s);  // "head", "group"
 const char* name_of(FcAlloc a);    // "uniform", "adaptive"
-const char* name_of(FcRank r);     // "agreement", "magnitude"
+const char* name_of(FcRank r);     // "auto", "agreement", "magnitude"
 const char* name_of(KvType t);     // "f16", "f32", "q8_0"
 std::string layer_list_str(const std::vector<int>& layers);  // "0,2"; "" for none
 std::string offload_str(const KvOffloadOptions& o);         // "", "ram" or "file:DIR"

@@ -80,7 +80,7 @@ def test_bad_settings_raise_the_clis_message(engine):
     assert str(e.value).startswith("budget: ")
     with pytest.raises(fasa.Error, match="fc_sharing: must be 'head' or 'group'"):
         engine.context(fc_sharing="both")
-    with pytest.raises(fasa.Error, match="fc_rank: must be 'agreement' or 'magnitude'"):
+    with pytest.raises(fasa.Error, match="fc_rank: must be 'auto' or 'agreement' or 'magnitude'"):
         engine.context(fc_rank="loudest")
     with pytest.raises(fasa.Error, match="no setting 'budgte'"):
         engine.context(budgte=8)

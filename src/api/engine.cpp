@@ -108,7 +108,7 @@ void Context::after_eval(bool prefill) {
   if (!auto_pending_) return;
   AutoProfileStore& autos = engine_.auto_profiles();
   if (profiler_ && profiler_->ready(session_->n_past())) {
-    const KeptProfile kept = autos.keep(profiler_->profile());
+    const KeptProfile kept = autos.keep(profiler_->profile(tokens_));
     go_sparse(!kept.mine ? "automatic profile of an earlier prompt"
                                        : "automatic profile from this prompt's first " +
                                              std::to_string(PromptProfiler::kMinTokens) + " tokens" +

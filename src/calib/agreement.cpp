@@ -66,6 +66,33 @@ int overlap(const float* scores, int64_t n, int k, const std::vector<int32_t>& t
 
 }  // namespace
 
+void unpack_chunk_keys(const KvCache& cache, int layer, int64_t n_rows, const FcLayout& fcs, std::vector<float>& first,
+                       std::vector<float>& second) {
+  const int HKV = cache.n_head_kv(), F = fcs.n_fc(), D = cache.head_dim();
+  constexpr int64_t kRows = 256;  // rows per unpacking task
+  const int64_t n_blocks = (n_rows + kRows - 1) / kRows;
+  first.resize((size_t)HKV * F * n_rows);
+  second.resize((size_t)HKV * F * n_rows);
+#pragma omp parallel
+  {
+    std::vector<float> k(D);  // one key row as float
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int kv_head = 0; kv_head < HKV; ++kv_head)
+      for (int64_t blk = 0; blk < n_blocks; ++blk) {
+        const KvHeadView kv = cache.view(layer, kv_head, n_rows);
+        float *a = &first[(size_t)kv_head * F * n_rows], *b = &second[(size_t)kv_head * F * n_rows];
+        for (int64_t j = blk * kRows; j < std::min(n_rows, (blk + 1) * kRows); ++j) {
+          kv_load(kv.k_rest_row(j), kv.k_type, D, k.data());
+          for (int f = 0; f < F; ++f) {
+            const auto d = fcs.dims(f);
+            a[(size_t)f * n_rows + j] = k[d[0]];
+            b[(size_t)f * n_rows + j] = k[d[1]];
+          }
+        }
+      }
+  }
+}
+
 AgreementMeter::AgreementMeter(const ModelConfig& c, int top_k, int64_t min_pos, int stride)
     : n_head_(c.n_head), n_head_kv_(c.n_head_kv), head_dim_(c.head_dim), fcs_(c), top_k_(top_k), min_pos_(min_pos),
       stride_(stride),
@@ -85,30 +112,10 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
   add_key_magnitudes(layer, p0, n, cache);
   if (measured.empty()) return;
   const int n_pairs = (int)measured.size() * HKV;
-  // Every KV head's keys (those the last measured query sees) unpacked once per call into each
-  // chunk's first and second dim, so that a chunk's partial scores are two contiguous multiply-adds.
+  // Every KV head's keys (those the last measured query sees), each chunk's two dims apart.
   const int64_t Tm = measured.back() + 1;
-  constexpr int64_t kRows = 256;  // rows per unpacking task
-  const int64_t n_blocks = (Tm + kRows - 1) / kRows;
-  std::vector<float> first((size_t)HKV * F * Tm), second((size_t)HKV * F * Tm);  // [HKV, F, Tm] each
-#pragma omp parallel
-  {
-    std::vector<float> k(D);  // one key row as float
-#pragma omp for collapse(2) schedule(dynamic)
-    for (int kv_head = 0; kv_head < HKV; ++kv_head)
-      for (int64_t blk = 0; blk < n_blocks; ++blk) {
-        const KvHeadView kv = cache.view(layer, kv_head, Tm);
-        float *a = &first[(size_t)kv_head * F * Tm], *b = &second[(size_t)kv_head * F * Tm];
-        for (int64_t j = blk * kRows; j < std::min(Tm, (blk + 1) * kRows); ++j) {
-          kv_load(kv.k_rest_row(j), kv.k_type, D, k.data());
-          for (int f = 0; f < F; ++f) {
-            const auto d = fcs_.dims(f);
-            a[(size_t)f * Tm + j] = k[d[0]];
-            b[(size_t)f * Tm + j] = k[d[1]];
-          }
-        }
-      }
-  }
+  std::vector<float> first, second;  // [HKV, F, Tm] each
+  unpack_chunk_keys(cache, layer, Tm, fcs_, first, second);
 #pragma omp parallel
   {
     std::vector<float> full, partial, vals;  // [T], [F, T], [K] scratch

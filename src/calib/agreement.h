@@ -43,6 +43,11 @@ class AgreementMeter : public AttentionObserver {
   std::vector<int64_t> k_count_;   // [n_layer]
 };
 
+// Keys rows 0..n_rows-1 of every KV head of `layer`, each chunk's first and second dim apart, so that a
+// chunk's partial scores are two contiguous multiply-adds: first, second [n_head_kv, n_fc, n_rows].
+void unpack_chunk_keys(const KvCache& cache, int layer, int64_t n_rows, const FcLayout& fcs, std::vector<float>& first,
+                       std::vector<float>& second);
+
 // Token windows of a long text for dense runs: the first `n_ctx` tokens, then each next slice with
 // BOS prepended (when the model has one), as perplexity tools do.
 std::vector<std::vector<int32_t>> token_windows(const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos);

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "calib/calibrate.h"
+#include "calib/chunk_choice.h"
 #include "fasa/error.h"
 
 namespace fasa {
@@ -54,7 +55,7 @@ std::optional<Profile> AutoProfileStore::find() const {
     Profile p = load_profile(file);
     check_profile_matches(p, model_, file);
     if (p.calibration_text != kSource || p.top_k != PromptProfiler::kTopK || p.min_pos != PromptProfiler::kMinPos ||
-        p.channel_qk.empty())  // (made before DoubleSparse's channels were measured)
+        p.channel_qk.empty() || !p.choice)  // (made before DoubleSparse's channels or the chunk choice)
       return std::nullopt;
     std::lock_guard<std::mutex> lock(mu_);
     if (!kept_) kept_ = std::move(p);  // parsed once
@@ -97,10 +98,12 @@ void PromptProfiler::on_queries(int layer, int64_t p0, int n, const float* q, co
   if (p0 < kMinTokens) meter_.on_queries(layer, p0, (int)std::min<int64_t>(n, kMinTokens - p0), q, cache);
 }
 
-Profile PromptProfiler::profile() const {
+Profile PromptProfiler::profile(std::span<const int32_t> first_tokens) const {
   Profile p = profile_from_agreement(model_, meter_, default_n_tip(model_.config), kTopK, kMinPos);
   p.calibration_text = kSource;
   p.calibration_tokens = kMinTokens;
+  const size_t n = std::min<size_t>(first_tokens.size(), kMinTokens);
+  p.choice = choose_chunks(model_, p, {std::vector<int32_t>(first_tokens.begin(), first_tokens.begin() + n)});
   return p;
 }
 
@@ -115,7 +118,7 @@ Profile make_auto_profile(AutoProfileStore& store, const std::vector<int32_t>& p
   Session s(m, so);
   s.set_observer(&profiler);
   s.prefill(std::span<const int32_t>(prompt.data(), PromptProfiler::kMinTokens));
-  return store.keep(profiler.profile()).profile;
+  return store.keep(profiler.profile(prompt)).profile;
 }
 
 }  // namespace fasa

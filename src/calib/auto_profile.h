@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,8 @@ class AutoProfileStore {
 
 // Observes a dense session's prefill (and dense decode steps): agreement of every query head's chunks
 // on every kStride-th query of positions kMinPos..kMinTokens-1 (a fixed cost, however long the
-// prompt). Once the context holds kMinTokens tokens, the measurement makes the profile.
+// prompt). Once the context holds kMinTokens tokens, the measurement and a probe of those tokens
+// (the chunk choice) make the profile.
 class PromptProfiler : public AttentionObserver {
  public:
   static constexpr int64_t kMinTokens = 1024;  // shorter prompts decode densely until they grow
@@ -68,9 +70,10 @@ class PromptProfiler : public AttentionObserver {
   explicit PromptProfiler(const Model& m);
   void on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
   bool ready(int64_t n_past) const { return n_past >= kMinTokens && meter_.fc_queries() > 0; }
-  // The profile measured so far. Samples of a prompt truncated while measuring stay: they are this
-  // model's agreement on real text all the same.
-  Profile profile() const;
+  // The profile measured so far, its chunk choice made on a probe of the prompt's first tokens (a
+  // dense prefill of kMinTokens more: calib/chunk_choice.h). Samples of a prompt truncated while
+  // measuring stay: they are this model's agreement on real text all the same.
+  Profile profile(std::span<const int32_t> first_tokens) const;
 
  private:
   const Model& model_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "calib/agreement.h"
+#include "calib/chunk_choice.h"
 #include "fasa/error.h"
 #include "util/progress.h"
 
@@ -26,13 +27,18 @@ class ProgressObserver : public AttentionObserver {
 
 }  // namespace
 
-void run_dense_windows(const Model& m, const std::string& text, int64_t n_ctx, AttentionObserver& observer,
-                       const std::string& progress_label, int64_t* n_tokens) {
+std::vector<std::vector<int32_t>> text_windows(const Model& m, const std::string& text, int64_t n_ctx,
+                                               int64_t* n_tokens) {
   const std::vector<int32_t> tokens = m.tokenizer.encode(text, m.tokenizer.add_bos());
   if (tokens.size() < 2) throw Error("the text is too short to measure anything");
-  if (n_ctx <= 0) n_ctx = m.config.n_ctx_train;
-  const auto windows = token_windows(tokens, n_ctx, m.tokenizer.bos());
   if (n_tokens) *n_tokens = (int64_t)tokens.size();
+  return token_windows(tokens, n_ctx > 0 ? n_ctx : m.config.n_ctx_train, m.tokenizer.bos());
+}
+
+void run_dense_windows(const Model& m, const std::string& text, int64_t n_ctx, AttentionObserver& observer,
+                       const std::string& progress_label, int64_t* n_tokens) {
+  if (n_ctx <= 0) n_ctx = m.config.n_ctx_train;
+  const auto windows = text_windows(m, text, n_ctx, n_tokens);
   int64_t total = 0;
   for (auto& w : windows) total += (int64_t)w.size() * m.config.n_global_layers();  // (the observer's layers)
   ProgressBar bar(progress_label, total);
@@ -74,6 +80,7 @@ Profile calibrate(const Model& m, const std::string& text, const std::string& te
   Profile p = profile_from_agreement(m, meter, n_tip, o.top_k, o.min_pos);
   p.calibration_text = text_name;
   p.calibration_tokens = n_tokens;
+  p.choice = choose_chunks(m, p, text_windows(m, text, o.n_ctx), o.n_tip);
   return p;
 }
 

@@ -10,11 +10,15 @@
 namespace fasa {
 
 struct CalibrationOptions {
-  int n_tip = 0;          // 0: n_rot / 8 chunks (a quarter of them), at least 1
+  int n_tip = 0;          // 0: n_rot / 8 chunks (a quarter of them), at least 1; > 0 also fixes the chunk choice's count
   int top_k = 64;
   int64_t min_pos = 128;  // queries before this position are skipped
   int64_t n_ctx = 0;      // window length; 0: the model's training context
 };
+
+// The token windows of `text` (calib/agreement.h's token_windows; n_ctx 0: the model's training context).
+std::vector<std::vector<int32_t>> text_windows(const Model& m, const std::string& text, int64_t n_ctx,
+                                               int64_t* n_tokens = nullptr);
 
 // Runs `fn(window)` over the token windows of `text` with a dense session, with the `observer`
 // attached; reports progress. Shared by calibration and CA evaluation.

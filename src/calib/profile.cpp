@@ -84,6 +84,7 @@ ModelFingerprint fingerprint(const Model& m) {
 }
 
 std::vector<double> Profile::chunk_scores(int layer, int head, FcSharing sharing, FcRank rank) const {
+  if (rank == FcRank::Auto) rank = setting(layer, rank, 0).rank;
   if (rank == FcRank::Magnitude && channel_qk.empty())
     throw Error("fc_rank 'magnitude': the profile has no channel statistics (made before DoubleSparse): make it "
                 "again with `fasa calibrate`");
@@ -109,6 +110,20 @@ std::vector<int> Profile::dominant_fcs(int layer, int head, int n, FcSharing sha
   std::vector<int> order = best_first(chunk_scores(layer, head, sharing, rank));
   order.resize(std::min(n, n_fc));
   return order;
+}
+
+ChunkSetting Profile::setting(int layer, FcRank rank, int n) const {
+  ChunkSetting chosen{FcRank::Agreement, n_tip};
+  if (choice && choice->layers[layer].n_fc > 0) chosen = choice->layers[layer];
+  if (rank != FcRank::Auto) chosen = {rank, n_tip};
+  if (n > 0) chosen.n_fc = n;
+  return chosen;
+}
+
+const CandidateRecall* ChunkChoice::chosen(int layer) const {
+  for (const CandidateRecall& c : measured[layer])
+    if (c.setting == layers[layer]) return &c;
+  return nullptr;
 }
 
 std::vector<int> adaptive_chunk_counts(const Profile& p, int n_avg, FcSharing sharing, FcRank rank,
@@ -180,6 +195,21 @@ void save_profile(const Profile& p, const std::string& path) {
                                                       p.channel_qk.begin() + ((size_t)l * p.model.n_head + h + 1) * p.model.head_dim);
     }
   const ModelFingerprint& f = p.model;
+  json choice;
+  if (p.choice) {
+    const RecallSettings& rs = p.choice->settings;
+    choice = {{"window", rs.window}, {"topk", rs.top_k}, {"pick", rs.pick}, {"target", rs.target}, {"layers", json::array()}};
+    auto recall = [](double x) { return std::round(x * 1e4) / 1e4; };
+    for (int l = 0; l < (int)p.choice->layers.size(); ++l) {
+      if (p.choice->layers[l].n_fc == 0) continue;  // not measured
+      json cands = json::array();
+      for (const CandidateRecall& c : p.choice->measured[l])
+        cands.push_back({{"fc_rank", name_of(c.setting.rank)}, {"fcs", c.setting.n_fc}, {"copies", recall(c.copies)},
+                         {"text", recall(c.text)}});
+      choice["layers"].push_back({{"layer", l}, {"fc_rank", name_of(p.choice->layers[l].rank)},
+                                  {"fcs", p.choice->layers[l].n_fc}, {"candidates", cands}});
+    }
+  }
   json j = {{"format", "fasa-profile"},
             {"version", Profile::kVersion},
             {"model",
@@ -192,6 +222,7 @@ void save_profile(const Profile& p, const std::string& path) {
             {"n_fc", p.n_fc},
             {"n_tip", p.n_tip},
             {"heads", heads}};
+  if (p.choice) j["chunk_choice"] = choice;
   std::ofstream out(path);
   if (!out) fail(path, "cannot write profile");
   out << j.dump(1) << "\n";
@@ -217,6 +248,43 @@ Profile synthetic_profile(const Model& m, int n_tip, uint64_t seed) {
 }
 
 namespace {
+
+FcRank read_rank(const json& j, const std::string& path) {
+  const std::string r = field<std::string>(j, "fc_rank", path);
+  for (FcRank k : {FcRank::Agreement, FcRank::Magnitude})
+    if (r == name_of(k)) return k;
+  fail(path, "chunk_choice: fc_rank '" + r + "' is neither 'agreement' nor 'magnitude'");
+}
+
+double read_recall(const json& j, const char* key, const std::string& path) {
+  const double x = field<double>(j, key, path);
+  if (!(x >= 0 && x <= 1)) fail(path, std::string("chunk_choice: '") + key + "' must lie in [0, 1]");
+  return x;
+}
+
+// The chunk choice (made since far-recall checks); layers it does not list were not measured.
+ChunkChoice read_choice(const json& j, const Profile& p, const std::string& path) {
+  ChunkChoice c;
+  c.settings.window = bounded(j, "window", 1, 1 << 24, path);
+  c.settings.top_k = bounded(j, "topk", 1, 1 << 24, path);
+  c.settings.pick = bounded(j, "pick", c.settings.top_k, 1 << 24, path);
+  c.settings.target = read_recall(j, "target", path);
+  c.layers.assign(p.model.n_layer, ChunkSetting{FcRank::Agreement, 0});
+  c.measured.resize(p.model.n_layer);
+  const json& layers = j.contains("layers") ? j["layers"] : json();
+  if (!layers.is_array()) fail(path, "chunk_choice: 'layers' must be a list");
+  for (const json& e : layers) {
+    const int l = bounded(e, "layer", 0, p.model.n_layer - 1, path);
+    if (c.layers[l].n_fc > 0) fail(path, "chunk_choice: layer " + std::to_string(l) + " is listed twice");
+    c.layers[l] = {read_rank(e, path), bounded(e, "fcs", 1, p.n_fc, path)};
+    const json& cands = e.contains("candidates") ? e["candidates"] : json();
+    if (!cands.is_array() || cands.size() > 64) fail(path, "chunk_choice: 'candidates' must be a list of at most 64");
+    for (const json& m : cands)
+      c.measured[l].push_back({{read_rank(m, path), bounded(m, "fcs", 1, p.n_fc, path)},
+                               read_recall(m, "copies", path), read_recall(m, "text", path)});
+  }
+  return c;
+}
 
 Profile read_profile(const std::string& path) {
   const json j = read_json_file(path, "profile");
@@ -275,6 +343,7 @@ Profile read_profile(const std::string& path) {
       if (!std::isfinite(x) || x < 0) fail(path, "channel statistics must be finite and >= 0");
     std::copy(qk.begin(), qk.end(), p.channel_qk.begin() + lh * f.head_dim);
   }
+  if (j.contains("chunk_choice")) p.choice = read_choice(j["chunk_choice"], p, path);
   return p;
 }
 

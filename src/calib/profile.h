@@ -3,6 +3,7 @@
 // (layer, query head, frequency chunk) and the dominant chunks chosen from it. Stored as JSON and
 // tied to the model by a fingerprint (shapes, RoPE layout and a hash of sampled weight bytes).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,38 @@ struct ModelFingerprint {
 
 ModelFingerprint fingerprint(const Model& m);
 
+// One way to pick a head's chunks: a ranking and a count.
+struct ChunkSetting {
+  FcRank rank = FcRank::Agreement;
+  int n_fc = 0;
+  bool operator==(const ChunkSetting&) const = default;
+};
+
+// How the chunk choice measures recall (calib/chunk_choice.h).
+struct RecallSettings {
+  int64_t window = 128;  // keys this close to the query are recent: not measured
+  int top_k = 1;         // full attention's top keys among the distant ones...
+  int pick = 64;         // ... looked for among a candidate's top `pick` on its chunks alone
+  double target = 0.9;   // the recall on copied spans a layer's choice must reach
+  bool operator==(const RecallSettings&) const = default;
+};
+
+// A candidate's mean recall of full attention's top distant keys: on the probes' copied spans (far
+// retrieval) and on their running text.
+struct CandidateRecall {
+  ChunkSetting setting;
+  double copies = 0, text = 0;
+};
+
+// What calibration chose for FASA's defaults, per layer, and what it measured to choose.
+struct ChunkChoice {
+  RecallSettings settings;
+  std::vector<ChunkSetting> layers;                    // [n_layer]; n_fc 0: not measured (sliding layers)
+  std::vector<std::vector<CandidateRecall>> measured;  // [n_layer][candidates]
+  // The chosen setting's recall in `layer` (nullptr for a layer not measured).
+  const CandidateRecall* chosen(int layer) const;
+};
+
 
 struct Profile {
   static constexpr int kVersion = 1;
@@ -35,17 +68,23 @@ struct Profile {
   std::vector<float> mean_ca;    // [n_layer, n_head, n_fc]
   // DoubleSparse's channel statistic (AgreementMeter::channel_qk); empty in profiles made before it
   std::vector<float> channel_qk;  // [n_layer, n_head, head_dim]
+  // FASA's default ranking and chunk count per layer; absent in profiles made before it
+  std::optional<ChunkChoice> choice;
 
   float ca(int layer, int head, int fc) const {
     return mean_ca[((size_t)layer * model.n_head + head) * n_fc + fc];
   }
   // Every chunk's score [n_fc] for (layer, query head): its mean CA (Agreement) or its magnitude, the
-  // channel statistic summed over the chunk's two dims (mean |q_c| times mean |k_c|, DoubleSparse's).
+  // channel statistic summed over the chunk's two dims (mean |q_c| times mean |k_c|, DoubleSparse's);
+  // Auto: the ranking `setting` gives the layer.
   // With Group sharing, the mean over the query heads that share the head's KV head. Magnitude throws
   // fasa::Error when the profile has no channel statistics (made before DoubleSparse).
   std::vector<double> chunk_scores(int layer, int head, FcSharing sharing, FcRank rank) const;
   // The n chunks of highest score for (layer, query head), best first.
   std::vector<int> dominant_fcs(int layer, int head, int n, FcSharing sharing, FcRank rank) const;
+  // What FASA uses in `layer` when asked for `rank` and `n` chunks: Auto takes the profile's choice
+  // (agreement where it has none); n = 0 the choice's count with Auto, else n_tip.
+  ChunkSetting setting(int layer, FcRank rank, int n) const;
 };
 
 // Chunks per (layer, query head) [n_layer * n_head] for `n_avg` per head on average over the

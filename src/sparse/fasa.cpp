@@ -26,12 +26,13 @@ FasaPolicy::FasaPolicy(const Profile& profile, const ModelConfig& c, FasaOptions
   if (opts_.sink < 0 || opts_.recent < 0) throw Error("sink and recent must be >= 0");
   if (!(opts_.mass >= 0 && opts_.mass <= 1)) throw Error("tip_mass: must lie in 0..1 (0: the whole budget)");
   const int group = c.n_head / c.n_head_kv;
-  std::vector<int> counts;  // [n_layer * n_head] chunks per query head; empty: n_tip everywhere
+  std::vector<int> counts;  // [n_layer * n_head] chunks per query head; empty: each layer's setting
   if (opts_.adaptive) {
     std::vector<char> sparse_layer(c.n_layer);
     for (int l = 0; l < c.n_layer; ++l) sparse_layer[l] = !is_dense_layer(l) && !c.sliding(l);  // FASA's layers
     counts = adaptive_chunk_counts(profile, n_tip, opts_.sharing, opts_.rank, sparse_layer);
   }
+  profile_chose_ = profile.choice.has_value();
   dims_.resize((size_t)c.n_layer * c.n_head);
   for (int l = 0; l < c.n_layer; ++l)
     for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
@@ -41,10 +42,13 @@ FasaPolicy::FasaPolicy(const Profile& profile, const ModelConfig& c, FasaOptions
         continue;
       }
       // K_dom = the union of the chunks the group's query heads score on (one set with group sharing).
+      const ChunkSetting setting = profile.setting(l, opts_.rank, opts_.n_tip);
+      if (kvh == 0) settings_.push_back(setting);
       std::vector<std::vector<int>> head_fcs;
       std::set<int> union_fcs;
       for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-        head_fcs.push_back(profile.dominant_fcs(l, h, counts.empty() ? n_tip : counts[(size_t)l * c.n_head + h], opts_.sharing, opts_.rank));
+        const int n = counts.empty() ? setting.n_fc : counts[(size_t)l * c.n_head + h];
+        head_fcs.push_back(profile.dominant_fcs(l, h, n, opts_.sharing, setting.rank));
         union_fcs.insert(head_fcs.back().begin(), head_fcs.back().end());
       }
       std::vector<int> pos_of_fc(fcs.n_fc(), -1);  // chunk -> its first slot in K_dom
@@ -72,7 +76,22 @@ FasaPolicy::FasaPolicy(const Profile& profile, const ModelConfig& c, FasaOptions
 std::string FasaPolicy::summary() const {
   char buf[96];
   std::snprintf(buf, sizeof buf, ", TIP reads K_dom = %.1f%% of key dims in sparse layers", 100 * kdom_share());
-  return SparsePolicy::summary() + buf + (opts_.rank == FcRank::Magnitude ? ", chunks ranked by magnitude" : "");
+  // The sparse layers' chunk settings, e.g. "8 chunks by magnitude" or "4-8 chunks by agreement (2 layers), magnitude (3)"
+  int lo = 1 << 30, hi = 0, by[3] = {0, 0, 0};
+  for (const ChunkSetting& s : settings_) {
+    lo = std::min(lo, s.n_fc);
+    hi = std::max(hi, s.n_fc);
+    by[(int)s.rank]++;
+  }
+  std::string chunks = settings_.empty() ? "" : ", " + std::to_string(lo) + (hi > lo ? "-" + std::to_string(hi) : "") + " chunks by ";
+  for (FcRank r : {FcRank::Agreement, FcRank::Magnitude})
+    if (by[(int)r] > 0) {
+      if (chunks.back() != ' ') chunks += ", ";
+      chunks += name_of(r);
+      if (by[(int)r] < (int)settings_.size()) chunks += " (" + std::to_string(by[(int)r]) + " layers)";
+    }
+  if (opts_.rank == FcRank::Auto && !settings_.empty()) chunks += profile_chose_ ? " (the profile's choice)" : " (the profile has no choice: agreement)";
+  return SparsePolicy::summary() + buf + chunks;
 }
 
 double FasaPolicy::kdom_share() const {

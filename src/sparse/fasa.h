@@ -13,9 +13,9 @@ namespace fasa {
 
 struct FasaOptions {
   Budget budget{256, false};
-  int n_tip = 0;                        // chunks per head; 0 = the profile's
+  int n_tip = 0;                        // chunks per head; 0 = the profile's (Profile::setting)
   FcSharing sharing = FcSharing::Group;
-  FcRank rank = FcRank::Agreement;      // how the profile's chunks are ranked
+  FcRank rank = FcRank::Auto;           // how the profile's chunks are ranked (Auto: as the profile chose per layer)
   bool adaptive = false;                // chunks per head by concentration (adaptive_chunk_counts), n_tip on average
   std::vector<int> dense_layers = {0};  // layers that keep full attention
   int sink = 0;                         // first tokens always kept (inside the budget)
@@ -50,6 +50,8 @@ class FasaPolicy final : public SparsePolicy {
   float scale_;  // attention's scale (1/sqrt(head_dim) by default): TIP's scores as logits for the adaptive budget
   std::vector<KeyLayout> layouts_;        // [n_layer * n_head_kv]
   std::vector<std::vector<int>> dims_;    // [n_layer * n_head]
+  std::vector<ChunkSetting> settings_;    // each sparse layer's ranking and chunk count
+  bool profile_chose_ = false;            // the profile holds a chunk choice
 };
 
 // TIP over rows lo..hi-1 of kv's K_dom plane for n_q queries reduced to it (q_dom: [n_q, n_dom]), its

@@ -54,7 +54,7 @@ Enum read_enum(std::string_view setting, std::string_view text, const Enum (&val
 
 constexpr FcSharing kSharings[] = {FcSharing::Head, FcSharing::Group};
 constexpr FcAlloc kAllocs[] = {FcAlloc::Uniform, FcAlloc::Adaptive};
-constexpr FcRank kRanks[] = {FcRank::Agreement, FcRank::Magnitude};
+constexpr FcRank kRanks[] = {FcRank::Auto, FcRank::Agreement, FcRank::Magnitude};
 constexpr KvType kKvTypes[] = {KvType::F16, KvType::F32, KvType::Q8_0};
 
 using Setter = std::function<void(PolicyOptions&, std::string_view name, std::string_view text)>;
@@ -175,7 +175,9 @@ const std::vector<std::string>& policy_option_names() {
 
 const char* name_of(FcSharing s) { return s == FcSharing::Head ? "head" : "group"; }
 const char* name_of(FcAlloc a) { return a == FcAlloc::Uniform ? "uniform" : "adaptive"; }
-const char* name_of(FcRank r) { return r == FcRank::Agreement ? "agreement" : "magnitude"; }
+const char* name_of(FcRank r) {
+  return r == FcRank::Auto ? "auto" : r == FcRank::Agreement ? "agreement" : "magnitude";
+}
 const char* name_of(KvType t) { return t == KvType::F16 ? "f16" : t == KvType::F32 ? "f32" : "q8_0"; }
 
 std::string layer_list_str(const std::vector<int>& layers) {
