@@ -10,7 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const fasa::Profile p = fasa::load_profile(path);
     fasa::check_profile_matches(p, *model, path);
-    for (int l = 0; l < p.model.n_layer; ++l) p.dominant_fcs(l, 0, p.n_tip, fasa::FcSharing::Group);
+    for (int l = 0; l < p.model.n_layer; ++l) p.dominant_fcs(l, 0, p.n_tip, fasa::FcSharing::Group, fasa::FcRank::Auto);
   } catch (const fasa::Error&) {
   }
   return 0;

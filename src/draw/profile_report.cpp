@@ -53,6 +53,13 @@ std::string join(const std::vector<int>& v) {
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s;
 }
+
+// The chunks FASA decodes with by default: the layer's chosen ranking and count, group sharing.
+std::vector<int> default_fcs(const Profile& p, int layer, int head) {
+  const ChunkSetting s = p.setting(layer, FcRank::Auto, 0);
+  return p.dominant_fcs(layer, head, s.n_fc, FcSharing::Group, s.rank);
+}
+
 }  // namespace
 
 std::string profile_report_markdown(const Profile& p, const std::string& profile_path) {
@@ -69,14 +76,36 @@ std::string profile_report_markdown(const Profile& p, const std::string& profile
   for (const auto& s : ca_shares(p))
     md << "| " << (s.layer < 0 ? std::string("all") : std::to_string(s.layer)) << " | " << pct(s.high) << " | "
        << pct(s.low) << " | " << pct(s.mean) << "% |\n";
-  md << "\n## Dominant chunks per head (best first)\n\n| layer | head | KV head | chunks (head) | chunks (group) |\n"
+  if (p.choice) {
+    const RecallSettings& rs = p.choice->settings;
+    md << "\n## Chunk choice: FASA's defaults per layer\n\n"
+       << "Recall of full attention's top " << rs.top_k << " key(s) older than " << rs.window
+       << " tokens within a candidate's top " << rs.pick << " on its chunks alone, weighted by each query's "
+       << "attention on distant keys, on spans copied from far back (copies) and on running text (text); each "
+       << "layer keeps the fewest chunks whose recall on copies reaches " << rs.target << ".\n\n"
+       << "| layer | chosen | candidates: copies / text |\n|---|---|---|\n";
+    for (int l = 0; l < m.n_layer; ++l) {
+      if (!p.choice->chosen(l)) continue;
+      md << "| " << l << " | " << p.choice->layers[l].n_fc << " by " << name_of(p.choice->layers[l].rank) << " |";
+      for (const CandidateRecall& c : p.choice->measured[l]) {
+        char cell[96];
+        std::snprintf(cell, sizeof cell, " %d by %s: %.2f / %.2f;", c.setting.n_fc, name_of(c.setting.rank), c.copies, c.text);
+        md << cell;
+      }
+      md << " |\n";
+    }
+  } else {
+    md << "\nNo chunk choice (a profile made before it, or too short a text): FASA ranks by agreement.\n";
+  }
+  md << "\n## Dominant chunks per head (best first)\n\n"
+     << "| layer | head | KV head | chunks (head, by agreement) | chunks (group, as decoded by default) |\n"
      << "|---|---|---|---|---|\n";
   const int group = m.n_head / m.n_head_kv;
   for (int l = 0; l < m.n_layer; ++l)
     for (int h = 0; h < m.n_head; ++h)
       md << "| " << l << " | " << h << " | " << h / group << " | "
          << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Head, FcRank::Agreement)) << " | "
-         << join(p.dominant_fcs(l, h, p.n_tip, FcSharing::Group, FcRank::Agreement)) << " |\n";
+         << join(default_fcs(p, l, h)) << " |\n";
   return md.str();
 }
 
@@ -89,8 +118,21 @@ nlohmann::json profile_report_json(const Profile& p) {
     for (int h = 0; h < p.model.n_head; ++h)
       heads.push_back({{"layer", l}, {"head", h}, {"kv_head", h / (p.model.n_head / p.model.n_head_kv)},
                        {"fcs_head", p.dominant_fcs(l, h, p.n_tip, FcSharing::Head, FcRank::Agreement)},
-                       {"fcs_group", p.dominant_fcs(l, h, p.n_tip, FcSharing::Group, FcRank::Agreement)}});
-  return {{"n_tip", p.n_tip}, {"top_k", p.top_k}, {"ca_shares", shares}, {"dominant_fcs", heads}};
+                       {"fcs_group", default_fcs(p, l, h)}});
+  nlohmann::json choice = nullptr;  // per layer: the chosen ranking and count, and every candidate's recall
+  if (p.choice) {
+    choice = nlohmann::json::array();
+    for (int l = 0; l < p.model.n_layer; ++l) {
+      if (!p.choice->chosen(l)) continue;
+      nlohmann::json cands = nlohmann::json::array();
+      for (const CandidateRecall& c : p.choice->measured[l])
+        cands.push_back({{"fc_rank", name_of(c.setting.rank)}, {"fcs", c.setting.n_fc}, {"recall_copies", c.copies},
+                         {"recall_text", c.text}});
+      choice.push_back({{"layer", l}, {"fc_rank", name_of(p.choice->layers[l].rank)}, {"fcs", p.choice->layers[l].n_fc},
+                        {"candidates", cands}});
+    }
+  }
+  return {{"n_tip", p.n_tip}, {"top_k", p.top_k}, {"ca_shares", shares}, {"dominant_fcs", heads}, {"chunk_choice", choice}};
 }
 
 std::vector<std::string> write_profile_heatmaps(const Profile& p, const std::string& dir) {

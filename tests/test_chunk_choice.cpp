@@ -1,0 +1,171 @@
+// The chunk choice behind FASA's defaults (calib/chunk_choice.h): the rule, the probes, the recall
+// meter against its definition, the profile's record of the choice, and the policy that follows it.
+#include <set>
+
+#include "calib/chunk_choice.h"
+#include "calib/fc_layout.h"
+#include "fasa/error.h"
+#include "model/model.h"
+#include "sparse/fasa.h"
+#include "test_util.h"
+
+namespace fasa {
+namespace {
+
+CandidateRecall recall(FcRank r, int n, double copies) { return {{r, n}, copies, copies}; }
+
+TEST(ChunkChoice, EachLayerKeepsTheFewestChunksReachingTheTarget) {
+  const auto A = FcRank::Agreement, M = FcRank::Magnitude;
+  const ChunkChoice c = decide_chunks(
+      {{recall(A, 8, 0.50), recall(M, 8, 0.95), recall(A, 16, 0.97), recall(M, 16, 0.99)},   // magnitude reaches it at 8
+       {recall(A, 8, 0.30), recall(M, 8, 0.40), recall(A, 16, 0.70), recall(M, 16, 0.60)},   // none does: the best
+       {recall(A, 8, 0.93), recall(M, 8, 0.91), recall(A, 16, 0.99), recall(M, 16, 0.99)},   // both at 8: the better
+       {}},                                                                                    // not measured
+      RecallSettings{});
+  ASSERT_EQ(c.layers.size(), 4u);
+  EXPECT_EQ(c.layers[0], (ChunkSetting{M, 8}));
+  EXPECT_EQ(c.layers[1], (ChunkSetting{A, 16}));
+  EXPECT_EQ(c.layers[2], (ChunkSetting{A, 8}));
+  EXPECT_EQ(c.layers[3].n_fc, 0);
+  EXPECT_DOUBLE_EQ(c.chosen(0)->copies, 0.95);
+  EXPECT_EQ(c.chosen(3), nullptr);
+  EXPECT_EQ(chunk_candidates(32).size(), 4u);  // both rankings at 8 and 16
+  EXPECT_EQ(chunk_candidates(32, 12), (std::vector<ChunkSetting>{{A, 12}, {M, 12}}));
+}
+
+TEST(ChunkChoice, ProbesCopySpansOfTheFirstHalfToTheEnd) {
+  std::vector<int32_t> w(1024);
+  for (int i = 0; i < 1024; ++i) w[i] = i;
+  const auto probes = probe_windows({w, std::vector<int32_t>(w.begin(), w.begin() + 300)}, RecallSettings{});
+  ASSERT_EQ(probes.size(), 1u) << "a 300-token window cannot hold far copies";
+  const ProbeWindow& p = probes[0];
+  EXPECT_EQ(p.tokens.size(), 1024u);
+  EXPECT_EQ(p.span, 32);
+  EXPECT_EQ(p.copies_from, 1024 - 4 * 32);
+  for (int64_t i = 0; i < p.copies_from; ++i) ASSERT_EQ(p.tokens[i], i);
+  for (int64_t c = 0; c < 4; ++c) {
+    const int32_t from = p.tokens[p.copies_from + c * p.span];
+    EXPECT_LT(from + p.span, p.copies_from / 2) << "originals lie in the first half";
+    for (int64_t i = 0; i < p.span; ++i) EXPECT_EQ(p.tokens[p.copies_from + c * p.span + i], from + i);
+  }
+}
+
+// Every chunk scores exactly what full attention scores: recall 1 whatever the weights; a single chunk
+// finds less on a random model.
+TEST(ChunkChoice, AllChunksRecallEverythingAndOneChunkLess) {
+  test::TinyLlamaSpec spec;
+  spec.n_ctx = 1024;
+  spec.n_embd = 64;  // head_dim 16: 8 chunks
+  const std::string path = test::temp_dir() + "/tiny.gguf";
+  test::write_file(path, test::tiny_llama_gguf(spec).bytes());
+  auto m = load_model(path);
+  const Profile p = synthetic_profile(*m, 2, 3);
+  const int F = p.n_fc;
+  RecallSettings s;
+  s.window = 32;
+  s.pick = 16;
+  RecallMeter meter(p, m->config, {{FcRank::Agreement, F}, {FcRank::Agreement, 1}}, s);
+  std::vector<int32_t> tokens(1024);
+  for (int i = 0; i < 1024; ++i) tokens[i] = 3 + (i * 37) % 250;
+  const auto probes = probe_windows({tokens}, s);
+  ASSERT_EQ(probes.size(), 1u);
+  SessionOptions so;
+  so.n_ctx = 1024;
+  Session session(*m, so);
+  session.set_observer(&meter);
+  meter.start_window(probes[0].copies_from, probes[0].span);
+  session.prefill(probes[0].tokens);
+  const auto r = meter.recalls();
+  for (int l = 0; l < m->config.n_layer; ++l) {
+    ASSERT_EQ(r[l].size(), 2u);
+    EXPECT_NEAR(r[l][0].copies, 1.0, 1e-9) << l;
+    EXPECT_NEAR(r[l][0].text, 1.0, 1e-9) << l;
+    EXPECT_LT(r[l][1].text, 1.0) << l;
+  }
+}
+
+// A profile with a choice: two layers of 4 query heads on 2 KV heads, 16 chunks.
+Profile chosen_profile() {
+  Profile p;
+  p.model = {"llama", 2, 4, 2, 32, 32, 100, "normal", "0123456789abcdef"};
+  p.n_fc = 16;
+  p.n_tip = 4;
+  p.top_k = 8;
+  p.queries = 1;
+  p.calibration_text = "test";
+  p.mean_ca.resize(2 * 4 * 16);
+  p.channel_qk.resize(2 * 4 * 32);
+  for (size_t i = 0; i < p.mean_ca.size(); ++i) p.mean_ca[i] = (float)((i * 7) % 16) / 16;
+  for (size_t i = 0; i < p.channel_qk.size(); ++i) p.channel_qk[i] = (float)((i * 5) % 32);
+  ChunkChoice c;
+  c.layers = {{FcRank::Agreement, 0}, {FcRank::Magnitude, 8}};
+  c.measured = {{}, {recall(FcRank::Agreement, 4, 0.5), recall(FcRank::Magnitude, 8, 0.875)}};
+  p.choice = c;
+  return p;
+}
+
+TEST(ChunkChoice, TheProfileRecordsItAndOldProfilesLoad) {
+  const Profile p = chosen_profile();
+  EXPECT_EQ(p.setting(1, FcRank::Auto, 0), (ChunkSetting{FcRank::Magnitude, 8}));
+  EXPECT_EQ(p.setting(0, FcRank::Auto, 0), (ChunkSetting{FcRank::Agreement, 4})) << "a layer not measured";
+  EXPECT_EQ(p.setting(1, FcRank::Agreement, 0), (ChunkSetting{FcRank::Agreement, 4})) << "the paper's ranking, n_tip";
+  EXPECT_EQ(p.setting(1, FcRank::Auto, 6), (ChunkSetting{FcRank::Magnitude, 6})) << "--fcs keeps the chosen ranking";
+  const std::string file = test::temp_dir() + "/chosen.profile.json";
+  save_profile(p, file);
+  const Profile back = load_profile(file);
+  ASSERT_TRUE(back.choice);
+  EXPECT_EQ(back.choice->layers, p.choice->layers);
+  ASSERT_EQ(back.choice->measured[1].size(), 2u);
+  EXPECT_DOUBLE_EQ(back.choice->measured[1][1].copies, 0.875);
+  EXPECT_EQ(back.choice->settings, p.choice->settings);
+  Profile old = p;
+  old.choice.reset();
+  save_profile(old, file);
+  EXPECT_FALSE(load_profile(file).choice);
+  EXPECT_EQ(load_profile(file).setting(1, FcRank::Auto, 0), (ChunkSetting{FcRank::Agreement, 4}));
+  EXPECT_NE(choice_warning(old).find("no far-recall check"), std::string::npos);
+}
+
+TEST(ChunkChoice, ACorruptChoiceIsAClearError) {
+  const std::string file = test::temp_dir() + "/bad.profile.json";
+  save_profile(chosen_profile(), file);
+  const std::string good = test::read_file(file);
+  for (const auto& [from, to, says] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"\"fc_rank\": \"magnitude\"", "\"fc_rank\": \"loudest\"", "neither 'agreement' nor 'magnitude'"},
+           {"\"copies\": 0.875", "\"copies\": 7.5", "'copies' must lie in [0, 1]"},
+           {"\"fcs\": 8", "\"fcs\": 99", "'fcs' = 99 is out of range"},
+           {"\"layer\": 1", "\"layer\": 5", "'layer' = 5 is out of range"},
+           {"\"pick\": 64", "\"pick\": 0", "'pick' = 0 is out of range"}}) {
+    std::string bad = good;
+    const size_t at = bad.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    test::write_file(file, bad.replace(at, from.size(), to));
+    const std::string msg = test::error_message([&] { load_profile(file); });
+    EXPECT_NE(msg.find(says), std::string::npos) << msg;
+    EXPECT_NE(msg.find(file), std::string::npos) << msg;
+  }
+}
+
+TEST(ChunkChoice, APolicyWithDefaultsDecodesWithTheChoiceAndWarnsBelowTheTarget) {
+  const Profile p = chosen_profile();
+  ModelConfig c;
+  c.n_layer = 2, c.n_head = 4, c.n_head_kv = 2, c.head_dim = 32, c.n_rot = 32;
+  FasaOptions o;
+  o.dense_layers = {};
+  const FasaPolicy policy(p, c, o);
+  EXPECT_EQ(policy.scored_dims(1, 0).size(), 16u) << "8 chunks by magnitude";
+  EXPECT_EQ(policy.scored_dims(0, 0).size(), 8u) << "n_tip by agreement";
+  const FcLayout fcs(c);
+  std::set<int> want;
+  for (int f : p.dominant_fcs(1, 0, 8, FcSharing::Group, FcRank::Magnitude))
+    for (int d : fcs.dims(f)) want.insert(d);
+  const KeyLayout k = policy.key_layout(1, 0);
+  EXPECT_EQ(std::set<int>(k.perm.begin(), k.perm.begin() + k.n_dom), want);
+  EXPECT_NE(policy.summary().find("the profile's choice"), std::string::npos) << policy.summary();
+  const std::string w = choice_warning(p);
+  EXPECT_NE(w.find("layers 1 (88%)"), std::string::npos) << w;
+  EXPECT_NE(w.find("--fcs 12"), std::string::npos) << w;
+}
+
+}  // namespace
+}  // namespace fasa
