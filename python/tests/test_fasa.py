@@ -203,7 +203,8 @@ def test_the_compare_policies_example_tabulates_kl(engine, tmp_path):
     rows = {line.split()[0]: [float(x) for x in line.split()[-2:]] for line in run.stdout.splitlines()[2:]}
     assert set(rows) == {"fasa", "full", "quest", "stream"}, run.stdout
     assert rows["full"] == [0, 0]  # full attention against itself
-    assert rows["stream"][0] > rows["fasa"][0] > 0, run.stdout  # at 32 tokens StreamingLLM strays further
+    for policy in ("fasa", "quest", "stream"):  # each strays from full, less with 4x the budget
+        assert rows[policy][0] > rows[policy][1] > 0, run.stdout
 
 
 def test_a_python_policys_stream_dropped_early_does_not_hang(engine):
