@@ -135,7 +135,8 @@ TEST(ChunkChoice, ACorruptChoiceIsAClearError) {
            {"\"copies\": 0.875", "\"copies\": 7.5", "'copies' must lie in [0, 1]"},
            {"\"fcs\": 8", "\"fcs\": 99", "'fcs' = 99 is out of range"},
            {"\"layer\": 1", "\"layer\": 5", "'layer' = 5 is out of range"},
-           {"\"pick\": 64", "\"pick\": 0", "'pick' = 0 is out of range"}}) {
+           {"\"pick\": 64", "\"pick\": 0", "'pick' = 0 is out of range"},
+           {"\"fcs\": 8", "\"fcs\": 6", "layer 1's choice is none of its candidates"}}) {
     std::string bad = good;
     const size_t at = bad.find(from);
     ASSERT_NE(at, std::string::npos) << from;

@@ -108,7 +108,7 @@ PolicyOptions calibrated_fasa(const Model& m, const std::string& name, int fcs) 
 }
 
 // 20 generated 1024-token tasks (4 of each kind, seed fixed): full attention and FASA at a budget of
-// 1/8 (128 tokens, 8 of 32 chunks, profile calibrated here on other generated prompts) above floors
+// 1/8 (128 tokens, the profile's chosen chunks, profile calibrated here on other generated prompts) above floors
 // set below what was measured when the model was exported, and StreamingLLM far below.
 TEST(TrainedModel, RetrievesAtLongRangeWithFullAttentionAndFasa) {
   auto m = load_model(kModel);

@@ -108,7 +108,9 @@ void Context::after_eval(bool prefill) {
   if (!auto_pending_) return;
   AutoProfileStore& autos = engine_.auto_profiles();
   if (profiler_ && profiler_->ready(session_->n_past())) {
-    const KeptProfile kept = autos.keep(profiler_->profile(tokens_));
+    // (another context may have kept one meanwhile: then its chunk choice's probe is not run here)
+    const std::optional<Profile> earlier = autos.find();
+    const KeptProfile kept = earlier ? KeptProfile{*earlier, false, ""} : autos.keep(profiler_->profile(tokens_));
     go_sparse(!kept.mine ? "automatic profile of an earlier prompt"
                                        : "automatic profile from this prompt's first " +
                                              std::to_string(PromptProfiler::kMinTokens) + " tokens" +

@@ -191,7 +191,7 @@ std::string describe_choice(const ChunkChoice& c) {
 
 std::string choice_warning(const Profile& p) {
   if (!p.choice)
-    return "warning: no far-recall check (the calibration text needs windows of about 512 tokens or more): FASA "
+    return "warning: no far-recall check (the calibration text needs windows of about 600 tokens or more): FASA "
            "ranks chunks by agreement, which can miss distant tokens. Fix: calibrate on a longer text";
   std::string low;
   for (int l = 0; l < (int)p.choice->layers.size(); ++l)

@@ -114,7 +114,7 @@ std::vector<int> Profile::dominant_fcs(int layer, int head, int n, FcSharing sha
 
 ChunkSetting Profile::setting(int layer, FcRank rank, int n) const {
   ChunkSetting chosen{FcRank::Agreement, n_tip};
-  if (choice && choice->layers[layer].n_fc > 0) chosen = choice->layers[layer];
+  if (choice && layer < (int)choice->layers.size() && choice->layers[layer].n_fc > 0) chosen = choice->layers[layer];
   if (rank != FcRank::Auto) chosen = {rank, n_tip};
   if (n > 0) chosen.n_fc = n;
   return chosen;
@@ -282,6 +282,7 @@ ChunkChoice read_choice(const json& j, const Profile& p, const std::string& path
     for (const json& m : cands)
       c.measured[l].push_back({{read_rank(m, path), bounded(m, "fcs", 1, p.n_fc, path)},
                                read_recall(m, "copies", path), read_recall(m, "text", path)});
+    if (!c.chosen(l)) fail(path, "chunk_choice: layer " + std::to_string(l) + "'s choice is none of its candidates");
   }
   return c;
 }

@@ -17,6 +17,7 @@ struct FasaOptions {
   FcSharing sharing = FcSharing::Group;
   FcRank rank = FcRank::Auto;           // how the profile's chunks are ranked (Auto: as the profile chose per layer)
   bool adaptive = false;                // chunks per head by concentration (adaptive_chunk_counts), n_tip on average
+                                        // (with Auto: each layer's chosen ranking, not its chosen count)
   std::vector<int> dense_layers = {0};  // layers that keep full attention
   int sink = 0;                         // first tokens always kept (inside the budget)
   int recent = 0;                       // last tokens always kept (inside the budget)
