@@ -1,5 +1,7 @@
 // The chunk choice behind FASA's defaults (calib/chunk_choice.h): the rule, the probes, the recall
 // meter against its definition, the profile's record of the choice, and the policy that follows it.
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "calib/chunk_choice.h"
@@ -50,9 +52,75 @@ TEST(ChunkChoice, ProbesCopySpansOfTheFirstHalfToTheEnd) {
   }
 }
 
-// Every chunk scores exactly what full attention scores: recall 1 whatever the weights; a single chunk
-// finds less on a random model.
-TEST(ChunkChoice, AllChunksRecallEverythingAndOneChunkLess) {
+// RecallMeter's definition, written plainly for one candidate: per measured (query, head), the weight
+// (attention's share on keys older than the window) times whether full attention's top distant key is
+// among the candidate's top `pick` distant keys on its chunks alone.
+class PlainRecall : public AttentionObserver {
+ public:
+  PlainRecall(const Profile& p, const ModelConfig& c, ChunkSetting cand, RecallSettings s, int64_t copies_from,
+              int64_t span)
+      : p_(p), c_(c), cand_(cand), s_(s), copies_from_(copies_from), span_(span) {}
+  void on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override {
+    const int D = c_.head_dim, H = c_.n_head, group = H / c_.n_head_kv;
+    const FcLayout fcs(c_);
+    for (int64_t pos = p0; pos < p0 + n; ++pos) {
+      const int64_t T = pos + 1, far = T - s_.window;
+      if (far < 2 * s_.pick) continue;
+      const bool copy = pos >= copies_from_;
+      if (copy ? (pos - copies_from_) % span_ < RecallMeter::kCopyLead : pos % RecallMeter::kTextStride != 0) continue;
+      for (int h = 0; h < H; ++h) {
+        const float* qh = q + ((pos - p0) * H + h) * D;
+        const KvHeadView kv = cache.view(layer, h / group, T);
+        std::vector<int> dims;
+        for (int f : p_.dominant_fcs(layer, h / group * group, cand_.n_fc, FcSharing::Group, cand_.rank))
+          for (int d : fcs.dims(f)) dims.push_back(d);
+        std::vector<double> full(T), part(far);
+        for (int64_t j = 0; j < T; ++j)
+          for (int d = 0; d < D; ++d) full[j] += (double)qh[d] * kv.key(j, d);
+        for (int64_t j = 0; j < far; ++j)
+          for (int d : dims) part[j] += (double)qh[d] * kv.key(j, d);
+        const double top = *std::max_element(full.begin(), full.end());
+        double w_far = 0, w_all = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          const double e = std::exp((full[j] - top) * c_.attention_scale());
+          w_all += e;
+          if (j < far) w_far += e;
+        }
+        const int64_t best = std::max_element(full.begin(), full.begin() + far) - full.begin();
+        int64_t above = 0;  // the candidate's keys scoring above the best key's: it is in the top `pick` when fewer
+        for (int64_t j = 0; j < far; ++j) above += part[j] > part[best];
+        sum_[layer * 2 + copy] += w_far / w_all * (above < s_.pick);
+        weight_[layer * 2 + copy] += w_far / w_all;
+      }
+    }
+  }
+  double recall(int layer, bool copies) const { return sum_[layer * 2 + copies] / weight_[layer * 2 + copies]; }
+
+ private:
+  const Profile& p_;
+  const ModelConfig& c_;
+  ChunkSetting cand_;
+  RecallSettings s_;
+  int64_t copies_from_, span_;
+  std::vector<double> sum_ = std::vector<double>(2 * c_.n_layer), weight_ = sum_;  // [n_layer, text | copies]
+};
+
+// Several observers on one run.
+class All : public AttentionObserver {
+ public:
+  explicit All(std::vector<AttentionObserver*> all) : all_(std::move(all)) {}
+  void on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override {
+    for (AttentionObserver* o : all_) o->on_queries(layer, p0, n, q, cache);
+  }
+
+ private:
+  std::vector<AttentionObserver*> all_;
+};
+
+// The meter equals its plain definition for one and for two chunks (float against double sums: a
+// near tie could flip one key, hence the tolerance); every chunk scores exactly what full attention
+// scores (recall 1 whatever the weights); a single chunk finds less on a random model.
+TEST(ChunkChoice, MeterEqualsItsPlainDefinition) {
   test::TinyLlamaSpec spec;
   spec.n_ctx = 1024;
   spec.n_embd = 64;  // head_dim 16: 8 chunks
@@ -64,23 +132,32 @@ TEST(ChunkChoice, AllChunksRecallEverythingAndOneChunkLess) {
   RecallSettings s;
   s.window = 32;
   s.pick = 16;
-  RecallMeter meter(p, m->config, {{FcRank::Agreement, F}, {FcRank::Agreement, 1}}, s);
+  const ChunkSetting one{FcRank::Agreement, 1}, two{FcRank::Magnitude, 2};
+  RecallMeter meter(p, m->config, {{FcRank::Agreement, F}, one, two}, s);
   std::vector<int32_t> tokens(1024);
   for (int i = 0; i < 1024; ++i) tokens[i] = 3 + (i * 37) % 250;
   const auto probes = probe_windows({tokens}, s);
   ASSERT_EQ(probes.size(), 1u);
   SessionOptions so;
   so.n_ctx = 1024;
+  so.kv_types = {DType::F32, DType::F32};
   Session session(*m, so);
-  session.set_observer(&meter);
+  PlainRecall plain_one(p, m->config, one, s, probes[0].copies_from, probes[0].span),
+      plain_two(p, m->config, two, s, probes[0].copies_from, probes[0].span);
+  All all({&meter, &plain_one, &plain_two});
+  session.set_observer(&all);
   meter.start_window(probes[0].copies_from, probes[0].span);
   session.prefill(probes[0].tokens);
   const auto r = meter.recalls();
   for (int l = 0; l < m->config.n_layer; ++l) {
-    ASSERT_EQ(r[l].size(), 2u);
+    ASSERT_EQ(r[l].size(), 3u);
     EXPECT_NEAR(r[l][0].copies, 1.0, 1e-9) << l;
     EXPECT_NEAR(r[l][0].text, 1.0, 1e-9) << l;
     EXPECT_LT(r[l][1].text, 1.0) << l;
+    for (bool copies : {false, true}) {
+      EXPECT_NEAR(copies ? r[l][1].copies : r[l][1].text, plain_one.recall(l, copies), 1e-4) << l << copies;
+      EXPECT_NEAR(copies ? r[l][2].copies : r[l][2].text, plain_two.recall(l, copies), 1e-4) << l << copies;
+    }
   }
 }
 

@@ -27,7 +27,7 @@ struct BenchPlan {
 struct BenchRow {
   std::string test;  // "pp512", "tg128 @ d4096", "pp8192+tg256", "attn x20 @ d32768", "tg32 x8" (8 sequences)
   PolicyOptions policy;
-  int fcs = 0;       // FASA's chunks per head as used (from the profile or the synthetic default)
+  int fcs = 0;       // FASA's chunks per head as used (fasa_chunks: 0 where each layer takes its profile's choice)
   int threads = 0;
   BenchTest spec;
   BenchResult result;

@@ -39,9 +39,10 @@ class RecallMeter : public AttentionObserver {
   // Mean recalls per layer, in the candidates' order (layers never observed: empty).
   std::vector<std::vector<CandidateRecall>> recalls() const;
 
- private:
   static constexpr int kTextStride = 8;
   static constexpr int kCopyLead = 2;  // a copy's first tokens cannot know yet what they copy: skipped
+
+ private:
   const ModelConfig& c_;
   std::vector<ChunkSetting> cands_;
   RecallSettings s_;

@@ -53,10 +53,9 @@ std::string policy_variant(const PolicyOptions& o, const Model& m) {
   if (info.dense) return kv;
   std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : layer_list_str(o.dense_layers));
   if (policy == "doublesparse") v = "channels=" + std::to_string(doublesparse_channels(o, m.config)) + " " + v;
-  if (policy == "fasa") {  // (chunks the profile chose per layer: "chosen")
-    const bool chosen = o.fcs == 0 && o.fc_rank == FcRank::Auto && !o.synthetic_profile;
-    v = "fcs=" + (chosen ? std::string("chosen") : std::to_string(fasa_chunks(o, m))) + " sharing=" +
-        name_of(o.fc_sharing) + " " + v;
+  if (policy == "fasa") {
+    const int fcs = fasa_chunks(o, m);
+    v = "fcs=" + (fcs ? std::to_string(fcs) : std::string("chosen")) + " sharing=" + name_of(o.fc_sharing) + " " + v;
   }
   if (info.has_k_dom && wants_auto_profile(o)) v = "profile=auto " + v;
   if (policy == "fasa") {

@@ -61,8 +61,11 @@ KeyLayout SparsePolicy::key_layout(int layer, int kv_head) const {
 int fasa_chunks(const PolicyOptions& o, const Model& model) {
   if (o.attn != "fasa") return 0;
   if (o.fcs > 0) return o.fcs;
-  // Automatic and synthetic profiles keep calibration's default.
-  return o.profile.empty() || o.profile == "auto" ? default_n_tip(model.config) : load_profile(o.profile).n_tip;
+  if (o.profile.empty() && o.synthetic_profile) return default_n_tip(model.config);  // (no choice in it)
+  const bool chosen = o.fc_rank == FcRank::Auto;  // each layer as the profile chose, where it did
+  if (o.profile.empty() || o.profile == "auto") return chosen ? 0 : default_n_tip(model.config);
+  const Profile p = load_profile(o.profile);
+  return chosen && p.choice ? 0 : p.n_tip;
 }
 
 std::unique_ptr<AttentionPolicy> make_full_policy(const PolicyOptions&, const Model&, AutoProfileStore*) {

@@ -73,8 +73,10 @@ void check_policy(const PolicyOptions& opts, const Model& model, AutoProfileStor
 // The cache options of `policy` for a context of n_ctx tokens (0: the model's); throws fasa::Error
 // on a bad value, or offloading without a policy that scores on a K_dom plane.
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx);
-// The frequency chunks per head FASA scores on with these options: --fcs, else the profile's, else
-// (synthetic profile) calibration's default; 0 for other policies. For the records of a run.
+// The frequency chunks per head FASA scores on with these options: --fcs, else 0 where each layer
+// takes the count its profile chose (--fc-rank auto with a profile that has a choice, or the automatic
+// profile), else the profile's n_tip (a synthetic profile's: calibration's default); 0 for other
+// policies. For the records of a run ("fcs=chosen").
 int fasa_chunks(const PolicyOptions& opts, const Model& model);
 
 }  // namespace fasa
