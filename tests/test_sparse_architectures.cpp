@@ -1,5 +1,6 @@
 // Sparse decoding on the Gemma 3 (its global layer), Qwen3-MoE and Phi-3 shapes (`fasa make-model`,
-// random F32 weights): every policy at a budget well below the context. A recording session decodes
+// random F32 weights): every policy at a budget well below the context, FASA with its defaults (a
+// profile whose chunk choice differs from layer to layer). A recording session decodes
 // with the policy in its own cache layout (FASA's K_dom plane and all); a replay session decodes the
 // same tokens on a plain cache, attending to exactly the recorded rows, and
 //   - where a brute-force selector exists (FASA, Oracle, StreamingLLM, Quest, SparQ), recomputes the
@@ -87,7 +88,8 @@ struct BruteForce {
     if (policy == "fasa") {
       std::vector<int> dims;
       const FcLayout fcs(c);
-      for (int f : profile.dominant_fcs(q.layer, q.q_head, profile.n_tip, FcSharing::Group, FcRank::Agreement))
+      const ChunkSetting chosen = profile.setting(q.layer, FcRank::Auto, 0);
+      for (int f : profile.dominant_fcs(q.layer, q.q_head, chosen.n_fc, FcSharing::Group, chosen.rank))
         for (int d : fcs.dims(f)) dims.push_back(d);
       return top([&](int64_t j) { return dot(j, dims); }, 0, n, kBudget);
     }
@@ -173,11 +175,22 @@ void expect_sparse_equals_reference(const std::string& shape) {
   for (int i = 0; i < kPrompt; ++i) prompt[i] = (int32_t)((i * 7919 + 13) % c.n_vocab);
   SessionOptions so;
   so.kv_types = {DType::F32, DType::F32};  // the brute force reads what the policy read
+  // FASA's and DoubleSparse's profile: seeded statistics, and a chunk choice that alternates between
+  // a quarter of the chunks by agreement and half by magnitude (the default, --fc-rank auto, follows it)
+  Profile profile = synthetic_profile(*model, default_n_tip(c), 1);
+  profile.top_k = 1;  // (a file needs one)
+  ChunkChoice choice;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const ChunkSetting s = l % 2 ? ChunkSetting{FcRank::Magnitude, profile.n_fc / 2} : ChunkSetting{FcRank::Agreement, profile.n_fc / 4};
+    choice.layers.push_back(s);
+    choice.measured.push_back({{s, 0.95, 0.95}});
+  }
+  profile.choice = choice;
   PolicyOptions o;
-  o.synthetic_profile = true;  // FASA's and DoubleSparse's chunks: seeded (Profile via policy_profile)
+  o.profile = test::temp_dir() + "/" + shape + ".profile.json";
+  save_profile(profile, o.profile);
   o.budget = Budget::count(kBudget);
   o.dense_layers = {};
-  const Profile profile = synthetic_profile(*model, default_n_tip(c), o.seed);
   for (const PolicyInfo& info : policy_registry()) {
     if (info.dense) continue;
     o.attn = info.name;

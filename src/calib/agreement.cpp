@@ -93,6 +93,21 @@ void unpack_chunk_keys(const KvCache& cache, int layer, int64_t n_rows, const Fc
   }
 }
 
+void chunk_scores(const float* q, const FcLayout& fcs, const float* first, const float* second, int64_t n_rows,
+                  int64_t T, std::vector<float>& partial, std::vector<float>& full) {
+  const int F = fcs.n_fc();
+  partial.resize((size_t)F * T);
+  full.assign(T, 0.0f);
+  for (int f = 0; f < F; ++f) {
+    const auto d = fcs.dims(f);
+    const float qa = q[d[0]], qb = q[d[1]];
+    const float *a = &first[(size_t)f * n_rows], *b = &second[(size_t)f * n_rows];
+    float* p = &partial[(size_t)f * T];
+    for (int64_t j = 0; j < T; ++j) p[j] = qa * a[j] + qb * b[j];
+    for (int64_t j = 0; j < T; ++j) full[j] += p[j];
+  }
+}
+
 AgreementMeter::AgreementMeter(const ModelConfig& c, int top_k, int64_t min_pos, int stride)
     : n_head_(c.n_head), n_head_kv_(c.n_head_kv), head_dim_(c.head_dim), fcs_(c), top_k_(top_k), min_pos_(min_pos),
       stride_(stride),
@@ -129,17 +144,7 @@ void AgreementMeter::on_queries(int layer, int64_t p0, int n, const float* q, co
       const int kv_head = i % HKV;
       for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
         const float* qh = q + ((size_t)(pos - p0) * H + h) * D;
-        partial.resize((size_t)F * T);
-        full.assign(T, 0.0f);
-        for (int f = 0; f < F; ++f) {
-          const auto d = fcs_.dims(f);
-          const float qa = qh[d[0]], qb = qh[d[1]];
-          const float* a = &first[((size_t)kv_head * F + f) * Tm];
-          const float* b = &second[((size_t)kv_head * F + f) * Tm];
-          float* p = &partial[(size_t)f * T];
-          for (int64_t j = 0; j < T; ++j) p[j] = qa * a[j] + qb * b[j];
-          for (int64_t j = 0; j < T; ++j) full[j] += p[j];
-        }
+        chunk_scores(qh, fcs_, &first[(size_t)kv_head * F * Tm], &second[(size_t)kv_head * F * Tm], Tm, T, partial, full);
         top_k_mask(full.data(), T, K, top, mask);
         top.resize(K);
         for (int f = 0; f < F; ++f)

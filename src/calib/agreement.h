@@ -48,6 +48,11 @@ class AgreementMeter : public AttentionObserver {
 void unpack_chunk_keys(const KvCache& cache, int layer, int64_t n_rows, const FcLayout& fcs, std::vector<float>& first,
                        std::vector<float>& second);
 
+// One query head's partial score on every chunk over rows 0..T-1 of one KV head's unpacked keys (first,
+// second: that head's [n_fc, n_rows] planes), and their sum, the full q.k: partial [n_fc, T], full [T].
+void chunk_scores(const float* q, const FcLayout& fcs, const float* first, const float* second, int64_t n_rows,
+                  int64_t T, std::vector<float>& partial, std::vector<float>& full);
+
 // Token windows of a long text for dense runs: the first `n_ctx` tokens, then each next slice with
 // BOS prepended (when the model has one), as perplexity tools do.
 std::vector<std::vector<int32_t>> token_windows(const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos);

@@ -66,17 +66,8 @@ void RecallMeter::on_queries(int layer, int64_t p0, int n, const float* q, const
       const int64_t T = m.pos + 1, n_far = T - s_.window;
       for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
         const float* qh = q + ((size_t)(m.pos - p0) * H + h) * D;
-        partial.resize((size_t)F * T);
-        full.assign(T, 0.0f);
-        for (int f = 0; f < F; ++f) {
-          const auto d = fcs.dims(f);
-          const float qa = qh[d[0]], qb = qh[d[1]];
-          const float* a = &first[((size_t)kv_head * F + f) * n_rows];
-          const float* b = &second[((size_t)kv_head * F + f) * n_rows];
-          float* p = &partial[(size_t)f * T];
-          for (int64_t j = 0; j < T; ++j) p[j] = qa * a[j] + qb * b[j];
-          for (int64_t j = 0; j < T; ++j) full[j] += p[j];
-        }
+        chunk_scores(qh, fcs, &first[(size_t)kv_head * F * n_rows], &second[(size_t)kv_head * F * n_rows], n_rows, T,
+                     partial, full);
         // The weight of this (query, head): its attention's share on the distant keys.
         const float top_score = *std::max_element(full.begin(), full.end());
         double far = 0, all = 0;
