@@ -88,7 +88,8 @@ std::string FasaPolicy::summary() const {
     if (by[(int)r] > 0) {
       if (chunks.back() != ' ') chunks += ", ";
       chunks += name_of(r);
-      if (by[(int)r] < (int)settings_.size()) chunks += " (" + std::to_string(by[(int)r]) + " layers)";
+      if (by[(int)r] < (int)settings_.size())
+        chunks += " (" + std::to_string(by[(int)r]) + (by[(int)r] == 1 ? " layer)" : " layers)");
     }
   if (opts_.rank == FcRank::Auto && !settings_.empty()) chunks += profile_chose_ ? " (the profile's choice)" : " (the profile has no choice: agreement)";
   return SparsePolicy::summary() + buf + chunks;
