@@ -6,6 +6,7 @@
 
 #include "api/generation.h"
 #include "calib/auto_profile.h"
+#include "calib/chunk_choice.h"
 #include "fasa/fasa.h"
 #include "model/chat_template.h"
 #include "model/model.h"
@@ -111,10 +112,11 @@ void Context::after_eval(bool prefill) {
     // (another context may have kept one meanwhile: then its chunk choice's probe is not run here)
     const std::optional<Profile> earlier = autos.find();
     const KeptProfile kept = earlier ? KeptProfile{*earlier, false, ""} : autos.keep(profiler_->profile(tokens_));
-    go_sparse(!kept.mine ? "automatic profile of an earlier prompt"
-                                       : "automatic profile from this prompt's first " +
-                                             std::to_string(PromptProfiler::kMinTokens) + " tokens" +
-                                             (kept.file.empty() ? std::string() : ", cached in " + kept.file));
+    const std::string check = choice_warning(kept.profile);  // the self-check, as `fasa calibrate` prints it
+    go_sparse((!kept.mine ? "automatic profile of an earlier prompt"
+                          : "automatic profile from this prompt's first " + std::to_string(PromptProfiler::kMinTokens) +
+                                " tokens" + (kept.file.empty() ? std::string() : ", cached in " + kept.file)) +
+              (check.empty() ? "" : "; " + check));
   } else if (prefill) {  // another context (a server slot) may have made one since
     if (autos.find()) go_sparse("automatic profile of an earlier prompt");
   }
