@@ -35,16 +35,16 @@ std::vector<std::vector<int32_t>> text_windows(const Model& m, const std::string
   return token_windows(tokens, n_ctx > 0 ? n_ctx : m.config.n_ctx_train, m.tokenizer.bos());
 }
 
-void run_dense_windows(const Model& m, const std::string& text, int64_t n_ctx, AttentionObserver& observer,
-                       const std::string& progress_label, int64_t* n_tokens) {
-  if (n_ctx <= 0) n_ctx = m.config.n_ctx_train;
-  const auto windows = text_windows(m, text, n_ctx, n_tokens);
+void run_dense_windows(const Model& m, const std::vector<std::vector<int32_t>>& windows, AttentionObserver& observer,
+                       const std::string& progress_label) {
   int64_t total = 0;
-  for (auto& w : windows) total += (int64_t)w.size() * m.config.n_global_layers();  // (the observer's layers)
+  SessionOptions so;
+  for (auto& w : windows) {
+    total += (int64_t)w.size() * m.config.n_global_layers();  // (the observer's layers)
+    so.n_ctx = std::max<int64_t>(so.n_ctx, (int64_t)w.size());
+  }
   ProgressBar bar(progress_label, total);
   ProgressObserver counting(observer, bar);
-  SessionOptions so;
-  so.n_ctx = n_ctx;
   for (auto& w : windows) {
     Session s(m, so);
     s.set_observer(&counting);
@@ -73,14 +73,15 @@ Profile calibrate(const Model& m, const std::string& text, const std::string& te
     throw Error("fcs: " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
   AgreementMeter meter(c, o.top_k, o.min_pos);
   int64_t n_tokens = 0;
-  run_dense_windows(m, text, o.n_ctx, meter, "calibrating", &n_tokens);
+  const auto windows = text_windows(m, text, o.n_ctx, &n_tokens);
+  run_dense_windows(m, windows, meter, "calibrating");
   if (meter.fc_queries() == 0)
     throw Error("no query was measured: the text needs more than max(--min-pos, --topk) = " +
                 std::to_string(std::max<int64_t>(o.min_pos, o.top_k)) + " tokens per window");
   Profile p = profile_from_agreement(m, meter, n_tip, o.top_k, o.min_pos);
   p.calibration_text = text_name;
   p.calibration_tokens = n_tokens;
-  p.choice = choose_chunks(m, p, text_windows(m, text, o.n_ctx), o.n_tip);
+  p.choice = choose_chunks(m, p, windows, o.n_tip);
   return p;
 }
 

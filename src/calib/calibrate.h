@@ -20,10 +20,10 @@ struct CalibrationOptions {
 std::vector<std::vector<int32_t>> text_windows(const Model& m, const std::string& text, int64_t n_ctx,
                                                int64_t* n_tokens = nullptr);
 
-// Runs `fn(window)` over the token windows of `text` with a dense session, with the `observer`
-// attached; reports progress. Shared by calibration and CA evaluation.
-void run_dense_windows(const Model& m, const std::string& text, int64_t n_ctx, AttentionObserver& observer,
-                       const std::string& progress_label, int64_t* n_tokens = nullptr);
+// Prefills each of `windows` in a dense session of its own with the `observer` attached; reports
+// progress.
+void run_dense_windows(const Model& m, const std::vector<std::vector<int32_t>>& windows, AttentionObserver& observer,
+                       const std::string& progress_label);
 
 class AgreementMeter;
 // The profile of what `meter` measured (calibration_text and _tokens left for the caller).

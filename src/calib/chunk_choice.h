@@ -53,8 +53,8 @@ class RecallMeter : public AttentionObserver {
   std::vector<double> weight_;  // [n_layer, 2] the weights' sums
 };
 
-// Probe windows of `windows` (token windows of the calibration text): each ends with `n_copies`
-// spans copied from its first half; `copies_from` says where the copies begin. Windows too short to
+// Probe windows of `windows` (token windows of the calibration text): each ends with 4 spans of
+// `span` tokens copied from its first half; `copies_from` says where the copies begin. Windows too short to
 // hold copies far from their originals are left out.
 struct ProbeWindow {
   std::vector<int32_t> tokens;
