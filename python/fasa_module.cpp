@@ -292,8 +292,10 @@ PYBIND11_MODULE(_fasa, m) {
         py::dict d;
         d["path"] = i.path, d["format"] = i.format, d["arch"] = i.arch, d["n_params"] = i.n_params;
         d["n_ctx_train"] = i.n_ctx_train, d["n_vocab"] = i.n_vocab, d["chat_format"] = i.chat_format;
+        d["weight_bytes"] = i.weight_bytes, d["packed_weight_bytes"] = i.packed_weight_bytes;
         return d;
-      }, "The model: path, format, arch, n_params, n_ctx_train, n_vocab, chat_format.")
+      }, "The model: path, format, arch, n_params, n_ctx_train, n_vocab, chat_format, weight_bytes, "
+         "packed_weight_bytes (of them, the copy packed for this CPU).")
       .def("tokenize", [](const Engine& e, const std::string& text, bool add_bos, bool parse_special) {
         return e.tokenize(text, add_bos, parse_special);
       }, py::arg("text"), py::arg("add_bos") = true, py::arg("parse_special") = false)

@@ -124,6 +124,9 @@ TEST_F(ServerTest, HealthModelsAndMetrics) {
   EXPECT_NE(metrics->body.find("fasa_requests_total{code=\"200\"}"), std::string::npos);
   EXPECT_NE(metrics->body.find("fasa_generated_tokens_total 4"), std::string::npos) << metrics->body;
   EXPECT_NE(metrics->body.find("fasa_kv_bytes_read_total"), std::string::npos);
+  const size_t at = metrics->body.find("\nfasa_resident_bytes ");  // the process holds at least the weights
+  ASSERT_NE(at, std::string::npos) << metrics->body;
+  EXPECT_GE(std::stod(metrics->body.substr(at + 21)), (double)engine_->info().weight_bytes);
 }
 
 TEST_F(ServerTest, CompletionAtTemperatureZeroEqualsTheApi) {

@@ -14,6 +14,7 @@
 //
 // Every failure (bad file, bad option, prompt longer than the context) throws fasa::Error.
 // One Engine may serve many Contexts on different threads at once; a Context is single-threaded.
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -46,6 +47,8 @@ struct ModelInfo {
   int64_t n_ctx_train = 0;
   int n_vocab = 0;
   std::string chat_format;   // "llama3", "chatml", "mistral", "phi3", "gemma" or "plain" (no or unknown template)
+  size_t weight_bytes = 0;   // the weight matrices, held once
+  size_t packed_weight_bytes = 0;  // of them, the copy packed for this CPU (the rest read in place from the file)
 };
 
 class Engine {

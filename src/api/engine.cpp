@@ -14,6 +14,7 @@
 #include "model/session.h"
 #include "sparse/fasa.h"
 #include "sparse/policy.h"
+#include "util/memory.h"
 
 namespace fasa {
 
@@ -28,7 +29,8 @@ Engine::Engine(const std::string& model_path)
     : model_(load_model(model_path)), auto_profiles_(std::make_unique<AutoProfileStore>(*model_)) {
   const ModelConfig& c = model_->config;
   info_ = {model_->path, model_->format, c.arch, model_->n_params(), c.n_ctx_train, c.n_vocab,
-           chat_format_name(detect_chat_format(model_->chat_template))};
+           chat_format_name(detect_chat_format(model_->chat_template)), model_->weight_bytes(),
+           model_->packed_weight_bytes()};
 }
 
 Engine::~Engine() = default;

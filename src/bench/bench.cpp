@@ -12,6 +12,7 @@
 #include "model/session.h"
 #include "select/group_attention.h"
 #include "fasa/error.h"
+#include "util/memory.h"
 
 namespace fasa {
 
@@ -97,6 +98,7 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
   }
   r.memory = seqs[0]->cache().memory();
   r.memory.rss = resident_memory_bytes();
+  r.peak_rss = peak_resident_memory_bytes();
   return r;
 }
 
@@ -144,6 +146,7 @@ BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy,
     r.samples_ts.push_back(steps / seconds_since(t0));
     r.kv_bytes_per_token = (double)(cache.bytes_read() - bytes0) / steps;
   }
+  r.peak_rss = peak_resident_memory_bytes();
   return r;
 }
 

@@ -30,6 +30,7 @@ struct BenchResult {
   std::vector<double> samples_ts;        // tokens/s of each repetition
   double kv_bytes_per_token = 0;         // decode tests: KV bytes read per decoded token (of one sequence)
   KvMemory memory;                       // the (first sequence's) cache's placement after the last repetition
+  size_t peak_rss = 0;                   // the process's peak resident bytes when the test ended (covers earlier tests)
   double mean() const;
   double stddev() const;
   double median() const;

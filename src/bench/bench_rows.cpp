@@ -192,7 +192,8 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
                         {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", name_of(shared.cache.key_type)},
                         {"type_v", name_of(shared.cache.value_type)}, {"tip_int8", pol.has_k_dom && shared.cache.tip_int8}, {"kv_bytes_read_per_token", r.result.kv_bytes_per_token},
                         {"achieved_gbps", row_gbps(r, info)}, {"kv_offload", offload_str(r.policy.cache.offload)},
-                        {"kv_prefetch", r.policy.cache.offload.offloaded() && r.policy.cache.offload.prefetch}};
+                        {"kv_prefetch", r.policy.cache.offload.offloaded() && r.policy.cache.offload.prefetch},
+                        {"peak_rss_mib", r.result.peak_rss / 1048576.0}};
     if (!info.plan->attention_only) j.update(kv_memory_json(r.result.memory));
     if (lines) out += j.dump() + "\n";  // one object per line
     else all.push_back(std::move(j));
@@ -209,16 +210,17 @@ std::string render_bench_rows(const std::vector<BenchRow>& rows, const BenchRunI
   std::string out;
   if (format == "csv") {  // numbers only in numeric columns, units in the header
     out = "model,size_gib,params_b,attn,budget,fcs,threads,test,n_parallel,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,median_ts,"
-          "kv_mib_per_token,gbps,notes\n";
+          "kv_mib_per_token,gbps,peak_rss_mib,notes\n";
     for (const BenchRow& r : rows) {
       const double gbps = row_gbps(r, info);
-      out += fmt("%s,%.4f,%.4f,%s,%s,%d,%d,%s,%d,%d,%d,%lld,%.3f,%.3f,%.3f,%s,%s,%s\n",
+      out += fmt("%s,%.4f,%.4f,%s,%s,%d,%d,%s,%d,%d,%d,%lld,%.3f,%.3f,%.3f,%s,%s,%.1f,%s\n",
                     csv_cell(name).c_str(), size_gib, params_b, r.policy.attn.c_str(),
                     policy_info(r.policy.attn).dense ? "" : csv_cell(info.policy->budget.str()).c_str(), r.fcs, r.threads,
                     csv_cell(r.test).c_str(), r.spec.n_parallel, r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, r.result.mean(),
                     r.result.stddev(), r.result.median(),
                     r.spec.n_gen > 0 ? fmt("%.4f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
-                    gbps > 0 ? fmt("%.2f", gbps).c_str() : "", csv_cell(row_notes(r, rows, info)).c_str());
+                    gbps > 0 ? fmt("%.2f", gbps).c_str() : "", r.result.peak_rss / 1048576.0,
+                    csv_cell(row_notes(r, rows, info)).c_str());
     }
     return out;
   }

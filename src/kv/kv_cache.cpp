@@ -1,28 +1,16 @@
 #include "kv/kv_cache.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <exception>
 #include <cstdio>
-#include <fstream>
 #include <numeric>
 #include <string>
 
 #include "fasa/error.h"
+#include "util/memory.h"
 
 namespace fasa {
-
-size_t available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  size_t kib;
-  while (meminfo >> key >> kib)
-    if (key == "MemAvailable:") return kib * 1024;
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);  // no /proc: all of it
-  return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
-}
 
 namespace {
 std::string gib(double bytes) {
@@ -46,13 +34,6 @@ KeyLayout checked_layout(KeyLayout l, int head_dim) {
   return l;
 }
 }  // namespace
-
-size_t resident_memory_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  size_t pages = 0, resident = 0;
-  if (!(statm >> pages >> resident)) return 0;
-  return resident * (size_t)sysconf(_SC_PAGE_SIZE);
-}
 
 KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts, KvTypes types,
                  const KvOffloadOptions& offload, const std::vector<int64_t>& ring)

@@ -132,9 +132,5 @@ class KvCache {
   mutable std::atomic<uint64_t> bytes_read_{0};  // the views' reads (bytes_read())
 };
 
-// Bytes of memory available for new allocations (MemAvailable; 0 when unknown).
-size_t available_memory_bytes();
-// This process's resident memory in bytes (0 when unknown).
-size_t resident_memory_bytes();
 
 }  // namespace fasa

@@ -10,6 +10,7 @@
 
 #include "fasa/error.h"
 #include "ops/packed_rows.h"
+#include "util/memory.h"
 
 namespace fasa {
 
@@ -195,22 +196,46 @@ void release_file_pages(const uint8_t* p, size_t n, const std::vector<std::vecto
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-// A copy of m's rows packed for the decode matmul, where this CPU has the kernel for m's type. Packed
-// Q4_K, Q6_K and Q4_0 rows serve every batch (matmul.cpp), so the file's copy of them leaves memory: the
-// model's resident size stays what the file is.
-void pack_for_decode(Matrix& m, const std::vector<std::vector<uint8_t>>& owned, std::vector<HugeBuffer>& packed) {
-  if (!has_packed_rows(m.type) || m.cols % 32 != 0) return;
-  const int64_t groups = m.rows / kDirectRows;
-  const size_t group_bytes = packed_group_bytes(m.type, m.cols);
-  HugeBuffer& buf = packed.emplace_back(groups * group_bytes);
-#pragma omp parallel for schedule(static)
-  for (int64_t g = 0; g < groups; ++g) {
-    const void* rows[kDirectRows];
-    for (int i = 0; i < kDirectRows; ++i) rows[i] = m.row(g * kDirectRows + i);
-    pack_rows(m.type, rows, m.cols, buf.data() + g * group_bytes);
+// The bytes of m's rows packed for the decode matmul (ops/packed_rows.h), or 0 where this CPU has no
+// kernel for m's type. The last rows % kDirectRows rows stay in the file.
+size_t packed_bytes(const Matrix& m) {
+  if (!has_packed_rows(m.type) || m.cols % 32 != 0) return 0;
+  return (size_t)(m.rows / kDirectRows) * packed_group_bytes(m.type, m.cols);
+}
+
+// Every packable matrix's rows, packed one matrix after another into one buffer: a packed matrix serves
+// every batch (matmul.cpp; Q8_0's tiles read the packed copy too), so the file's copy of its rows leaves
+// memory as soon as it is packed. The peak holds the packed copies plus one matrix's file pages, and the
+// model's resident size stays what the file is. One buffer, not one per matrix: a 2 MiB-page buffer per
+// expert would round each up (a qwen3-30b-a3b shape at Q4_0 took more than 24 GiB for its 17 GB).
+void pack_for_decode(const std::vector<Matrix*>& matrices, ModelWeights& w, const std::string& source) {
+  constexpr size_t kAlign = 64;  // each matrix's packed rows start on a cache line
+  size_t total = 0;
+  for (const Matrix* m : matrices) total += (packed_bytes(*m) + kAlign - 1) / kAlign * kAlign;
+  if (total == 0) return;
+  if (const size_t have = available_memory_bytes(); have && (double)total > 0.9 * (double)have) {
+    std::fprintf(stderr,
+                 "note: %s: the weights packed for this CPU would take %s, more than the %s of memory available; "
+                 "they are read in place from the file instead (slower; the system pages them in and out as "
+                 "needed)\n", source.c_str(), mib_text((double)total).c_str(), mib_text((double)have).c_str());
+    return;
   }
-  m.packed = buf.data();
-  if (m.type != DType::Q8_0) release_file_pages(m.data, (size_t)(groups * kDirectRows) * m.row_bytes, owned);
+  uint8_t* out = w.packed.emplace(total).data();
+  for (Matrix* m : matrices) {
+    const size_t bytes = packed_bytes(*m);
+    if (bytes == 0) continue;
+    const int64_t groups = m->rows / kDirectRows;
+    const size_t group_bytes = packed_group_bytes(m->type, m->cols);
+#pragma omp parallel for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) {
+      const void* rows[kDirectRows];
+      for (int i = 0; i < kDirectRows; ++i) rows[i] = m->row(g * kDirectRows + i);
+      pack_rows(m->type, rows, m->cols, out + g * group_bytes);
+    }
+    m->packed = out;
+    release_file_pages(m->data, (size_t)(groups * kDirectRows) * m->row_bytes, w.owned);
+    out += (bytes + kAlign - 1) / kAlign * kAlign;
+  }
 }
 
 }  // namespace
@@ -270,13 +295,13 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     L.w_down = bind_matrix(lookup, n(names.w_down), cfg.n_embd, cfg.n_ff, src, w.owned);
     w.layers.push_back(std::move(L));
   }
-  pack_for_decode(w.output, w.owned, w.packed);
+  std::vector<Matrix*> matrices{&w.output};
   for (LayerWeights& L : w.layers) {
-    for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack_for_decode(*m, w.owned, w.packed);
-    for (auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})  // (packed Q8_0 would double their memory)
-      for (Matrix& m : *experts)
-        if (m.type != DType::Q8_0) pack_for_decode(m, w.owned, w.packed);
+    for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) matrices.push_back(m);
+    for (auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})
+      for (Matrix& m : *experts) matrices.push_back(&m);
   }
+  pack_for_decode(matrices, w, src);
   return w;
 }
 
@@ -296,6 +321,13 @@ int64_t Model::n_params() const {
   if (c.qk_norm) per_layer += 2LL * c.head_dim;
   if (c.post_norms) per_layer += 2LL * c.n_embd;
   return (int64_t)c.n_vocab * c.n_embd * (c.tied_output ? 1 : 2) + c.n_embd + per_layer * c.n_layer;
+}
+
+size_t dense_kv_bytes(const ModelConfig& c, int64_t n_ctx) {
+  const size_t row = (size_t)c.n_head_kv * c.head_dim * 2 * sizeof(uint16_t);  // K and V, F16
+  size_t rows = 0;
+  for (int l = 0; l < c.n_layer; ++l) rows += (size_t)(c.sliding(l) ? std::min<int64_t>(n_ctx, c.sliding_window) : n_ctx);
+  return rows * row;
 }
 
 size_t Model::weight_bytes(bool one_token) const {

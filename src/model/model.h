@@ -24,7 +24,13 @@ struct Model {
   // The matrices' bytes; one_token: those one token's step reads (one embedding row; a mixture of
   // experts: only the experts it uses).
   size_t weight_bytes(bool one_token = false) const;
+  // Of those, the bytes held as this CPU's packed copy (the file's pages of its rows dropped); the rest
+  // are read in place from the mapped file.
+  size_t packed_weight_bytes() const { return weights.packed ? weights.packed->size() : 0; }
 };
+
+// A dense F16 KV cache's bytes for n_ctx tokens (a sliding layer keeps its window).
+size_t dense_kv_bytes(const ModelConfig& c, int64_t n_ctx);
 
 // `path` is a .gguf file or a Hugging Face model directory. Throws fasa::Error naming the file.
 std::unique_ptr<Model> load_model(const std::string& path);

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "io/mapped_file.h"
@@ -43,7 +44,7 @@ struct ModelWeights {
   Matrix output;                    // [n_vocab, n_embd]; the embedding itself when tied
   std::vector<std::shared_ptr<const MappedFile>> mappings;  // keep the bytes above alive
   std::vector<std::vector<uint8_t>> owned;  // aligned copies of misaligned tensors
-  std::vector<HugeBuffer> packed;           // the matrices' packed copies (Matrix::packed)
+  std::optional<HugeBuffer> packed;  // the matrices' packed copies, one after another (Matrix::packed)
 };
 
 }  // namespace fasa

@@ -110,6 +110,13 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
     const int64_t whole = rows / kTileGroupRows * kTileGroupRows;
 #pragma omp parallel for schedule(dynamic, chunk_of(kTileGroupRows * W.row_bytes, whole / kTileGroupRows))
     for (int64_t r0 = 0; r0 < whole; r0 += kTileGroupRows) {
+      if (W.packed) {  // packed Q8_0: the file's pages of these rows were dropped (model.cpp)
+        static_assert(kTileGroupRows == 2 * kDirectRows, "a tile is two packed groups");
+        const size_t gb = packed_group_bytes(W.type, cols);
+        const uint8_t* a = W.packed + r0 / kDirectRows * gb;
+        quant_tile_packed_q8_0(a, a + gb, xq.data(), n_tokens, cols, Y + r0, rows);
+        continue;
+      }
       const void* group[kTileGroupRows];
       for (int i = 0; i < kTileGroupRows; ++i) group[i] = W.row(r0 + i);
       quant_tile(W.type, group, xq.data(), n_tokens, cols, Y + r0, rows);

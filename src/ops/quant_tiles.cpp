@@ -9,6 +9,7 @@
 #endif
 
 #include "fasa/error.h"
+#include "ops/packed_rows.h"
 
 namespace fasa {
 
@@ -139,6 +140,23 @@ void pack_q8_0(const void* const* rows, int64_t n, PackedQ8& g) {
   }
 }
 
+// The same group from two groups of 8 rows packed for decode (ops/packed_rows.h): their 4-column
+// chunks of 8 rows' quants + 128 are the tile's bytes for rows 0-7 and 8-15.
+void unpack_decode_groups_q8_0(const uint8_t* group_a, const uint8_t* group_b, int64_t n, PackedQ8& g) {
+  const int64_t nb = n / 32;
+  const size_t block_bytes = packed_group_bytes(DType::Q8_0, 32);  // 8 fp16 scales + 8 chunks x 8 rows x 4
+  g.q.resize((size_t)nb * 32 * R);
+  g.d.resize((size_t)nb * R);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* half[2] = {group_a + b * block_bytes, group_b + b * block_bytes};
+    uint8_t* q = &g.q[(size_t)b * 32 * R];
+    for (int h = 0; h < 2; ++h) {
+      for (int r = 0; r < 8; ++r) g.d[b * R + 8 * h + r] = fp16_at(half[h] + 2 * r);
+      for (int c = 0; c < 8; ++c) std::memcpy(q + (c * R + 8 * h) * 4, half[h] + 16 + c * 32, 32);
+    }
+  }
+}
+
 // TT tokens against a packed Q8_0 group: per row and token, eight float lanes (one per 4-column chunk
 // of a block) accumulate d_w * d_x * chunk sum over the blocks, as dot_direct's 8-lane vector does.
 template <int TT>
@@ -165,6 +183,13 @@ void multiply_q8_tokens(const PackedQ8& g, const QuantizedActs* x, int64_t n, fl
     const __m512 b = _mm512_add_ps(_mm512_add_ps(acc[t][1], acc[t][5]), _mm512_add_ps(acc[t][3], acc[t][7]));
     _mm512_storeu_ps(y + t * ldy, _mm512_add_ps(a, b));
   }
+}
+
+void multiply_all_q8(const PackedQ8& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y, int64_t ldy) {
+  constexpr int kTokens = 2;  // per pass: eight accumulators per token fill the registers
+  int k = 0;
+  for (; k + kTokens <= n_tokens; k += kTokens) multiply_q8_tokens<kTokens>(g, x + k, n, y + k * ldy, ldy);
+  for (; k < n_tokens; ++k) multiply_q8_tokens<1>(g, x + k, n, y + k * ldy, ldy);
 }
 
 template <bool Q6>
@@ -195,13 +220,9 @@ void quant_tile(DType t, const void* const* rows, const QuantizedActs* x, int n_
   if (!has_quant_tiles(t)) throw Error(std::string("no tiled kernel for tensor type ") + dtype_name(t));
 #if FASA_QUANT_TILES
   if (t == DType::Q8_0) {
-    constexpr int kTokens = 2;  // per pass: eight accumulators per token fill the registers
     thread_local PackedQ8 q8;
     pack_q8_0(rows, n, q8);
-    int k = 0;
-    for (; k + kTokens <= n_tokens; k += kTokens) multiply_q8_tokens<kTokens>(q8, x + k, n, y + k * ldy, ldy);
-    for (; k < n_tokens; ++k) multiply_q8_tokens<1>(q8, x + k, n, y + k * ldy, ldy);
-    return;
+    return multiply_all_q8(q8, x, n_tokens, n, y, ldy);
   }
   thread_local PackedGroup g;
   pack_group(t, rows, n, g);
@@ -211,6 +232,18 @@ void quant_tile(DType t, const void* const* rows, const QuantizedActs* x, int n_
     multiply_all<false>(g, x, n_tokens, n, y, ldy);
 #else
   (void)rows, (void)x, (void)n_tokens, (void)n, (void)y, (void)ldy;
+#endif
+}
+
+void quant_tile_packed_q8_0(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs* x, int n_tokens,
+                            int64_t n, float* y, int64_t ldy) {
+  if (!has_quant_tiles(DType::Q8_0)) throw Error("no tiled kernel for tensor type Q8_0");
+#if FASA_QUANT_TILES
+  thread_local PackedQ8 q8;
+  unpack_decode_groups_q8_0(group_a, group_b, n, q8);
+  multiply_all_q8(q8, x, n_tokens, n, y, ldy);
+#else
+  (void)group_a, (void)group_b, (void)x, (void)n_tokens, (void)n, (void)y, (void)ldy;
 #endif
 }
 

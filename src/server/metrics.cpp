@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "util/memory.h"
 
 namespace fasa {
 
@@ -34,6 +35,10 @@ std::string ServerMetrics::render(int active, int waiting, int batch, int64_t pr
   metric(out, "fasa_requests_waiting", "gauge", "Requests waiting for a free slot.", waiting);
   metric(out, "fasa_batch_size", "gauge", "Generations advancing together in each forward pass.", batch);
   metric(out, "fasa_batch_prompt_tokens_pending", "gauge", "Prompt tokens of the batch still to prefill.", (double)prefilling);
+  metric(out, "fasa_resident_bytes", "gauge", "The server process's resident memory (weights, KV caches, buffers).",
+         (double)resident_memory_bytes());
+  metric(out, "fasa_peak_resident_bytes", "gauge", "Its peak resident memory since it started.",
+         (double)peak_resident_memory_bytes());
   return out;
 }
 

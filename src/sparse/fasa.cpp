@@ -83,13 +83,17 @@ std::string FasaPolicy::summary() const {
     hi = std::max(hi, s.n_fc);
     by[(int)s.rank]++;
   }
-  std::string chunks = settings_.empty() ? "" : ", " + std::to_string(lo) + (hi > lo ? "-" + std::to_string(hi) : "") + " chunks by ";
+  // (appended piece by piece: GCC 12 warns, wrongly, on "-" + std::to_string(n) here)
+  std::string chunks;
+  if (!settings_.empty()) chunks.append(", ").append(std::to_string(lo));
+  if (hi > lo) chunks.append("-").append(std::to_string(hi));
+  if (!settings_.empty()) chunks.append(" chunks by ");
   for (FcRank r : {FcRank::Agreement, FcRank::Magnitude})
     if (by[(int)r] > 0) {
-      if (chunks.back() != ' ') chunks += ", ";
-      chunks += name_of(r);
+      if (chunks.back() != ' ') chunks.append(", ");
+      chunks.append(name_of(r));
       if (by[(int)r] < (int)settings_.size())
-        chunks += " (" + std::to_string(by[(int)r]) + (by[(int)r] == 1 ? " layer)" : " layers)");
+        chunks.append(" (").append(std::to_string(by[(int)r])).append(by[(int)r] == 1 ? " layer)" : " layers)");
     }
   if (opts_.rank == FcRank::Auto && !settings_.empty()) chunks += profile_chose_ ? " (the profile's choice)" : " (the profile has no choice: agreement)";
   return SparsePolicy::summary() + buf + chunks;
