@@ -35,6 +35,20 @@ void feed_difference(Context& ctx, const std::vector<int32_t>& ids) {
   ctx.feed_tokens(std::vector<int32_t>(ids.begin() + (int64_t)common, ids.end()));
 }
 
+// The conversation's prompt with room for a reply of `reply_room` tokens: the oldest turns after a
+// system prompt are dropped until it fits, as llama-cli's context shift forgets the oldest tokens;
+// `dropped` counts them. Empty when the newest turn alone does not fit.
+std::vector<int32_t> fit_conversation(const Engine& engine, std::vector<ChatMessage>& messages, int64_t n_ctx,
+                                      int64_t reply_room, int& dropped) {
+  const size_t first = !messages.empty() && messages.front().role == "system" ? 1 : 0;
+  for (dropped = 0;; ++dropped) {
+    std::vector<int32_t> ids = engine.tokenize(engine.chat_prompt(messages), true, true);
+    if ((int64_t)ids.size() + reply_room <= n_ctx) return ids;
+    if (messages.size() - first <= 1) return {};
+    messages.erase(messages.begin() + (std::ptrdiff_t)first);
+  }
+}
+
 }  // namespace
 
 int chat(ChatOptions o) {
@@ -54,10 +68,15 @@ int chat(ChatOptions o) {
   if (!o.system_prompt.empty()) messages.push_back({"system", o.system_prompt});
   GenerationOptions gen;
   gen.sampling = o.sampling;
-  // Without a template the turns are "role: content" lines; a reply ends where it starts the next one.
+  // Without a template the turns are "role: content" lines: a reply is one line (a plain model has no
+  // end-of-turn token, and would otherwise write on to the end of the context), at most kPlainReply
+  // tokens unless -n says otherwise.
   const bool plain = engine.info().chat_format == "plain";
-  if (plain) gen.stop = {"\nuser:"};
-  int status = 0;
+  constexpr int kPlainReply = 256;
+  if (plain) gen.stop = {"\n"};
+  const int reply_cap = o.n_predict >= 0 ? o.n_predict : plain ? kPlainReply : -1;
+  // Room kept for a reply when old turns must go: the cap, at most a quarter of the context.
+  const int64_t reply_room = std::min<int64_t>(ctx.n_ctx() / 4, reply_cap >= 0 ? reply_cap : kPlainReply);
   int64_t decode_steps = 0;
   for (bool first = true;; first = false) {
     std::string line;
@@ -67,23 +86,30 @@ int chat(ChatOptions o) {
       std::fputs("\n> ", stdout);
       std::fflush(stdout);
       if (!std::getline(std::cin, line) || take_interrupt()) break;
-      if (!terminal) std::printf("%s\n", line.c_str());  // a pipe: the turn in the transcript
+      if (!terminal) {  // a pipe: the turn in the transcript, before any note about it on stderr
+        std::printf("%s\n", line.c_str());
+        std::fflush(stdout);
+      }
     }
     if (line == "/exit") break;
     if (line.empty()) continue;
     messages.push_back({"user", line});
-    const std::vector<int32_t> ids = engine.tokenize(engine.chat_prompt(messages), true, true);
-    if ((int64_t)ids.size() >= ctx.n_ctx()) {
-      std::fprintf(stderr, "error: the conversation (%zu tokens) fills the context of %lld tokens (raise -c)\n",
-                   ids.size(), (long long)ctx.n_ctx());
-      status = 1;
-      break;
+    int dropped = 0;
+    const std::vector<int32_t> ids = fit_conversation(engine, messages, ctx.n_ctx(), reply_room, dropped);
+    if (ids.empty()) {
+      std::fprintf(stderr, "error: this turn alone does not fit in the context of %lld tokens with room for a "
+                   "reply (raise -c); it was not sent\n", (long long)ctx.n_ctx());
+      messages.pop_back();
+      continue;
     }
+    if (dropped > 0)
+      std::fprintf(stderr, "note: the conversation outgrew the context of %lld tokens: its oldest %d message%s "
+                   "left it (raise -c to keep more)\n", (long long)ctx.n_ctx(), dropped, dropped == 1 ? "" : "s");
     take_interrupt();  // one pressed while the turn was typed is not for this reply
     feed_difference(ctx, ids);
     const int64_t room = ctx.n_ctx() - ctx.n_past();
     // A Ctrl-C during the prefill: no reply at all.
-    gen.max_tokens = take_interrupt() ? 0 : (int)(o.n_predict < 0 ? room : std::min<int64_t>(o.n_predict, room));
+    gen.max_tokens = take_interrupt() ? 0 : (int)(reply_cap < 0 ? room : std::min<int64_t>(reply_cap, room));
     const GenerationResult r = ctx.generate(gen, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -101,7 +127,7 @@ int chat(ChatOptions o) {
   }
   std::fflush(stdout);
   print_speed_lines(engine, ctx, o.model, decode_steps);
-  return status;
+  return 0;
 }
 
 }  // namespace fasa::cli
