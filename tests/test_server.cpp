@@ -307,7 +307,7 @@ TEST_F(ServerTest, FullQueueIsTurnedAwayAndHangingUpCancels) {
   ASSERT_EQ(started.get_future().wait_for(30s), std::future_status::ready);
   // The only slot is busy and nothing may wait: 503 with a JSON error.
   const json busy = post_json(s, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}, 503);
-  EXPECT_EQ(busy["error"]["code"], 503);
+  EXPECT_EQ(busy["error"]["type"], "unavailable_error");
   // The streaming client hangs up: its generation stops and the slot frees.
   hang_up = true;
   streamer.join();
@@ -514,7 +514,24 @@ TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
     EXPECT_EQ(res->status, 400) << body << " -> " << res->body;
     const json err = json::parse(res->body, nullptr, false);
     EXPECT_TRUE(err.contains("error") && err["error"]["message"].is_string()) << res->body;
+    // OpenAI's shape: every key present, param a string or null, code a string or null
+    for (const char* key : {"type", "param", "code"}) EXPECT_TRUE(err["error"].contains(key)) << key << ": " << res->body;
   }
+  // The field at fault is the error's param, as OpenAI names it.
+  const json field = post_json(s, "/v1/completions", {{"prompt", "x"}, {"temperature", -1}}, 400);
+  EXPECT_EQ(field["error"]["param"], "temperature") << field.dump();
+  EXPECT_TRUE(field["error"]["code"].is_null()) << field.dump();
+  std::string long_prompt;  // over max_prompt_tokens (32)
+  for (int i = 0; i < 20; ++i) long_prompt += "In the beginning ";
+  const json too_long = post_json(s, "/v1/completions", {{"prompt", long_prompt}, {"max_tokens", 2}}, 400);
+  EXPECT_EQ(too_long["error"]["code"], "context_length_exceeded") << too_long.dump();
+  EXPECT_EQ(too_long["error"]["param"], "prompt") << too_long.dump();
+  // A POST route asked with GET: 405 with the method it takes.
+  auto get = s.client().Get("/v1/chat/completions");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  EXPECT_EQ(json::parse(get->body)["error"]["type"], "invalid_request_error");
   // A setting's mistake gets the message of the settings' one parser, the CLI's (tests/CMakeLists.txt: cli.bad_budget).
   const json err = post_json(s, "/v1/completions", {{"prompt", "x"}, {"attn", "fasa"}, {"budget", 2.5}}, 400);
   EXPECT_EQ(err["error"]["message"],

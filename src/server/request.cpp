@@ -11,7 +11,9 @@ namespace {
 
 using json = nlohmann::json;
 
-[[noreturn]] void bad(const std::string& field, const std::string& problem) { throw BadRequest("'" + field + "' " + problem); }
+[[noreturn]] void bad(const std::string& field, const std::string& problem) {
+  throw BadRequest("'" + field + "' " + problem, field);
+}
 
 // The field, or nullptr when absent or null.
 const json* field(const json& body, const char* name) {

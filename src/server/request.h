@@ -4,6 +4,7 @@
 // names the field.
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -13,7 +14,9 @@ namespace fasa {
 
 class BadRequest : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit BadRequest(const std::string& message, std::string param = "")
+      : std::runtime_error(message), param(std::move(param)) {}
+  std::string param;  // the request field at fault (OpenAI's error "param"), or empty
 };
 
 struct RequestLimits {

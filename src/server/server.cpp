@@ -28,21 +28,27 @@ using json = nlohmann::json;
 // Generated text may hold bytes that are not UTF-8; they are replaced rather than failing the reply.
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-json error_body(int status, const std::string& message) {
+// OpenAI's error shape: message, type, and the request field at fault (`param`) and a machine-readable
+// `code` (e.g. "context_length_exceeded"), each null where there is none.
+json error_body(int status, const std::string& message, const std::string& param = "", const std::string& code = "") {
   const char* type = status == 503 ? "unavailable_error" : status >= 500 ? "server_error" : "invalid_request_error";
-  return {{"error", {{"message", message}, {"type", type}, {"code", status}}}};
+  auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  return {{"error", {{"message", message}, {"type", type}, {"param", or_null(param)}, {"code", or_null(code)}}}};
 }
 
-void send_error(httplib::Response& res, int status, const std::string& message) {
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = "",
+                const std::string& code = "") {
   res.status = status;
-  res.set_content(dump(error_body(status, message)), "application/json");
+  res.set_content(dump(error_body(status, message, param, code)), "application/json");
 }
 
 // A request refused with an HTTP status (400, 503) and a message for the JSON error body.
 class HttpError : public std::runtime_error {
  public:
-  HttpError(int status, const std::string& message) : std::runtime_error(message), status(status) {}
+  HttpError(int status, const std::string& message, std::string param = "", std::string code = "")
+      : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)) {}
   int status;
+  std::string param, code;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -392,6 +398,10 @@ void Server::Impl::post(const char* path, httplib::Server::Handler handler) {
                                                " bytes; see --max-body-bytes)");
     handler(whole, res);
   });
+  http.Get(path, [](const httplib::Request&, httplib::Response& res) {  // as OpenAI's API: a wrong method is a 405
+    res.set_header("Allow", "POST");
+    send_error(res, 405, "this endpoint takes POST");
+  });
 }
 
 // Parses and checks a request, tokenizes its prompt and takes a slot; throws HttpError.
@@ -400,7 +410,9 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, Endpoint 
   try {
     job->request = parse_completion_request(req.body, endpoint, opts.limits, opts.policy);
     engine.check_policy(job->request.policy);
-  } catch (const std::exception& e) {  // BadRequest, or fasa::Error for an unknown policy or bad budget
+  } catch (const BadRequest& e) {
+    throw HttpError(400, e.what(), e.param);
+  } catch (const std::exception& e) {  // fasa::Error for an unknown policy or bad budget
     throw HttpError(400, e.what());
   }
   CompletionRequest& r = job->request;
@@ -408,16 +420,18 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, Endpoint 
     job->prompt = engine.tokenize(engine.chat_prompt(r.messages), true, /*parse_special=*/true);
   } else if (!r.prompt_ids.empty()) {
     for (int32_t t : r.prompt_ids)
-      if (t >= engine.info().n_vocab) throw HttpError(400, "'prompt' token id " + std::to_string(t) + " is outside the vocabulary");
+      if (t >= engine.info().n_vocab)
+        throw HttpError(400, "'prompt' token id " + std::to_string(t) + " is outside the vocabulary", "prompt");
     job->prompt = r.prompt_ids;
   } else {
     job->prompt = engine.tokenize(r.prompt, true);
   }
   const int64_t n = (int64_t)job->prompt.size();
-  if (n == 0) throw HttpError(400, "the prompt is empty");
+  const char* prompt_field = r.chat ? "messages" : "prompt";
+  if (n == 0) throw HttpError(400, "the prompt is empty", prompt_field);
   if (n > opts.max_prompt_tokens)
     throw HttpError(400, "the prompt has " + std::to_string(n) + " tokens; this server takes at most " +
-                             std::to_string(opts.max_prompt_tokens));
+                             std::to_string(opts.max_prompt_tokens), prompt_field, "context_length_exceeded");
   // The reply ends with finish_reason "length" where the context runs out.
   r.gen.max_tokens = (int)std::min<int64_t>(r.gen.max_tokens, slot_ctx - n);
 
@@ -781,7 +795,7 @@ void Server::Impl::complete(const httplib::Request& req, httplib::Response& res,
       return;
     }
   } catch (const HttpError& e) {
-    return send_error(res, e.status, e.what());
+    return send_error(res, e.status, e.what(), e.param, e.code);
   } catch (const std::exception& e) {
     return send_error(res, 500, e.what());
   }
