@@ -161,6 +161,19 @@ TEST_F(ServerTest, StreamingSendsTheSameTextAsOneReply) {
   for (const json& e : events) text += e["choices"][0]["text"].get<std::string>();
   EXPECT_EQ(text, whole["choices"][0]["text"]);
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+  EXPECT_FALSE(events.back().contains("usage"));  // not asked for
+  // stream_options.include_usage: as OpenAI, one more chunk with the usage and no choices; the others
+  // carry "usage": null.
+  sbody["stream_options"] = {{"include_usage", true}};
+  res = s.client().Post("/v1/completions", sbody.dump(), "application/json");
+  ASSERT_TRUE(res);
+  const std::vector<json> with_usage = sse_events(res->body, done);
+  ASSERT_EQ(with_usage.size(), events.size() + 1) << res->body;
+  EXPECT_EQ(with_usage.back()["choices"], json::array());
+  EXPECT_EQ(with_usage.back()["usage"]["completion_tokens"], 16);
+  EXPECT_EQ(with_usage.back()["usage"]["prompt_tokens"], whole["usage"]["prompt_tokens"]);
+  EXPECT_TRUE(with_usage.front()["usage"].is_null());
+  EXPECT_EQ(with_usage[with_usage.size() - 2]["choices"][0]["finish_reason"], "length");
 }
 
 TEST_F(ServerTest, ChatCompletionsPlainAndStreamed) {

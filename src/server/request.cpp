@@ -172,8 +172,14 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
   else get_prompt(body, r);
   if (get_int(body, "n", 1, 1, 1) != 1) bad("n", "must be 1");
   r.stream = get_bool(body, "stream", false);
-  if (const json* so = field(body, "stream_options"); so && (!so->is_object() || !so->value("include_usage", true)))
-    bad("stream_options", "may only be {\"include_usage\": true} (the last chunk always has the usage)");
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) bad("stream_options", "must be an object");
+    for (const auto& [key, value] : so->items()) {
+      if (key != "include_usage") bad("stream_options." + key, "is not supported (only include_usage)");
+      if (!value.is_boolean()) bad("stream_options.include_usage", "must be true or false");
+    }
+    r.include_usage = so->value("include_usage", false);
+  }
   r.echo = !chat && get_bool(body, "echo", false);
   r.cache_prompt = get_bool(body, "cache_prompt", true);
 

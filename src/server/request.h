@@ -34,6 +34,7 @@ struct CompletionRequest {
   std::vector<int32_t> prompt_ids;    // completions: a prompt given as token ids
   std::vector<ChatMessage> messages;  // chat
   bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage: a last chunk with the usage and no choices
   bool echo = false;                  // completions: the prompt goes before the reply (with its logprobs)
   bool echo_policy = false;           // echo's logprobs from decode steps under `policy`, not the dense prefill
   bool cache_prompt = true;           // reuse a slot's cached prefix of this prompt

@@ -714,15 +714,18 @@ json Server::Impl::llama_body(const Job& job, const GenerationResult& r) const {
 }
 
 json Server::Impl::chunk(const Job& job, const json& choice) const {
-  return {{"id", job.id},
-          {"object", job.request.chat ? "chat.completion.chunk" : "text_completion"},
-          {"created", job.created},
-          {"model", opts.model_name},
-          {"choices", json::array({choice})}};
+  json c = {{"id", job.id},
+            {"object", job.request.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", job.created},
+            {"model", opts.model_name},
+            {"choices", json::array({choice})}};
+  if (job.request.include_usage) c["usage"] = nullptr;  // as OpenAI: null but in the usage chunk
+  return c;
 }
 
 // Server-sent events: one chunk per piece of text (with its tokens' logprobs when asked), a last chunk
-// with finish_reason, then [DONE]; /completion's as llama-server's. False when the client went away.
+// with finish_reason, with stream_options.include_usage one more with the usage and no choices, then
+// [DONE]; /completion's as llama-server's. False when the client went away.
 bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& sink) {
   const bool chat = job->request.chat, llama = job->request.endpoint == Endpoint::llama_completion;
   const bool with_logprobs = job->request.gen.logprobs >= 0;
@@ -772,10 +775,15 @@ bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& si
   const std::span<const TokenLogprob> rest = std::span(r.logprobs).subspan(std::min(sent, r.logprobs.size()));
   json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"logprobs", logprobs(rest)}, {"finish_reason", name_of(r.finish_reason)}}
                    : json{{"index", 0}, {"text", ""}, {"logprobs", logprobs(rest)}, {"finish_reason", name_of(r.finish_reason)}};
-  json end = chunk(*job, last);
-  end["usage"] = usage(*job, r);
+  if (!send(chunk(*job, last))) return false;
+  if (job->request.include_usage) {  // as OpenAI: one more chunk, with the usage and no choices
+    json tail = chunk(*job, last);
+    tail["choices"] = json::array();
+    tail["usage"] = usage(*job, r);
+    if (!send(tail)) return false;
+  }
   const std::string done = "data: [DONE]\n\n";
-  if (!send(end) || !sink.write(done.data(), done.size())) return false;
+  if (!sink.write(done.data(), done.size())) return false;
   sink.done();
   return true;
 }
