@@ -368,9 +368,14 @@ TEST_F(ServerTest, SlotsAndMetricsShowTheBatch) {
   EXPECT_TRUE(wait_for_metric(s, "fasa_requests_active", 0));
   slots = s.client().Get("/slots");
   ASSERT_TRUE(slots);
+  auto props = s.client().Get("/props");
+  ASSERT_TRUE(props);
+  const json per_slot = json::parse(props->body)["default_generation_settings"]["n_ctx"];
   for (const json& slot : json::parse(slots->body)) {
     EXPECT_FALSE(slot["is_processing"].get<bool>());
     EXPECT_GT(slot["n_past"].get<int64_t>(), 0);  // each keeps its prompt cache
+    EXPECT_EQ(slot["n_ctx"], per_slot);            // what /props says a slot holds
+    EXPECT_LE(slot["n_ctx_allocated"].get<int64_t>(), per_slot.get<int64_t>());
   }
 }
 

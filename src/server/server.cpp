@@ -64,7 +64,7 @@ thread_local RequestLog request_log;
 // What GET /slots shows of a slot, written by the request that holds it.
 struct SlotView {
   bool processing = false;
-  int64_t n_ctx = 0;            // the slot's context now (0: none yet)
+  int64_t n_ctx = 0;            // the slot's cache now (0: none yet)
   int64_t n_past = 0;           // tokens it holds: the last request's prompt and reply (its prompt cache)
   int64_t prompt_tokens = 0, cached_tokens = 0;  // of the request now or last
   std::string attn;
@@ -515,7 +515,10 @@ json Server::Impl::slots_json() {
   std::lock_guard lock(views_mu);
   for (size_t i = 0; i < views.size(); ++i) {
     const SlotView& v = views[i];
-    out.push_back({{"id", i}, {"is_processing", v.processing}, {"n_ctx", v.n_ctx}, {"n_past", v.n_past},
+    // n_ctx: what the slot may hold (as /props' default_generation_settings and llama-server say);
+    // n_ctx_allocated: its cache now, grown as prompts need
+    out.push_back({{"id", i}, {"is_processing", v.processing}, {"n_ctx", slot_ctx}, {"n_ctx_allocated", v.n_ctx},
+                   {"n_past", v.n_past},
                    {"prompt_tokens", v.prompt_tokens}, {"cached_tokens", v.cached_tokens}, {"attn", v.attn},
                    {"id_task", v.id}});
   }
