@@ -37,15 +37,19 @@ void feed_difference(Context& ctx, const std::vector<int32_t>& ids) {
 
 // The conversation's prompt with room for a reply of `reply_room` tokens: the oldest turns after a
 // system prompt are dropped until it fits, as llama-cli's context shift forgets the oldest tokens;
-// `dropped` counts them. Empty when the newest turn alone does not fit.
+// `dropped` counts them. Empty, and `messages` unchanged, when the newest turn alone does not fit.
 std::vector<int32_t> fit_conversation(const Engine& engine, std::vector<ChatMessage>& messages, int64_t n_ctx,
                                       int64_t reply_room, int& dropped) {
-  const size_t first = !messages.empty() && messages.front().role == "system" ? 1 : 0;
+  std::vector<ChatMessage> kept = messages;
+  const size_t first = !kept.empty() && kept.front().role == "system" ? 1 : 0;
   for (dropped = 0;; ++dropped) {
-    std::vector<int32_t> ids = engine.tokenize(engine.chat_prompt(messages), true, true);
-    if ((int64_t)ids.size() + reply_room <= n_ctx) return ids;
-    if (messages.size() - first <= 1) return {};
-    messages.erase(messages.begin() + (std::ptrdiff_t)first);
+    std::vector<int32_t> ids = engine.tokenize(engine.chat_prompt(kept), true, true);
+    if ((int64_t)ids.size() + reply_room <= n_ctx) {
+      messages = std::move(kept);
+      return ids;
+    }
+    if (kept.size() - first <= 1) return {};
+    kept.erase(kept.begin() + (std::ptrdiff_t)first);
   }
 }
 
