@@ -3,6 +3,7 @@
 // sizes (never an out-of-memory kill).
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -36,6 +37,22 @@ TEST(Memory, AStatedLimitIsWhatIsAvailable) {
   {
     StatedLimit limit("64");
     EXPECT_EQ(available_memory_bytes(), 64u << 20);
+  }
+  {
+    StatedLimit junk("64x");  // not a number of MiB: ignored
+    EXPECT_NE(available_memory_bytes(), 64u << 20);
+  }
+  // Unlimited, it is /proc/meminfo's MemAvailable (read here the plain way), or a cgroup's smaller headroom.
+  std::ifstream meminfo("/proc/meminfo");
+  size_t available_kib = 0;
+  for (std::string key; meminfo >> key;) {
+    if (key == "MemAvailable:") {
+      meminfo >> available_kib;
+      break;
+    }
+  }
+  if (available_kib > 0) {
+    EXPECT_LE(available_memory_bytes(), available_kib * 1024 + (64u << 20));  // (it moves)
   }
   EXPECT_GT(available_memory_bytes(), 0u);
   EXPECT_GT(resident_memory_bytes(), 0u);

@@ -24,15 +24,14 @@ size_t available_memory_bytes() {
   if (const char* limit = std::getenv("FASA_MEMORY_LIMIT_MIB")) {
     char* end = nullptr;
     const double mib = std::strtod(limit, &end);
-    if (end != limit && mib > 0) return (size_t)(mib * 1048576.0);
+    if (end != limit && *end == '\0' && mib > 0 && mib < 1e12) return (size_t)(mib * 1048576.0);
   }
   size_t have = 0;
   std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  size_t kib;
-  while (meminfo >> key >> kib)
-    if (key == "MemAvailable:") {
-      have = kib * 1024;
+  std::string line;  // "MemAvailable:   12345678 kB"
+  while (std::getline(meminfo, line))
+    if (line.starts_with("MemAvailable:")) {
+      have = (size_t)std::strtoull(line.c_str() + 13, nullptr, 10) * 1024;
       break;
     }
   if (have == 0) {  // no /proc: all of it
