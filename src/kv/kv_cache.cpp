@@ -79,7 +79,7 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
   const double need_fast = fast + (offloading ? offload_fast : 0);
   const double need = need_fast + (offload.tier == KvOffloadOptions::Tier::Ram ? slow * (double)n_ctx : 0);
   const size_t have = available_memory_bytes();
-  if (have && need > 0.9 * (double)have)
+  if (over_available(need, have))
     throw Error("the KV cache for " + std::to_string(n_ctx) + " tokens needs " + gib(need) + " but only " +
                 gib((double)have) + " of memory are available (use a smaller context" +
                 (offloading ? std::string(")") : ", or kv_offload 'file:DIR' with attn 'fasa')"));

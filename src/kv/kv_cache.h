@@ -132,5 +132,4 @@ class KvCache {
   mutable std::atomic<uint64_t> bytes_read_{0};  // the views' reads (bytes_read())
 };
 
-
 }  // namespace fasa

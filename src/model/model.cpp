@@ -209,11 +209,14 @@ size_t packed_bytes(const Matrix& m) {
 // model's resident size stays what the file is. One buffer, not one per matrix: a 2 MiB-page buffer per
 // expert would round each up (a qwen3-30b-a3b shape at Q4_0 took more than 24 GiB for its 17 GB).
 void pack_for_decode(const std::vector<Matrix*>& matrices, ModelWeights& w, const std::string& source) {
-  constexpr size_t kAlign = 64;  // each matrix's packed rows start on a cache line
+  auto slot_bytes = [](const Matrix& m) {  // each matrix's packed rows start on a cache line
+    constexpr size_t kAlign = 64;
+    return (packed_bytes(m) + kAlign - 1) / kAlign * kAlign;
+  };
   size_t total = 0;
-  for (const Matrix* m : matrices) total += (packed_bytes(*m) + kAlign - 1) / kAlign * kAlign;
+  for (const Matrix* m : matrices) total += slot_bytes(*m);
   if (total == 0) return;
-  if (const size_t have = available_memory_bytes(); have && (double)total > 0.9 * (double)have) {
+  if (const size_t have = available_memory_bytes(); over_available((double)total, have)) {
     std::fprintf(stderr,
                  "note: %s: the weights packed for this CPU would take %s, more than the %s of memory available; "
                  "they are read in place from the file instead (slower; the system pages them in and out as "
@@ -222,8 +225,7 @@ void pack_for_decode(const std::vector<Matrix*>& matrices, ModelWeights& w, cons
   }
   uint8_t* out = w.packed.emplace(total).data();
   for (Matrix* m : matrices) {
-    const size_t bytes = packed_bytes(*m);
-    if (bytes == 0) continue;
+    if (packed_bytes(*m) == 0) continue;
     const int64_t groups = m->rows / kDirectRows;
     const size_t group_bytes = packed_group_bytes(m->type, m->cols);
 #pragma omp parallel for schedule(static)
@@ -234,7 +236,7 @@ void pack_for_decode(const std::vector<Matrix*>& matrices, ModelWeights& w, cons
     }
     m->packed = out;
     release_file_pages(m->data, (size_t)(groups * kDirectRows) * m->row_bytes, w.owned);
-    out += (bytes + kAlign - 1) / kAlign * kAlign;
+    out += slot_bytes(*m);
   }
 }
 

@@ -11,6 +11,9 @@ namespace fasa {
 // headroom inside a container, or FASA_MEMORY_LIMIT_MIB where set (a stated limit, for tests and for
 // sharing a machine); 0 when unknown.
 size_t available_memory_bytes();
+// Whether a new allocation of `bytes` would take more than 90 % of `have` (available_memory_bytes());
+// false where that is unknown (0). The one rule for the weights' packed copy and the KV cache.
+inline bool over_available(double bytes, size_t have) { return have > 0 && bytes > 0.9 * (double)have; }
 size_t resident_memory_bytes();       // this process's resident set now (0 when unknown)
 size_t peak_resident_memory_bytes();  // its high-water mark since it started (0 when unknown)
 std::string mib_text(double bytes);   // "1234.5 MiB"
