@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/llama_flags.h"
 #include "api/kv_memory_report.h"
 #include "bench/bench_rows.h"
 #include "model/model.h"
@@ -108,14 +109,14 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--attn", o->attns, "Policies, comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_option("-r,--repetitions", o->repetitions, "Repetitions of each test")->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->add_option("-o,--output", o->output, "md, csv, json or jsonl")->capture_default_str();
-  cmd->add_flag("!--no-warmup", o->warmup, "No untimed run of each test before its repetitions");
+  cmd->add_flag_callback("--no-warmup", [o] { o->warmup = false; }, "No untimed run of each test before its repetitions");
   cmd->add_option("--fill", o->fill, "How the depth is filled: 'prefill' (random tokens) or 'random' K/V")->capture_default_str();
   add_threads_option(cmd, o->threads);
   cmd->add_flag("--membw", o->membw, "Only measure memory read bandwidth (STREAM-like sum over 1 GiB)");
   cmd->add_flag("--attention-only", o->attention_only,
                 "Time one layer's decode attention (all its heads, random K/V at each depth) for -n steps");
   add_policy_options(cmd, o->policy, kBudget);
-  add_gpu_options(cmd);
+  add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags | kBatchFlags);
   cmd->add_option("--kv-offload", o->offloads,
                   "FASA rows per KV placement, comma-separated: none (resident, FASA-C), ram, file:DIR (FASA-M)")
       ->delimiter(',')->capture_default_str();

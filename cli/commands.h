@@ -43,18 +43,14 @@ void pick_seed(SamplerOptions& o, bool seed_given);
 // --temp, --top-k, --top-p, -s/--seed (a seed < 0, or none, leaves seed_given false: a random one).
 void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given);
 
-// What the commands that generate take (run, chat): -t, the policy options, llama.cpp's GPU flags and
-// the sampling options.
+// What the commands that generate take (run, chat): -t, the policy options, llama.cpp's flags that
+// mean nothing here (-ngl, --mlock, -b, -np, ...; cli/llama_flags.h) and the sampling options.
 void add_generation_options(CLI::App* cmd, int& threads, PolicyOptions& policy, SamplerOptions& sampling,
                             bool& seed_given);
 
 // A conversation's own options, as llama-cli names them: -sys/--system-prompt, -st/--single-turn, and
 // -co/--color (accepted, with a note: no colours here).
 void add_conversation_options(CLI::App* cmd, std::string& system_prompt, bool& single_turn);
-
-// llama.cpp's GPU options (-ngl N, -fa on|off|auto), accepted so its command lines work here and
-// ignored with one note: this engine runs on the CPU.
-void add_gpu_options(CLI::App* cmd);
 
 // The policy options every command that decodes takes (--profile, --fcs, --kv-type, --kv-fast-limit, ...),
 // plus the parts a command takes as single values: bench and eval take --attn (and bench --kv-offload,

@@ -10,6 +10,7 @@
 
 #include "calib/auto_profile.h"
 #include "cli/commands.h"
+#include "cli/llama_flags.h"
 #include "fasa/error.h"
 
 namespace fasa::cli {
@@ -161,7 +162,7 @@ void add_generation_options(CLI::App* cmd, int& threads, PolicyOptions& policy, 
                             bool& seed_given) {
   add_threads_option(cmd, threads);
   add_policy_options(cmd, policy);
-  add_gpu_options(cmd);
+  add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags | kBatchFlags | kParallelFlag);
   add_sampling_options(cmd, sampling, seed_given);
 }
 
@@ -171,16 +172,6 @@ void add_conversation_options(CLI::App* cmd, std::string& system_prompt, bool& s
   cmd->add_flag_callback(
       "--color", [] { std::fprintf(stderr, "note: -co / --color is ignored: fasa prints no colours\n"); },
       "Ignored (llama-cli's -co): no colours");
-}
-
-void add_gpu_options(CLI::App* cmd) {
-  auto note = [](const std::string&) {
-    static bool said = false;
-    if (!said) std::fprintf(stderr, "note: -ngl / -fa are ignored: fasa runs on the CPU\n");
-    said = true;
-  };
-  cmd->add_option_function<std::string>("--n-gpu-layers", note, "Ignored (llama.cpp's -ngl N): CPU only");
-  cmd->add_option_function<std::string>("--flash-attn", note, "Ignored (llama.cpp's -fa on|off|auto): CPU only");
 }
 
 std::string read_text_file(const std::string& path) {

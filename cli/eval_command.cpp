@@ -6,6 +6,7 @@
 
 #include "calib/auto_profile.h"
 #include "cli/commands.h"
+#include "cli/llama_flags.h"
 #include "eval/decode_eval.h"
 #include "draw/plot.h"
 #include "eval/retrieval.h"
@@ -64,7 +65,7 @@ void add_common(CLI::App* cmd, EvalOptions& o) {
   cmd->add_option("--plot-metric", o.plot_metric, "Metric to plot (default: kld, ca or accuracy)");
   add_threads_option(cmd, o.threads);
   add_policy_options(cmd, o.policy, kOffload, &o.lists);
-  add_gpu_options(cmd);
+  add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags);
 }
 
 void add_text(CLI::App* cmd, EvalOptions& o) {

@@ -7,16 +7,10 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/llama_flags.h"
 #include "fasa/error.h"
 
 namespace {
-// Options whose value is free text, which may itself look like a flag.
-bool takes_text(const char* option) {
-  for (const char* o : {"-p", "--prompt", "-f", "--file", "-sys", "--system-prompt"})
-    if (std::strcmp(option, o) == 0) return true;
-  return false;
-}
-
 // Threads that wait at the end of a parallel loop spin for a short while, then sleep: on a machine
 // where another process is busy, a waiting thread that spins takes the core its descheduled
 // partner needs (libgomp spins 300000 rounds by default; 2 threads then decoded at 0.64x one thread,
@@ -35,6 +29,7 @@ int main(int argc, char** argv) {
   CLI::App app{"fasa: long-context decoding with Frequency-Aware Sparse Attention"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "fasa " FASA_VERSION);
+  app.formatter(fasa::cli::help_with_llama_names());  // before the subcommands, which take it over
   const fasa::cli::Command commands[] = {
       fasa::cli::add_run_command(app),
       fasa::cli::add_calibrate_command(app),
@@ -52,30 +47,12 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stdout);
     return 0;
   }
-  // llama.cpp's multi-letter single-dash flags, read as the long options they are here (CLI11 reads
-  // "-cnv" as "-c nv"). Those that take a value only where one follows, so a prompt "-fa" (as in
-  // -p -fa) stays text; never right after an option whose value is free text.
-  const struct { const char *llama, *ours; bool takes_value; } aliases[] = {
-      {"-pg", "--pg", true}, {"-npl", "--n-parallel", true}, {"-ngl", "--n-gpu-layers", true},
-      {"-fa", "--flash-attn", true}, {"-np", "--parallel", true}, {"-ub", "--ubatch-size", true},
-      {"-ctk", "--cache-type-k", true}, {"-ctv", "--cache-type-v", true}, {"-sys", "--system-prompt", true},
-      {"-cnv", "--conversation", false}, {"-no-cnv", "--no-conversation", false}, {"-st", "--single-turn", false},
-      {"-co", "--color", false}};
-  std::vector<char*> args(argv, argv + argc);
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (takes_text(args[i - 1])) continue;
-    for (const auto& alias : aliases) {
-      if (std::strcmp(args[i], alias.llama) != 0) continue;
-      const bool value_follows = i + 1 < args.size() && args[i + 1][0] != '-';
-      if (!alias.takes_value || value_follows) args[i] = const_cast<char*>(alias.ours);
-      else if (std::strcmp(alias.llama, "-fa") == 0) args[i] = const_cast<char*>("--flash-attn=on");  // -fa alone: on
-    }
-  }
   try {
+    std::vector<char*> args = fasa::cli::with_long_flag_names(argc, argv);
     app.parse((int)args.size(), args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const fasa::Error& e) {  // a setting's value (set_policy_option)
+  } catch (const fasa::Error& e) {  // a setting's value (set_policy_option), a flag without its value
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }

@@ -182,7 +182,7 @@ Command add_run_command(CLI::App& app) {
       "-p,--prompt", [o](const std::string& p) { o->prompt = p, o->prompt_given = true; }, "Prompt text");
   cmd->add_flag("-e,--escape", o->escape, "Process escapes (\\n, \\t, \\\\, \\', \\\") in the prompt");
   add_file_option(cmd, o->prompt_file, "Read the prompt from a file ('-': standard input)");
-  cmd->add_flag("!--no-display-prompt", o->display_prompt, "Do not echo the prompt before the generated text");
+  cmd->add_flag_callback("--no-display-prompt", [o] { o->display_prompt = false; }, "Do not echo the prompt before the generated text");
   CLI::Option* n = add_n_predict_option(cmd, o->n_predict, "Tokens to generate (-1: until the end of the context)", -1);
   add_ctx_option(cmd, o->n_ctx, "Context size (default: prompt + n, at most the model's; 0: the model's)", 0);
   add_generation_options(cmd, o->threads, o->policy, o->sampling, o->seed_given);

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/llama_flags.h"
 #include "server/server.h"
 
 namespace fasa::cli {
@@ -69,9 +70,9 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--cors", s.cors_origin, "Allow browser requests from this origin ('*': any)");
   cmd->add_option("--max-body-bytes", s.max_body_bytes, "Largest request body; larger ones get 413")
       ->capture_default_str()->check(CLI::Range((size_t)1024, (size_t)1 << 30));
-  cmd->add_flag("!--log-disable", s.log_requests, "No line per request on stderr");
+  cmd->add_flag_callback("--log-disable", [o] { o->server.log_requests = false; }, "No line per request on stderr");
   add_policy_options(cmd, s.policy);
-  add_gpu_options(cmd);
+  add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags | kServerFlags);
   return {cmd, [o, cmd] { return serve(*o, cmd->count("--attn") > 0); }};
 }
 

@@ -11,6 +11,7 @@
 
 #include "api/kv_memory_report.h"
 #include "fasa/error.h"
+#include "model/session.h"
 
 namespace fasa {
 
@@ -201,6 +202,38 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
   return lines ? out : all.dump(2) + "\n";
 }
 
+// llama-bench's CSV columns, in its order (those that mean something here; tools read them by name),
+// then fasa's own. Text cells are quoted as llama-bench quotes them, numbers are bare.
+std::string render_csv(const std::vector<BenchRow>& rows, const BenchRunInfo& info) {
+  const Model& model = *info.model;
+  const std::string cpu = cpu_name(), when = utc_now();
+  const int ubatch = SessionOptions{}.n_ubatch;  // prefill's chunk: llama.cpp's n_batch and n_ubatch both
+  std::string out =
+      "build_commit,build_number,cpu_info,gpu_info,backends,model_filename,model_type,model_size,model_n_params,"
+      "n_batch,n_ubatch,n_threads,type_k,type_v,n_gpu_layers,flash_attn,n_prompt,n_gen,n_depth,test_time,avg_ns,"
+      "stddev_ns,avg_ts,stddev_ts,"
+      "test,attn,budget,fcs,n_parallel,median_ts,kv_mib_per_token,gbps,peak_rss_mib,notes\n";
+  for (const BenchRow& r : rows) {
+    // Nanoseconds per repetition, from its tokens (every sequence's) per second, as llama-bench's avg_ns.
+    BenchResult ns;
+    const double tokens = (double)(r.spec.n_prompt + r.spec.n_gen) * r.spec.n_parallel;
+    for (double ts : r.result.samples_ts) ns.samples_ts.push_back(ts > 0 ? tokens / ts * 1e9 : 0.0);
+    const double gbps = row_gbps(r, info);
+    const PolicyOptions& p = *info.policy;
+    out += fmt("\"%s\",0,\"%s\",\"\",\"CPU\",\"%s\",\"%s\",%zu,%lld,%d,%d,%d,\"%s\",\"%s\",0,0,%d,%d,%lld,\"%s\",%.0f,%.0f,%.6f,%.6f,",
+               FASA_VERSION, cpu.c_str(), info.model_path.c_str(), model.config.arch.c_str(), model.weight_bytes(),
+               (long long)model.n_params(), ubatch, ubatch, r.threads, name_of(p.cache.key_type),
+               name_of(p.cache.value_type), r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, when.c_str(),
+               ns.mean(), ns.stddev(), r.result.mean(), r.result.stddev());
+    out += fmt("%s,%s,%s,%d,%d,%.6f,%s,%s,%.1f,%s\n", csv_cell(r.test).c_str(), r.policy.attn.c_str(),
+               policy_info(r.policy.attn).dense ? "" : csv_cell(p.budget.str()).c_str(), r.fcs, r.spec.n_parallel,
+               r.result.median(), r.spec.n_gen > 0 ? fmt("%.4f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
+               gbps > 0 ? fmt("%.2f", gbps).c_str() : "", r.result.peak_rss / 1048576.0,
+               csv_cell(row_notes(r, rows, info)).c_str());
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string render_bench_rows(const std::vector<BenchRow>& rows, const BenchRunInfo& info, const std::string& format) {
@@ -208,22 +241,7 @@ std::string render_bench_rows(const std::vector<BenchRow>& rows, const BenchRunI
   const std::string name = std::filesystem::path(info.model_path).filename().string();
   const double size_gib = info.model->weight_bytes() / 1073741824.0, params_b = info.model->n_params() / 1e9;
   std::string out;
-  if (format == "csv") {  // numbers only in numeric columns, units in the header
-    out = "model,size_gib,params_b,attn,budget,fcs,threads,test,n_parallel,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,median_ts,"
-          "kv_mib_per_token,gbps,peak_rss_mib,notes\n";
-    for (const BenchRow& r : rows) {
-      const double gbps = row_gbps(r, info);
-      out += fmt("%s,%.4f,%.4f,%s,%s,%d,%d,%s,%d,%d,%d,%lld,%.3f,%.3f,%.3f,%s,%s,%.1f,%s\n",
-                    csv_cell(name).c_str(), size_gib, params_b, r.policy.attn.c_str(),
-                    policy_info(r.policy.attn).dense ? "" : csv_cell(info.policy->budget.str()).c_str(), r.fcs, r.threads,
-                    csv_cell(r.test).c_str(), r.spec.n_parallel, r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, r.result.mean(),
-                    r.result.stddev(), r.result.median(),
-                    r.spec.n_gen > 0 ? fmt("%.4f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
-                    gbps > 0 ? fmt("%.2f", gbps).c_str() : "", r.result.peak_rss / 1048576.0,
-                    csv_cell(row_notes(r, rows, info)).c_str());
-    }
-    return out;
-  }
+  if (format == "csv") return render_csv(rows, info);
   if (format != "md") throw Error("-o must be md, csv, json or jsonl");
   out = "| model | size | params | attn | threads | test | t/s | KV MiB/token | GB/s | notes |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n";
