@@ -1,7 +1,6 @@
 // fasa's Python module (_fasa): the public C++ API (include/fasa/) with the settings given as keywords,
 // each read by set_policy_option as the CLI's flags are. The GIL is released while the engine computes.
 #include <omp.h>
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -42,6 +41,43 @@ std::string setting_text(const py::handle& v) {
   throw Error("a setting's value must be a string, a number, a bool or a list, got " + py::repr(v).cast<std::string>());
 }
 
+// float32 values handed to Python without a copy (the buffer protocol): a NumPy array over them
+// where NumPy is installed, else a memoryview (indexing, len, tolist(); NumPy wraps it later without
+// a copy too). NumPy is optional: a venv without it generates, runs Python policies and reads logits.
+class Floats {
+ public:
+  explicit Floats(std::vector<py::ssize_t> shape) : shape_(std::move(shape)) {
+    py::ssize_t n = 1;
+    for (py::ssize_t d : shape_) n *= d;
+    values_.resize(n);
+  }
+  float* data() { return values_.data(); }
+  py::buffer_info buffer() {
+    std::vector<py::ssize_t> strides(shape_.size(), (py::ssize_t)sizeof(float));
+    for (size_t i = shape_.size(); i-- > 1;) strides[i - 1] = strides[i] * shape_[i];
+    return py::buffer_info(values_.data(), sizeof(float), py::format_descriptor<float>::format(), (py::ssize_t)shape_.size(),
+                           shape_, strides);
+  }
+
+ private:
+  std::vector<py::ssize_t> shape_;
+  std::vector<float> values_;  // [prod(shape)], row-major
+};
+
+// numpy.asarray, or None without NumPy: looked up once, at import (a lookup from a decode thread would
+// wait for an import that waits for the GIL that thread holds). Leaked: it lives as long as the process.
+py::object& numpy_asarray() {
+  static py::object* asarray = new py::object(py::none());
+  return *asarray;
+}
+
+// `values` as Python sees them: a NumPy array or a memoryview over the same memory.
+py::object to_python(std::unique_ptr<Floats> values) {
+  py::object owner = py::cast(std::move(values));
+  return numpy_asarray().is_none() ? py::memoryview(owner)
+                                   : numpy_asarray()(owner);
+}
+
 // A policy written in Python (fasa.register_policy): fn(layer, kv_head, queries, keys, budget) gets the
 // GQA group's queries [n_q, head_dim] and the head's cached keys [n_tokens, head_dim] (float32 copies,
 // post-RoPE) and returns the rows all of the group's heads attend to. SparsePolicy keeps the C++
@@ -67,28 +103,32 @@ class PythonPolicy final : public SparsePolicy {
     const int64_t n = kv.n_tokens;
     py::gil_scoped_acquire gil;
     try {
-      py::array_t<float> q({(py::ssize_t)n_q, (py::ssize_t)D}), keys({(py::ssize_t)n, (py::ssize_t)D});
-      for (int i = 0; i < n_q; ++i) std::copy_n(queries[i].q, D, q.mutable_data(i, 0));
+      auto q = std::make_unique<Floats>(std::vector<py::ssize_t>{n_q, D});
+      auto keys = std::make_unique<Floats>(std::vector<py::ssize_t>{(py::ssize_t)n, D});
+      for (int i = 0; i < n_q; ++i) std::copy_n(queries[i].q, D, q->data() + (size_t)i * D);
       for (int64_t r = 0; r < n; ++r) {  // (the identity key layout: no K_dom plane)
-        if (kv.n_dom > 0) kv_load(kv.k_dom_row(r), kv.k_type, kv.n_dom, keys.mutable_data(r, 0));
-        kv_load(kv.k_rest_row(r), kv.k_type, D - kv.n_dom, keys.mutable_data(r, kv.n_dom));
+        float* row = keys->data() + (size_t)r * D;
+        if (kv.n_dom > 0) kv_load(kv.k_dom_row(r), kv.k_type, kv.n_dom, row);
+        kv_load(kv.k_rest_row(r), kv.k_type, D - kv.n_dom, row + kv.n_dom);
       }
-      const auto picked = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(
-          fn_(queries[0].layer, queries[0].kv_head, q, keys, budget));
-      if (!picked || picked.ndim() != 1 || picked.size() == 0)
-        throw Error("policy '" + name_ + "' must return a non-empty list of row numbers");
-      if (picked.size() > budget)
-        throw Error("policy '" + name_ + "' returned " + std::to_string(picked.size()) + " rows for a budget of " +
-                    std::to_string(budget));
+      const py::object picked =
+          fn_(queries[0].layer, queries[0].kv_head, to_python(std::move(q)), to_python(std::move(keys)), budget);
+      const std::string must = "policy '" + name_ + "' must return a non-empty list of row numbers";
+      if (!py::isinstance<py::iterable>(picked) || py::isinstance<py::str>(picked)) throw Error(must);
       std::vector<char> seen(n, 0);
-      for (py::ssize_t i = 0; i < picked.size(); ++i) {
-        const int64_t r = picked.at(i);
+      for (const py::handle& item : picked) {  // a list, a tuple, a NumPy array of ints ...
+        if (!PyIndex_Check(item.ptr())) throw Error(must + ", got an item " + py::repr(item).cast<std::string>());
+        const int64_t r = py::reinterpret_steal<py::int_>(PyNumber_Index(item.ptr())).cast<int64_t>();
+        if ((int64_t)rows[0].size() == budget)
+          throw Error("policy '" + name_ + "' returned more than " + std::to_string(budget) + " rows for a budget of " +
+                      std::to_string(budget));
         if (r < 0 || r >= n)
           throw Error("policy '" + name_ + "' returned row " + std::to_string(r) + ", outside the context of " +
                       std::to_string(n) + " rows");
         if (seen[r]++) throw Error("policy '" + name_ + "' returned row " + std::to_string(r) + " twice");
         rows[0].push_back((int32_t)r);
       }
+      if (rows[0].empty()) throw Error(must);
     } catch (py::error_already_set& e) {  // a Python error, as the library's (with the GIL still held)
       throw Error("policy '" + name_ + "': " + e.what());
     }
@@ -234,11 +274,11 @@ PYBIND11_MODULE(_fasa, m) {
   m.doc() = "fasa: long-context decoding with Frequency-Aware Sparse Attention";
   py::register_exception<Error>(m, "Error", PyExc_ValueError);
   m.attr("Error").attr("__doc__") = "A bad setting, file or request: the library's message (a ValueError).";
-  // NumPy's C API found now: found lazily, by a Python policy called from a decode thread, a function-
-  // local static would wait for an import that waits for the GIL that thread holds.
+  py::class_<Floats>(m, "Floats", py::buffer_protocol(), "float32 values (logits(), a policy's queries and keys) as a buffer")
+      .def_buffer(&Floats::buffer);
   try {
-    py::array_t<float> numpy_api_found(1);
-  } catch (py::error_already_set&) {  // no NumPy: only logits() and Python policies need it, and say so
+    numpy_asarray() = py::module_::import("numpy").attr("asarray");
+  } catch (py::error_already_set&) {  // no NumPy: memoryviews instead
   }
   m.attr("source_model") = FASA_DEFAULT_MODEL;  // the bundled model in the checkout it was built from
 
@@ -298,8 +338,10 @@ PYBIND11_MODULE(_fasa, m) {
          "packed_weight_bytes (of them, the copy packed for this CPU).")
       .def("tokenize", [](const Engine& e, const std::string& text, bool add_bos, bool parse_special) {
         return e.tokenize(text, add_bos, parse_special);
-      }, py::arg("text"), py::arg("add_bos") = true, py::arg("parse_special") = false)
-      .def("detokenize", &Engine::detokenize, py::arg("ids"))
+      }, py::arg("text"), py::arg("add_bos") = true, py::arg("parse_special") = false,
+         "The token ids of `text` (a list of ints); add_bos: the model's BOS first, where it has one; "
+         "parse_special: '<|...|>' markers in the text as their special tokens.")
+      .def("detokenize", &Engine::detokenize, py::arg("ids"), "The text of the token ids `ids`.")
       .def("context", [](const Engine& e, const py::kwargs& settings) {
         const ContextOptions o = context_options(e, settings);
         py::gil_scoped_release released;
@@ -312,7 +354,7 @@ PYBIND11_MODULE(_fasa, m) {
       .def("feed", [](Context& c, const std::string& text) { return c.feed(text); }, py::arg("text"),
            py::call_guard<py::gil_scoped_release>(), "Appends text; returns the tokens added.")
       .def("feed_tokens", [](Context& c, const std::vector<int32_t>& ids) { c.feed_tokens(ids); }, py::arg("ids"),
-           py::call_guard<py::gil_scoped_release>())
+           py::call_guard<py::gil_scoped_release>(), "Appends the token ids `ids` (prefilled at once).")
       .def("generate", [](Context& c, const std::optional<std::string>& prompt, int max_tokens, float temperature, int top_k,
                           float top_p, uint64_t seed, const std::vector<std::string>& stop, bool ignore_eos) {
         const GenerationOptions g = generation_options(max_tokens, temperature, top_k, top_p, seed, stop, ignore_eos);
@@ -334,17 +376,20 @@ PYBIND11_MODULE(_fasa, m) {
          py::arg("top_p") = 0.95f, py::arg("seed") = 42, py::arg("stop") = std::vector<std::string>{},
          py::arg("ignore_eos") = false, py::keep_alive<0, 1>(), "As generate, an iterator over the text's pieces.")
       .def("logits", [](Context& c) {
-        std::span<const float> l;
+        std::unique_ptr<Floats> out;
         {
           py::gil_scoped_release released;
-          l = c.logits();
+          const std::span<const float> l = c.logits();
+          out = std::make_unique<Floats>(std::vector<py::ssize_t>{(py::ssize_t)l.size()});
+          std::copy(l.begin(), l.end(), out->data());  // the context's own change with its next step
         }
-        return py::array_t<float>((py::ssize_t)l.size(), l.data());  // a copy
-      }, "The next token's logits, a float32 array [n_vocab].")
-      .def("truncate", &Context::truncate, py::arg("n"), py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("n_past", &Context::n_past)
-      .def_property_readonly("n_ctx", &Context::n_ctx)
-      .def_property_readonly("tokens", &Context::tokens)
+        return to_python(std::move(out));
+      }, "The next token's logits [n_vocab], float32: a NumPy array, or a memoryview where NumPy is not installed.")
+      .def("truncate", &Context::truncate, py::arg("n"), py::call_guard<py::gil_scoped_release>(),
+           "Keeps the first n tokens and forgets the rest (to go back to a shared prefix).")
+      .def_property_readonly("n_past", &Context::n_past, "Tokens in the context now.")
+      .def_property_readonly("n_ctx", &Context::n_ctx, "The context's size in tokens.")
+      .def_property_readonly("tokens", &Context::tokens, "The token ids in the context, in order.")
       .def("stats", &stats_dict,
            "prompt_tokens and generated_tokens so far, prompt_seconds and decode_seconds, n_past, n_ctx, "
            "kv_fast_bytes (the KV cache's fast memory) and policy (what the context attends with).");
@@ -413,7 +458,8 @@ PYBIND11_MODULE(_fasa, m) {
      py::arg("attn") = std::vector<std::string>{"fasa"}, py::arg("top_k") = std::vector<int>{64},
      "`fasa eval ca` on `text`: the share of the exact top-K each policy selects. Returns the records.");
 
-  py::class_<TextStream>(m, "TextStream")
+  py::class_<TextStream>(m, "TextStream", "context.stream(...)'s iterator: each next() is the next piece of text "
+                                          "(whole UTF-8 characters); dropping it early cancels the generation.")
       .def("__iter__", [](TextStream& s) -> TextStream& { return s; })
-      .def("__next__", &TextStream::next);
+      .def("__next__", &TextStream::next, "The next piece of text; StopIteration at the end.");
 }

@@ -40,9 +40,17 @@ def _dist_info_files():
             "WHEEL": f"Wheel-Version: 1.0\nGenerator: fasa_build\nRoot-Is-Purelib: false\nTag: {_tag()}\n"}
 
 
+def _build_folder():
+    """Outside the source tree (which may be read-only, and is not pip's to fill): one folder per
+    checkout and interpreter under the user's cache, so that installing again builds only what changed."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    checkout = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
+    return cache / "fasa" / "pip-build" / f"{checkout}-{_tag()}"
+
+
 def _build_module():
-    """Configures and builds the module (a build folder per interpreter); returns the module's file."""
-    build = ROOT / "build" / "pip" / _tag()
+    """Configures and builds the module; returns the module's file."""
+    build = _build_folder()
     subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                            "-DFASA_BUILD_TESTS=OFF", f"-DPython_EXECUTABLE={sys.executable}"])
     subprocess.check_call(["cmake", "--build", str(build), "--target", "_fasa", "-j", str(os.cpu_count() or 1)])

@@ -21,8 +21,10 @@ def register_policy(name, fn):
     """A policy written in Python, for engine.context(attn=name, budget=..., dense_layers=...).
 
     fn(layer, kv_head, queries, keys, budget) gets the GQA group's queries [n_q, head_dim] and the KV
-    head's cached keys [n_tokens, head_dim] (float32 NumPy arrays, after RoPE) and returns at most
-    `budget` distinct row numbers, which every query head of the group attends to. It runs in the real
+    head's cached keys [n_tokens, head_dim] (float32, after RoPE: NumPy arrays, or where NumPy is not
+    installed memoryviews, which index as keys[row, dim] and give lists with .tolist()) and returns at
+    most `budget` distinct row numbers (a list, a tuple, a NumPy array of ints, ...), which every query
+    head of the group attends to. It runs in the real
     decode loop under the C++ policies' contract: dense layers, and steps whose budget covers the
     context, attend to every row without calling fn; a row outside the context is an error. Slow is
     fine: it is for trying an idea before writing it in C++ (src/sparse/). fasa.eval runs the built-in

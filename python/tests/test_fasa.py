@@ -188,6 +188,21 @@ def test_a_python_policy_keeps_the_contract(engine):
         fasa.register_policy("stream", lambda *args: [])
 
 
+def test_without_numpy_generation_python_policies_and_logits_work(engine):
+    script = os.path.join(os.path.dirname(__file__), "without_numpy.py")  # CI runs it in a venv without NumPy too
+    run = subprocess.run([sys.executable, script, "--hide-numpy", PROMPT], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)
+    assert got["text"] == engine.context().generate(PROMPT, max_tokens=8)
+    kind, q_shape, k_shape, last_key, last_key_listed = got["seen"]
+    assert kind == "memoryview" and q_shape[1] == k_shape[1] and last_key == last_key_listed
+    fasa.register_policy("py-recent-np", lambda layer, kv_head, q, keys, budget: np.arange(len(keys) - budget, len(keys)))
+    assert got["sparse"] == engine.context(attn="py-recent-np", budget=8, dense_layers=[]).generate(PROMPT * 4, max_tokens=4)
+    ctx = engine.context()
+    ctx.feed(PROMPT)
+    assert got["logits_type"] == "memoryview" and got["logits"] == ctx.logits().tolist()
+
+
 def test_the_generate_example_runs():
     out = example("generate")
     assert out.startswith("full: ") and "\nfasa: " in out and "prompt_tokens" in out
