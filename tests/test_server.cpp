@@ -11,6 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "calib/auto_profile.h"
 #include "model/session.h"
 #include "sparse/policy.h"
@@ -301,6 +306,24 @@ double metric_value(const TestServer& s, const std::string& name) {
   return at == std::string::npos ? -1 : std::stod(res->body.substr(at + name.size() + 2));
 }
 
+// `request` sent as raw bytes to 127.0.0.1:port (what an HTTP client library would not send); the reply
+// read until the server closes the connection.
+std::string raw_exchange(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons((uint16_t)port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (fd >= 0 && ::connect(fd, (const sockaddr*)&addr, sizeof addr) == 0 &&
+      ::send(fd, request.data(), request.size(), 0) == (ssize_t)request.size()) {
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, (size_t)n);
+  }
+  if (fd >= 0) ::close(fd);
+  return reply;
+}
+
 bool wait_for_metric(const TestServer& s, const std::string& name, double value) {
   for (int i = 0; i < 200; ++i) {
     if (metric_value(s, name) == value) return true;
@@ -337,6 +360,8 @@ TEST_F(ServerTest, FullQueueIsTurnedAwayAndHangingUpCancels) {
   impatient.stop();
   EXPECT_TRUE(wait_for_metric(s, "fasa_requests_cancelled_total", 2));
   EXPECT_LT(metric_value(s, "fasa_generated_tokens_total"), 2 * 900);
+  // Both are counted and logged as nginx's 499 (the client went away), not as the 200 their headers sent.
+  EXPECT_TRUE(wait_for_metric(s, "fasa_requests_total{code=\"499\"}", 2));
 }
 
 // Continuous batching: two streams advance in the same forward passes (the batch gauge and GET /slots
@@ -557,6 +582,14 @@ TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
   auto big = s.client().Post("/v1/completions", std::string(8192, ' '), "application/json");
   ASSERT_TRUE(big);
   EXPECT_EQ(big->status, 413);
+  // A POST without a body: no Content-Length is 411, an empty one 400 (not 413: nothing is too large).
+  for (const auto& [request, status] : {std::pair{"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 411},
+                                        std::pair{"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                                                  "Connection: close\r\n\r\n", 400}}) {
+    const std::string reply = raw_exchange(s.port(), request);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 " + std::to_string(status), 0), 0u) << reply;
+    EXPECT_NE(reply.find("\"invalid_request_error\""), std::string::npos) << reply;
+  }
   auto missing = s.client().Get("/v1/nothing");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
@@ -646,6 +679,18 @@ TEST_F(ServerTest, CompletionLogprobsAndEchoMatchTheModel) {
     EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), best, 1e-6);
   }
   EXPECT_EQ(r["choices"][0]["text"].get<std::string>().rfind(engine_->detokenize(prompt), 0), 0u);
+  // Each token's text_offset is where its text stands in the reply's text (the echoed prompt's first
+  // word without the SentencePiece space the text drops), up to the text's end.
+  const std::string text = r["choices"][0]["text"];
+  size_t end = 0;
+  for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+    std::string token = lp["tokens"][i];
+    const size_t at = lp["text_offset"][i];
+    if (at == 0 && !token.empty() && token[0] == ' ' && text.rfind(token, 0) != 0) token.erase(0, 1);
+    EXPECT_EQ(text.substr(at, token.size()), token) << i << ": " << lp.dump();
+    end = at + token.size();
+  }
+  EXPECT_EQ(end, text.size());
   // lm-evaluation-harness scores a continuation with echo and max_tokens 0.
   const json score = post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 0}, {"logprobs", 0}, {"echo", true}});
   EXPECT_EQ(score["choices"][0]["logprobs"]["tokens"].size(), prompt.size());

@@ -18,7 +18,7 @@ void metric(std::string& out, const char* name, const char* type, const char* he
 
 std::string ServerMetrics::render(int active, int waiting, int batch, int64_t prefilling) const {
   std::lock_guard lock(mu_);
-  std::string out = "# HELP fasa_requests_total HTTP responses by status code.\n# TYPE fasa_requests_total counter\n";
+  std::string out = "# HELP fasa_requests_total HTTP responses by status code (499: the client went away mid-generation).\n# TYPE fasa_requests_total counter\n";
   for (const auto& [status, n] : responses_)
     out += "fasa_requests_total{code=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
   metric(out, "fasa_prompt_tokens_total", "counter", "Prompt tokens prefilled.", (double)prompt_tokens_);

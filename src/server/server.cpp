@@ -58,6 +58,7 @@ using Clock = std::chrono::steady_clock;
 struct RequestLog {
   Clock::time_point start;
   int64_t prompt_tokens = -1, cached_tokens = 0, generated_tokens = 0;
+  bool cancelled = false;  // the generation was cancelled (the client went away): logged as nginx's 499, not the 200 sent
 };
 thread_local RequestLog request_log;
 
@@ -184,8 +185,13 @@ struct Server::Impl {
   GenerationResult generate(Job& job, const PieceCallback& on_piece_sent);
   json slots_json();
   json token_json(const TokenLogprob& t, bool chat) const;
-  json logprobs_json(bool chat, std::span<const TokenLogprob> logprobs, size_t& offset) const;
-  size_t first_offset(const Job& job) const;
+  // Where the next token's text starts in the reply's text, and how many bytes of the coming tokens'
+  // texts the reply does not have (an echoed prompt's first word loses its SentencePiece space).
+  struct TextOffset {
+    size_t at = 0, unseen = 0;
+  };
+  json logprobs_json(bool chat, std::span<const TokenLogprob> logprobs, TextOffset& offset) const;
+  TextOffset first_offset(const Job& job) const;
   json completion_body(const Job& job, const GenerationResult& r) const;
   json llama_body(const Job& job, const GenerationResult& r) const;
   json chunk(const Job& job, const json& choice) const;
@@ -359,8 +365,9 @@ void Server::Impl::routes() {
     send_error(res, 500, "internal error");
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics.count_response(res.status);
     const RequestLog l = request_log;
+    const int status = l.cancelled ? 499 : res.status;
+    metrics.count_response(status);
     request_log = {};  // a response written without routing (a malformed request line) logs no stale figures
     if (!opts.log_requests) return;
     char tokens[96] = "", time[32] = "";
@@ -369,8 +376,8 @@ void Server::Impl::routes() {
                     (long long)l.cached_tokens, (long long)l.generated_tokens);
     if (l.start != Clock::time_point{})
       std::snprintf(time, sizeof time, " %.0f ms", std::chrono::duration<double, std::milli>(Clock::now() - l.start).count());
-    std::fprintf(stderr, "%s %s %s %d%s%s\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(), res.status,
-                 tokens, time);
+    std::fprintf(stderr, "%s %s %s %d%s%s%s\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(), status,
+                 l.cancelled ? " (cancelled)" : "", tokens, time);
   });
 }
 
@@ -388,14 +395,20 @@ httplib::Server::Handler Server::Impl::guarded(httplib::Server::Handler handler)
 void Server::Impl::post(const char* path, httplib::Server::Handler handler) {
   http.Post(path, [this, handler = guarded(std::move(handler))](const httplib::Request& req, httplib::Response& res,
                                                                 const httplib::ContentReader& read) {
+    const bool chunked = req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+    if (!req.has_header("Content-Length") && !chunked)  // as HTTP servers answer it
+      return send_error(res, 411, "a POST needs a body with a Content-Length (or sent chunked)");
+    // httplib refuses a stated length over its payload limit (--max-body-bytes) without reading it
+    bool too_big = !chunked && std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) > opts.max_body_bytes;
     httplib::Request whole = req;
-    const bool fits = read([&](const char* data, size_t n) {
-      if (whole.body.size() + n > opts.max_body_bytes) return false;
-      whole.body.append(data, n);
-      return true;
+    const bool read_all = !too_big && read([&](const char* data, size_t n) {
+      too_big = whole.body.size() + n > opts.max_body_bytes;
+      if (!too_big) whole.body.append(data, n);
+      return !too_big;
     });
-    if (!fits) return send_error(res, 413, "request body too large (over " + std::to_string(opts.max_body_bytes) +
-                                               " bytes; see --max-body-bytes)");
+    if (too_big) return send_error(res, 413, "request body too large (over " + std::to_string(opts.max_body_bytes) +
+                                                 " bytes; see --max-body-bytes)");
+    if (!read_all) return send_error(res, 400, "the request body could not be read whole");
     handler(whole, res);
   });
   http.Get(path, [](const httplib::Request&, httplib::Response& res) {  // as OpenAI's API: a wrong method is a 405
@@ -620,6 +633,7 @@ GenerationResult Server::Impl::generate(Job& job, const PieceCallback& on_piece_
   const ContextStats after = ctx.stats();
   job.prompt_seconds += after.prompt_seconds - before.prompt_seconds;
   request_log.generated_tokens = r.n_tokens;
+  request_log.cancelled = r.finish_reason == FinishReason::Cancelled;
   metrics.count_generation((int64_t)job.prompt.size() - job.cached_tokens, r.n_tokens, job.prompt_seconds,
                            after.decode_seconds - before.decode_seconds,
                            job.prompt_kv_bytes + after.kv_bytes_read - before.kv_bytes_read,
@@ -638,7 +652,7 @@ json Server::Impl::token_json(const TokenLogprob& t, bool chat) const {
 
 // OpenAI's `logprobs` of a choice or a stream chunk: chat {"content": [...]}, completions the legacy
 // lists (the first token of a context has none) with byte offsets counted from `offset` on.
-json Server::Impl::logprobs_json(bool chat, std::span<const TokenLogprob> logprobs, size_t& offset) const {
+json Server::Impl::logprobs_json(bool chat, std::span<const TokenLogprob> logprobs, TextOffset& offset) const {
   if (chat) {
     json content = json::array();
     for (const TokenLogprob& t : logprobs) {
@@ -653,8 +667,10 @@ json Server::Impl::logprobs_json(bool chat, std::span<const TokenLogprob> logpro
   for (const TokenLogprob& t : logprobs) {
     const std::string text = engine.token_text(t.id);
     tokens.push_back(text);
-    offsets.push_back(offset);
-    offset += text.size();
+    offsets.push_back(offset.at);
+    const size_t unseen = std::min(offset.unseen, text.size());
+    offset.unseen -= unseen;
+    offset.at += text.size() - unseen;
     if (!t.known) {
       token_logprobs.push_back(nullptr);
       top.push_back(nullptr);
@@ -669,9 +685,13 @@ json Server::Impl::logprobs_json(bool chat, std::span<const TokenLogprob> logpro
 }
 
 // Where the reply's text offsets start, as OpenAI's: after the prompt, or at 0 with echo (the prompt's
-// tokens come first).
-size_t Server::Impl::first_offset(const Job& job) const {
-  return job.request.echo ? 0 : engine.detokenize(job.prompt).size();
+// tokens come first, their texts longer than the prompt's text by what detokenizing drops).
+Server::Impl::TextOffset Server::Impl::first_offset(const Job& job) const {
+  const size_t prompt_text = engine.detokenize(job.prompt).size();
+  if (!job.request.echo) return {prompt_text, 0};
+  size_t token_texts = 0;
+  for (int32_t t : job.prompt) token_texts += engine.token_text(t).size();
+  return {0, token_texts > prompt_text ? token_texts - prompt_text : 0};
 }
 
 json Server::Impl::completion_body(const Job& job, const GenerationResult& r) const {
@@ -680,7 +700,7 @@ json Server::Impl::completion_body(const Job& job, const GenerationResult& r) co
   if (q.gen.logprobs >= 0) {
     std::vector<TokenLogprob> all = job.prompt_logprobs;  // empty without echo
     all.insert(all.end(), r.logprobs.begin(), r.logprobs.end());
-    size_t offset = first_offset(job);
+    TextOffset offset = first_offset(job);
     logprobs = logprobs_json(q.chat, all, offset);
   }
   json choice = q.chat ? json{{"index", 0}, {"message", {{"role", "assistant"}, {"content", r.text}}},
@@ -732,7 +752,7 @@ json Server::Impl::chunk(const Job& job, const json& choice) const {
 bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& sink) {
   const bool chat = job->request.chat, llama = job->request.endpoint == Endpoint::llama_completion;
   const bool with_logprobs = job->request.gen.logprobs >= 0;
-  size_t offset = with_logprobs ? first_offset(*job) : 0;
+  TextOffset offset = with_logprobs ? first_offset(*job) : TextOffset{};
   auto send = [&](const json& j) {
     const std::string event = "data: " + dump(j) + "\n\n";
     return sink.write(event.data(), event.size());
