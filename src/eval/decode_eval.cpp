@@ -132,13 +132,27 @@ bool auto_profile_wanted(const AutoProfileStore& autos, const std::vector<Policy
 void prepare_auto_profile(AutoProfileStore& autos, const std::vector<PolicyRun>& runs,
                           const std::vector<std::vector<int32_t>>& prompts) {
   if (!auto_profile_wanted(autos, runs)) return;
+  const int64_t need = PromptProfiler::kMinTokens;
   for (const auto& p : prompts)
-    if ((int64_t)p.size() >= PromptProfiler::kMinTokens) {
+    if ((int64_t)p.size() >= need) {
       make_auto_profile(autos, p);
       return;
     }
-  throw Error("attn 'fasa' without a profile: no prompt has the " + std::to_string(PromptProfiler::kMinTokens) +
-              " tokens an automatic profile is measured on; give a profile (from `fasa calibrate`)");
+  // Shorter prompts (tasks at 1024 tokens and below): as many as it takes, laid end to end, each after
+  // the first without its BOS.
+  const int32_t bos = autos.model().tokenizer.bos();
+  std::vector<int32_t> joined;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto& p = prompts[i];
+    joined.insert(joined.end(), p.begin() + (!joined.empty() && !p.empty() && p[0] == bos), p.end());
+    if ((int64_t)joined.size() < need) continue;
+    std::fprintf(stderr, "note: no prompt has the %lld tokens FASA's automatic profile is measured on: it is measured on "
+                 "the first %zu laid end to end\n", (long long)need, i + 1);
+    make_auto_profile(autos, joined);
+    return;
+  }
+  throw Error("attn 'fasa' without a profile: the prompts together have " + std::to_string(joined.size()) + " of the " +
+              std::to_string(need) + " tokens an automatic profile is measured on; give a profile (from `fasa calibrate`)");
 }
 
 std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref, const std::vector<std::string>& policies,

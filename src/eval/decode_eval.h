@@ -44,7 +44,8 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
 bool auto_profile_wanted(const AutoProfileStore& autos, const std::vector<PolicyRun>& runs);
 // FASA's automatic profile for an evaluation, whose prefills are shared: when one of `runs` wants it
 // and `autos` has none yet, the first of `prompts` with at least PromptProfiler::kMinTokens tokens makes
-// it (as a context's first long prompt would). Throws fasa::Error when none is that long. Each
+// it (as a context's first long prompt would); where none is that long, the first prompts laid end to
+// end (with a note). Throws fasa::Error when all of them together are shorter. Each
 // evaluation runs with a store of its own (it finds the profile cached for the model on disk).
 void prepare_auto_profile(AutoProfileStore& autos, const std::vector<PolicyRun>& runs,
                           const std::vector<std::vector<int32_t>>& prompts);

@@ -178,21 +178,24 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
     for (const auto& g : groups(t))
       if (g != "all" && std::find(types.begin(), types.end(), g) == types.end()) types.push_back(g);
   types.push_back("all");
-  std::vector<std::vector<int32_t>> long_prompt;  // the first that can make FASA's automatic profile
+  std::vector<std::vector<int32_t>> natural;  // prompts of running text, enough to make FASA's automatic profile
   AutoProfileStore autos(m);  // this run's (with the model's cached file)
   const std::vector<PolicyRun> runs = policy_runs(m, policies, base);
   const bool wanted = auto_profile_wanted(autos, runs);
-  bool unnatural = false;  // a long prompt was passed over
-  for (size_t i = 0; wanted && i < tasks.size() && long_prompt.empty(); ++i)
-    if (auto ids = m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos()); (int64_t)ids.size() >= PromptProfiler::kMinTokens) {
-      if (tasks[i].natural_context) long_prompt.push_back(std::move(ids));
-      else unnatural = true;
+  bool unnatural = false;  // a prompt of look-alike needles or a word list was passed over
+  for (size_t i = 0, tokens = 0; wanted && i < tasks.size() && (int64_t)tokens < PromptProfiler::kMinTokens; ++i) {
+    if (!tasks[i].natural_context) {
+      unnatural = true;
+      continue;
     }
-  if (wanted && long_prompt.empty() && unnatural)
+    natural.push_back(m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos()));
+    tokens += natural.back().size();
+  }
+  if (wanted && natural.empty() && unnatural)
     throw Error("no automatic profile yet, and these tasks' contexts are look-alike needles or word lists (cwe, fwe), "
                 "which would make a poor one (it is kept and cached for the model): give a profile (from `fasa "
                 "calibrate`), or run other tasks once without --distractors");
-  prepare_auto_profile(autos, runs, long_prompt);
+  prepare_auto_profile(autos, runs, natural);
   // tally[run][budget][type]. Each prompt is prefilled once for all policies.
   std::vector<std::map<std::string, std::map<std::string, Tally>>> tally(runs.size());
   ProgressBar bar("retrieval", (int64_t)tasks.size());
