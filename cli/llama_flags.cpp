@@ -96,11 +96,10 @@ void add_ignored_llama_options(CLI::App* cmd, unsigned groups) {
     ignored(cmd, "--parallel", true, "Ignored (llama.cpp's -np N): one sequence; `fasa serve -np N` serves several",
             "-np is ignored: one sequence here; `fasa serve -np N` serves several");
   if (groups & kServerFlags) {
-    const char* note = "--jinja / --metrics / --no-webui are ignored: the model's chat format applies without --jinja, "
-                       "/metrics is always served, and there is no web page to turn off";
+    const char* note = "--jinja / --metrics are ignored: the model's chat format applies without --jinja, and "
+                       "/metrics is always served";
     ignored(cmd, "--jinja", false, "Ignored (llama-server's): the model's chat format always applies", note);
     ignored(cmd, "--metrics", false, "Ignored (llama-server's): /metrics is always served", note);
-    ignored(cmd, "--no-webui", false, "Ignored (llama-server's): no web page", note);
   }
 }
 

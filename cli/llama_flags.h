@@ -22,7 +22,7 @@ enum IgnoredFlags : unsigned {
   kMappingFlags = 2,   // --mlock, --no-mmap: the weights decoded from are packed into fasa's own memory
   kBatchFlags = 4,     // -b N, -ub N: a prompt goes through in fasa's own chunks
   kParallelFlag = 8,   // -np N: one sequence (`fasa serve --parallel` serves several)
-  kServerFlags = 16,   // --jinja, --metrics, --no-webui: the chat format, /metrics are always on
+  kServerFlags = 16,   // --jinja, --metrics: the chat format, /metrics are always on
 };
 void add_ignored_llama_options(CLI::App* cmd, unsigned groups);
 

@@ -25,9 +25,10 @@ int serve(ServeOptions o, bool attn_given) {
   o.server.model_name = std::filesystem::path(o.model).filename().string();
   Server server(engine, o.server);
   const int port = server.bind();
-  std::fprintf(stderr, "fasa serve: %s (%s) on http://%s:%d — %d parallel, queue %d, attn %s%s\n", o.model.c_str(),
+  std::fprintf(stderr, "fasa serve: %s (%s) on http://%s:%d — %d parallel, queue %d, attn %s%s%s\n", o.model.c_str(),
                engine.info().arch.c_str(), o.server.host.c_str(), port, o.server.parallel, o.server.queue,
-               o.server.policy.attn.c_str(), o.server.api_key.empty() ? "" : ", API key required");
+               o.server.policy.attn.c_str(), o.server.api_key.empty() ? "" : ", API key required",
+               o.server.web_ui ? "; chat page at /" : "");
   running_server = &server;
   std::signal(SIGINT, [](int) { running_server->stop(); });
   std::signal(SIGTERM, [](int) { running_server->stop(); });
@@ -71,6 +72,7 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--max-body-bytes", s.max_body_bytes, "Largest request body; larger ones get 413")
       ->capture_default_str()->check(CLI::Range((size_t)1024, (size_t)1 << 30));
   cmd->add_flag_callback("--log-disable", [o] { o->server.log_requests = false; }, "No line per request on stderr");
+  cmd->add_flag_callback("--no-webui", [o] { o->server.web_ui = false; }, "No chat page at / (llama-server's --no-webui)");
   add_policy_options(cmd, s.policy);
   add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags | kServerFlags);
   return {cmd, [o, cmd] { return serve(*o, cmd->count("--attn") > 0); }};

@@ -8,8 +8,10 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update
 # shellcheck disable=SC2046
 $SUDO apt-get install -y --no-install-recommends $(cat "$(dirname "$0")/debian-packages.txt")
-# The official openai npm client, for the server's client test (tests/openai-client). Node.js from
+# The npm packages of the server's client tests (tests/openai-client, tests/chat-page). Node.js from
 # Debian where none is installed; without the npm registry the test skips with a message.
 if ! command -v npm >/dev/null; then $SUDO apt-get install -y --no-install-recommends nodejs npm; fi
-(cd "$(dirname "$0")/../tests/openai-client" && npm ci --no-audit --no-fund --loglevel=error) ||
-  echo "warning: could not install the openai npm client; its test will be skipped"
+for client in openai-client chat-page; do  # the openai client; puppeteer-core (drives Chromium where installed)
+  (cd "$(dirname "$0")/../tests/$client" && npm ci --no-audit --no-fund --loglevel=error) ||
+    echo "warning: could not install tests/$client's npm packages; its test will be skipped"
+done

@@ -600,6 +600,50 @@ TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
                                    {"logit_bias", json::object()}, {"best_of", 1}, {"user", "u1"}});
 }
 
+// The chat page: served at / (the page the Chromium test drives, tests/chat-page), with what it reads:
+// /props' policies, and each stream's last chunk's timings (speed, KV bytes per decode step, fewer
+// for FASA at a small budget than for full attention). --no-webui: no page.
+TEST_F(ServerTest, ChatPageAndWhatItReads) {
+  TestServer s(*engine_, options());
+  auto page = s.client().Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(page->body.find("/v1/chat/completions"), std::string::npos);
+  auto props = s.client().Get("/props");
+  ASSERT_TRUE(props);
+  const json policies = json::parse(props->body)["policies"];
+  EXPECT_EQ(policies.size(), policy_registry().size());
+  EXPECT_EQ(policies[0], "full");
+  std::string prompt;
+  for (int i = 0; i < 8; ++i) prompt += kPrompt;
+  auto kv_per_token = [&](const json& policy) {
+    json body = {{"messages", {{{"role", "user"}, {"content", prompt}}}}, {"max_tokens", 8}, {"ignore_eos", true}, {"stream", true}};
+    body.update(policy);
+    auto res = s.client().Post("/v1/chat/completions", body.dump(), "application/json");
+    EXPECT_TRUE(res && res->status == 200);
+    bool done = false;
+    const std::vector<json> events = res ? sse_events(res->body, done) : std::vector<json>{};
+    EXPECT_TRUE(done);
+    EXPECT_FALSE(events.empty());
+    if (events.empty()) return 0.0;
+    const json& timings = events.back()["timings"];
+    EXPECT_EQ(timings["predicted_n"], 8) << events.back().dump();
+    EXPECT_GT(timings["predicted_per_second"].get<double>(), 0.0);
+    return timings["kv_bytes_per_token"].get<double>();
+  };
+  const double full = kv_per_token({{"attn", "full"}}), fasa = kv_per_token({{"attn", "fasa"}, {"budget", 8}});
+  EXPECT_GT(full, 0.0);
+  EXPECT_LT(fasa, full);
+
+  ServerOptions without = options();
+  without.web_ui = false;
+  TestServer bare(*engine_, without);
+  auto none = bare.client().Get("/");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 404);
+}
+
 TEST_F(ServerTest, ApiKeyGuardsEverythingButHealthAndCorsAnswersPreflights) {
   ServerOptions o = options();
   o.api_key = "s3cret";

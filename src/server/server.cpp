@@ -11,13 +11,16 @@
 #include <limits>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <nlohmann/json.hpp>
 
 #include "server/admission.h"
+#include "server/chat_page.h"
 #include "server/metrics.h"
 #include "server/sockets.h"
+#include "sparse/policy.h"
 
 namespace fasa {
 
@@ -100,6 +103,7 @@ struct Job {
   std::vector<TokenLogprob> prompt_logprobs;  // echo with logprobs: [prompt.size()]
   double prompt_seconds = 0;
   uint64_t prompt_kv_bytes = 0;              // KV bytes read scoring an echoed prompt (in prepare)
+  double decode_kv_bytes_per_token = 0;      // KV bytes attention read per decode step (the policy's saving)
 };
 
 int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
@@ -124,7 +128,8 @@ json timings(const Job& job, const GenerationResult& r) {
   return {{"cache_n", job.cached_tokens}, {"prompt_n", prompt_n}, {"prompt_ms", job.prompt_seconds * 1e3},
           {"prompt_per_second", job.prompt_seconds > 0 ? prompt_n / job.prompt_seconds : 0.0},
           {"predicted_n", r.n_tokens}, {"predicted_ms", r.seconds * 1e3},
-          {"predicted_per_second", r.seconds > 0 ? r.n_tokens / r.seconds : 0.0}};
+          {"predicted_per_second", r.seconds > 0 ? r.n_tokens / r.seconds : 0.0},
+          {"kv_bytes_per_token", job.decode_kv_bytes_per_token}};
 }
 
 // A random hex string, so response ids differ across restarts of the server.
@@ -342,8 +347,12 @@ void Server::Impl::routes() {
       send_error(res, 400, std::string("'tokens' must be a list of token ids: ") + e.what());
     }
   });
+  if (opts.web_ui)  // the page itself asks for nothing secret; what it fetches needs the key where one is set
+    http.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
   http.Get("/props", guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(dump({{"total_slots", opts.parallel}, {"model_path", engine.info().path},
+    json policies = json::array();
+    for (const PolicyInfo& p : policy_registry()) policies.push_back(p.name);
+    res.set_content(dump({{"total_slots", opts.parallel}, {"model_path", engine.info().path}, {"policies", policies},
                           {"default_generation_settings", {{"n_ctx", slot_ctx}, {"n_predict", opts.limits.max_tokens}}},
                           {"n_ctx", opts.n_ctx}, {"batch_size", opts.batch_tokens}, {"attn", opts.policy.attn},
                           {"chat_format", engine.info().chat_format}, {"build_info", "fasa " FASA_VERSION}}),
@@ -550,6 +559,7 @@ struct Handoff {
   GenerationResult result;
   std::exception_ptr error;
   std::atomic<bool> gone{false};
+  std::optional<uint64_t> kv_read_at_first_token;  // the context's KV bytes read once its prompt was in
 };
 }  // namespace
 
@@ -566,7 +576,8 @@ GenerationResult Server::Impl::generate(Job& job, const PieceCallback& on_piece_
   } shown{*this, job};
   auto h = std::make_shared<Handoff>();
   auto add = [this, h, &ctx, &job, to_feed = std::move(to_feed)](Batch& batch) mutable {
-    auto on_piece = [this, h, &job](std::string_view piece) {  // on the scheduler thread
+    auto on_piece = [this, h, &job, &ctx](std::string_view piece) {  // on the scheduler thread
+      if (!h->kv_read_at_first_token) h->kv_read_at_first_token = ctx.stats().kv_bytes_read;
       if (h->gone || stopping || job.peer.closed()) return false;
       // A reply sent whole needs only the result: waking its thread for every token cost 8 streams
       // about 5 % of each pass on 2 cores.
@@ -632,6 +643,8 @@ GenerationResult Server::Impl::generate(Job& job, const PieceCallback& on_piece_
   if (h->gone) r.finish_reason = FinishReason::Cancelled;
   const ContextStats after = ctx.stats();
   job.prompt_seconds += after.prompt_seconds - before.prompt_seconds;
+  if (h->kv_read_at_first_token && r.n_tokens > 1)  // the first token came from the prompt's pass
+    job.decode_kv_bytes_per_token = (double)(after.kv_bytes_read - *h->kv_read_at_first_token) / (r.n_tokens - 1);
   request_log.generated_tokens = r.n_tokens;
   request_log.cancelled = r.finish_reason == FinishReason::Cancelled;
   metrics.count_generation((int64_t)job.prompt.size() - job.cached_tokens, r.n_tokens, job.prompt_seconds,
@@ -798,7 +811,9 @@ bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& si
   const std::span<const TokenLogprob> rest = std::span(r.logprobs).subspan(std::min(sent, r.logprobs.size()));
   json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"logprobs", logprobs(rest)}, {"finish_reason", name_of(r.finish_reason)}}
                    : json{{"index", 0}, {"text", ""}, {"logprobs", logprobs(rest)}, {"finish_reason", name_of(r.finish_reason)}};
-  if (!send(chunk(*job, last))) return false;
+  json last_chunk = chunk(*job, last);
+  last_chunk["timings"] = timings(*job, r);  // as llama-server's last chunk (the chat page shows them)
+  if (!send(last_chunk)) return false;
   if (job->request.include_usage) {  // as OpenAI: one more chunk, with the usage and no choices
     json tail = chunk(*job, last);
     tail["choices"] = json::array();

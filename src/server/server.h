@@ -32,6 +32,7 @@ struct ServerOptions {
   std::string api_key;         // non-empty: requests but GET /health need "Authorization: Bearer <key>"
   std::string cors_origin;     // non-empty: allow browser requests from this origin ("*": any)
   bool log_requests = true;    // one line per request on stderr
+  bool web_ui = true;          // the chat page at GET / (src/server/web/chat.html)
 };
 
 class Server {

@@ -10,17 +10,8 @@ if ! command -v node >/dev/null || [ ! -d "$here/node_modules/openai" ]; then
   echo "SKIPPED: Node.js or the openai npm client is missing (run scripts/install-deps.sh)"
   exit 77
 fi
-log="$(mktemp)"
 key="test-key-$$"
-"$fasa" serve -m "$model" --port 0 --api-key "$key" --log-disable -t 2 2>"$log" &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
-port=""
-for _ in $(seq 1 300); do  # the model loads, then the line with the port
-  port="$(sed -n 's|.* on http://[^:]*:\([0-9]*\) .*|\1|p' "$log")"
-  [ -n "$port" ] && break
-  kill -0 $server 2>/dev/null || { cat "$log"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "fasa serve did not start:"; cat "$log"; exit 1; }
+# shellcheck source=../start-server.sh
+. "$here/../start-server.sh"
+start_server "$fasa" -m "$model" --api-key "$key" --log-disable -t 2
 node "$here/client.mjs" "http://127.0.0.1:$port/v1" "$key"
