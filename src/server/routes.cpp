@@ -1,0 +1,186 @@
+// fasa serve's HTTP side: the routes, the API key, CORS, the request log, the chat page.
+#include "server/server_impl.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "server/chat_page.h"
+#include "sparse/policy.h"
+
+namespace fasa {
+
+thread_local RequestLog request_log;
+
+json Server::Impl::model_object() const {
+  const ModelInfo& m = engine.info();
+  return {{"id", opts.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "fasa"},
+          {"meta", {{"arch", m.arch}, {"format", m.format}, {"n_params", m.n_params}, {"n_ctx", opts.n_ctx},
+                    {"n_ctx_slot", slot_ctx}, {"n_ctx_train", m.n_ctx_train}, {"n_vocab", m.n_vocab},
+                    {"chat_format", m.chat_format}, {"attn", opts.policy.attn}}}};
+}
+
+// With an API key, every request but GET /health (and CORS preflights) carries it as a bearer token.
+bool Server::Impl::authorized(const httplib::Request& req, httplib::Response& res) const {
+  if (opts.api_key.empty()) return true;
+  if (req.get_header_value("Authorization") == "Bearer " + opts.api_key) return true;
+  send_error(res, 401, "invalid or missing API key (send 'Authorization: Bearer <key>')");
+  res.set_header("WWW-Authenticate", "Bearer");
+  return false;
+}
+
+void Server::Impl::routes() {
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    request_log = {Clock::now()};
+    if (!opts.cors_origin.empty() && req.method == "OPTIONS") {  // a browser's preflight
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "86400");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (!opts.cors_origin.empty()) res.set_header("Access-Control-Allow-Origin", opts.cors_origin);
+  });
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  http.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump({{"object", "list"}, {"data", json::array({model_object()})}}), "application/json");
+  }));
+  http.Get(R"(/v1/models/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] != opts.model_name) return send_error(res, 404, "no model '" + std::string(req.matches[1]) + "' here");
+    res.set_content(dump(model_object()), "application/json");
+  }));
+  http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(admission.active(), admission.waiting(), batch_members, batch_prefilling),
+                    "text/plain; version=0.0.4");
+  }));
+  http.Get("/slots", guarded([this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump(slots_json()), "application/json");
+  }));
+  // llama-server's own: text to token ids and back, and the server's settings.
+  post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      const json body = json::parse(req.body);
+      const json content = body.value("content", json());
+      if (!content.is_string()) return send_error(res, 400, "'content' must be a string");
+      const bool bos = body.value("add_special", false), special = body.value("parse_special", true);
+      res.set_content(dump({{"tokens", engine.tokenize(content.get<std::string>(), bos, special)}}), "application/json");
+    } catch (const json::exception& e) {
+      send_error(res, 400, std::string("the request body is not the JSON expected: ") + e.what());
+    }
+  });
+  post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      const std::vector<int32_t> ids = json::parse(req.body).at("tokens").get<std::vector<int32_t>>();
+      for (int32_t t : ids)
+        if (t < 0 || t >= engine.info().n_vocab) return send_error(res, 400, "token id " + std::to_string(t) + " is outside the vocabulary");
+      res.set_content(dump({{"content", engine.detokenize(ids)}}), "application/json");
+    } catch (const json::exception& e) {
+      send_error(res, 400, std::string("'tokens' must be a list of token ids: ") + e.what());
+    }
+  });
+  if (opts.web_ui)  // the page itself asks for nothing secret; what it fetches needs the key where one is set
+    http.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
+  http.Get("/props", guarded([this](const httplib::Request&, httplib::Response& res) {
+    json policies = json::array();
+    for (const PolicyInfo& p : policy_registry()) policies.push_back(p.name);
+    res.set_content(dump({{"total_slots", opts.parallel}, {"model_path", engine.info().path}, {"policies", policies},
+                          {"default_generation_settings", {{"n_ctx", slot_ctx}, {"n_predict", opts.limits.max_tokens}}},
+                          {"n_ctx", opts.n_ctx}, {"batch_size", opts.batch_tokens}, {"attn", opts.policy.attn},
+                          {"chat_format", engine.info().chat_format}, {"build_info", "fasa " FASA_VERSION}}),
+                    "application/json");
+  }));
+  post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, Endpoint::completions); });
+  post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, Endpoint::chat); });
+  for (const char* path : {"/completion", "/completions"})  // llama-server's own
+    post(path, [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, Endpoint::llama_completion); });
+  // Unknown paths, oversized bodies and the like: the same JSON error shape as our own errors.
+  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, res.status, res.status == 404   ? "no such endpoint"
+                                : res.status == 413 ? "request body too large"
+                                                    : "request failed (HTTP " + std::to_string(res.status) + ")");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    send_error(res, 500, "internal error");
+  });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    const RequestLog l = request_log;
+    const int status = l.cancelled ? 499 : res.status;
+    metrics.count_response(status);
+    request_log = {};  // a response written without routing (a malformed request line) logs no stale figures
+    if (!opts.log_requests) return;
+    char tokens[96] = "", time[32] = "";
+    if (l.prompt_tokens >= 0)
+      std::snprintf(tokens, sizeof tokens, " prompt %lld (cached %lld) + %lld generated", (long long)l.prompt_tokens,
+                    (long long)l.cached_tokens, (long long)l.generated_tokens);
+    if (l.start != Clock::time_point{})
+      std::snprintf(time, sizeof time, " %.0f ms", std::chrono::duration<double, std::milli>(Clock::now() - l.start).count());
+    std::fprintf(stderr, "%s %s %s %d%s%s%s\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(), status,
+                 l.cancelled ? " (cancelled)" : "", tokens, time);
+  });
+}
+
+// A route that needs the API key (checked once the body is read: refusing earlier would leave the
+// body on a kept-alive connection, read as the next request).
+httplib::Server::Handler Server::Impl::guarded(httplib::Server::Handler handler) const {
+  return [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    if (authorized(req, res)) handler(req, res);
+  };
+}
+
+// A guarded POST route whose body is read here whatever its Content-Type: JSON sent as a form (curl's
+// -d, urllib's default) would otherwise be cut at cpp-httplib's 8 KiB form limit with a 413;
+// --max-body-bytes still bounds every body.
+void Server::Impl::post(const char* path, httplib::Server::Handler handler) {
+  http.Post(path, [this, handler = guarded(std::move(handler))](const httplib::Request& req, httplib::Response& res,
+                                                                const httplib::ContentReader& read) {
+    const bool chunked = req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
+    if (!req.has_header("Content-Length") && !chunked)  // as HTTP servers answer it
+      return send_error(res, 411, "a POST needs a body with a Content-Length (or sent chunked)");
+    // httplib refuses a stated length over its payload limit (--max-body-bytes) without reading it
+    bool too_big = !chunked && std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) > opts.max_body_bytes;
+    httplib::Request whole = req;
+    const bool read_all = !too_big && read([&](const char* data, size_t n) {
+      too_big = whole.body.size() + n > opts.max_body_bytes;
+      if (!too_big) whole.body.append(data, n);
+      return !too_big;
+    });
+    if (too_big) return send_error(res, 413, "request body too large (over " + std::to_string(opts.max_body_bytes) +
+                                                 " bytes; see --max-body-bytes)");
+    if (!read_all) return send_error(res, 400, "the request body could not be read whole");
+    handler(whole, res);
+  });
+  http.Get(path, [](const httplib::Request&, httplib::Response& res) {  // as OpenAI's API: a wrong method is a 405
+    res.set_header("Allow", "POST");
+    send_error(res, 405, "this endpoint takes POST");
+  });
+}
+
+void Server::Impl::complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+  std::shared_ptr<Job> job;
+  try {
+    job = accept(req, endpoint);
+    if (!job->request.stream) {
+      const GenerationResult r = generate(*job, {});
+      if (r.finish_reason == FinishReason::Cancelled) {  // nobody is listening
+        res.status = 499;                     // "client closed request", for the metrics
+        return;
+      }
+      res.set_content(dump(endpoint == Endpoint::llama_completion ? llama_body(*job, r) : completion_body(*job, r)),
+                      "application/json");
+      return;
+    }
+  } catch (const HttpError& e) {
+    return send_error(res, e.status, e.what(), e.param, e.code);
+  } catch (const std::exception& e) {
+    return send_error(res, 500, e.what());
+  }
+  res.set_chunked_content_provider("text/event-stream", [this, job](size_t, httplib::DataSink& sink) { return stream(job, sink); });
+}
+
+}  // namespace fasa

@@ -1,0 +1,174 @@
+// fasa serve's insides, shared by its rooms: server.cpp (the server's life, and the scheduler that steps
+// every generating slot in one batch), routes.cpp (the HTTP routes, API key, request log), slots.cpp
+// (a request into a job on a slot, each slot's prompt cache), responses.cpp (OpenAI's and
+// llama-server's bodies, server-sent events). Not installed: only src/server/ includes it.
+#pragma once
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/admission.h"
+#include "server/metrics.h"
+#include "server/request.h"
+#include "server/server.h"
+#include "server/sockets.h"
+
+namespace fasa {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Generated text may hold bytes that are not UTF-8; they are replaced rather than failing the reply.
+inline std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// OpenAI's error shape: message, type, and the request field at fault (`param`) and a machine-readable
+// `code` (e.g. "context_length_exceeded"), each null where there is none.
+inline json error_body(int status, const std::string& message, const std::string& param = "", const std::string& code = "") {
+  const char* type = status == 503 ? "unavailable_error" : status >= 500 ? "server_error" : "invalid_request_error";
+  auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  return {{"error", {{"message", message}, {"type", type}, {"param", or_null(param)}, {"code", or_null(code)}}}};
+}
+
+inline void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = "",
+                       const std::string& code = "") {
+  res.status = status;
+  res.set_content(dump(error_body(status, message, param, code)), "application/json");
+}
+
+// A request refused with an HTTP status (400, 503) and a message for the JSON error body.
+class HttpError : public std::runtime_error {
+ public:
+  HttpError(int status, const std::string& message, std::string param = "", std::string code = "")
+      : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)) {}
+  int status;
+  std::string param, code;
+};
+
+// What the request log line says about the request this thread serves (handler, stream and logger of
+// one request run on one thread).
+struct RequestLog {
+  Clock::time_point start;
+  int64_t prompt_tokens = -1, cached_tokens = 0, generated_tokens = 0;
+  bool cancelled = false;  // the generation was cancelled (the client went away): logged as nginx's 499, not the 200 sent
+};
+extern thread_local RequestLog request_log;  // (routes.cpp)
+
+// What GET /slots shows of a slot, written by the request that holds it.
+struct SlotView {
+  bool processing = false;
+  int64_t n_ctx = 0;            // the slot's cache now (0: none yet)
+  int64_t n_past = 0;           // tokens it holds: the last request's prompt and reply (its prompt cache)
+  int64_t prompt_tokens = 0, cached_tokens = 0;  // of the request now or last
+  std::string attn;
+  std::string id;               // the request now or last
+};
+
+// A slot: one generation at a time. Its context stays after the request (prompt cache).
+struct SlotState {
+  std::unique_ptr<Context> ctx;
+  PolicyOptions policy;   // the one ctx was made with
+  int64_t reusable = 0;   // tokens of ctx a later prompt may reuse: those prefilled densely (or all, for full attention)
+  uint64_t last_used = 0;
+};
+
+// Gives the admission slot back when the request's last owner (handler or stream) is done.
+struct SlotLease {
+  SlotLease(Admission& a, int index) : admission(a), index(index) {}
+  ~SlotLease() { admission.leave(index); }
+  Admission& admission;
+  int index;
+};
+
+// One accepted completion request, ready to generate.
+struct Job {
+  CompletionRequest request;
+  std::vector<int32_t> prompt;  // token ids
+  std::string id;
+  int64_t created = 0;
+  std::shared_ptr<SlotLease> slot;
+  PeerSocket peer;
+  int64_t cached_tokens = 0;                 // prompt tokens the slot's cache already held
+  std::vector<TokenLogprob> prompt_logprobs;  // echo with logprobs: [prompt.size()]
+  double prompt_seconds = 0;
+  uint64_t prompt_kv_bytes = 0;              // KV bytes read scoring an echoed prompt (in prepare)
+  double decode_kv_bytes_per_token = 0;      // KV bytes attention read per decode step (the policy's saving)
+};
+
+std::string random_hex(int n);  // a random hex string, so response ids differ across restarts of the server
+int64_t unix_now();
+
+struct Server::Impl {
+  Impl(const Engine& e, ServerOptions o)
+      : engine(e), opts(std::move(o)), admission(opts.parallel, opts.queue), slots(opts.parallel), views(opts.parallel) {}
+
+  const Engine& engine;
+  ServerOptions opts;
+  Admission admission;
+  std::vector<SlotState> slots;  // [parallel]; a slot is touched only by the request holding it
+  ServerMetrics metrics;
+  httplib::Server http;
+  const std::string id_prefix = random_hex(8);
+  const int64_t started = unix_now();
+  std::atomic<uint64_t> next_id{1}, next_use{1};
+  int64_t slot_ctx = 0;  // tokens per slot
+
+  // The scheduler: one thread steps a Batch of every slot that is generating, so all of them advance in
+  // each forward pass on all the threads; request threads hand their work over (incoming) and wait
+  // for its text (Handoff).
+  std::mutex sched_mu;
+  std::condition_variable sched_wake;
+  std::vector<std::function<void(Batch&)>> incoming;  // run on the scheduler thread before its next pass
+  std::atomic<bool> stopping{false};  // read by the generations' callbacks on the scheduler thread
+  std::mutex views_mu;
+  std::vector<SlotView> views;  // [parallel], under views_mu
+  std::atomic<int> batch_members{0};
+  std::atomic<int64_t> batch_prefilling{0};
+  std::thread scheduler;
+
+  // server.cpp: the scheduler's loop, and a job handed to it.
+  void schedule();
+  // Gets each piece of text with the log-probabilities of the tokens it completes; false: stop.
+  using PieceCallback = std::function<bool(std::string_view text, std::span<const TokenLogprob> logprobs)>;
+  GenerationResult generate(Job& job, const PieceCallback& on_piece_sent);
+
+  // routes.cpp
+  void routes();
+  json model_object() const;
+  bool authorized(const httplib::Request& req, httplib::Response& res) const;
+  httplib::Server::Handler guarded(httplib::Server::Handler handler) const;
+  void post(const char* path, httplib::Server::Handler handler);
+  void complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+
+  // slots.cpp
+  std::shared_ptr<Job> accept(const httplib::Request& req, Endpoint endpoint);
+  Context& prepare(Job& job, std::vector<int32_t>& to_feed);
+  void show_slot(const Job& job, bool processing);
+  json slots_json();
+
+  // responses.cpp
+  json token_json(const TokenLogprob& t, bool chat) const;
+  // Where the next token's text starts in the reply's text, and how many bytes of the coming tokens'
+  // texts the reply does not have (an echoed prompt's first word loses its SentencePiece space).
+  struct TextOffset {
+    size_t at = 0, unseen = 0;
+  };
+  json logprobs_json(bool chat, std::span<const TokenLogprob> logprobs, TextOffset& offset) const;
+  TextOffset first_offset(const Job& job) const;
+  json completion_body(const Job& job, const GenerationResult& r) const;
+  json llama_body(const Job& job, const GenerationResult& r) const;
+  json chunk(const Job& job, const json& choice) const;
+  bool stream(const std::shared_ptr<Job>& job, httplib::DataSink& sink);
+};
+
+}  // namespace fasa
