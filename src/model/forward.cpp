@@ -3,8 +3,8 @@
 // gathered attention -> output proj -> residual -> norm -> SwiGLU MLP -> residual -> norm -> logits.
 // (Gemma 3 adds the embedding's scale, the norms of the attention's and the MLP's outputs, GeGLU, and
 // sliding-window layers that attend densely to their window.)
-// Session::forward (one pass over the new tokens of one or several sessions) and the dense prefill
-// attention it uses; the rest of Session is in session.cpp.
+// Session::forward (one pass over the new tokens of one or several sessions, its steps in ForwardPass)
+// and the dense prefill attention it uses; the rest of Session is in session.cpp.
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -73,192 +73,253 @@ void Session::prefill_attention(int l, int64_t p0, int n, const float* q, float*
   }
 }
 
-void Session::forward(std::span<const ForwardPart> parts) {
-  Session& first = *parts[0].session;
-  const Model& model = first.model_;
-  const ModelConfig& c = model.config;
-  const ModelWeights& w = model.weights;
-  const int E = c.n_embd, D = c.head_dim, H = c.n_head, HKV = c.n_head_kv, F = c.n_expert > 0 ? 0 : c.n_ff;
-  const int q_dim = H * D, kv_dim = HKV * D, group = H / HKV, planes = c.n_rot / 2;
-  const float scale = c.attention_scale();
-  const bool local_rope = c.sliding_window > 0;  // sliding layers rotate with their own base
+// One forward pass over every part's new tokens, in the steps Session::forward takes in order. Part i's
+// tokens are rows at[i]..at[i + 1] - 1 of every activation (the first session's scratch, act_).
+class ForwardPass {
+ public:
+  using Part = Session::ForwardPart;
+  explicit ForwardPass(std::span<const Part> parts);
+  void embed();             // token embeddings (Gemma: scaled), and each position's RoPE cos/sin
+  void attention(int l);    // norm, Q/K/V, RoPE, K/V appended, each part's attention, output, residual
+  void feed_forward(int l); // (input normed by attention()) SwiGLU/GeGLU MLP or the experts, residual
+  void logits();            // final norm and output projection of the rows whose logits are wanted
 
-  // The pass's tokens, part after part: part i's are rows at[i]..at[i] + n - 1 of every activation.
-  std::vector<int> at(parts.size() + 1, 0);
-  std::vector<const ForwardPart*> decoding;  // the parts that are decode steps
+ private:
+  void project_qkv(int l);       // xb -> q, k, v: matmuls, biases, Q/K norms, RoPE
+  void append_kv(int l);         // k, v into each part's cache; observers and the policy see the prompt's q
+  void decode_attention(int l);  // the decode parts' heads, through their policies, shared out among threads
+  void add_attention_output(int l);  // att -> output projection -> residual; xb = the feed-forward's input
+
+  std::span<const Part> parts_;
+  Session& first_;
+  const ModelConfig& c_;
+  const ModelWeights& w_;
+  const int E_, D_, H_, HKV_, F_, q_dim_, kv_dim_, group_, planes_;
+  const float scale_;
+  const bool local_rope_;           // sliding layers rotate with their own base
+  std::vector<int> at_;             // [parts + 1]
+  std::vector<const Part*> decoding_;  // the parts that are decode steps
+  int n_ = 0;                       // tokens in the pass
+  std::vector<int32_t> ids_;        // [n] token ids
+  std::vector<int64_t> pos_;        // [n] their positions in their own sequences
+  Session::Activations& a_;         // shapes: session.h
+};
+
+ForwardPass::ForwardPass(std::span<const Part> parts)
+    : parts_(parts), first_(*parts[0].session), c_(first_.model_.config), w_(first_.model_.weights), E_(c_.n_embd),
+      D_(c_.head_dim), H_(c_.n_head), HKV_(c_.n_head_kv), F_(c_.n_expert > 0 ? 0 : c_.n_ff), q_dim_(H_ * D_),
+      kv_dim_(HKV_ * D_), group_(H_ / HKV_), planes_(c_.n_rot / 2), scale_(c_.attention_scale()),
+      local_rope_(c_.sliding_window > 0), at_(parts.size() + 1, 0), a_(first_.act_) {
   for (size_t i = 0; i < parts.size(); ++i) {
-    at[i + 1] = at[i] + parts[i].n;
-    if (parts[i].decode) decoding.push_back(&parts[i]);
+    at_[i + 1] = at_[i] + parts[i].n;
+    if (parts[i].decode) decoding_.push_back(&parts[i]);
   }
-  const int n = at.back();
-  std::vector<int32_t> ids(n);  // [n] token ids
-  std::vector<int64_t> pos(n);  // [n] their positions in their own sequences
+  n_ = at_.back();
+  ids_.resize(n_), pos_.resize(n_);
   for (size_t i = 0; i < parts.size(); ++i)
     for (int t = 0; t < parts[i].n; ++t) {
-      ids[at[i] + t] = parts[i].tokens[t];
-      pos[at[i] + t] = parts[i].session->n_past_ + t;
+      ids_[at_[i] + t] = parts[i].tokens[t];
+      pos_[at_[i] + t] = parts[i].session->n_past_ + t;
     }
+  for (auto [buf, per_token] : {std::pair{&a_.x, E_}, {&a_.xb, E_}, {&a_.q, q_dim_}, {&a_.att, q_dim_}, {&a_.k, kv_dim_},
+                                {&a_.v, kv_dim_}, {&a_.gate, F_}, {&a_.up, F_}, {&a_.cs, planes_ * 2},
+                                {&a_.cs_local, local_rope_ ? planes_ * 2 : 0}})
+    buf->resize((size_t)n_ * per_token);  // every element is written before it is read
+}
 
-  Activations& a = first.act_;  // shapes: session.h; the first session's scratch serves the pass
-  for (auto [buf, per_token] : {std::pair{&a.x, E}, {&a.xb, E}, {&a.q, q_dim}, {&a.att, q_dim}, {&a.k, kv_dim},
-                                {&a.v, kv_dim}, {&a.gate, F}, {&a.up, F}, {&a.cs, planes * 2},
-                                {&a.cs_local, local_rope ? planes * 2 : 0}})
-    buf->resize((size_t)n * per_token);  // every element is written below before it is read
-  std::vector<float> &x = a.x, &xb = a.xb, &q = a.q, &att = a.att, &k = a.k, &v = a.v, &gate = a.gate,
-                     &up = a.up;
-
-  const float embd_scale = c.embd_scale ? std::sqrt((float)E) : 1.0f;
+void ForwardPass::embed() {
+  const float embd_scale = c_.embd_scale ? std::sqrt((float)E_) : 1.0f;
+  const int n = n_, E = E_, planes = planes_;
 #pragma omp parallel for schedule(static) if (n > 1)
   for (int t = 0; t < n; ++t) {
-    dequantize_row(w.tok_embd.type, w.tok_embd.row(ids[t]), &x[(size_t)t * E], E);
-    if (c.embd_scale)
-      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] *= embd_scale;
-    rope_cos_sin(first.inv_freq_.data(), planes, pos[t], &a.cs[(size_t)t * planes * 2]);
-    if (local_rope) rope_cos_sin(first.inv_freq_local_.data(), planes, pos[t], &a.cs_local[(size_t)t * planes * 2]);
+    dequantize_row(w_.tok_embd.type, w_.tok_embd.row(ids_[t]), &a_.x[(size_t)t * E], E);
+    if (c_.embd_scale)
+      for (int i = 0; i < E; ++i) a_.x[(size_t)t * E + i] *= embd_scale;
+    rope_cos_sin(first_.inv_freq_.data(), planes, pos_[t], &a_.cs[(size_t)t * planes * 2]);
+    if (local_rope_) rope_cos_sin(first_.inv_freq_local_.data(), planes, pos_[t], &a_.cs_local[(size_t)t * planes * 2]);
   }
+}
 
-  for (int l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& L = w.layers[l];
-    const bool sliding = c.sliding(l);  // attends to its window densely; no policy or observer sees it
-    const std::vector<float>& cs = sliding ? a.cs_local : a.cs;
-#pragma omp parallel for schedule(static) if (n > 1)
-    for (int t = 0; t < n; ++t) rms_norm(&x[(size_t)t * E], L.attn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
-    matmul(L.wq, xb.data(), n, q.data());
-    matmul(L.wk, xb.data(), n, k.data());
-    matmul(L.wv, xb.data(), n, v.data());
-#pragma omp parallel for schedule(static) if (n > 1)
-    for (int t = 0; t < n; ++t) {
-      if (c.qkv_bias) {
-        for (int i = 0; i < q_dim; ++i) q[(size_t)t * q_dim + i] += L.bq[i];
-        for (int i = 0; i < kv_dim; ++i) {
-          k[(size_t)t * kv_dim + i] += L.bk[i];
-          v[(size_t)t * kv_dim + i] += L.bv[i];
-        }
-      }
-      if (c.qk_norm) {
-        for (int h = 0; h < H; ++h) {
-          float* qh = &q[(size_t)t * q_dim + h * D];
-          rms_norm(qh, L.q_norm.data(), D, c.rms_eps, qh);
-        }
-        for (int h = 0; h < HKV; ++h) {
-          float* kh = &k[(size_t)t * kv_dim + h * D];
-          rms_norm(kh, L.k_norm.data(), D, c.rms_eps, kh);
-        }
-      }
-      rope(&q[(size_t)t * q_dim], H, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
-      rope(&k[(size_t)t * kv_dim], HKV, D, c.n_rot, c.rope_layout, &cs[(size_t)t * planes * 2]);
-    }
-    for (size_t i = 0; i < parts.size(); ++i) {
-      Session& s = *parts[i].session;
-      const int64_t p0 = s.n_past_;
-      const float* qi = &q[(size_t)at[i] * q_dim];
-      for (int t = at[i]; t < at[i + 1]; ++t)  // in order: an offloaded cache appends to its tail chunk
-        for (int h = 0; h < HKV; ++h)
-          s.cache_.store(l, h, pos[t], &k[(size_t)t * kv_dim + h * D], &v[(size_t)t * kv_dim + h * D]);
-      if (sliding) continue;
-      if (s.observer_) s.observer_->on_queries(l, p0, parts[i].n, qi, s.cache_);
-      if (!parts[i].decode) s.policy_->observe_prefill(l, p0, parts[i].n, qi, s.cache_);
-    }
+void ForwardPass::attention(int l) {
+  project_qkv(l);
+  append_kv(l);
+  // Attention per sequence and KV head: the group of query heads sharing one reads each of its rows
+  // once. Decode steps ask their policy for each head's rows; prompt chunks are dense and causal.
+  if (!decoding_.empty()) decode_attention(l);
+  for (size_t i = 0; i < parts_.size(); ++i)
+    if (!parts_[i].decode)
+      parts_[i].session->prefill_attention(l, parts_[i].session->n_past_, parts_[i].n, &a_.q[(size_t)at_[i] * q_dim_],
+                                           &a_.att[(size_t)at_[i] * q_dim_]);
+  add_attention_output(l);
+}
 
-    // Attention per sequence and KV head: the group of query heads sharing one reads each of its rows
-    // once. Decode steps ask their policy for each head's rows, all sequences' heads shared out among
-    // the threads together; prompt chunks are dense and causal.
-    if (!decoding.empty()) {
-      for (const ForwardPart* part : decoding) part->session->cache_.begin_decode_layer(l);
-      const int tasks = (int)decoding.size() * HKV;
-      std::exception_ptr failure;  // an offloaded read's error: it must not escape the parallel region
+void ForwardPass::project_qkv(int l) {
+  const LayerWeights& L = w_.layers[l];
+  const std::vector<float>& cs = c_.sliding(l) ? a_.cs_local : a_.cs;
+  const int n = n_, E = E_, D = D_, H = H_, HKV = HKV_, q_dim = q_dim_, kv_dim = kv_dim_, planes = planes_;
+  std::vector<float> &x = a_.x, &xb = a_.xb, &q = a_.q, &k = a_.k, &v = a_.v;
+#pragma omp parallel for schedule(static) if (n > 1)
+  for (int t = 0; t < n; ++t) rms_norm(&x[(size_t)t * E], L.attn_norm.data(), E, c_.rms_eps, &xb[(size_t)t * E]);
+  matmul(L.wq, xb.data(), n, q.data());
+  matmul(L.wk, xb.data(), n, k.data());
+  matmul(L.wv, xb.data(), n, v.data());
+#pragma omp parallel for schedule(static) if (n > 1)
+  for (int t = 0; t < n; ++t) {
+    if (c_.qkv_bias) {
+      for (int i = 0; i < q_dim; ++i) q[(size_t)t * q_dim + i] += L.bq[i];
+      for (int i = 0; i < kv_dim; ++i) {
+        k[(size_t)t * kv_dim + i] += L.bk[i];
+        v[(size_t)t * kv_dim + i] += L.bv[i];
+      }
+    }
+    if (c_.qk_norm) {
+      for (int h = 0; h < H; ++h) {
+        float* qh = &q[(size_t)t * q_dim + h * D];
+        rms_norm(qh, L.q_norm.data(), D, c_.rms_eps, qh);
+      }
+      for (int h = 0; h < HKV; ++h) {
+        float* kh = &k[(size_t)t * kv_dim + h * D];
+        rms_norm(kh, L.k_norm.data(), D, c_.rms_eps, kh);
+      }
+    }
+    rope(&q[(size_t)t * q_dim], H, D, c_.n_rot, c_.rope_layout, &cs[(size_t)t * planes * 2]);
+    rope(&k[(size_t)t * kv_dim], HKV, D, c_.n_rot, c_.rope_layout, &cs[(size_t)t * planes * 2]);
+  }
+}
+
+void ForwardPass::append_kv(int l) {
+  const bool sliding = c_.sliding(l);  // attends to its window densely; no policy or observer sees it
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    Session& s = *parts_[i].session;
+    const int64_t p0 = s.n_past_;
+    const float* qi = &a_.q[(size_t)at_[i] * q_dim_];
+    for (int t = at_[i]; t < at_[i + 1]; ++t)  // in order: an offloaded cache appends to its tail chunk
+      for (int h = 0; h < HKV_; ++h)
+        s.cache_.store(l, h, pos_[t], &a_.k[(size_t)t * kv_dim_ + h * D_], &a_.v[(size_t)t * kv_dim_ + h * D_]);
+    if (sliding) continue;
+    if (s.observer_) s.observer_->on_queries(l, p0, parts_[i].n, qi, s.cache_);
+    if (!parts_[i].decode) s.policy_->observe_prefill(l, p0, parts_[i].n, qi, s.cache_);
+  }
+}
+
+// All sequences' heads shared out among the threads together.
+void ForwardPass::decode_attention(int l) {
+  const bool sliding = c_.sliding(l);
+  const int D = D_, HKV = HKV_, group = group_, q_dim = q_dim_;
+  for (const Part* part : decoding_) part->session->cache_.begin_decode_layer(l);
+  const int tasks = (int)decoding_.size() * HKV;
+  std::exception_ptr failure;  // an offloaded read's error: it must not escape the parallel region
 #pragma omp parallel
-      {
-        std::vector<float> qg((size_t)group * D);  // [group, D] the group's queries in the cache's dim order
-        GroupAttentionScratch scratch;
+  {
+    std::vector<float> qg((size_t)group * D);  // [group, D] the group's queries in the cache's dim order
+    GroupAttentionScratch scratch;
 #pragma omp for schedule(dynamic)
-        for (int task = 0; task < tasks; ++task) {
-          const ForwardPart& part = *decoding[task / HKV];
-          const Session& s = *part.session;
-          const int g = task % HKV, t = at[&part - parts.data()];
-          for (int i = 0; i < group; ++i)
-            s.cache_.permute_query(l, g, &q[(size_t)t * q_dim + (size_t)(g * group + i) * D], &qg[(size_t)i * D]);
-          float* out = &att[(size_t)t * q_dim + (size_t)g * group * D];
-          try {
-            if (sliding) {
-              const int64_t from = std::max<int64_t>(0, s.n_past_ - c.sliding_window + 1);
-              const KvHeadView kv = s.cache_.view(l, g, from, s.n_past_ + 1);
-              // (a window is short: with fewer KV heads than threads, it is shared out too; decided by
-              // the model, not the batch, so a sequence's result does not depend on its batch)
-              split_grouped_attention(qg.data(), group, kv, nullptr, kv.n_tokens, scale, out,
-                                      HKV < omp_get_num_threads() ? kMinRowsPerWindowSlice : kMinRowsPerSlice);
-            } else {
-              decode_group_attention(*s.policy_, l, g, s.n_past_, s.cache_, l, qg.data(), group, scale, out, scratch);
-            }
-          } catch (...) {
-#pragma omp critical(fasa_decode_failure)
-            if (!failure) failure = std::current_exception();
-          }
+    for (int task = 0; task < tasks; ++task) {
+      const Part& part = *decoding_[task / HKV];
+      const Session& s = *part.session;
+      const int g = task % HKV, t = at_[&part - parts_.data()];
+      for (int i = 0; i < group; ++i)
+        s.cache_.permute_query(l, g, &a_.q[(size_t)t * q_dim + (size_t)(g * group + i) * D], &qg[(size_t)i * D]);
+      float* out = &a_.att[(size_t)t * q_dim + (size_t)g * group * D];
+      try {
+        if (sliding) {
+          const int64_t from = std::max<int64_t>(0, s.n_past_ - c_.sliding_window + 1);
+          const KvHeadView kv = s.cache_.view(l, g, from, s.n_past_ + 1);
+          // (a window is short: with fewer KV heads than threads, it is shared out too; decided by
+          // the model, not the batch, so a sequence's result does not depend on its batch)
+          split_grouped_attention(qg.data(), group, kv, nullptr, kv.n_tokens, scale_, out,
+                                  HKV < omp_get_num_threads() ? kMinRowsPerWindowSlice : kMinRowsPerSlice);
+        } else {
+          decode_group_attention(*s.policy_, l, g, s.n_past_, s.cache_, l, qg.data(), group, scale_, out, scratch);
         }
+      } catch (...) {
+#pragma omp critical(fasa_decode_failure)
+        if (!failure) failure = std::current_exception();
       }
-      if (failure) std::rethrow_exception(failure);
-    }
-    for (size_t i = 0; i < parts.size(); ++i)
-      if (!parts[i].decode)
-        parts[i].session->prefill_attention(l, parts[i].session->n_past_, parts[i].n, &q[(size_t)at[i] * q_dim],
-                                            &att[(size_t)at[i] * q_dim]);
-
-    matmul(L.wo, att.data(), n, xb.data());
-#pragma omp parallel for schedule(static) if (n > 1)
-    for (int t = 0; t < n; ++t) {
-      float* o = &xb[(size_t)t * E];
-      if (c.post_norms) rms_norm(o, L.post_attn_norm.data(), E, c.rms_eps, o);
-      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += o[i];
-      rms_norm(&x[(size_t)t * E], L.ffn_norm.data(), E, c.rms_eps, &xb[(size_t)t * E]);
-    }
-    if (c.n_expert > 0) {
-      expert_ffn(c, L, xb.data(), n, a.experts);
-      xb.swap(a.experts.out);
-    } else {
-      matmul(L.w_gate, xb.data(), n, gate.data());
-      matmul(L.w_up, xb.data(), n, up.data());
-#pragma omp parallel for schedule(static) if (n > 1)
-      for (int t = 0; t < n; ++t)
-        (c.gelu_ffn ? geglu : swiglu)(&gate[(size_t)t * F], &up[(size_t)t * F], F);
-      matmul(L.w_down, gate.data(), n, xb.data());
-    }
-#pragma omp parallel for schedule(static) if (n > 1)
-    for (int t = 0; t < n; ++t) {
-      float* o = &xb[(size_t)t * E];
-      if (c.post_norms) rms_norm(o, L.post_ffn_norm.data(), E, c.rms_eps, o);
-      for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += o[i];
     }
   }
-  for (const ForwardPart& part : parts) part.session->n_past_ += part.n;
+  if (failure) std::rethrow_exception(failure);
+}
 
-  // Only the rows whose logits are wanted go through the (large) output projection, all in one matmul.
+void ForwardPass::add_attention_output(int l) {
+  const LayerWeights& L = w_.layers[l];
+  const int n = n_, E = E_;
+  std::vector<float> &x = a_.x, &xb = a_.xb;
+  matmul(L.wo, a_.att.data(), n, xb.data());
+#pragma omp parallel for schedule(static) if (n > 1)
+  for (int t = 0; t < n; ++t) {
+    float* o = &xb[(size_t)t * E];
+    if (c_.post_norms) rms_norm(o, L.post_attn_norm.data(), E, c_.rms_eps, o);
+    for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += o[i];
+    rms_norm(&x[(size_t)t * E], L.ffn_norm.data(), E, c_.rms_eps, &xb[(size_t)t * E]);
+  }
+}
+
+void ForwardPass::feed_forward(int l) {
+  const LayerWeights& L = w_.layers[l];
+  const int n = n_, E = E_, F = F_;
+  std::vector<float> &x = a_.x, &xb = a_.xb, &gate = a_.gate, &up = a_.up;
+  if (c_.n_expert > 0) {
+    expert_ffn(c_, L, xb.data(), n, a_.experts);
+    xb.swap(a_.experts.out);
+  } else {
+    matmul(L.w_gate, xb.data(), n, gate.data());
+    matmul(L.w_up, xb.data(), n, up.data());
+#pragma omp parallel for schedule(static) if (n > 1)
+    for (int t = 0; t < n; ++t)
+      (c_.gelu_ffn ? geglu : swiglu)(&gate[(size_t)t * F], &up[(size_t)t * F], F);
+    matmul(L.w_down, gate.data(), n, xb.data());
+  }
+#pragma omp parallel for schedule(static) if (n > 1)
+  for (int t = 0; t < n; ++t) {
+    float* o = &xb[(size_t)t * E];
+    if (c_.post_norms) rms_norm(o, L.post_ffn_norm.data(), E, c_.rms_eps, o);
+    for (int i = 0; i < E; ++i) x[(size_t)t * E + i] += o[i];
+  }
+}
+
+// Only the rows whose logits are wanted go through the (large) output projection, all in one matmul.
+void ForwardPass::logits() {
+  const int E = E_;
   std::vector<int> rows;  // [R] the wanted rows of the pass
-  for (size_t i = 0; i < parts.size(); ++i)
-    if (parts[i].logits)
-      for (int t = parts[i].all_logits ? at[i] : at[i + 1] - 1; t < at[i + 1]; ++t) rows.push_back(t);
+  for (size_t i = 0; i < parts_.size(); ++i)
+    if (parts_[i].logits)
+      for (int t = parts_[i].all_logits ? at_[i] : at_[i + 1] - 1; t < at_[i + 1]; ++t) rows.push_back(t);
   if (rows.empty()) return;
   for (size_t r = 0; r < rows.size(); ++r)
-    rms_norm(&x[(size_t)rows[r] * E], w.output_norm.data(), E, c.rms_eps, &xb[r * E]);
-  const size_t V = (size_t)c.n_vocab;
-  const auto wanting = std::count_if(parts.begin(), parts.end(), [](const ForwardPart& p) { return p.logits; });
+    rms_norm(&a_.x[(size_t)rows[r] * E], w_.output_norm.data(), E, c_.rms_eps, &a_.xb[r * E]);
+  const size_t V = (size_t)c_.n_vocab;
+  const auto wanting = std::count_if(parts_.begin(), parts_.end(), [](const Part& p) { return p.logits; });
   const bool one = wanting == 1;  // one part wants logits: they go straight to it
   std::vector<float> all(one ? 0 : rows.size() * V);  // [R, n_vocab] otherwise
-  const auto target = std::find_if(parts.begin(), parts.end(), [](const ForwardPart& p) { return p.logits; });
+  const auto target = std::find_if(parts_.begin(), parts_.end(), [](const Part& p) { return p.logits; });
   float* logits = one ? target->logits : all.data();  // [R, n_vocab]
-  matmul(w.output, xb.data(), (int)rows.size(), logits);
-  if (c.final_softcap > 0) {
+  matmul(w_.output, a_.xb.data(), (int)rows.size(), logits);
+  if (c_.final_softcap > 0) {
     const int64_t n_logits = (int64_t)(rows.size() * V);
+    const float cap = c_.final_softcap;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n_logits; ++i) logits[i] = c.final_softcap * std::tanh(logits[i] / c.final_softcap);
+    for (int64_t i = 0; i < n_logits; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
   }
   if (one) return;
   size_t r = 0;
-  for (const ForwardPart& part : parts)
+  for (const Part& part : parts_)
     if (part.logits) {
       const size_t m = part.all_logits ? (size_t)part.n : 1;
       std::copy_n(&all[r * V], m * V, part.logits);
       r += m;
     }
+}
+
+void Session::forward(std::span<const ForwardPart> parts) {
+  ForwardPass pass(parts);
+  pass.embed();
+  for (int l = 0; l < parts[0].session->model_.config.n_layer; ++l) {
+    pass.attention(l);
+    pass.feed_forward(l);
+  }
+  for (const ForwardPart& part : parts) part.session->n_past_ += part.n;
+  pass.logits();
 }
 
 }  // namespace fasa

@@ -35,6 +35,7 @@ struct SessionOptions {
 };
 
 class Session;
+class ForwardPass;
 
 // One session's new tokens in a forward pass over several sessions (eval_together).
 struct SessionTokens {
@@ -92,6 +93,7 @@ class Session {
 
  private:
   friend void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens);
+  friend class ForwardPass;  // forward()'s steps (forward.cpp)
   // One session's tokens in a forward pass.
   struct ForwardPart {
     Session* session;
