@@ -74,8 +74,7 @@ py::object& numpy_asarray() {
 // `values` as Python sees them: a NumPy array or a memoryview over the same memory.
 py::object to_python(std::unique_ptr<Floats> values) {
   py::object owner = py::cast(std::move(values));
-  return numpy_asarray().is_none() ? py::memoryview(owner)
-                                   : numpy_asarray()(owner);
+  return numpy_asarray().is_none() ? py::memoryview(owner) : numpy_asarray()(owner);
 }
 
 // A policy written in Python (fasa.register_policy): fn(layer, kv_head, queries, keys, budget) gets the

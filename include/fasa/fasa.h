@@ -42,7 +42,7 @@ class AttentionPolicy;
 struct ModelInfo {
   std::string path;
   std::string format;        // "gguf" or "safetensors"
-  std::string arch;          // "llama", "qwen2", "qwen3"
+  std::string arch;          // "llama", "qwen2", "qwen3", "qwen3moe", "phi3" or "gemma3"
   int64_t n_params = 0;
   int64_t n_ctx_train = 0;
   int n_vocab = 0;
