@@ -117,7 +117,9 @@ class PythonPolicy final : public SparsePolicy {
       std::vector<char> seen(n, 0);
       for (const py::handle& item : picked) {  // a list, a tuple, a NumPy array of ints ...
         if (!PyIndex_Check(item.ptr())) throw Error(must + ", got an item " + py::repr(item).cast<std::string>());
-        const int64_t r = py::reinterpret_steal<py::int_>(PyNumber_Index(item.ptr())).cast<int64_t>();
+        PyObject* index = PyNumber_Index(item.ptr());  // null where __index__ raises (a row of a 2-D array)
+        if (!index) throw py::error_already_set();
+        const int64_t r = py::reinterpret_steal<py::int_>(index).cast<int64_t>();
         if ((int64_t)rows[0].size() == budget)
           throw Error("policy '" + name_ + "' returned more than " + std::to_string(budget) + " rows for a budget of " +
                       std::to_string(budget));

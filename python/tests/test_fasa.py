@@ -181,6 +181,9 @@ def test_a_python_policy_keeps_the_contract(engine):
     fasa.register_policy("py-outside", lambda layer, kv_head, q, keys, budget: [len(keys)])
     with pytest.raises(fasa.Error, match="policy 'py-outside' returned row .*, outside the context of"):
         engine.context(attn="py-outside", budget=16).generate(prompt, max_tokens=2)
+    fasa.register_policy("py-2d", lambda layer, kv_head, q, keys, budget: np.zeros((2, 2), dtype=np.int64))
+    with pytest.raises(fasa.Error, match="policy 'py-2d': TypeError"):  # rows of row numbers: refused, not a crash
+        engine.context(attn="py-2d", budget=16).generate(prompt, max_tokens=2)
     fasa.register_policy("py-raises", lambda *args: 1 / 0)
     with pytest.raises(fasa.Error, match="policy 'py-raises': ZeroDivisionError"):
         engine.context(attn="py-raises", budget=16).generate(prompt, max_tokens=2)

@@ -145,8 +145,10 @@ void Server::Impl::post(const char* path, httplib::Server::Handler handler) {
     // httplib refuses a stated length over its payload limit (--max-body-bytes) without reading it
     bool too_big = !chunked && std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) > opts.max_body_bytes;
     httplib::Request whole = req;
-    const bool read_all = !too_big && read([&](const char* data, size_t n) {
-      too_big = whole.body.size() + n > opts.max_body_bytes;
+    // (read even when the stated length is too large: httplib then skips the body, which would
+    // otherwise be parsed as the next request of a kept-alive connection)
+    const bool read_all = read([&](const char* data, size_t n) {
+      too_big = too_big || whole.body.size() + n > opts.max_body_bytes;
       if (!too_big) whole.body.append(data, n);
       return !too_big;
     });

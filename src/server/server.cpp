@@ -106,7 +106,9 @@ struct Handoff {
   GenerationResult result;
   std::exception_ptr error;
   std::atomic<bool> gone{false};
-  std::optional<uint64_t> kv_read_at_first_token;  // the context's KV bytes read once its prompt was in
+  // The context's KV bytes read and tokens evaluated at the first piece of text (the prompt in): the
+  // decode steps after it, each one token evaluated, give the KV bytes per step.
+  std::optional<std::pair<uint64_t, int64_t>> kv_mark;
 };
 }  // namespace
 
@@ -124,7 +126,7 @@ GenerationResult Server::Impl::generate(Job& job, const PieceCallback& on_piece_
   auto h = std::make_shared<Handoff>();
   auto add = [this, h, &ctx, &job, to_feed = std::move(to_feed)](Batch& batch) mutable {
     auto on_piece = [this, h, &job, &ctx](std::string_view piece) {  // on the scheduler thread
-      if (!h->kv_read_at_first_token) h->kv_read_at_first_token = ctx.stats().kv_bytes_read;
+      if (!h->kv_mark) h->kv_mark = {ctx.stats().kv_bytes_read, ctx.n_past()};
       if (h->gone || stopping || job.peer.closed()) return false;
       // A reply sent whole needs only the result: waking its thread for every token cost 8 streams
       // about 5 % of each pass on 2 cores.
@@ -190,8 +192,9 @@ GenerationResult Server::Impl::generate(Job& job, const PieceCallback& on_piece_
   if (h->gone) r.finish_reason = FinishReason::Cancelled;
   const ContextStats after = ctx.stats();
   job.prompt_seconds += after.prompt_seconds - before.prompt_seconds;
-  if (h->kv_read_at_first_token && r.n_tokens > 1)  // the first token came from the prompt's pass
-    job.decode_kv_bytes_per_token = (double)(after.kv_bytes_read - *h->kv_read_at_first_token) / (r.n_tokens - 1);
+  if (h->kv_mark && ctx.n_past() > h->kv_mark->second)
+    job.decode_kv_bytes_per_token =
+        (double)(after.kv_bytes_read - h->kv_mark->first) / (double)(ctx.n_past() - h->kv_mark->second);
   request_log.generated_tokens = r.n_tokens;
   request_log.cancelled = r.finish_reason == FinishReason::Cancelled;
   metrics.count_generation((int64_t)job.prompt.size() - job.cached_tokens, r.n_tokens, job.prompt_seconds,
