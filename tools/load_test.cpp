@@ -39,11 +39,18 @@ struct Load {
   bool ignore_eos = false;  // every reply max_tokens long
 };
 
-// completion_tokens of a reply's usage; a stream's is in its usage chunk (stream_options.include_usage).
-int64_t completion_tokens(const std::string& body, bool stream) {
-  const size_t at = stream ? body.rfind("data: {", body.rfind("data: [DONE]")) : 0;
-  const json j = json::parse(stream ? body.substr(at + 6, body.find("\n", at) - at - 6) : body, nullptr, false);
-  return j.is_object() && j.contains("usage") && j["usage"].is_object() ? j["usage"].value("completion_tokens", 0) : 0;
+// completion_tokens of a reply's `usage` (absent or null: 0).
+int64_t completion_tokens(const json& reply) {
+  return reply.is_object() && reply.contains("usage") && reply["usage"].is_object()
+             ? reply["usage"].value("completion_tokens", (int64_t)0) : 0;
+}
+
+// A stream's usage chunk (stream_options.include_usage): the last event before [DONE].
+json last_event(const std::string& stream) {
+  const size_t done = stream.rfind("data: [DONE]");
+  const size_t at = done == std::string::npos || done == 0 ? std::string::npos : stream.rfind("data: {", done - 1);
+  if (at == std::string::npos) return nullptr;
+  return json::parse(stream.substr(at + 6, stream.find('\n', at) - at - 6), nullptr, false);
 }
 
 Outcome one_request(httplib::Client& c, int i, const Load& load, bool chat) {
@@ -60,9 +67,9 @@ Outcome one_request(httplib::Client& c, int i, const Load& load, bool chat) {
   if (!res) return {s, "no response (" + httplib::to_string(res.error()) + ")"};
   if (res->status != 200) return {s, "HTTP " + std::to_string(res->status)};
   if (stream)
-    return {s, res->body.ends_with("data: [DONE]\n\n") ? "" : "stream without [DONE]", completion_tokens(res->body, true)};
+    return {s, res->body.ends_with("data: [DONE]\n\n") ? "" : "stream without [DONE]", completion_tokens(last_event(res->body))};
   const json j = json::parse(res->body, nullptr, false);
-  return {s, j.is_object() && j.contains("choices") ? "" : "reply without choices", completion_tokens(res->body, false)};
+  return {s, j.is_object() && j.contains("choices") ? "" : "reply without choices", completion_tokens(j)};
 }
 
 }  // namespace
