@@ -2,6 +2,7 @@
 #include "cli/llama_flags.h"
 
 #include "fasa/error.h"
+#include "model/session.h"
 
 #include <cctype>
 #include <cstdio>
@@ -43,10 +44,10 @@ class LlamaNamesFormatter final : public CLI::Formatter {
 
 // An option of a group that means nothing here: accepted, and the group's note said once, however
 // often its options are given.
-void ignored(CLI::App* cmd, const std::string& flag, bool takes_value, const std::string& help, const char* note) {
+void ignored(CLI::App* cmd, const std::string& flag, bool takes_value, const std::string& help, const std::string& note) {
   auto say = [note] {
-    static std::set<const char*> said;
-    if (said.insert(note).second) std::fprintf(stderr, "note: %s\n", note);
+    static std::set<std::string> said;
+    if (said.insert(note).second) std::fprintf(stderr, "note: %s\n", note.c_str());
   };
   if (takes_value) cmd->add_option_function<std::string>(flag, [say](const std::string&) { say(); }, help);
   else cmd->add_flag_callback(flag, say, help);
@@ -88,8 +89,9 @@ void add_ignored_llama_options(CLI::App* cmd, unsigned groups) {
     ignored(cmd, "--mmap", true, "Ignored (llama-bench's -mmp 0|1): as --mlock", note);
   }
   if (groups & kBatchFlags) {
-    const char* note = "-b / -ub are ignored: a prompt goes through in chunks of 256 tokens";
-    ignored(cmd, "-b,--batch-size", true, "Ignored (llama.cpp's -b N): prompts go in chunks of 256 tokens", note);
+    const std::string chunks = "chunks of " + std::to_string(SessionOptions{}.n_ubatch) + " tokens";
+    const std::string note = "-b / -ub are ignored: a prompt goes through in " + chunks;
+    ignored(cmd, "-b,--batch-size", true, "Ignored (llama.cpp's -b N): prompts go in " + chunks, note);
     ignored(cmd, "--ubatch-size", true, "Ignored (llama.cpp's -ub N): as -b", note);
   }
   if (groups & kParallelFlag)
