@@ -142,11 +142,11 @@ void Server::Impl::post(const char* path, httplib::Server::Handler handler) {
     const bool chunked = req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
     if (!req.has_header("Content-Length") && !chunked)  // as HTTP servers answer it
       return send_error(res, 411, "a POST needs a body with a Content-Length (or sent chunked)");
-    // httplib refuses a stated length over its payload limit (--max-body-bytes) without reading it
+    // A stated length over its payload limit (--max-body-bytes) httplib reads past without handing it
+    // over, so the body is still read (skipped): left on a kept-alive connection it would be parsed as
+    // the next request.
     bool too_big = !chunked && std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) > opts.max_body_bytes;
     httplib::Request whole = req;
-    // (read even when the stated length is too large: httplib then skips the body, which would
-    // otherwise be parsed as the next request of a kept-alive connection)
     const bool read_all = read([&](const char* data, size_t n) {
       too_big = too_big || whole.body.size() + n > opts.max_body_bytes;
       if (!too_big) whole.body.append(data, n);
