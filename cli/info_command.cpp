@@ -55,7 +55,7 @@ int info_main(const std::string& path) {
   std::printf("context:        %d tokens (trained)\n", c.n_ctx_train);
   std::printf("RoPE:           %s layout, %d of %d dims rotary (%d frequency chunks per head), base %g, %s\n",
               rope_layout_name(c.rope_layout), c.n_rot, c.head_dim, FcLayout(c).n_fc(), c.rope_base,
-              c.rope_freq_factors.empty() ? "no scaling" : c.arch == "gemma3" ? "linear scaling" : "Llama-3 frequency scaling");
+              c.rope_scaling_name());
   std::printf("output:         %s\n", c.tied_output ? "tied to the embedding" : "own matrix");
   std::printf("tokenizer:      %s, %d tokens, BOS %d, EOS %d, add BOS %s\n", m->tokenizer_kind.c_str(),
               m->tokenizer.n_vocab(), m->tokenizer.bos(), m->tokenizer.eos(), m->tokenizer.add_bos() ? "yes" : "no");

@@ -2,11 +2,13 @@
 // qwen3's per-head Q/K RMSNorm (which makes attention blind to the scale of W_q and W_k); phi3,
 // qwen3moe and gemma3 against llama.cpp's own outputs on the same file; gemma3's sliding-window caches.
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "bench/synthetic_model.h"
 #include "fasa/fasa.h"
+#include "model/arch.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "sparse/policy.h"
@@ -61,6 +63,39 @@ TEST(Architectures, Qwen3InfoCountsTheNormWeights) {
   EXPECT_TRUE(qwen3->config.qk_norm);
   EXPECT_EQ(qwen3->config.rope_layout, RopeLayout::Neox);
   EXPECT_EQ(qwen3->n_params() - llama->n_params(), 2LL * spec.n_layer * (spec.n_embd / spec.n_head));
+}
+
+// Each row of the architecture table: a small model written with the row's tensors (make-model's writer
+// reads the same row) loads as that row, with its switches on, and decodes to finite logits; its HF
+// model types find it. A new row is walked here without a line of this test changing.
+TEST(Architectures, EveryRowOfTheTableLoadsAndDecodes) {
+  for (const Architecture& a : architectures()) {
+    SCOPED_TRACE(a.name);
+    EXPECT_EQ(find_gguf_architecture(a.name), &a);
+    for (const char* type : a.hf_model_types) EXPECT_EQ(find_hf_architecture(type), &a) << type;
+    ModelShape shape{"tiny", a.name, 6, 64, 4, 2, 96, 300, 256, 10000.0f, 0.0f, false};
+    if (a.needs_experts) shape.n_expert = 4, shape.n_expert_used = 2, shape.n_ff_exp = 32;
+    if (a.gemma_blocks) shape.sliding_window = 8;
+    const std::string path = test::temp_dir() + "/" + a.name + ".gguf";
+    write_synthetic_model(shape, DType::F32, path, 3);
+    auto model = load_model(path);
+    const ModelConfig& c = model->config;
+    EXPECT_EQ(c.arch, a.name);
+    EXPECT_EQ(c.rope_layout, a.gguf_rope);
+    EXPECT_EQ(c.qkv_bias, a.qkv_bias);
+    EXPECT_EQ(c.qk_norm, a.qk_norm);
+    EXPECT_EQ(c.post_norms, a.gemma_blocks);
+    EXPECT_EQ(c.n_global_layers(), a.gemma_blocks ? 1 : 6);
+    EXPECT_EQ(c.n_expert > 0, a.needs_experts);
+    Session s(*model, {});
+    const std::vector<int32_t> prompt = {1, 40, 41, 42, 100, 7, 200, 33};
+    std::vector<float> logits;  // [8][n_vocab]
+    s.prefill(prompt, &logits);
+    ASSERT_EQ(logits.size(), 8u * c.n_vocab);
+    EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
+  }
+  EXPECT_EQ(find_gguf_architecture("mamba"), nullptr);
+  EXPECT_EQ(find_hf_architecture("gpt_neox"), nullptr);
 }
 
 TEST(Architectures, UnsupportedArchitectureListsTheSupportedOnes) {

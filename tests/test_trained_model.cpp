@@ -66,14 +66,17 @@ TEST(TrainedModel, LongContextModelMatchesTheTrainingCodesForwardPass) {  // wit
   expect_matches_golden(kModel16k, std::string(FASA_SOURCE_DIR) + "/tests/golden/kjv-recall-16k");
 }
 
-// Measured on run12 with multivalue scored by the share of its values (2026-11-25): full 0.93, fasa 0.93,
-// stream 0.02 (20 tasks, steps of 0.05, multivalue's of 1/60). Floors leave room for kernel-order
-// changes, not for a broken selection.
-constexpr double kFullFloor = 0.75, kFasaFloor = 0.75, kStreamCeiling = 0.25;
+// Measured on run12 with multivalue scored by the share of its values (2026-11-25, again 2026-11-27): full
+// 0.93, fasa 0.93, stream 0.02 (20 tasks, steps of 0.05, multivalue's of 1/60). Floors leave a task or two
+// of room for kernel-order changes, not for a broken selection; FASA's is relative to full attention's.
+constexpr double kFullFloor = 0.85, kStreamCeiling = 0.25;
+constexpr double kFasaSlack = 0.1;  // FASA >= full - this: two tasks of 20, one of 10
 // The floors relative to full (the test below), measured on run12 (2026-11-26): at 4K full 0.77, fasa
 // 0.77, quest 0.77; among look-alikes at 2K full 0.47, fasa 0.47, quest 0.03 (FASA with 8 chunks; with
 // its defaults since the chunk choice, 2026-11-26: 0.77 at 4K and 0.43 among look-alikes).
-constexpr double kFull4kFloor = 0.6, kLookAlikeFullFloor = 0.3, kLookAlikeQuestCeiling = 0.2;
+constexpr double kFull4kFloor = 0.7, kLookAlikeFullFloor = 0.4, kLookAlikeQuestCeiling = 0.2;
+// The 16K model at 8K (the last test): full 0.90, FASA with its defaults 0.90 (2026-11-26).
+constexpr double kFull8kFloor = 0.8;
 
 // The accuracy of `policy` on `type`, of the variant whose description begins with `variant`.
 double accuracy(const std::vector<EvalRecord>& r, const std::string& policy, const std::string& type = "all",
@@ -122,14 +125,14 @@ TEST(TrainedModel, RetrievesAtLongRangeWithFullAttentionAndFasa) {
   const double full = accuracy(r, "full"), fasa = accuracy(r, "fasa"), stream = accuracy(r, "stream");
   std::printf("generated 1024-token tasks: full %.2f, fasa@1/8 %.2f, stream@1/8 %.2f\n", full, fasa, stream);
   EXPECT_GE(full, kFullFloor);
-  EXPECT_GE(fasa, kFasaFloor);
+  EXPECT_GE(fasa, full - kFasaSlack);
   EXPECT_LE(stream, kStreamCeiling);
 }
 
 // Issue 41's floors relative to full attention: ten 4096-token tasks (two per kind, noise haystack) and
 // ten 2048-token tasks among look-alike needles (every haystack line a needle of the asked template with
-// other keys and values). FASA at 1/32 keeps at least 90 % of full attention's score in both, less one
-// task of slack (it equals full as measured); Quest, whose page bounds cannot tell look-alike lines
+// other keys and values). FASA at 1/32 keeps full attention's score in both but for one task of slack (it
+// equals full at 4K as measured, one task below among look-alikes); Quest, whose page bounds cannot tell look-alike lines
 // apart, falls far below among them.
 TEST(TrainedModel, FasaKeepsUpWithFullAt4KAndAmongLookAlikeNeedles) {
   auto m = load_model(kModel);
@@ -147,7 +150,7 @@ TEST(TrainedModel, FasaKeepsUpWithFullAt4KAndAmongLookAlikeNeedles) {
     std::printf("%s%s: full %.2f, fasa@1/32 %.2f, quest@1/32 %.2f\n", type.c_str(),
                 type == "all@2048" ? " among look-alikes" : "", full, fasa, quest);
     EXPECT_GE(full, type == "all@4096" ? kFull4kFloor : kLookAlikeFullFloor) << type;
-    EXPECT_GE(fasa, 0.9 * full - 0.1) << type;
+    EXPECT_GE(fasa, full - kFasaSlack) << type;
     if (type == "all@2048") {
       EXPECT_LE(quest, kLookAlikeQuestCeiling);
     }
@@ -156,7 +159,7 @@ TEST(TrainedModel, FasaKeepsUpWithFullAt4KAndAmongLookAlikeNeedles) {
 
 // The 16K model (4 query heads per KV head) with FASA's defaults only — the profile's chunk choice,
 // offline (calibrated above) and automatic (measured on the first prompt): ten 8192-token tasks (two
-// per kind) at 256 tokens (1/32), each at least 90 % of full attention's score less one task of slack.
+// per kind) at 256 tokens (1/32), each within one task of full attention's score.
 // Before the chunk choice, the default 8 chunks ranked by agreement kept a third of full's score here
 // (31 % against 94 % on 100 tasks: docs/RESULTS.md). Measured (2026-11-26): full 0.90, both 0.90.
 // (Each test process has its own cache dir: test_util.cpp.)
@@ -173,9 +176,9 @@ TEST(TrainedModel, LongContextModelKeepsFasaWithFullAt8KWithDefaults) {
                automatic = accuracy(r, "fasa", "all", "profile=auto");
   std::printf("generated 8192-token tasks: full %.2f, fasa@256 with defaults %.2f (offline profile), %.2f (automatic)\n",
               full, offline, automatic);
-  EXPECT_GE(full, kFull4kFloor);
-  EXPECT_GE(offline, 0.9 * full - 0.1);
-  EXPECT_GE(automatic, 0.9 * full - 0.1);
+  EXPECT_GE(full, kFull8kFloor);
+  EXPECT_GE(offline, full - kFasaSlack);
+  EXPECT_GE(automatic, full - kFasaSlack);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "bench/synthetic_model.h"
 #include "fasa/error.h"
+#include "model/arch.h"
 #include "model/sampler.h"
 
 #include <unistd.h>
@@ -128,9 +129,10 @@ GgufWriter tiny_llama_gguf(const TinyLlamaSpec& s) {
     add(p + "attn_q.weight", {E, Q});
     add(p + "attn_k.weight", {E, KV});
     add(p + "attn_v.weight", {E, KV});
-    if (s.arch == "qwen2")
+    const Architecture* arch = find_gguf_architecture(s.arch);  // (null: a name tests see refused)
+    if (arch && arch->qkv_bias)
       for (auto [t, n] : {std::pair{"q", Q}, {"k", KV}, {"v", KV}}) add(p + "attn_" + t + ".bias", {n});
-    if (s.arch == "qwen3") {
+    if (arch && arch->qk_norm) {
       add(p + "attn_q_norm.weight", {D});
       add(p + "attn_k_norm.weight", {D});
     }

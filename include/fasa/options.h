@@ -1,6 +1,8 @@
 #pragma once
 // Options a caller picks per context or per generation: the attention policy and the sampler.
 // Shared by the public API, the CLI and the server.
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -18,7 +20,10 @@ struct Budget {
   // A count is a whole number; a share is written as one (a decimal point or a %): "1" is one token,
   // "1.0" and "100%" the whole context. Throws fasa::Error naming the setting.
   static Budget parse(std::string_view text);
-  int64_t tokens(int64_t n) const;  // rows to keep out of n (at least 1)
+  int64_t tokens(int64_t n) const {  // rows to keep out of n (at least 1)
+    const double t = fraction ? std::ceil(value * (double)n) : value;
+    return std::max<int64_t>(1, (int64_t)std::min<double>(t, (double)INT64_MAX / 2));
+  }
   std::string str() const;          // as parse reads it back
   std::string describe() const;     // for people: "256 tokens", "50% of the context"
   bool operator==(const Budget&) const = default;

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "io/gguf_writer.h"
-#include "model/config.h"
+#include "model/arch.h"
 #include "fasa/error.h"
 
 namespace fasa {
@@ -20,10 +20,10 @@ const std::vector<ModelShape>& model_shapes() {
       {"qwen3-30b-a3b", "qwen3moe", 48, 2048, 32, 4, 6144, 151936, 40960, 1000000.0f, 0.0f, false, 128, 128, 8, 768},
       // two layers, 2 of 8 experts per token, for the tests against llama.cpp's outputs
       {"qwen3moe-tiny", "qwen3moe", 2, 256, 4, 2, 512, 1024, 4096, 1000000.0f, 0.0f, false, 0, 8, 2, 128},
-      {"gemma3-1b", "gemma3", 26, 1152, 4, 1, 6912, 262144, 32768, 1000000.0f, 0.0f, true, 256, 0, 0, 0, 512},
-      {"gemma3-4b", "gemma3", 34, 2560, 8, 4, 10240, 262208, 131072, 1000000.0f, 0.0f, true, 256, 0, 0, 0, 1024, 8.0f},
+      {"gemma3-1b", "gemma3", 26, 1152, 4, 1, 6912, 262144, 32768, 1000000.0f, 0.0f, true, 256, 0, 0, 0, 512, 0.0f, 1e-6f},
+      {"gemma3-4b", "gemma3", 34, 2560, 8, 4, 10240, 262208, 131072, 1000000.0f, 0.0f, true, 256, 0, 0, 0, 1024, 8.0f, 1e-6f},
       // six layers (five local with a window of 16, one global), for the tests against llama.cpp's outputs
-      {"gemma3-tiny", "gemma3", 6, 256, 4, 2, 512, 1024, 4096, 1000000.0f, 0.0f, true, 64, 0, 0, 0, 16},
+      {"gemma3-tiny", "gemma3", 6, 256, 4, 2, 512, 1024, 4096, 1000000.0f, 0.0f, true, 64, 0, 0, 0, 16, 0.0f, 1e-6f},
   };
   return shapes;
 }
@@ -125,7 +125,7 @@ void write_llama_hparams(GgufWriter& w, const ModelShape& s) {
   w.kv_u32(a + "attention.head_count", s.n_head);
   w.kv_u32(a + "attention.head_count_kv", s.n_head_kv);
   w.kv_u32(a + "context_length", s.n_ctx);
-  w.kv_f32(a + "attention.layer_norm_rms_epsilon", s.arch == "gemma3" ? 1e-6f : 1e-5f);
+  w.kv_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.kv_f32(a + "rope.freq_base", s.rope_base);
   if (s.sliding_window > 0) w.kv_u32(a + "attention.sliding_window", s.sliding_window);
   if (s.linear_rope_factor > 0) {
@@ -146,6 +146,9 @@ void write_llama_hparams(GgufWriter& w, const ModelShape& s) {
 void write_synthetic_model(const ModelShape& s, DType type, const std::string& path, uint64_t seed) {
   if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0)
     throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported (f32, f16, q8_0, q4_0)");
+  const Architecture* arch = find_gguf_architecture(s.arch);
+  if (!arch) throw Error("make-model: architecture '" + s.arch + "' is not one of " + supported_gguf_architectures());
+  if (arch->needs_experts && s.n_expert == 0) throw Error("make-model: a " + s.arch + " shape needs experts");
   const int D = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   GgufWriter w;
   const std::string a = s.arch + ".";
@@ -173,25 +176,23 @@ void write_synthetic_model(const ModelShape& s, DType type, const std::string& p
     w.tensor_f32("rope_freqs.weight", {D / 2}, llama3_rope_factors(D, s.rope_base, s.llama3_rope_factor, 1.0f, 4.0f, 8192));
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    const bool phi3 = s.arch == "phi3";  // Q, K, V in one matrix, and gate and up
     ones(p + "attn_norm.weight", E);
-    if (phi3) {
+    if (arch->fused_matrices) {  // Q, K, V in one matrix, and gate and up
       matrix(p + "attn_qkv.weight", E, Q + 2 * KV);
     } else {
       matrix(p + "attn_q.weight", E, Q);
       matrix(p + "attn_k.weight", E, KV);
       matrix(p + "attn_v.weight", E, KV);
     }
-    if (s.arch == "qwen2")
+    if (arch->qkv_bias)
       for (auto [t, n] : {std::pair{"q", Q}, {"k", KV}, {"v", KV}})
         w.tensor_f32(p + "attn_" + t + ".bias", {n}, std::vector<float>(n, 0.0f));
-    const bool gemma3 = s.arch == "gemma3";
-    if (s.arch == "qwen3moe" || gemma3) {
+    if (arch->qk_norm) {
       ones(p + "attn_q_norm.weight", D);
       ones(p + "attn_k_norm.weight", D);
     }
     matrix(p + "attn_output.weight", Q, E);
-    if (gemma3) {
+    if (arch->gemma_blocks) {
       ones(p + "post_attention_norm.weight", E);
       ones(p + "post_ffw_norm.weight", E);
     }
@@ -203,7 +204,7 @@ void write_synthetic_model(const ModelShape& s, DType type, const std::string& p
       matrix(p + "ffn_down_exps.weight", s.n_ff_exp, E, s.n_expert);
       continue;
     }
-    if (phi3) {
+    if (arch->fused_matrices) {
       matrix(p + "ffn_up.weight", E, 2 * F);  // rows 0..F-1 the gate's, F..2F-1 the up projection's
     } else {
       matrix(p + "ffn_gate.weight", E, F);

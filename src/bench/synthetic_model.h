@@ -10,7 +10,7 @@
 namespace fasa {
 
 struct ModelShape {
-  std::string name, arch;  // arch: llama, qwen2, phi3 (fused QKV and gate-up matrices), qwen3moe or gemma3
+  std::string name, arch;  // arch: a row of model/arch.h
   int n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   float rope_base;
   float llama3_rope_factor;  // 0: no Llama-3 rope scaling
@@ -19,6 +19,7 @@ struct ModelShape {
   int n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // a mixture of experts (qwen3moe)
   int sliding_window = 0;          // gemma3: its local layers' window (every 6th layer is global)
   float linear_rope_factor = 0.0f;  // gemma3: the global layers' linear rope scaling; 0: none
+  float rms_eps = 1e-5f;
 };
 
 const std::vector<ModelShape>& model_shapes();

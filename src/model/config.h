@@ -1,6 +1,5 @@
 #pragma once
-// Hyper-parameters of a Llama-family model (llama, mistral-style llama, qwen2, qwen3, qwen3moe, phi3, gemma3),
-// format independent.
+// Hyper-parameters of a Llama-family model (the rows of model/arch.h), format independent.
 #include <string>
 #include <vector>
 
@@ -9,7 +8,7 @@
 namespace fasa {
 
 struct ModelConfig {
-  std::string arch;        // "llama", "qwen2", "qwen3", "qwen3moe", "phi3" or "gemma3"
+  std::string arch;        // a row of model/arch.h: "llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma3"
   int n_layer = 0;
   int n_embd = 0;
   int n_ff = 0;
@@ -52,6 +51,8 @@ struct ModelConfig {
   bool sliding(int layer) const { return sliding_window > 0 && (layer + 1) % sliding_period != 0; }
   int n_global_layers() const;  // the layers that are not sliding (where a policy runs)
   float attention_scale() const;
+  // "no scaling", "linear scaling" (every plane's factor the same) or "Llama-3 frequency scaling".
+  const char* rope_scaling_name() const;
 
   // Angular frequency of each RoPE plane: base^(-2i/n_rot) / factor_i; `local`: a sliding layer's
   // (rope_base_local, no factors).   [n_rot/2]

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "io/gguf.h"
+#include "model/arch.h"
 #include "model/model.h"
 #include "fasa/error.h"
 
@@ -20,12 +21,14 @@ int int_param(const GgufFile& f, const std::string& key, int def) {
   return f.find(key) ? int_param(f, key) : def;
 }
 
+}  // namespace
+
 // Gemma 3's metadata, read as llama.cpp reads it: local layers every but sliding_window_pattern-th
 // (default 6), their RoPE base rope.freq_base_swa (default 10000); linear rope scaling of the global
-// layers; queries scaled by 1/sqrt(head_dim), but by 1/sqrt(n_embd / n_head) in the 62-layer 27B.
-void gemma3_params(const GgufFile& f, ModelConfig& c) {
+// layers; queries scaled by 1/sqrt(head_dim), but by 1/sqrt(n_embd / n_head) in the 27B (which GGUF does not
+// say: llama.cpp knows it by its layer count).
+void gemma3_gguf_params(const GgufFile& f, ModelConfig& c) {
   const std::string a = c.arch + ".";
-  c.embd_scale = c.post_norms = c.gelu_ffn = true;
   c.rms_eps = (float)f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-6);
   c.sliding_window = int_param(f, a + "attention.sliding_window", 0);
   if (const GgufValue* p = f.find(a + "attention.sliding_window_pattern"); p && p->type == GgufType::ARRAY)
@@ -41,11 +44,10 @@ void gemma3_params(const GgufFile& f, ModelConfig& c) {
       fail(f.path(), "rope scaling '" + type + "' is not supported for gemma3 (linear is)");
     }
   }
-  c.attn_scale = 1.0f / std::sqrt(c.n_layer == 62 ? (float)c.n_embd / (float)c.n_head : (float)c.head_dim);
+  constexpr int kGemma3_27bLayers = 62;
+  c.attn_scale = 1.0f / std::sqrt(c.n_layer == kGemma3_27bLayers ? (float)c.n_embd / (float)c.n_head : (float)c.head_dim);
   c.final_softcap = (float)f.get_float(a + "final_logit_softcapping", 0.0);
 }
-
-}  // namespace
 
 std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   GgufFile f(path);
@@ -53,17 +55,16 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   m->path = path;
   m->format = "gguf";
   ModelConfig& c = m->config;
-  c.arch = f.get_string("general.architecture");
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" && c.arch != "phi3" &&
-      c.arch != "gemma3")
-    fail(path, "architecture '" + c.arch +
-                   "' is not supported (supported: llama (incl. Mistral- and Mixtral-style), qwen2, qwen3, qwen3moe, phi3, "
-                   "gemma3)");
+  const std::string arch_name = f.get_string("general.architecture");
+  const Architecture* arch = find_gguf_architecture(arch_name);
+  if (!arch)
+    fail(path, "architecture '" + arch_name + "' is not supported (supported: " + supported_gguf_architectures() + ")");
+  arch->apply(c, false);
   const std::string a = c.arch + ".";
   c.n_layer = int_param(f, a + "block_count");
   c.n_embd = int_param(f, a + "embedding_length");
   c.n_expert = int_param(f, a + "expert_count", 0);
-  if (c.arch == "qwen3moe" && c.n_expert == 0) fail(path, "a qwen3moe model needs metadata '" + a + "expert_count'");
+  if (arch->needs_experts && c.n_expert == 0) fail(path, "a " + c.arch + " model needs metadata '" + a + "expert_count'");
   if (c.n_expert > 0) {  // (Mixtral's GGUFs give the experts' size as feed_forward_length)
     c.n_expert_used = int_param(f, a + "expert_used_count");
     c.n_ff_exp = f.find(a + "expert_feed_forward_length") ? int_param(f, a + "expert_feed_forward_length")
@@ -78,10 +79,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   c.n_ctx_train = int_param(f, a + "context_length");
   c.rms_eps = (float)f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_base = (float)f.get_float(a + "rope.freq_base", 10000.0);
-  c.rope_layout = c.arch == "llama" ? RopeLayout::Normal : RopeLayout::Neox;
-  c.qkv_bias = c.arch == "qwen2";
-  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3";
-  if (c.arch == "gemma3") gemma3_params(f, c);
+  if (arch->gguf_params) arch->gguf_params(f, c);
 
   std::map<std::string, TensorRef> refs;
   for (auto& t : f.tensors()) refs[t.name] = TensorRef{t.name, path, t.type, t.ne, t.data};
@@ -102,16 +100,19 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
     fail(path, "LongRoPE (rope_factors_long/short, the 128k Phi-3 models) is not supported yet");
   c.validate(path);
 
-  TensorNames names{"token_embd.weight", "output_norm.weight", "output.weight",
-                    "blk.{}.attn_norm.weight", "blk.{}.attn_q.weight", "blk.{}.attn_k.weight",
-                    "blk.{}.attn_v.weight", "blk.{}.attn_q.bias", "blk.{}.attn_k.bias",
-                    "blk.{}.attn_v.bias", "blk.{}.attn_q_norm.weight", "blk.{}.attn_k_norm.weight",
-                    "blk.{}.attn_output.weight", "blk.{}.ffn_norm.weight",
-                    "blk.{}.ffn_gate.weight", "blk.{}.ffn_up.weight", "blk.{}.ffn_down.weight",
-                    "blk.{}.attn_qkv.weight", c.arch == "phi3" ? "blk.{}.ffn_up.weight" : "",
-                    "blk.{}.ffn_gate_inp.weight", "blk.{}.ffn_gate_exps.weight", "blk.{}.ffn_up_exps.weight",
-                    "blk.{}.ffn_down_exps.weight", "blk.{}.post_attention_norm.weight",
-                    "blk.{}.post_ffw_norm.weight"};
+  const TensorNames names{.tok_embd = "token_embd.weight", .output_norm = "output_norm.weight",
+                          .output = "output.weight", .attn_norm = "blk.{}.attn_norm.weight",
+                          .wq = "blk.{}.attn_q.weight", .wk = "blk.{}.attn_k.weight", .wv = "blk.{}.attn_v.weight",
+                          .bq = "blk.{}.attn_q.bias", .bk = "blk.{}.attn_k.bias", .bv = "blk.{}.attn_v.bias",
+                          .q_norm = "blk.{}.attn_q_norm.weight", .k_norm = "blk.{}.attn_k_norm.weight",
+                          .wo = "blk.{}.attn_output.weight", .ffn_norm = "blk.{}.ffn_norm.weight",
+                          .w_gate = "blk.{}.ffn_gate.weight", .w_up = "blk.{}.ffn_up.weight",
+                          .w_down = "blk.{}.ffn_down.weight", .wqkv = "blk.{}.attn_qkv.weight",
+                          .w_gate_up = arch->fused_matrices ? "blk.{}.ffn_up.weight" : "",
+                          .router = "blk.{}.ffn_gate_inp.weight", .exp_gate = "blk.{}.ffn_gate_exps.weight",
+                          .exp_up = "blk.{}.ffn_up_exps.weight", .exp_down = "blk.{}.ffn_down_exps.weight",
+                          .post_attn_norm = "blk.{}.post_attention_norm.weight",
+                          .post_ffn_norm = "blk.{}.post_ffw_norm.weight"};
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
     return it == refs.end() ? nullptr : &it->second;

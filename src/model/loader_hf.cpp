@@ -7,6 +7,7 @@
 
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "model/arch.h"
 #include "model/model.h"
 #include "fasa/error.h"
 
@@ -33,10 +34,11 @@ double num_field(const json& j, const char* key, const std::string& path, double
   return j[key].get<double>();
 }
 
+}  // namespace
+
 // Gemma 3's text config: GeGLU with tanh GELU, the extra norms, local layers every but
 // sliding_window_pattern-th (or as layer_types lists them), queries scaled by query_pre_attn_scalar.
-void gemma3_params(const json& j, const std::string& path, ModelConfig& c) {
-  c.embd_scale = c.post_norms = c.gelu_ffn = true;
+void gemma3_hf_params(const json& j, const std::string& path, ModelConfig& c) {
   const std::string act = j.value("hidden_activation", std::string("gelu_pytorch_tanh"));
   if (act != "gelu_pytorch_tanh") fail(path, "hidden_activation '" + act + "' is not supported (gelu_pytorch_tanh is)");
   if (j.contains("attn_logit_softcapping") && !j["attn_logit_softcapping"].is_null())
@@ -55,6 +57,42 @@ void gemma3_params(const json& j, const std::string& path, ModelConfig& c) {
   }
 }
 
+// Gemma's feed-forward norm is its "pre_feedforward_layernorm"; "post_attention_layernorm", llama's
+// feed-forward norm, is a norm of the attention's output there.
+void gemma3_hf_names(const ModelConfig&, TensorNames& n) { n.ffn_norm = "model.layers.{}.pre_feedforward_layernorm.weight"; }
+
+// A mixture of experts (qwen3_moe): num_experts of size moe_intermediate_size in every layer.
+void qwen3moe_hf_params(const json& j, const std::string& path, ModelConfig& c) {
+  c.n_expert = int_field(j, "num_experts", path);
+  c.n_ff_exp = int_field(j, "moe_intermediate_size", path);
+  c.expert_weights_norm = j.value("norm_topk_prob", false);
+  const json& dense = j.value("mlp_only_layers", json::array());
+  if (int_field(j, "decoder_sparse_step", path, 1) != 1 || (dense.is_array() && !dense.empty()))
+    fail(path, "dense layers among the experts' (decoder_sparse_step, mlp_only_layers) are not supported");
+  if (c.n_expert < 1) fail(path, "a qwen3_moe model needs at least one expert");
+  c.n_expert_used = int_field(j, "num_experts_per_tok", path);
+}
+
+// Mixtral (a llama with num_local_experts): the experts' size is intermediate_size; the weights of the
+// top k always sum to 1.
+void mixtral_hf_params(const json& j, const std::string& path, ModelConfig& c) {
+  if (!j.contains("num_local_experts") && j.value("model_type", std::string()) != "mixtral") return;
+  c.n_expert = int_field(j, "num_local_experts", path);
+  if (c.n_expert < 1) fail(path, "a mixtral model needs at least one expert");
+  c.n_ff_exp = c.n_ff;
+  c.n_expert_used = int_field(j, "num_experts_per_tok", path);
+}
+
+void mixtral_hf_names(const ModelConfig& c, TensorNames& n) {
+  if (c.n_expert == 0) return;
+  n.router = "model.layers.{}.block_sparse_moe.gate.weight";
+  n.exp_gate = "model.layers.{}.block_sparse_moe.experts.{e}.w1.weight";
+  n.exp_up = "model.layers.{}.block_sparse_moe.experts.{e}.w3.weight";
+  n.exp_down = "model.layers.{}.block_sparse_moe.experts.{e}.w2.weight";
+}
+
+namespace {
+
 std::unique_ptr<Model> read_hf_model(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
@@ -65,32 +103,13 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
   m->format = "safetensors";
   ModelConfig& c = m->config;
   const std::string type = j.value("model_type", std::string());
-  if (type != "llama" && type != "mistral" && type != "mixtral" && type != "qwen2" && type != "qwen3" &&
-      type != "qwen3_moe" && type != "phi3" && type != "gemma3_text")
-    fail(cfg_path, "model_type '" + type +
-                       "' is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, phi3, "
-                       "gemma3_text)");
-  const bool mixtral = type == "mixtral", qwen3moe = type == "qwen3_moe", gemma3 = type == "gemma3_text";
-  c.arch = type == "mistral" || mixtral ? "llama" : qwen3moe ? "qwen3moe" : gemma3 ? "gemma3" : type;
-  c.qk_norm = type == "qwen3" || qwen3moe || gemma3;
+  const Architecture* arch = find_hf_architecture(type);
+  if (!arch)
+    fail(cfg_path, "model_type '" + type + "' is not supported (supported: " + supported_hf_model_types() + ")");
+  arch->apply(c, true);
   c.n_layer = int_field(j, "num_hidden_layers", cfg_path);
   c.n_embd = int_field(j, "hidden_size", cfg_path);
   c.n_ff = int_field(j, "intermediate_size", cfg_path);
-  if (mixtral) {  // the experts' size is intermediate_size; the weights of the top k always sum to 1
-    c.n_expert = int_field(j, "num_local_experts", cfg_path);
-    c.n_ff_exp = c.n_ff;
-  } else if (qwen3moe) {
-    c.n_expert = int_field(j, "num_experts", cfg_path);
-    c.n_ff_exp = int_field(j, "moe_intermediate_size", cfg_path);
-    c.expert_weights_norm = j.value("norm_topk_prob", false);
-    const json& dense = j.value("mlp_only_layers", json::array());
-    if (int_field(j, "decoder_sparse_step", cfg_path, 1) != 1 || (dense.is_array() && !dense.empty()))
-      fail(cfg_path, "dense layers among the experts' (decoder_sparse_step, mlp_only_layers) are not supported");
-  }
-  if (mixtral || qwen3moe) {
-    if (c.n_expert < 1) fail(cfg_path, "a " + type + " model needs at least one expert");
-    c.n_expert_used = int_field(j, "num_experts_per_tok", cfg_path);
-  }
   c.n_head = int_field(j, "num_attention_heads", cfg_path);
   c.n_head_kv = int_field(j, "num_key_value_heads", cfg_path, c.n_head);
   c.head_dim = int_field(j, "head_dim", cfg_path, c.n_head > 0 ? c.n_embd / c.n_head : 0);
@@ -100,15 +119,14 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
   c.n_ctx_train = int_field(j, "max_position_embeddings", cfg_path, 4096);
   c.rms_eps = (float)num_field(j, "rms_norm_eps", cfg_path, 1e-6);
   c.rope_base = (float)num_field(j, "rope_theta", cfg_path, 10000.0);
-  c.rope_layout = RopeLayout::Neox;
-  c.qkv_bias = c.arch == "qwen2" || j.value("attention_bias", false);
+  c.qkv_bias = c.qkv_bias || j.value("attention_bias", false);
   c.tied_output = j.value("tie_word_embeddings", false);
-  if (gemma3) gemma3_params(j, cfg_path, c);
+  if (arch->hf_params) arch->hf_params(j, cfg_path, c);
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     const json& rs = j["rope_scaling"];
     if (!rs.is_object()) fail(cfg_path, "rope_scaling is not an object");
     const std::string rt = rs.value("rope_type", rs.value("type", std::string()));
-    if (rt == "linear" && gemma3) {
+    if (rt == "linear" && arch->gemma_blocks) {
       const float factor = (float)num_field(rs, "factor", cfg_path, 1.0);
       if (!(factor > 0)) fail(cfg_path, "rope_scaling factor must be positive");
       c.rope_freq_factors.assign(c.n_rot / 2, factor);
@@ -132,30 +150,33 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
     refs.emplace(name, std::move(r));
   }
   if (!c.tied_output && !refs.count("lm_head.weight")) c.tied_output = true;  // some exports omit it when tied
-  TensorNames names{"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
-                    "model.layers.{}.input_layernorm.weight", "model.layers.{}.self_attn.q_proj.weight",
-                    "model.layers.{}.self_attn.k_proj.weight", "model.layers.{}.self_attn.v_proj.weight",
-                    "model.layers.{}.self_attn.q_proj.bias", "model.layers.{}.self_attn.k_proj.bias",
-                    "model.layers.{}.self_attn.v_proj.bias", "model.layers.{}.self_attn.q_norm.weight",
-                    "model.layers.{}.self_attn.k_norm.weight", "model.layers.{}.self_attn.o_proj.weight",
-                    gemma3 ? "model.layers.{}.pre_feedforward_layernorm.weight"
-                           : "model.layers.{}.post_attention_layernorm.weight",
-                    "model.layers.{}.mlp.gate_proj.weight",
-                    "model.layers.{}.mlp.up_proj.weight", "model.layers.{}.mlp.down_proj.weight",
-                    "model.layers.{}.self_attn.qkv_proj.weight",
-                    c.arch == "phi3" ? "model.layers.{}.mlp.gate_up_proj.weight" : "",
+  TensorNames names{.tok_embd = "model.embed_tokens.weight", .output_norm = "model.norm.weight",
+                    .output = "lm_head.weight", .attn_norm = "model.layers.{}.input_layernorm.weight",
+                    .wq = "model.layers.{}.self_attn.q_proj.weight", .wk = "model.layers.{}.self_attn.k_proj.weight",
+                    .wv = "model.layers.{}.self_attn.v_proj.weight", .bq = "model.layers.{}.self_attn.q_proj.bias",
+                    .bk = "model.layers.{}.self_attn.k_proj.bias", .bv = "model.layers.{}.self_attn.v_proj.bias",
+                    .q_norm = "model.layers.{}.self_attn.q_norm.weight",
+                    .k_norm = "model.layers.{}.self_attn.k_norm.weight",
+                    .wo = "model.layers.{}.self_attn.o_proj.weight",
+                    .ffn_norm = "model.layers.{}.post_attention_layernorm.weight",
+                    .w_gate = "model.layers.{}.mlp.gate_proj.weight", .w_up = "model.layers.{}.mlp.up_proj.weight",
+                    .w_down = "model.layers.{}.mlp.down_proj.weight",
+                    .wqkv = "model.layers.{}.self_attn.qkv_proj.weight",
+                    .w_gate_up = arch->fused_matrices ? "model.layers.{}.mlp.gate_up_proj.weight" : "",
                     // a mixture of experts: one tensor per expert ("{e}")
-                    mixtral ? "model.layers.{}.block_sparse_moe.gate.weight" : "model.layers.{}.mlp.gate.weight",
-                    mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w1.weight" : "model.layers.{}.mlp.experts.{e}.gate_proj.weight",
-                    mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w3.weight" : "model.layers.{}.mlp.experts.{e}.up_proj.weight",
-                    mixtral ? "model.layers.{}.block_sparse_moe.experts.{e}.w2.weight" : "model.layers.{}.mlp.experts.{e}.down_proj.weight",
-                    "model.layers.{}.post_attention_layernorm.weight", "model.layers.{}.post_feedforward_layernorm.weight"};
+                    .router = "model.layers.{}.mlp.gate.weight",
+                    .exp_gate = "model.layers.{}.mlp.experts.{e}.gate_proj.weight",
+                    .exp_up = "model.layers.{}.mlp.experts.{e}.up_proj.weight",
+                    .exp_down = "model.layers.{}.mlp.experts.{e}.down_proj.weight",
+                    .post_attn_norm = "model.layers.{}.post_attention_layernorm.weight",  // (Gemma's)
+                    .post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight"};
+  if (arch->hf_names) arch->hf_names(c, names);
   m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
     auto it = refs.find(n);
     return it == refs.end() ? nullptr : &it->second;
   }, dir);
   m->weights.mappings = st.mappings();
-  if (gemma3) {  // Gemma's RMSNorm multiplies by 1 + w (GGUF files store the sum)
+  if (arch->hf_norm_minus_one) {  // the norms multiply by 1 + w (GGUF files store the sum)
     auto shift = [](std::vector<float>& w) {
       for (float& x : w) x += 1.0f;
     };

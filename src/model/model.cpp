@@ -32,6 +32,13 @@ int ModelConfig::n_global_layers() const {
 
 float ModelConfig::attention_scale() const { return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt((float)head_dim); }
 
+const char* ModelConfig::rope_scaling_name() const {
+  if (rope_freq_factors.empty()) return "no scaling";
+  const bool uniform = std::all_of(rope_freq_factors.begin(), rope_freq_factors.end(),
+                                   [&](float f) { return f == rope_freq_factors[0]; });
+  return uniform ? "linear scaling" : "Llama-3 frequency scaling";
+}
+
 void ModelConfig::validate(const std::string& source) const {
   auto check = [&](bool ok, const std::string& what) {
     if (!ok) fail(source, "inconsistent hyper-parameters: " + what);

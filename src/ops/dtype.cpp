@@ -8,50 +8,13 @@
 
 #include "ops/hsum_avx.h"
 #include "ops/kquants.h"
+#include "ops/quant_dot.h"
 #include "fasa/error.h"
 
 namespace fasa {
 
-std::optional<DTypeTraits> dtype_traits(uint32_t raw) {
-  switch (static_cast<DType>(raw)) {
-    case DType::F32: return DTypeTraits{"F32", 1, 4, true};
-    case DType::F16: return DTypeTraits{"F16", 1, 2, true};
-    case DType::BF16: return DTypeTraits{"BF16", 1, 2, true};
-    case DType::Q4_0: return DTypeTraits{"Q4_0", 32, 18, true};
-    case DType::Q8_0: return DTypeTraits{"Q8_0", 32, 34, true};
-    case DType::Q4_1: return DTypeTraits{"Q4_1", 32, 20, true};
-    case DType::Q5_0: return DTypeTraits{"Q5_0", 32, 22, true};
-    case DType::Q5_1: return DTypeTraits{"Q5_1", 32, 24, true};
-    case DType::Q8_1: return DTypeTraits{"Q8_1", 32, 36, false};
-    case DType::Q2_K: return DTypeTraits{"Q2_K", 256, 84, false};
-    case DType::Q3_K: return DTypeTraits{"Q3_K", 256, 110, false};
-    case DType::Q4_K: return DTypeTraits{"Q4_K", 256, 144, true};
-    case DType::Q5_K: return DTypeTraits{"Q5_K", 256, 176, true};
-    case DType::Q6_K: return DTypeTraits{"Q6_K", 256, 210, true};
-    case DType::Q8_K: return DTypeTraits{"Q8_K", 256, 292, false};
-    case DType::I8: return DTypeTraits{"I8", 1, 1, false};
-    case DType::I16: return DTypeTraits{"I16", 1, 2, false};
-    case DType::I32: return DTypeTraits{"I32", 1, 4, false};
-    case DType::I64: return DTypeTraits{"I64", 1, 8, false};
-    case DType::F64: return DTypeTraits{"F64", 1, 8, false};
-  }
-  return std::nullopt;
-}
-
-const char* dtype_name(DType t) {
-  auto tr = dtype_traits(static_cast<uint32_t>(t));
-  return tr ? tr->name : "unknown";
-}
-
-bool dtype_computable(DType t) {
-  auto tr = dtype_traits(static_cast<uint32_t>(t));
-  return tr && tr->computable;
-}
-
-std::string computable_dtype_list() { return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"; }
-
 size_t dtype_bytes(DType t, int64_t n) {
-  auto tr = dtype_traits(static_cast<uint32_t>(t));
+  const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
   return static_cast<size_t>(n / tr->block) * static_cast<size_t>(tr->block_bytes);
 }
 
@@ -108,28 +71,69 @@ void dequantize_f16(const uint16_t* p, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = fp16_to_fp32(p[i]);
 }
 
+void dequantize_f32(const uint8_t* p, float* out, int64_t n) { std::memcpy(out, p, (size_t)n * 4); }
+void dequantize_f16_row(const uint8_t* p, float* out, int64_t n) {
+  dequantize_f16(reinterpret_cast<const uint16_t*>(p), out, n);
+}
+void dequantize_bf16(const uint8_t* p, float* out, int64_t n) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(h[i]);
+}
+
+// Every type ggml numbers that a GGUF may hold; those with kernels first, in the order lists show them.
+// A new type: its row, with its dequantizer (kquants.h) and, for int8 dots, its unpacker (quant_dot.h).
+const DTypeTraits kTypes[] = {
+    {DType::F32, "F32", 1, 4, dequantize_f32},
+    {DType::F16, "F16", 1, 2, dequantize_f16_row},
+    {DType::BF16, "BF16", 1, 2, dequantize_bf16},
+    {DType::Q8_0, "Q8_0", 32, 34, dequantize_q8_0, unpack_q8_0},
+    {DType::Q4_0, "Q4_0", 32, 18, dequantize_q4_0, unpack_q4_0},
+    {DType::Q4_1, "Q4_1", 32, 20, dequantize_q4_1, unpack_q4_1},
+    {DType::Q5_0, "Q5_0", 32, 22, dequantize_q5_0, unpack_q5_0},
+    {DType::Q5_1, "Q5_1", 32, 24, dequantize_q5_1, unpack_q5_1},
+    {DType::Q4_K, "Q4_K", 256, 144, dequantize_q4_k, unpack_q4_k},
+    {DType::Q5_K, "Q5_K", 256, 176, dequantize_q5_k, unpack_q5_k},
+    {DType::Q6_K, "Q6_K", 256, 210, dequantize_q6_k, unpack_q6_k},
+    {DType::Q8_1, "Q8_1", 32, 36},
+    {DType::Q2_K, "Q2_K", 256, 84},
+    {DType::Q3_K, "Q3_K", 256, 110},
+    {DType::Q8_K, "Q8_K", 256, 292},
+    {DType::I8, "I8", 1, 1},
+    {DType::I16, "I16", 1, 2},
+    {DType::I32, "I32", 1, 4},
+    {DType::I64, "I64", 1, 8},
+    {DType::F64, "F64", 1, 8},
+};
+
 }  // namespace
 
+const DTypeTraits* dtype_traits(uint32_t raw) {
+  for (const DTypeTraits& t : kTypes)
+    if ((uint32_t)t.type == raw) return &t;
+  return nullptr;
+}
+
+const char* dtype_name(DType t) {
+  const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
+  return tr ? tr->name : "unknown";
+}
+
+bool dtype_computable(DType t) {
+  const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
+  return tr && tr->computable();
+}
+
+std::string computable_dtype_list() {
+  std::string s;
+  for (const DTypeTraits& t : kTypes)
+    if (t.computable()) s += (s.empty() ? "" : ", ") + std::string(t.name);
+  return s;
+}
+
 void dequantize_row(DType t, const void* row, float* out, int64_t n) {
-  const uint8_t* p = static_cast<const uint8_t*>(row);
-  switch (t) {
-    case DType::F32: std::memcpy(out, p, (size_t)n * 4); return;
-    case DType::F16: dequantize_f16(static_cast<const uint16_t*>(row), out, n); return;
-    case DType::BF16: {
-      const uint16_t* h = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(h[i]);
-      return;
-    }
-    case DType::Q8_0: dequantize_q8_0(p, out, n); return;
-    case DType::Q4_0: dequantize_q4_0(p, out, n); return;
-    case DType::Q4_1: dequantize_q4_1(p, out, n); return;
-    case DType::Q5_0: dequantize_q5_0(p, out, n); return;
-    case DType::Q5_1: dequantize_q5_1(p, out, n); return;
-    case DType::Q4_K: dequantize_q4_k(p, out, n); return;
-    case DType::Q5_K: dequantize_q5_k(p, out, n); return;
-    case DType::Q6_K: dequantize_q6_k(p, out, n); return;
-    default: throw Error(std::string("no kernel for tensor type ") + dtype_name(t));
-  }
+  const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
+  if (!tr || !tr->dequantize) throw Error(std::string("no kernel for tensor type ") + dtype_name(t));
+  tr->dequantize(static_cast<const uint8_t*>(row), out, n);
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {

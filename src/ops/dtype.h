@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <string>
 
 #if defined(__F16C__)
@@ -19,18 +18,29 @@ enum class DType : uint32_t {
   I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30,
 };
 
+struct UnpackedRow;
+
+// One row per type (dtype.cpp's table) with the kernels it takes; a null kernel is a path it does not.
+// The fast paths beyond these — direct dots (quant_dot), packed rows (packed_rows), prefill tiles
+// (quant_tiles) — are each that file's kernels for the types it names.
 struct DTypeTraits {
+  DType type;
   const char* name;
   int block;          // elements per block
   int block_bytes;    // bytes per block
-  bool computable;    // has dequantize/dot kernels here
+  // A row of n elements (n a multiple of block) as floats; null: no kernels here (not computable).
+  void (*dequantize)(const uint8_t* row, float* out, int64_t n) = nullptr;
+  // The row as int8 with its scales, for dots with int8 activations as llama.cpp does them
+  // (quant_dot.h); null: the type is dotted with float activations.
+  void (*unpack)(const uint8_t* row, int64_t n, UnpackedRow& out) = nullptr;
+  bool computable() const { return dequantize != nullptr; }
 };
 
-// Traits of a raw ggml type number; nullopt for numbers this build does not know.
-std::optional<DTypeTraits> dtype_traits(uint32_t raw);
+// The row of a raw ggml type number; null for numbers this build does not know.
+const DTypeTraits* dtype_traits(uint32_t raw);
 const char* dtype_name(DType t);
 bool dtype_computable(DType t);
-std::string computable_dtype_list();
+std::string computable_dtype_list();  // "F32, F16, ...": the rows with kernels
 
 // Bytes of `n` elements (n must be a multiple of the block size).
 size_t dtype_bytes(DType t, int64_t n);

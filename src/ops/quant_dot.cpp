@@ -54,14 +54,6 @@ void unpack_32(const uint8_t* p, int64_t n, int block_bytes, bool has_min, bool 
   }
 }
 
-void unpack_q8_0(const uint8_t* p, int64_t n, UnpackedRow& out) {
-  resize(out, 32, false, false, n);
-  for (int64_t b = 0; b < n / 32; ++b, p += 34) {
-    out.scale[b] = fp16_at(p);
-    std::memcpy(&out.q[b * 32], p + 2, 32);
-  }
-}
-
 // Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scale and min; w = d*sc*q - dmin*m.
 void unpack_k4(const uint8_t* p, int64_t n, bool fifth_bit, UnpackedRow& out) {
   resize(out, 32, true, true, n);
@@ -83,29 +75,6 @@ void unpack_k4(const uint8_t* p, int64_t n, bool fifth_bit, UnpackedRow& out) {
         const uint8_t v = qs[g * 32 + l];
         q[l] = (int8_t)((v & 0x0F) + (fifth_bit && ((qh[l] >> (2 * g)) & 1) ? 16 : 0));
         q[l + 32] = (int8_t)((v >> 4) + (fifth_bit && ((qh[l] >> (2 * g + 1)) & 1) ? 16 : 0));
-      }
-    }
-  }
-}
-
-// Q6_K: 16 sub-blocks of 16 with int8 scales; w = d*sc*(q - 32).
-void unpack_q6_k(const uint8_t* p, int64_t n, UnpackedRow& out) {
-  resize(out, 16, false, true, n);
-  for (int64_t b = 0; b < n / 256; ++b, p += 210) {
-    const uint8_t* ql = p;
-    const uint8_t* qh = p + 128;
-    const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
-    out.d[b] = fp16_at(p + 208);
-    for (int s = 0; s < 16; ++s) out.iscale[b * 16 + s] = sc[s];
-    for (int half = 0; half < 2; ++half) {
-      int8_t* q = &out.q[b * 256 + half * 128];
-      const uint8_t* l0 = ql + half * 64;
-      const uint8_t* h0 = qh + half * 32;
-      for (int l = 0; l < 32; ++l) {
-        q[l] = (int8_t)(((l0[l] & 0x0F) | ((h0[l] & 3) << 4)) - 32);
-        q[l + 32] = (int8_t)(((l0[l + 32] & 0x0F) | (((h0[l] >> 2) & 3) << 4)) - 32);
-        q[l + 64] = (int8_t)(((l0[l] >> 4) | (((h0[l] >> 4) & 3) << 4)) - 32);
-        q[l + 96] = (int8_t)(((l0[l + 32] >> 4) | (((h0[l] >> 6) & 3) << 4)) - 32);
       }
     }
   }
@@ -160,11 +129,8 @@ float dot_super_blocks(const UnpackedRow& w, const QuantizedActs& x) {
 }  // namespace
 
 bool uses_quantized_acts(DType t) {
-  switch (t) {
-    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
-    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return true;
-    default: return false;
-  }
+  const DTypeTraits* tr = dtype_traits((uint32_t)t);
+  return tr && tr->unpack;
 }
 
 void quantize_acts(DType weight_type, const float* x, int64_t n, QuantizedActs& out) {
@@ -207,19 +173,49 @@ void quantize_acts(DType weight_type, const float* x, int64_t n, QuantizedActs& 
 }
 
 void unpack_row(DType t, const void* row, int64_t n, UnpackedRow& out) {
-  const uint8_t* p = static_cast<const uint8_t*>(row);
-  switch (t) {
-    case DType::Q8_0: return unpack_q8_0(p, n, out);
-    case DType::Q4_0: return unpack_32(p, n, 18, false, false, 8, out);
-    case DType::Q4_1: return unpack_32(p, n, 20, true, false, 0, out);
-    case DType::Q5_0: return unpack_32(p, n, 22, false, true, 16, out);
-    case DType::Q5_1: return unpack_32(p, n, 24, true, true, 0, out);
-    case DType::Q4_K: return unpack_k4(p, n, false, out);
-    case DType::Q5_K: return unpack_k4(p, n, true, out);
-    case DType::Q6_K: return unpack_q6_k(p, n, out);
-    default: throw Error(std::string("no integer kernel for tensor type ") + dtype_name(t));
+  const DTypeTraits* tr = dtype_traits((uint32_t)t);
+  if (!tr || !tr->unpack) throw Error(std::string("no integer kernel for tensor type ") + dtype_name(t));
+  tr->unpack(static_cast<const uint8_t*>(row), n, out);
+}
+
+void unpack_q8_0(const uint8_t* p, int64_t n, UnpackedRow& out) {
+  resize(out, 32, false, false, n);
+  for (int64_t b = 0; b < n / 32; ++b, p += 34) {
+    out.scale[b] = fp16_at(p);
+    std::memcpy(&out.q[b * 32], p + 2, 32);
   }
 }
+
+void unpack_q4_0(const uint8_t* p, int64_t n, UnpackedRow& out) { unpack_32(p, n, 18, false, false, 8, out); }
+void unpack_q4_1(const uint8_t* p, int64_t n, UnpackedRow& out) { unpack_32(p, n, 20, true, false, 0, out); }
+void unpack_q5_0(const uint8_t* p, int64_t n, UnpackedRow& out) { unpack_32(p, n, 22, false, true, 16, out); }
+void unpack_q5_1(const uint8_t* p, int64_t n, UnpackedRow& out) { unpack_32(p, n, 24, true, true, 0, out); }
+void unpack_q4_k(const uint8_t* p, int64_t n, UnpackedRow& out) { unpack_k4(p, n, false, out); }
+void unpack_q5_k(const uint8_t* p, int64_t n, UnpackedRow& out) { unpack_k4(p, n, true, out); }
+
+// Q6_K: 16 sub-blocks of 16 with int8 scales; w = d*sc*(q - 32).
+void unpack_q6_k(const uint8_t* p, int64_t n, UnpackedRow& out) {
+  resize(out, 16, false, true, n);
+  for (int64_t b = 0; b < n / 256; ++b, p += 210) {
+    const uint8_t* ql = p;
+    const uint8_t* qh = p + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
+    out.d[b] = fp16_at(p + 208);
+    for (int s = 0; s < 16; ++s) out.iscale[b * 16 + s] = sc[s];
+    for (int half = 0; half < 2; ++half) {
+      int8_t* q = &out.q[b * 256 + half * 128];
+      const uint8_t* l0 = ql + half * 64;
+      const uint8_t* h0 = qh + half * 32;
+      for (int l = 0; l < 32; ++l) {
+        q[l] = (int8_t)(((l0[l] & 0x0F) | ((h0[l] & 3) << 4)) - 32);
+        q[l + 32] = (int8_t)(((l0[l + 32] & 0x0F) | (((h0[l] >> 2) & 3) << 4)) - 32);
+        q[l + 64] = (int8_t)(((l0[l] >> 4) | (((h0[l] >> 4) & 3) << 4)) - 32);
+        q[l + 96] = (int8_t)(((l0[l + 32] >> 4) | (((h0[l] >> 6) & 3) << 4)) - 32);
+      }
+    }
+  }
+}
+
 
 namespace {
 

@@ -13,7 +13,8 @@
 
 namespace fasa {
 
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K; float types keep float activations.
+// The types with an unpacker in their traits (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K); float
+// types keep float activations.
 bool uses_quantized_acts(DType weight_type);
 
 struct QuantizedActs {
@@ -46,7 +47,17 @@ struct UnpackedRow {
   std::vector<float> dmin;     // [n / 256] (K-quants with mins)
 };
 
+// The row of `weight_type` (its traits' unpack).
 void unpack_row(DType weight_type, const void* row, int64_t n, UnpackedRow& out);
+// Each type's unpacker, as dtype.cpp's table names them.
+void unpack_q8_0(const uint8_t* p, int64_t n, UnpackedRow& out);
+void unpack_q4_0(const uint8_t* p, int64_t n, UnpackedRow& out);
+void unpack_q4_1(const uint8_t* p, int64_t n, UnpackedRow& out);
+void unpack_q5_0(const uint8_t* p, int64_t n, UnpackedRow& out);
+void unpack_q5_1(const uint8_t* p, int64_t n, UnpackedRow& out);
+void unpack_q4_k(const uint8_t* p, int64_t n, UnpackedRow& out);
+void unpack_q5_k(const uint8_t* p, int64_t n, UnpackedRow& out);
+void unpack_q6_k(const uint8_t* p, int64_t n, UnpackedRow& out);
 float dot_unpacked(const UnpackedRow& w, const QuantizedActs& x);
 
 // Rows straight from their blocks (no unpacking): Q8_0 and Q4_0 (AVX2 where the build has it, else

@@ -16,21 +16,21 @@
 
 namespace fasa {
 
-FasaPolicy::FasaPolicy(const Profile& profile, const ModelConfig& c, FasaOptions opts)
-    : SparsePolicy(opts.budget, opts.dense_layers, c.n_layer), opts_(std::move(opts)), n_head_(c.n_head),
-      n_head_kv_(c.n_head_kv), scale_(c.attention_scale()) {
+FasaPolicy::FasaPolicy(const Profile& profile, const ModelConfig& c, const FasaOptions& opts)
+    : SparsePolicy(opts.budget, opts.dense_layers, c.n_layer), sink_(opts.sink), recent_(opts.recent),
+      mass_(opts.mass), rank_(opts.rank), n_head_(c.n_head), n_head_kv_(c.n_head_kv), scale_(c.attention_scale()) {
   const FcLayout fcs(c);
-  const int n_tip = opts_.n_tip > 0 ? opts_.n_tip : profile.n_tip;
+  const int n_tip = opts.n_tip > 0 ? opts.n_tip : profile.n_tip;
   if (n_tip > fcs.n_fc())
     throw Error("fcs: " + std::to_string(n_tip) + " exceeds the " + std::to_string(fcs.n_fc()) + " chunks per head");
-  if (opts_.sink < 0 || opts_.recent < 0) throw Error("sink and recent must be >= 0");
-  if (!(opts_.mass >= 0 && opts_.mass <= 1)) throw Error("tip_mass: must lie in 0..1 (0: the whole budget)");
+  if (opts.sink < 0 || opts.recent < 0) throw Error("sink and recent must be >= 0");
+  if (!(opts.mass >= 0 && opts.mass <= 1)) throw Error("tip_mass: must lie in 0..1 (0: the whole budget)");
   const int group = c.n_head / c.n_head_kv;
   std::vector<int> counts;  // [n_layer * n_head] chunks per query head; empty: each layer's setting
-  if (opts_.adaptive) {
+  if (opts.adaptive) {
     std::vector<char> sparse_layer(c.n_layer);
     for (int l = 0; l < c.n_layer; ++l) sparse_layer[l] = !is_dense_layer(l) && !c.sliding(l);  // FASA's layers
-    counts = adaptive_chunk_counts(profile, n_tip, opts_.sharing, opts_.rank, sparse_layer);
+    counts = adaptive_chunk_counts(profile, n_tip, opts.sharing, opts.rank, sparse_layer);
   }
   profile_chose_ = profile.choice.has_value();
   dims_.resize((size_t)c.n_layer * c.n_head);
@@ -42,13 +42,13 @@ FasaPolicy::FasaPolicy(const Profile& profile, const ModelConfig& c, FasaOptions
         continue;
       }
       // K_dom = the union of the chunks the group's query heads score on (one set with group sharing).
-      const ChunkSetting setting = profile.setting(l, opts_.rank, opts_.n_tip);
+      const ChunkSetting setting = profile.setting(l, opts.rank, opts.n_tip);
       if (kvh == 0) settings_.push_back(setting);
       std::vector<std::vector<int>> head_fcs;
       std::set<int> union_fcs;
       for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
         const int n = counts.empty() ? setting.n_fc : counts[(size_t)l * c.n_head + h];
-        head_fcs.push_back(profile.dominant_fcs(l, h, n, opts_.sharing, setting.rank));
+        head_fcs.push_back(profile.dominant_fcs(l, h, n, opts.sharing, setting.rank));
         union_fcs.insert(head_fcs.back().begin(), head_fcs.back().end());
       }
       std::vector<int> pos_of_fc(fcs.n_fc(), -1);  // chunk -> its first slot in K_dom
@@ -95,7 +95,7 @@ std::string FasaPolicy::summary() const {
       if (by[(int)r] < (int)settings_.size())
         chunks.append(" (").append(std::to_string(by[(int)r])).append(by[(int)r] == 1 ? " layer)" : " layers)");
     }
-  if (opts_.rank == FcRank::Auto && !settings_.empty()) chunks += profile_chose_ ? " (the profile's choice)" : " (the profile has no choice: agreement)";
+  if (rank_ == FcRank::Auto && !settings_.empty()) chunks += profile_chose_ ? " (the profile's choice)" : " (the profile has no choice: agreement)";
   return SparsePolicy::summary() + buf + chunks;
 }
 
@@ -118,8 +118,8 @@ void FasaPolicy::pick_group(const AttentionQuery* queries, int n_q, const KvHead
                               std::vector<int32_t>* rows) {
   const int64_t n = kv.n_tokens;
   // Forced rows count inside the budget: sink first, then recent; TIP fills the rest from between.
-  const int64_t sink = std::min<int64_t>(opts_.sink, budget);
-  const int64_t recent = std::min<int64_t>(opts_.recent, budget - sink);
+  const int64_t sink = std::min<int64_t>(sink_, budget);
+  const int64_t recent = std::min<int64_t>(recent_, budget - sink);
   for (int i = 0; i < n_q; ++i) {
     for (int64_t r = 0; r < sink; ++r) rows[i].push_back((int32_t)r);
     for (int64_t r = n - recent; r < n; ++r) rows[i].push_back((int32_t)r);
@@ -137,7 +137,7 @@ void FasaPolicy::pick_group(const AttentionQuery* queries, int n_q, const KvHead
     const size_t idx = (size_t)queries[i].layer * n_head_ + queries[i].q_head;
     for (int d : dims_[idx]) q_dom[(size_t)i * nd + d] = queries[i].q[d];
   }
-  tip_top_rows(q_dom.data(), n_q, kv, lo, hi, want, rows, opts_.mass, scale_);
+  tip_top_rows(q_dom.data(), n_q, kv, lo, hi, want, rows, mass_, scale_);
 }
 
 void tip_top_rows(const float* q_dom, int n_q, const KvHeadView& kv, int64_t lo, int64_t hi, int64_t want,

@@ -26,7 +26,7 @@ struct FasaOptions {
 
 class FasaPolicy final : public SparsePolicy {
  public:
-  FasaPolicy(const Profile& profile, const ModelConfig& config, FasaOptions opts);
+  FasaPolicy(const Profile& profile, const ModelConfig& config, const FasaOptions& opts);
   std::string_view name() const override { return "fasa"; }
   std::string summary() const override;  // with the budget and the share of key dims TIP reads
 
@@ -46,7 +46,9 @@ class FasaPolicy final : public SparsePolicy {
   }
 
  private:
-  FasaOptions opts_;
+  int sink_, recent_;  // (the budget and the dense layers are the base's)
+  double mass_;
+  FcRank rank_;
   int n_head_, n_head_kv_;
   float scale_;  // attention's scale (1/sqrt(head_dim) by default): TIP's scores as logits for the adaptive budget
   std::vector<KeyLayout> layouts_;        // [n_layer * n_head_kv]

@@ -134,11 +134,6 @@ Budget Budget::parse(std::string_view text) {
   return count((int64_t)v);
 }
 
-int64_t Budget::tokens(int64_t n) const {
-  const double t = fraction ? std::ceil(value * (double)n) : value;
-  return std::max<int64_t>(1, (int64_t)std::min<double>(t, (double)INT64_MAX / 2));
-}
-
 std::string Budget::str() const {
   if (!fraction) return std::to_string((int64_t)value);
   char buf[32];
