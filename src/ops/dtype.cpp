@@ -1,6 +1,7 @@
 #include "ops/dtype.h"
 
 #include <algorithm>
+#include <array>
 
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -108,9 +109,12 @@ const DTypeTraits kTypes[] = {
 }  // namespace
 
 const DTypeTraits* dtype_traits(uint32_t raw) {
-  for (const DTypeTraits& t : kTypes)
-    if ((uint32_t)t.type == raw) return &t;
-  return nullptr;
+  static const auto by_number = [] {  // (a lookup per row dequantized: no search)
+    std::array<const DTypeTraits*, 64> rows{};
+    for (const DTypeTraits& t : kTypes) rows.at((uint32_t)t.type) = &t;
+    return rows;
+  }();
+  return raw < by_number.size() ? by_number[raw] : nullptr;
 }
 
 const char* dtype_name(DType t) {
