@@ -70,7 +70,7 @@ TEST(TrainedModel, LongContextModelMatchesTheTrainingCodesForwardPass) {  // wit
 // 0.93, fasa 0.93, stream 0.02 (20 tasks, steps of 0.05, multivalue's of 1/60). Floors leave a task or two
 // of room for kernel-order changes, not for a broken selection; FASA's is relative to full attention's.
 constexpr double kFullFloor = 0.85, kStreamCeiling = 0.25;
-constexpr double kFasaSlack = 0.1;  // FASA >= full - this: two tasks of 20, one of 10
+constexpr double kFasaSlack = 0.1 + 1e-9;  // FASA >= full - this: two tasks of 20, one of 10 (0.8 - 0.1 < 0.7)
 // The floors relative to full (the test below), measured on run12 (2026-11-26): at 4K full 0.77, fasa
 // 0.77, quest 0.77; among look-alikes at 2K full 0.47, fasa 0.47, quest 0.03 (FASA with 8 chunks; with
 // its defaults since the chunk choice, 2026-11-26: 0.77 at 4K and 0.43 among look-alikes).

@@ -123,13 +123,13 @@ GgufWriter tiny_llama_gguf(const TinyLlamaSpec& s) {
   add("output_norm.weight", {E});
   add("output.weight", {E, V});
   if (!s.extra_tensor.empty()) add(s.extra_tensor, {D / 2});
+  const Architecture* arch = find_gguf_architecture(s.arch);  // (null: a name tests see refused)
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     add(p + "attn_norm.weight", {E});
     add(p + "attn_q.weight", {E, Q});
     add(p + "attn_k.weight", {E, KV});
     add(p + "attn_v.weight", {E, KV});
-    const Architecture* arch = find_gguf_architecture(s.arch);  // (null: a name tests see refused)
     if (arch && arch->qkv_bias)
       for (auto [t, n] : {std::pair{"q", Q}, {"k", KV}, {"v", KV}}) add(p + "attn_" + t + ".bias", {n});
     if (arch && arch->qk_norm) {

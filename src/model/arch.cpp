@@ -14,7 +14,7 @@ const std::vector<Architecture>& architectures() {
       {.name = "phi3", .hf_model_types = {"phi3"}, .note = "", .gguf_rope = RopeLayout::Neox,
        .fused_matrices = true},
       {.name = "gemma3", .hf_model_types = {"gemma3_text"}, .note = "", .gguf_rope = RopeLayout::Neox,
-       .qk_norm = true, .gemma_blocks = true, .hf_norm_minus_one = true, .gguf_params = gemma3_gguf_params,
+       .qk_norm = true, .gemma_blocks = true, .gguf_params = gemma3_gguf_params,
        .hf_params = gemma3_hf_params, .hf_names = gemma3_hf_names},
   };
   return rows;

@@ -1,7 +1,7 @@
 #pragma once
 // The architectures fasa runs, one row each: the names files give them, the switches of the forward pass
-// they turn on, and the hooks that read what is particular to them. Both loaders, `fasa info` and
-// `make-model` read this table: a Llama variant is one row here (plus its tests, see docs/ARCHITECTURE.md).
+// they turn on, and the hooks that read what is particular to them. Both loaders and `make-model`'s writer
+// read this table: a Llama variant is one row here (plus its tests, see docs/ARCHITECTURE.md).
 #include <string>
 #include <vector>
 #include <nlohmann/json_fwd.hpp>
@@ -22,8 +22,9 @@ struct Architecture {
   bool qk_norm = false;         // per-head RMSNorm of q and k before RoPE
   bool fused_matrices = false;  // [Q; K; V] in one matrix and [gate; up] in one (phi3)
   bool needs_experts = false;   // a mixture of experts always (qwen3moe; llama's are optional: Mixtral)
-  bool gemma_blocks = false;    // Gemma's: embedding scaled, outputs of attention and FFN normed, GeGLU
-  bool hf_norm_minus_one = false;  // HF stores RMSNorm weights as w - 1 (Gemma; GGUF stores w)
+  // Gemma's blocks: embedding scaled, outputs of attention and FFN normed, GeGLU; HF stores their RMSNorm
+  // weights as w - 1 (GGUF as w).
+  bool gemma_blocks = false;
   // What each format says beyond the common hyper-parameters (null: nothing), read after them.
   void (*gguf_params)(const GgufFile&, ModelConfig&) = nullptr;
   void (*hf_params)(const nlohmann::json& config, const std::string& path, ModelConfig&) = nullptr;

@@ -51,7 +51,8 @@ struct ModelConfig {
   bool sliding(int layer) const { return sliding_window > 0 && (layer + 1) % sliding_period != 0; }
   int n_global_layers() const;  // the layers that are not sliding (where a policy runs)
   float attention_scale() const;
-  // "no scaling", "linear scaling" (every plane's factor the same) or "Llama-3 frequency scaling".
+  // "no scaling" (no factors, or all 1), "linear scaling" (every plane's factor the same) or "Llama-3
+  // frequency scaling": for `fasa info`.
   const char* rope_scaling_name() const;
 
   // Angular frequency of each RoPE plane: base^(-2i/n_rot) / factor_i; `local`: a sliding layer's

@@ -36,7 +36,7 @@ double num_field(const json& j, const char* key, const std::string& path, double
 
 }  // namespace
 
-// Gemma 3's text config: GeGLU with tanh GELU, the extra norms, local layers every but
+// Gemma 3's text config (its row switches on the blocks: GeGLU, the extra norms): local layers every but
 // sliding_window_pattern-th (or as layer_types lists them), queries scaled by query_pre_attn_scalar.
 void gemma3_hf_params(const json& j, const std::string& path, ModelConfig& c) {
   const std::string act = j.value("hidden_activation", std::string("gelu_pytorch_tanh"));
@@ -73,10 +73,10 @@ void qwen3moe_hf_params(const json& j, const std::string& path, ModelConfig& c) 
   c.n_expert_used = int_field(j, "num_experts_per_tok", path);
 }
 
-// Mixtral (a llama with num_local_experts): the experts' size is intermediate_size; the weights of the
+// Mixtral (model_type "mixtral", loaded as a llama): the experts' size is intermediate_size; the weights of the
 // top k always sum to 1.
 void mixtral_hf_params(const json& j, const std::string& path, ModelConfig& c) {
-  if (!j.contains("num_local_experts") && j.value("model_type", std::string()) != "mixtral") return;
+  if (j.value("model_type", std::string()) != "mixtral") return;
   c.n_expert = int_field(j, "num_local_experts", path);
   if (c.n_expert < 1) fail(path, "a mixtral model needs at least one expert");
   c.n_ff_exp = c.n_ff;
@@ -176,7 +176,7 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
     return it == refs.end() ? nullptr : &it->second;
   }, dir);
   m->weights.mappings = st.mappings();
-  if (arch->hf_norm_minus_one) {  // the norms multiply by 1 + w (GGUF files store the sum)
+  if (arch->gemma_blocks) {  // Gemma's norms multiply by 1 + w (GGUF files store the sum)
     auto shift = [](std::vector<float>& w) {
       for (float& x : w) x += 1.0f;
     };

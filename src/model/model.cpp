@@ -36,7 +36,8 @@ const char* ModelConfig::rope_scaling_name() const {
   if (rope_freq_factors.empty()) return "no scaling";
   const bool uniform = std::all_of(rope_freq_factors.begin(), rope_freq_factors.end(),
                                    [&](float f) { return f == rope_freq_factors[0]; });
-  return uniform ? "linear scaling" : "Llama-3 frequency scaling";
+  if (!uniform) return "Llama-3 frequency scaling";
+  return rope_freq_factors[0] == 1.0f ? "no scaling" : "linear scaling";
 }
 
 void ModelConfig::validate(const std::string& source) const {

@@ -80,6 +80,7 @@ void unpack_k4(const uint8_t* p, int64_t n, bool fifth_bit, UnpackedRow& out) {
   }
 }
 
+// The K-quants whose direct kernels are below.
 bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
 template <int SUB>
@@ -134,7 +135,8 @@ bool uses_quantized_acts(DType t) {
 }
 
 void quantize_acts(DType weight_type, const float* x, int64_t n, QuantizedActs& out) {
-  const bool k = is_k_quant(weight_type);
+  const DTypeTraits* tr = dtype_traits((uint32_t)weight_type);
+  const bool k = tr && tr->block == 256;  // a super-block's activations share one scale (Q8_K's groups)
   out.group = k ? 256 : 32;
   out.q.resize(n);
   out.d.resize(n / out.group);
