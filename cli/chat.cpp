@@ -58,7 +58,7 @@ std::vector<int32_t> fit_conversation(const Engine& engine, std::vector<ChatMess
 int chat(ChatOptions o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   pick_seed(o.sampling, o.seed_given);
-  Engine engine(o.model);
+  Engine engine(o.model, o.engine);
   ContextOptions co;
   co.policy = o.policy;
   co.n_ctx = chat_context(o.n_ctx, engine.info().n_ctx_train);

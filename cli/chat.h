@@ -16,6 +16,7 @@ struct ChatOptions {
   int n_predict = -1;           // tokens per reply; -1: until an end token (a plain model: the line's end, 256 at most)
   int threads = 0;
   bool single_turn = false;     // -st: one reply, then exit
+  EngineOptions engine;         // -ngl, --device
   PolicyOptions policy;
   SamplerOptions sampling;
   bool seed_given = false;

@@ -19,7 +19,7 @@ Command add_chat_command(CLI::App& app) {
   add_file_option(cmd, *file, "Read the first user turn from a file");
   add_n_predict_option(cmd, o->n_predict, "Tokens per reply at most (-1: until the model ends its turn; a model without a chat template: the end of the line, at most 256)", -1);
   add_ctx_option(cmd, o->n_ctx, "Context size (default: 4096, at most the model's; 0: the model's)", 0);
-  add_generation_options(cmd, o->threads, o->policy, o->sampling, o->seed_given);
+  add_generation_options(cmd, o->threads, o->engine, o->policy, o->sampling, o->seed_given);
   return {cmd, [o, file] {
             if (!file->empty()) {
               if (o->has_first_message) throw Error("give at most one of -p PROMPT or -f FILE");

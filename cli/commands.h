@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "eval/policy_runs.h"
+#include "fasa/fasa.h"
 #include "sparse/policy.h"
 
 namespace fasa::cli {
@@ -43,10 +44,11 @@ void pick_seed(SamplerOptions& o, bool seed_given);
 // --temp, --top-k, --top-p, -s/--seed (a seed < 0, or none, leaves seed_given false: a random one).
 void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given);
 
-// What the commands that generate take (run, chat): -t, the policy options, llama.cpp's flags that
-// mean nothing here (-ngl, --mlock, -b, -np, ...; cli/llama_flags.h) and the sampling options.
-void add_generation_options(CLI::App* cmd, int& threads, PolicyOptions& policy, SamplerOptions& sampling,
-                            bool& seed_given);
+// What the commands that generate take (run, chat): -t, -ngl/--device (the GPU), the policy options,
+// llama.cpp's flags that mean nothing here (-fa, --mlock, -b, -np, ...; cli/llama_flags.h) and the
+// sampling options.
+void add_generation_options(CLI::App* cmd, int& threads, EngineOptions& engine, PolicyOptions& policy,
+                            SamplerOptions& sampling, bool& seed_given);
 
 // A conversation's own options, as llama-cli names them: -sys/--system-prompt, -st/--single-turn, and
 // -co/--color (accepted, with a note: no colours here).

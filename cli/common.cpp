@@ -15,6 +15,16 @@
 
 namespace fasa::cli {
 
+namespace {
+// llama.cpp's --device names: "Vulkan0", "Vulkan1", ... (or the index alone).
+int vulkan_device_index(const std::string& name) {
+  const std::string digits = name.rfind("Vulkan", 0) == 0 ? name.substr(6) : name;
+  if (digits.empty() || digits.size() > 3 || digits.find_first_not_of("0123456789") != std::string::npos)
+    throw Error("--device " + name + ": expected Vulkan0, Vulkan1, ... (vulkaninfo --summary lists them)");
+  return std::stoi(digits);
+}
+}  // namespace
+
 CLI::Option* add_model_option(CLI::App* cmd, std::string& path, const std::string& help) {
   return cmd->add_option("-m,--model", path, help)->capture_default_str();
 }
@@ -158,9 +168,15 @@ void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given) {
       "Sampling seed (default or -1: a random one, printed to stderr)");
 }
 
-void add_generation_options(CLI::App* cmd, int& threads, PolicyOptions& policy, SamplerOptions& sampling,
-                            bool& seed_given) {
+void add_generation_options(CLI::App* cmd, int& threads, EngineOptions& engine, PolicyOptions& policy,
+                            SamplerOptions& sampling, bool& seed_given) {
   add_threads_option(cmd, threads);
+  cmd->add_option("--n-gpu-layers", engine.gpu_layers,  // (-ngl: cli/llama_flags.cpp)
+                  "Layers on the GPU (Vulkan): 0 none (default), -1 or the layer count (e.g. 99) all; full attention")
+      ->check(CLI::Range(-1, 1 << 20));
+  cmd->add_option_function<std::string>(
+      "--device", [&engine](const std::string& d) { engine.device = vulkan_device_index(d); },
+      "The Vulkan device for -ngl: Vulkan0 (default), Vulkan1, ... (vulkaninfo's order)");
   add_policy_options(cmd, policy);
   add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags | kBatchFlags | kParallelFlag);
   add_sampling_options(cmd, sampling, seed_given);

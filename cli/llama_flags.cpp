@@ -19,7 +19,7 @@ struct Alias {
   bool takes_value;
 };
 constexpr Alias kAliases[] = {
-    {"-pg", "--pg", true}, {"-npl", "--n-parallel", true}, {"-ngl", "--n-gpu-layers", true},
+    {"-pg", "--pg", true}, {"-npl", "--n-parallel", true}, {"-ngl", "--n-gpu-layers", true}, {"-dev", "--device", true},
     {"-fa", "--flash-attn", true}, {"-np", "--parallel", true}, {"-ub", "--ubatch-size", true},
     {"-ctk", "--cache-type-k", true}, {"-ctv", "--cache-type-v", true}, {"-sys", "--system-prompt", true},
     {"-mmp", "--mmap", true}, {"-cnv", "--conversation", false}, {"-no-cnv", "--no-conversation", false},
@@ -77,10 +77,11 @@ std::vector<char*> with_long_flag_names(int argc, char** argv) {
 std::shared_ptr<CLI::FormatterBase> help_with_llama_names() { return std::make_shared<LlamaNamesFormatter>(); }
 
 void add_ignored_llama_options(CLI::App* cmd, unsigned groups) {
-  if (groups & kGpuFlags) {
-    const char* note = "-ngl / -fa are ignored: fasa runs on the CPU";
-    ignored(cmd, "--n-gpu-layers", true, "Ignored (llama.cpp's -ngl N): CPU only", note);
-    ignored(cmd, "--flash-attn", true, "Ignored (llama.cpp's -fa on|off|auto): CPU only", note);
+  if (groups & kGpuFlags) {  // (run and chat take -ngl: they declare it first)
+    const bool gpu = cmd->get_option_no_throw("--n-gpu-layers") != nullptr;
+    const char* note = gpu ? "-fa is ignored: attention is always fused" : "-ngl / -fa are ignored here: this command runs on the CPU";
+    if (!gpu) ignored(cmd, "--n-gpu-layers", true, "Ignored (llama.cpp's -ngl N): CPU only", note);
+    ignored(cmd, "--flash-attn", true, "Ignored (llama.cpp's -fa on|off|auto)", note);
   }
   if (groups & kMappingFlags) {
     const char* note = "--mlock / --no-mmap / -mmp are ignored: fasa maps the file and packs what decoding reads into its own memory once";

@@ -35,6 +35,7 @@ struct RunOptions {
   std::string system_prompt;   // -sys (a conversation)
   bool single_turn = false;    // -st (a conversation)
   int threads = 0;
+  EngineOptions engine;        // -ngl, --device
   PolicyOptions policy;
   bool ignore_eos = false;
   bool truncate_prompt = false;
@@ -79,6 +80,7 @@ ChatOptions chat_options(const RunOptions& o) {
   c.threads = o.threads;
   c.single_turn = o.single_turn;
   c.policy = o.policy;
+  c.engine = o.engine;
   c.sampling = o.sampling;
   c.seed_given = o.seed_given;
   return c;
@@ -101,7 +103,7 @@ int run(RunOptions o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   pick_seed(o.sampling, o.seed_given);
 
-  Engine engine(o.model);
+  Engine engine(o.model, o.engine);
   std::vector<int32_t> ids = engine.tokenize(prompt, true);
   if (ids.empty()) throw Error("the prompt is empty and the model adds no BOS token");
   const int64_t n_train = engine.info().n_ctx_train;
@@ -185,7 +187,7 @@ Command add_run_command(CLI::App& app) {
   cmd->add_flag_callback("--no-display-prompt", [o] { o->display_prompt = false; }, "Do not echo the prompt before the generated text");
   CLI::Option* n = add_n_predict_option(cmd, o->n_predict, "Tokens to generate (-1: until the end of the context)", -1);
   add_ctx_option(cmd, o->n_ctx, "Context size (default: prompt + n, at most the model's; 0: the model's)", 0);
-  add_generation_options(cmd, o->threads, o->policy, o->sampling, o->seed_given);
+  add_generation_options(cmd, o->threads, o->engine, o->policy, o->sampling, o->seed_given);
   cmd->add_option("--stats-json", o->stats_json,
                   "Write the run's speeds and KV memory (kv_fast_bytes, kv_slow_bytes, kv_full_bytes, rss_bytes) to FILE");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-text token");

@@ -19,6 +19,7 @@ void print_speed_lines(const Engine& engine, const Context& ctx, const std::stri
   std::fprintf(stderr, "\nmodel: %s (%s, %s, %.2fM params), attn: %s, threads: %d, ctx: %lld\n", model.c_str(),
                engine.info().arch.c_str(), engine.info().format.c_str(), engine.info().n_params / 1e6,
                ctx.policy_summary().c_str(), omp_get_max_threads(), (long long)ctx.n_ctx());
+  std::fprintf(stderr, "device: %s\n", engine.info().device.c_str());
   std::fprintf(stderr, "prompt: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)st.prompt_tokens,
                st.prompt_seconds, st.prompt_seconds > 0 ? st.prompt_tokens / st.prompt_seconds : 0.0);
   std::fprintf(stderr, "decode: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)decode_steps, st.decode_seconds,

@@ -4,7 +4,7 @@
 # docs/ARCHITECTURE.md explains the layers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LAYERS=(util ops io tokenizer kv select model calib sparse api eval bench draw server cli python)
+LAYERS=(util ops io tokenizer kv select model gpu calib sparse api eval bench draw server cli python)
 
 rank() {
   local i

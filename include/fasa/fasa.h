@@ -33,6 +33,7 @@
 namespace fasa {
 
 class AutoProfileStore;
+class DeviceModel;
 struct Model;
 class PromptProfiler;
 struct Profile;
@@ -49,12 +50,21 @@ struct ModelInfo {
   std::string chat_format;   // "llama3", "chatml", "mistral", "phi3", "gemma" or "plain" (no or unknown template)
   size_t weight_bytes = 0;   // the weight matrices, held once
   size_t packed_weight_bytes = 0;  // of them, the copy packed for this CPU (the rest read in place from the file)
+  std::string device = "CPU";  // where the forward pass runs: "CPU", or the GPU and what it holds
+};
+
+struct EngineOptions {
+  // llama.cpp's -ngl: layers whose forward pass runs on the GPU (the Vulkan device `device`). 0: the
+  // CPU; -1 or at least the model's layer count: every layer, weights and KV cache resident there,
+  // full attention (this version puts all layers there or none).
+  int gpu_layers = 0;
+  int device = 0;  // the Vulkan device's index, in vulkaninfo's order
 };
 
 class Engine {
  public:
   // A .gguf file or a Hugging Face model directory.
-  explicit Engine(const std::string& model_path);
+  explicit Engine(const std::string& model_path, const EngineOptions& opts = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -75,10 +85,12 @@ class Engine {
   const Model& model() const { return *model_; }  // the engine's internals, for tools and tests
   // FASA's automatic profile of this model, shared by the engine's contexts (calib/auto_profile.h).
   AutoProfileStore& auto_profiles() const { return *auto_profiles_; }
+  const DeviceModel* device() const { return device_.get(); }  // null: the CPU runs the model
 
  private:
   std::unique_ptr<Model> model_;
   std::unique_ptr<AutoProfileStore> auto_profiles_;
+  std::unique_ptr<DeviceModel> device_;
   ModelInfo info_;
 };
 

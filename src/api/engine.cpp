@@ -7,6 +7,7 @@
 #include "api/generation.h"
 #include "calib/auto_profile.h"
 #include "calib/chunk_choice.h"
+#include "gpu/device_loader.h"
 #include "fasa/fasa.h"
 #include "model/chat_template.h"
 #include "model/model.h"
@@ -25,12 +26,16 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 }  // namespace
 
-Engine::Engine(const std::string& model_path)
+Engine::Engine(const std::string& model_path, const EngineOptions& opts)
     : model_(load_model(model_path)), auto_profiles_(std::make_unique<AutoProfileStore>(*model_)) {
   const ModelConfig& c = model_->config;
+  if (opts.gpu_layers > 0 && opts.gpu_layers < c.n_layer)
+    throw Error("-ngl " + std::to_string(opts.gpu_layers) + ": this version runs all " + std::to_string(c.n_layer) +
+                " layers on the GPU or none (-ngl 99 or -ngl 0)");
+  if (opts.gpu_layers != 0) device_ = gpu::load_vulkan_model(*model_, opts.device);
   info_ = {model_->path, model_->format, c.arch, model_->n_params(), c.n_ctx_train, c.n_vocab,
            chat_format_name(detect_chat_format(model_->chat_template)), model_->weight_bytes(),
-           model_->packed_weight_bytes()};
+           model_->packed_weight_bytes(), device_ ? device_->describe() : "CPU"};
 }
 
 Engine::~Engine() = default;
@@ -51,7 +56,10 @@ void Engine::check_policy(const PolicyOptions& policy) const { fasa::check_polic
 Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(engine), opts_(opts) {
   const Model& m = engine.model();
   AutoProfileStore* autos = &engine.auto_profiles();
-  const SessionOptions so = session_options(opts.policy, opts.n_ctx > 0 ? opts.n_ctx : m.config.n_ctx_train);
+  SessionOptions so = session_options(opts.policy, opts.n_ctx > 0 ? opts.n_ctx : m.config.n_ctx_train);
+  if ((so.device = engine.device()) && (opts.custom_policy || opts.policy.attn != "full"))
+    throw Error("--attn " + (opts.custom_policy ? std::string("(a custom policy)") : opts.policy.attn) +
+                ": the GPU runs full attention only in this version (--attn full, or drop -ngl)");
   auto_pending_ = !opts.custom_policy && auto_profile_pending(opts.policy, autos);
   if (opts.custom_policy) {
     policy_ = opts.custom_policy;

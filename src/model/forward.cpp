@@ -312,6 +312,7 @@ void ForwardPass::logits() {
 }
 
 void Session::forward(std::span<const ForwardPart> parts) {
+  if (parts[0].session->device_) return parts[0].session->forward_on_device(parts[0]);  // (alone: eval_together)
   ForwardPass pass(parts);
   pass.embed();
   for (int l = 0; l < parts[0].session->model_.config.n_layer; ++l) {

@@ -34,11 +34,11 @@ std::vector<int64_t> ring_sizes(const ModelConfig& c, int64_t n_ctx, int n_ubatc
 Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<AttentionPolicy> policy)
     : model_(model),
       policy_(policy ? std::move(policy) : std::make_shared<FullAttention>()),
-      cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim,
-             opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train, key_layouts(*policy_, model.config),
-             opts.kv_types, opts.offload,
-             ring_sizes(model.config, opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train,
-                        opts.n_ubatch > 0 ? opts.n_ubatch : 256, opts.n_rewind)),
+      n_ctx_(opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train),
+      cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim, opts.device ? 1 : n_ctx_,
+             key_layouts(*policy_, model.config), opts.kv_types, opts.offload,
+             ring_sizes(model.config, n_ctx_, opts.n_ubatch > 0 ? opts.n_ubatch : 256, opts.n_rewind)),
+      device_(opts.device ? opts.device->start(n_ctx_) : nullptr),
       n_ubatch_(opts.n_ubatch > 0 ? opts.n_ubatch : 256),
       max_chunk_(model.config.sliding_window > 0 ? n_ubatch_ : INT64_MAX),
       inv_freq_(model.config.rope_inv_freq()),
@@ -47,9 +47,9 @@ Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<Attent
 
 void Session::check_tokens(std::span<const int32_t> tokens) const {
   if (tokens.empty()) throw Error("no tokens to evaluate");
-  if (n_past_ + (int64_t)tokens.size() > cache_.n_ctx())
+  if (n_past_ + (int64_t)tokens.size() > n_ctx_)
     throw Error("context is full: " + std::to_string(n_past_) + " + " + std::to_string(tokens.size()) +
-                " tokens exceed the context size " + std::to_string(cache_.n_ctx()));
+                " tokens exceed the context size " + std::to_string(n_ctx_));
   for (int32_t t : tokens)
     if (t < 0 || t >= model_.config.n_vocab) throw Error("token id " + std::to_string(t) + " is outside the vocabulary");
 }
@@ -61,6 +61,7 @@ void Session::check_logits() const {
 
 std::span<const float> Session::prefill(std::span<const int32_t> tokens, std::vector<float>* all_logits) {
   check_tokens(tokens);
+  if (device_ && all_logits) throw Error("every position's logits are not computed on the device yet: run on the CPU");
   const size_t V = (size_t)model_.config.n_vocab;
   if (all_logits) all_logits->assign(tokens.size() * V, 0.0f);
   for (size_t i = 0; i < tokens.size(); i += n_ubatch_) {
@@ -92,6 +93,8 @@ void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens) {
       if (&other != &b && other.session == b.session) throw Error("eval_together: a session appears twice");
     b.session->check_tokens(b.tokens);
     if (b.decode && b.tokens.size() != 1) throw Error("eval_together: a decode step takes one token");
+    if (b.session->device_ && batch.size() > 1)
+      throw Error("several sequences in one pass are not run on the device yet: one at a time, or on the CPU");
   }
   // Pass after pass, at most max_pass_tokens each (the scratch memory's bound): every decode step in the
   // first (a pass holds at least one token of every session), prompts in chunks after them, in order.
@@ -130,19 +133,26 @@ int64_t Session::truncate(int64_t n) {
     if (ring > 0 && std::max<int64_t>(0, n_past_ - ring) > std::max<int64_t>(0, n - c.sliding_window + 1)) n = 0;
   }
   n_past_ = n;
-  cache_.truncate(n);
+  if (!device_) cache_.truncate(n);  // (the device's rows from n on are written again)
   policy_->on_truncate(n);
   return n;
 }
 
+void Session::forward_on_device(const ForwardPart& part) {
+  device_->forward(part.tokens, part.n, n_past_, part.logits);
+  n_past_ += part.n;
+}
+
 void Session::fill_random(int64_t n, uint64_t seed) {
-  if (n_past_ + n > cache_.n_ctx())
-    throw Error("fill: " + std::to_string(n_past_ + n) + " tokens exceed the context size " + std::to_string(cache_.n_ctx()));
+  if (device_) throw Error("fill: random rows are not made on the device");
+  if (n_past_ + n > n_ctx_)
+    throw Error("fill: " + std::to_string(n_past_ + n) + " tokens exceed the context size " + std::to_string(n_ctx_));
   cache_.fill_random(n_past_, n, seed);
   n_past_ += n;
 }
 
 void Session::set_policy(std::shared_ptr<AttentionPolicy> policy) {
+  if (device_) throw Error("a session on the device keeps full attention");
   cache_.relayout(key_layouts(*policy, model_.config), n_past_);
   policy_ = std::move(policy);
 }
@@ -150,7 +160,8 @@ void Session::set_policy(std::shared_ptr<AttentionPolicy> policy) {
 void Session::start_from_prefill(const Session& dense, const std::vector<std::vector<float>>& queries) {
   const ModelConfig& c = model_.config;
   const int64_t n = dense.n_past_;
-  if (n_past_ != 0 || &dense.model_ != &model_ || n > cache_.n_ctx() || (int)queries.size() != c.n_layer)
+  if (n_past_ != 0 || &dense.model_ != &model_ || n > n_ctx_ || (int)queries.size() != c.n_layer || device_ ||
+      dense.device_)
     throw Error("start_from_prefill: sessions do not match");
   for (int l = 0; l < c.n_layer; ++l)  // (a ring holds only its last positions: both must hold the same)
     if (cache_.ring(l) != dense.cache_.ring(l)) throw Error("start_from_prefill: the sliding windows' caches differ");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kv/kv_cache.h"
+#include "model/device.h"
 #include "model/experts.h"
 #include "ops/matmul.h"
 #include "model/model.h"
@@ -32,6 +33,9 @@ struct SessionOptions {
   // Tokens truncate() can always go back over. A sliding-window layer keeps its window plus this (or
   // the ubatch, whichever is more) in its cache; beyond, truncate() starts again from 0.
   int64_t n_rewind = 64;
+  // Where set, the whole forward pass runs there (its own KV cache; full attention, one sequence per
+  // pass): prefill and decode hand it their tokens. Must outlive the session.
+  const DeviceModel* device = nullptr;
 };
 
 class Session;
@@ -67,8 +71,9 @@ class Session {
 
   int64_t n_past() const { return n_past_; }
   std::span<const float> logits() const { return logits_; }  // [n_vocab] of the last evaluated token
-  int64_t n_ctx() const { return cache_.n_ctx(); }
-  const KvCache& cache() const { return cache_; }
+  int64_t n_ctx() const { return n_ctx_; }
+  const KvCache& cache() const { return cache_; }  // (a device's session keeps its cache there: this one is empty)
+  bool on_device() const { return device_ != nullptr; }
   const Model& model() const { return model_; }
   void reset() { truncate(0); }
   // Forgets positions >= n (n <= n_past()), so a benchmark can decode again from the same depth.
@@ -105,6 +110,7 @@ class Session {
   };
   // One forward pass over every part's tokens, all of the same model.
   static void forward(std::span<const ForwardPart> parts);
+  void forward_on_device(const ForwardPart& part);  // the pass of a session on a device (its only part)
   // Throws unless `tokens` fit this session's context and vocabulary.
   void check_tokens(std::span<const int32_t> tokens) const;
   void check_logits() const;  // NaN/Inf logits name the model file
@@ -115,7 +121,9 @@ class Session {
   const Model& model_;
   std::shared_ptr<AttentionPolicy> policy_;
   AttentionObserver* observer_ = nullptr;
-  KvCache cache_;
+  int64_t n_ctx_;
+  KvCache cache_;  // one position where the device holds the cache
+  std::unique_ptr<DeviceSession> device_;
   int n_ubatch_;
   int64_t max_chunk_;  // a pass's most tokens of this session (the ubatch where a sliding window's ring bounds it)
   int64_t n_past_ = 0;

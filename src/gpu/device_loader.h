@@ -1,0 +1,16 @@
+#pragma once
+// The devices a forward pass can run on besides the CPU (model/device.h's seam). Declared apart from
+// the Vulkan headers: builds without Vulkan link no_vulkan.cpp, whose loader says so.
+#include <memory>
+
+#include "model/device.h"
+#include "model/model.h"
+
+namespace fasa::gpu {
+
+// The model on the index-th Vulkan device, every layer. Throws fasa::Error where there is no such
+// device (or no Vulkan in this build) or the model has what the device path does not run yet, naming
+// it: a weight type other than F32, F16 and Q8_0, experts, sliding-window layers, Gemma's blocks.
+std::unique_ptr<DeviceModel> load_vulkan_model(const Model& model, int device_index);
+
+}  // namespace fasa::gpu

@@ -1,0 +1,23 @@
+#version 450
+// Writes the step's key and value ([heads * head_dim] floats each) as F16 rows at its position of one
+// layer's caches ([heads, n_ctx, head_dim] each). Bindings: 0 k, 1 step, 2 v, 3 K cache, 4 V cache.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "step.glsl"
+
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer K { float k[]; };
+layout(std430, binding = 2) readonly buffer V { float v[]; };
+layout(std430, binding = 3) writeonly buffer KCache { float16_t k_cache[]; };
+layout(std430, binding = 4) writeonly buffer VCache { float16_t v_cache[]; };
+layout(push_constant) uniform Push { uint heads, head_dim, n_ctx; } p;
+
+void main() {
+  const uint id = gl_GlobalInvocationID.x;
+  if (id >= p.heads * p.head_dim) return;
+  const uint h = id / p.head_dim, d = id % p.head_dim;
+  const uint at = (h * p.n_ctx + uint(step_pos)) * p.head_dim + d;
+  k_cache[at] = float16_t(k[id]);
+  v_cache[at] = float16_t(v[id]);
+}

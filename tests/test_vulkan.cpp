@@ -1,0 +1,215 @@
+// The Vulkan backend (src/gpu/) against the CPU path: the matvec shaders against a plain dot product
+// on random rows of every weight type; whole models (llama, qwen2's biases, qwen3's Q/K norms; F32,
+// F16, Q8_0) with logits every step close to the CPU's; the bundled model's greedy text equal; one
+// submit per token; what it does not run refused by name. Runs on any Vulkan driver (Mesa's lavapipe
+// in CI). Without one the tests skip, saying why — unless FASA_REQUIRE_VULKAN is set (CI sets it), where
+// they fail.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "bench/synthetic_model.h"
+#include "fasa/fasa.h"
+#include "gpu/device_loader.h"
+#include "model/model.h"
+#include "model/session.h"
+#include "ops/dtype.h"
+#include "test_util.h"
+
+#ifdef FASA_HAS_VULKAN
+#include "gpu/vulkan_device.h"
+#include "gpu/vulkan_model.h"
+#endif
+
+namespace fasa {
+namespace {
+
+// The model on Vulkan device 0, or null with the reason in `why`.
+std::unique_ptr<DeviceModel> on_device(const Model& model, std::string& why) {
+  try {
+    return gpu::load_vulkan_model(model, 0);
+  } catch (const Error& e) {
+    why = e.what();
+    return nullptr;
+  }
+}
+
+#define SKIP_WITHOUT_VULKAN(dev, why)                                                      \
+  if (!(dev)) {                                                                            \
+    if (std::getenv("FASA_REQUIRE_VULKAN")) FAIL() << "FASA_REQUIRE_VULKAN is set: " << (why); \
+    GTEST_SKIP() << "no Vulkan device: " << (why);                                         \
+  }
+
+ModelShape tiny_shape(const std::string& arch) {
+  // 2 layers, 64 dims, 4 query heads on 2 KV heads of 16 dims, a 300-token vocabulary.
+  return {"tiny-" + arch, arch, 2, 64, 4, 2, 96, 300, 256, 10000.0f, 0.0f, false};
+}
+
+// Teacher-forced: both sessions see the CPU's greedy tokens; the worst normalised error of the
+// device's logits over every step (the prompt's last and `steps` decode steps).
+double worst_logit_error(const Model& model, const DeviceModel& device, int steps) {
+  SessionOptions so;
+  so.n_ctx = 128;
+  Session cpu(model, so);
+  so.device = &device;
+  Session gpu(model, so);
+  std::vector<int32_t> prompt = {1, 17, 42, 99, 7, 250, 3, 64};
+  std::span<const float> a = cpu.prefill(prompt), b = gpu.prefill(prompt);
+  double worst = 0;
+  for (int i = 0;; ++i) {
+    worst = std::max(worst, test::normalized_error(b.data(), a.data(), a.size()));
+    if (i == steps) break;
+    const int32_t next = (int32_t)(std::max_element(a.begin(), a.end()) - a.begin());
+    a = cpu.decode(next);
+    b = gpu.decode(next);
+  }
+  return worst;
+}
+
+TEST(Vulkan, RandomModelsOfEachArchitectureAndTypeGiveTheCpusLogitsAtEveryStep) {
+  for (const char* arch : {"llama", "qwen2", "qwen3"})
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+      const std::string path = test::temp_dir() + "/m.gguf";
+      write_synthetic_model(tiny_shape(arch), type, path, 3);
+      auto model = load_model(path);
+      std::string why;
+      auto device = on_device(*model, why);
+      SKIP_WITHOUT_VULKAN(device, why);
+      // F32/F16: the same float products in another order and the shader's exp (measured on lavapipe:
+      // 1.5e-5 to 3e-5, qwen3's sharper normed scores 3e-4). Q8_0: the CPU rounds the activations to
+      // int8 for its integer dot products, the device multiplies the weights by the floats (1.0e-2 to
+      // 1.2e-2). A wrong op gives 0.1 and more.
+      const double tolerance = type == DType::Q8_0 ? 3e-2 : 1e-3;
+      EXPECT_LT(worst_logit_error(*model, *device, 40), tolerance) << arch << " " << dtype_name(type);
+    }
+}
+
+TEST(Vulkan, TheEngineRunsOnTheDeviceWithMinusNgl) {
+  std::unique_ptr<Engine> engine;
+  try {
+    engine = std::make_unique<Engine>(FASA_BUNDLED_MODEL, EngineOptions{.gpu_layers = 99});
+  } catch (const Error& e) {
+    std::string why = e.what();
+    SKIP_WITHOUT_VULKAN(engine, why);
+  }
+  EXPECT_NE(engine->info().device.find("Vulkan0"), std::string::npos) << engine->info().device;
+  Engine cpu(FASA_BUNDLED_MODEL);
+  const std::string prompt = "In the beginning";
+  std::string texts[2];
+  GenerationOptions gen;
+  gen.max_tokens = 24;
+  for (int i = 0; i < 2; ++i) {
+    Context ctx(i ? cpu : *engine, {});
+    ctx.feed(prompt);
+    texts[i] = ctx.generate(gen).text;
+  }
+  EXPECT_EQ(texts[0], texts[1]);
+  // Sparse policies stay on the CPU in this version: refused by name.
+  ContextOptions quest;
+  quest.policy.attn = "quest";
+  EXPECT_NE(test::error_message([&] { Context(*engine, quest); }).find("full attention only"), std::string::npos);
+  // A part of the layers is refused: all or none.
+  EXPECT_NE(test::error_message([] { Engine(FASA_BUNDLED_MODEL, EngineOptions{.gpu_layers = 2}); }).find("-ngl 99"),
+            std::string::npos);
+}
+
+TEST(Vulkan, WhatTheDeviceDoesNotRunIsRefusedByName) {
+  const std::string path = test::temp_dir() + "/q4.gguf";
+  write_synthetic_model(tiny_shape("llama"), DType::Q4_0, path, 3);
+  auto model = load_model(path);
+  std::string why;
+  EXPECT_EQ(on_device(*model, why), nullptr);
+#ifdef FASA_HAS_VULKAN  // (before any device is opened)
+  EXPECT_NE(why.find("Q4_0 weights are not on the device yet"), std::string::npos) << why;
+#endif
+  EXPECT_NE(why.find(path), std::string::npos) << why;
+}
+
+#ifdef FASA_HAS_VULKAN
+// y = W x on the device for W of `type` (random rows of `cols`), against the dequantized rows' dot
+// product in double on the CPU.
+double matvec_error(gpu::VulkanDevice& dev, DType type, int rows, int cols) {
+  std::mt19937 rng(5);
+  const DTypeTraits& traits = *dtype_traits((uint32_t)type);
+  const size_t row_bytes = (size_t)cols / traits.block * traits.block_bytes;
+  std::vector<uint8_t> w((size_t)rows * row_bytes);
+  std::vector<float> wf = test::random_floats((size_t)rows * cols, 9);
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < cols; ++i) {
+      uint8_t* row = &w[(size_t)r * row_bytes];
+      const float v = wf[(size_t)r * cols + i];
+      if (type == DType::F32) std::memcpy(row + 4 * i, &v, 4);
+      if (type == DType::F16) {
+        const uint16_t h = fp32_to_fp16(v);
+        std::memcpy(row + 2 * i, &h, 2);
+      }
+      if (type == DType::Q8_0) {
+        uint8_t* block = row + (i / 32) * 34;
+        if (i % 32 == 0) {
+          const uint16_t d = fp32_to_fp16(0.01f + 0.001f * (float)(rng() % 50));
+          std::memcpy(block, &d, 2);
+        }
+        block[2 + i % 32] = (uint8_t)(int8_t)((int)(rng() % 255) - 127);
+      }
+    }
+  const std::vector<float> x = test::random_floats(cols, 4);
+  gpu::Buffer wb = dev.buffer(w.size(), false, "w"), xb = dev.buffer(x.size() * 4, false, "x"),
+              yb = dev.buffer((size_t)rows * 4, true, "y");
+  dev.upload(wb, w.data(), w.size());
+  dev.upload(xb, x.data(), x.size() * 4);
+  auto rec = dev.record();
+  struct { uint32_t rows, cols, accumulate; } push{(uint32_t)rows, (uint32_t)cols, 0};
+  const std::string name = std::string("matvec_") + (type == DType::F32 ? "f32" : type == DType::F16 ? "f16" : "q8_0");
+  rec->dispatch(dev.pipeline(name, 3), {&wb, &xb, &yb}, push, (uint32_t)rows);
+  dev.finish(*rec);
+  dev.run({rec.get()});
+  std::vector<float> want(rows), row(cols);
+  for (int r = 0; r < rows; ++r) {
+    dequantize_row(type, &w[(size_t)r * row_bytes], row.data(), cols);
+    double s = 0;
+    for (int i = 0; i < cols; ++i) s += (double)row[i] * x[i];
+    want[r] = (float)s;
+  }
+  return test::normalized_error(static_cast<const float*>(yb.mapped()), want.data(), rows);
+}
+
+TEST(Vulkan, TheBundledModelGeneratesTheCpusGreedyTextOneSubmitPerToken) {
+  const std::string path = FASA_BUNDLED_MODEL;
+  auto model = load_model(path);
+  std::string why;
+  auto device = on_device(*model, why);
+  SKIP_WITHOUT_VULKAN(device, why);
+  const std::vector<int32_t> prompt = model->tokenizer.encode("And God said, Let there be", true);
+  SessionOptions so;
+  so.n_ctx = 256;
+  Session cpu(*model, so);
+  so.device = device.get();
+  Session gpu(*model, so);
+  const auto& vk = static_cast<const gpu::VulkanModel&>(*device).device;
+  const int64_t before = vk.submits();
+  const int n = 48;
+  EXPECT_EQ(test::greedy_tokens(gpu, prompt, n), test::greedy_tokens(cpu, prompt, n));
+  // The whole step is one submit: no op went back to the CPU in between.
+  EXPECT_EQ(vk.submits() - before, (int64_t)prompt.size() + n - 1);
+  EXPECT_EQ(gpu.cache().n_ctx(), 1) << "the CPU holds no KV cache for a session on the device";
+}
+
+TEST(Vulkan, MatvecOfEachTypeMatchesThePlainDotProduct) {
+  std::unique_ptr<gpu::VulkanDevice> dev;
+  std::string why;
+  try {
+    dev = std::make_unique<gpu::VulkanDevice>(0);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  SKIP_WITHOUT_VULKAN(dev, why);
+  // Rows beyond one dispatch's 65535 workgroups loop; columns not a multiple of the 64 threads.
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0})
+    for (auto [rows, cols] : {std::pair{7, 96}, {70000, 32}, {33, 4096}})
+      EXPECT_LT(matvec_error(*dev, type, rows, cols), 1e-6) << dtype_name(type) << " " << rows << "x" << cols;
+}
+#endif
+
+}  // namespace
+}  // namespace fasa
