@@ -10,11 +10,13 @@
 #include <random>
 
 #include "bench/synthetic_model.h"
+#include "calib/profile.h"
 #include "fasa/fasa.h"
 #include "gpu/device_loader.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "ops/dtype.h"
+#include "sparse/fasa.h"
 #include "test_util.h"
 
 #ifdef FASA_HAS_VULKAN
@@ -46,15 +48,23 @@ ModelShape tiny_shape(const std::string& arch) {
   return {"tiny-" + arch, arch, 2, 64, 4, 2, 96, 300, 256, 10000.0f, 0.0f, false};
 }
 
-// Teacher-forced: both sessions see the CPU's greedy tokens; the worst normalised error of the
-// device's logits over every step (the prompt's last and `steps` decode steps).
-double worst_logit_error(const Model& model, const DeviceModel& device, int steps) {
+// Where a session runs (a device, or null: the CPU) and how it attends (null: full attention).
+struct Side {
+  const DeviceModel* device = nullptr;
+  std::shared_ptr<AttentionPolicy> policy;
+};
+
+// Teacher-forced: both sessions see a's greedy tokens; the worst normalised error of b's logits
+// against a's over every step (the prompt's last and `steps` decode steps).
+double worst_logit_error(const Model& model, const Side& a_side, const Side& b_side, int steps, int prompt_tokens = 8) {
   SessionOptions so;
-  so.n_ctx = 128;
-  Session cpu(model, so);
-  so.device = &device;
-  Session gpu(model, so);
+  so.n_ctx = 256;
+  so.device = a_side.device;
+  Session cpu(model, so, a_side.policy);
+  so.device = b_side.device;
+  Session gpu(model, so, b_side.policy);
   std::vector<int32_t> prompt = {1, 17, 42, 99, 7, 250, 3, 64};
+  for (int i = 8; i < prompt_tokens; ++i) prompt.push_back((int32_t)(i * 37 % 290 + 5));
   std::span<const float> a = cpu.prefill(prompt), b = gpu.prefill(prompt);
   double worst = 0;
   for (int i = 0;; ++i) {
@@ -81,7 +91,7 @@ TEST(Vulkan, RandomModelsOfEachArchitectureAndTypeGiveTheCpusLogitsAtEveryStep) 
       // int8 for its integer dot products, the device multiplies the weights by the floats (1.0e-2 to
       // 1.2e-2). A wrong op gives 0.1 and more.
       const double tolerance = type == DType::Q8_0 ? 3e-2 : 1e-3;
-      EXPECT_LT(worst_logit_error(*model, *device, 40), tolerance) << arch << " " << dtype_name(type);
+      EXPECT_LT(worst_logit_error(*model, {nullptr, nullptr}, {device.get(), nullptr}, 40), tolerance) << arch << " " << dtype_name(type);
     }
 }
 
@@ -105,13 +115,57 @@ TEST(Vulkan, TheEngineRunsOnTheDeviceWithMinusNgl) {
     texts[i] = ctx.generate(gen).text;
   }
   EXPECT_EQ(texts[0], texts[1]);
-  // Sparse policies stay on the CPU in this version: refused by name.
+  // Policies other than full and FASA stay on the CPU in this version: refused by name.
   ContextOptions quest;
   quest.policy.attn = "quest";
-  EXPECT_NE(test::error_message([&] { Context(*engine, quest); }).find("full attention only"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { Context(*engine, quest); }).find("quest runs on the CPU only"), std::string::npos);
+  // FASA needs a profile file there (the automatic one is measured on the CPU), and the F16 cache.
+  ContextOptions auto_fasa, q8_cache;
+  auto_fasa.policy.attn = "fasa";
+  q8_cache.policy.cache.key_type = KvType::Q8_0;
+  EXPECT_NE(test::error_message([&] { Context(*engine, auto_fasa); }).find("needs a profile"), std::string::npos);
+  EXPECT_NE(test::error_message([&] { Context(*engine, q8_cache); }).find("F16 KV cache"), std::string::npos);
+  // What the cache takes is reported where it is.
+  Context ctx(*engine, {});
+  ctx.feed(prompt);
+  const KvMemory mem = ctx.kv_memory();
+  EXPECT_EQ(mem.fast, 0u);
+  EXPECT_EQ(mem.device, mem.full);  // full attention: K and V, no K_dom plane
+  EXPECT_GT(mem.device, 0u);
   // A part of the layers is refused: all or none.
   EXPECT_NE(test::error_message([] { Engine(FASA_BUNDLED_MODEL, EngineOptions{.gpu_layers = 2}); }).find("-ngl 99"),
             std::string::npos);
+}
+
+// FASA on the device selects the rows the CPU's FASA selects: the logits agree as closely as full
+// attention's do across the two (1e-3), where full and FASA differ by far more; at a budget covering
+// the context the device's FASA is its dense attention, exactly. Per-head and group chunk sets, with
+// sink and recent rows forced in and without.
+TEST(Vulkan, FasaSelectsOnTheDeviceAsOnTheCpu) {
+  const std::string path = test::temp_dir() + "/m.gguf";
+  write_synthetic_model(tiny_shape("llama"), DType::F32, path, 3);
+  auto model = load_model(path);
+  std::string why;
+  auto device = on_device(*model, why);
+  SKIP_WITHOUT_VULKAN(device, why);
+  const Profile profile = synthetic_profile(*model, 3, 11);
+  auto fasa = [&](PolicyOptions o) -> std::shared_ptr<AttentionPolicy> { return make_fasa_policy_from(profile, o, *model); };
+  for (FcSharing sharing : {FcSharing::Group, FcSharing::Head})
+    for (auto [sink, recent] : {std::pair{0, 0}, {4, 8}}) {
+      PolicyOptions o;
+      o.budget = Budget::count(24);
+      o.fc_sharing = sharing;
+      o.sink = sink;
+      o.recent = recent;
+      const std::string what = std::string(sharing == FcSharing::Group ? "group" : "head") + " sink " +
+                               std::to_string(sink) + " recent " + std::to_string(recent);
+      EXPECT_LT(worst_logit_error(*model, {nullptr, fasa(o)}, {device.get(), fasa(o)}, 24, 120), 1e-3) << what;
+      // (the same comparison's power: FASA at 24 rows against full attention, both on the CPU)
+      EXPECT_GT(worst_logit_error(*model, {nullptr, fasa(o)}, {nullptr, nullptr}, 24, 120), 1e-2) << what;
+    }
+  PolicyOptions all;
+  all.budget = Budget::count(1000);
+  EXPECT_EQ(worst_logit_error(*model, {device.get(), nullptr}, {device.get(), fasa(all)}, 8, 120), 0.0);
 }
 
 TEST(Vulkan, WhatTheDeviceDoesNotRunIsRefusedByName) {

@@ -18,6 +18,7 @@ struct KvFetchCounts {
 
 struct KvMemory {
   size_t fast = 0;        // RAM of the cache: its planes, the tail chunk, prefetch buffers, the file tier's page map
+  size_t device = 0;      // GPU memory of the cache (-ngl): K, V and FASA's K_dom planes; the RAM's is then none
   size_t slow = 0;        // in the slow tier (--kv-offload)
   size_t full = 0;        // a dense cache of the same context and element type
   size_t page_cache = 0;  // the slow tier file's data the OS holds in RAM

@@ -57,14 +57,14 @@ Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(eng
   const Model& m = engine.model();
   AutoProfileStore* autos = &engine.auto_profiles();
   SessionOptions so = session_options(opts.policy, opts.n_ctx > 0 ? opts.n_ctx : m.config.n_ctx_train);
-  if ((so.device = engine.device()) && (opts.custom_policy || opts.policy.attn != "full"))
-    throw Error("--attn " + (opts.custom_policy ? std::string("(a custom policy)") : opts.policy.attn) +
-                ": the GPU runs full attention only in this version (--attn full, or drop -ngl)");
+  so.device = engine.device();
   auto_pending_ = !opts.custom_policy && auto_profile_pending(opts.policy, autos);
   if (opts.custom_policy) {
     policy_ = opts.custom_policy;
   } else if (auto_pending_) {  // dense until a profile exists; measuring, if this context can hold enough tokens
     fasa::check_policy(opts.policy, m, autos);
+    if (so.device)  // (the prompt's queries are measured on the CPU)
+      throw Error("--attn " + opts.policy.attn + " on the GPU needs a profile: `fasa calibrate -m MODEL -o P`, then --profile P");
     policy_ = std::make_shared<FullAttention>();
     if (so.n_ctx >= PromptProfiler::kMinTokens) profiler_ = std::make_unique<PromptProfiler>(m);
   } else {
@@ -281,7 +281,14 @@ GenerationResult Context::generate(const GenerationOptions& opts, const TextCall
 }
 
 KvMemory Context::kv_memory() const {
-  KvMemory m = session_->cache().memory();
+  KvMemory m;
+  if (session_->on_device()) {
+    const ModelConfig& c = engine_.model().config;
+    m.device = session_->device_kv_bytes();
+    m.full = (size_t)2 * c.n_layer * c.n_head_kv * c.head_dim * session_->n_ctx() * 2;  // F16 K and V
+  } else {
+    m = session_->cache().memory();
+  }
   m.rss = resident_memory_bytes();
   return m;
 }

@@ -89,7 +89,7 @@ std::string VulkanModel::describe() const {
   char mib[32];
   std::snprintf(mib, sizeof mib, "%.1f MiB", bytes_ / 1048576.0);
   return "Vulkan" + std::to_string(index_) + " (" + device.name() + "): all " + std::to_string(layers.size()) +
-         " layers, " + mib + " of weights, F16 KV cache, full attention";
+         " layers, " + mib + " of weights, F16 KV cache";
 }
 
 }  // namespace fasa::gpu

@@ -29,7 +29,7 @@ struct DeviceLayer {
 class VulkanModel final : public DeviceModel {
  public:
   VulkanModel(const Model& model, int device_index);
-  std::unique_ptr<DeviceSession> start(int64_t n_ctx) const override;
+  std::unique_ptr<DeviceSession> start(int64_t n_ctx, const DeviceSelection& selection) const override;
   std::string describe() const override;
 
   const Model& model;

@@ -1,5 +1,7 @@
-// One sequence on the device: its F16 KV cache, the step's activations, and the forward pass recorded
-// once (body: embedding and layers; head: final norm and output projection), submitted per token.
+// One sequence on the device: its F16 KV cache (and FASA's K_dom planes), the step's activations, and
+// the forward pass recorded once (body: embedding and layers; head: final norm and output projection),
+// submitted per token. A sparse layer's attention is four dispatches: the new key's K_dom row, TIP's
+// scores, each head's rows (select_rows), and attention over those rows.
 #include <algorithm>
 #include <cstring>
 
@@ -20,18 +22,32 @@ struct NormPush { uint32_t n, rows; float eps; };
 struct RopePush { uint32_t heads, head_dim, n_rot, neox; };
 struct StorePush { uint32_t heads, head_dim, n_ctx; };
 struct AttentionPush { uint32_t head_dim, n_ctx, group; float scale; };
+struct PlanePush { uint32_t heads, head_dim, n_dom, n_ctx; };
+struct TipPush { uint32_t head_dim, n_dom, n_ctx, group, sink, recent, split; };
+struct SelectPush { uint32_t n_ctx, sink, recent; };
+
+// A sparse layer's K_dom plane and what TIP needs to read it.
+struct SparseLayer {
+  uint32_t n_dom = 0;  // slots per row: the most any of the layer's KV heads has
+  Buffer dims;         // [n_head_kv, n_dom] int: the model dim in each slot, -1 where a head has fewer
+  Buffer mask;         // [n_head, n_dom] float: 1 where the query head scores on the slot
+  Buffer plane;        // [n_head_kv, n_ctx, n_dom] F16
+};
 struct CountPush { uint32_t n; };
 
 class VulkanSession final : public DeviceSession {
  public:
-  VulkanSession(const VulkanModel& m, int64_t n_ctx);
-  void forward(const int32_t* tokens, int n, int64_t p0, float* logits) override;
+  VulkanSession(const VulkanModel& m, int64_t n_ctx, const DeviceSelection& selection);
+  void forward(const int32_t* tokens, int n, int64_t p0, bool decode, float* logits) override;
+  size_t kv_bytes() const override;
 
  private:
   void record_body();
   void record_head();
   void matvec(Recording& r, const DeviceMatrix& w, const Buffer& x, const Buffer& y, bool accumulate);
   void rms_norm(Recording& r, const Buffer& x, const Buffer& w, const Buffer& out, int n, int rows);
+  void make_plane(int layer);
+  void sparse_attention(Recording& r, int layer);
 
   const VulkanModel& m_;
   const ModelConfig& c_;
@@ -44,12 +60,16 @@ class VulkanSession final : public DeviceSession {
   Buffer scores_;                  // [n_head, n_ctx] attention's scratch
   Buffer logits_;                  // host-visible [n_vocab]
   std::vector<Buffer> k_cache_, v_cache_;  // [n_layer] of [n_head_kv, n_ctx, head_dim] F16
+  const DeviceSelection sel_;
+  std::vector<SparseLayer> sparse_;        // [n_layer]; n_dom 0 for the dense layers
+  Buffer rows_, counts_;                   // [n_head, n_ctx] uint each head's chosen rows; [n_head] how many
   std::unique_ptr<Recording> body_, head_;
   std::vector<float> inv_freq_;    // [n_rot/2]
 };
 
-VulkanSession::VulkanSession(const VulkanModel& m, int64_t n_ctx)
-    : m_(m), c_(m.model.config), dev_(m.device), n_ctx_(n_ctx), inv_freq_(c_.rope_inv_freq()) {
+VulkanSession::VulkanSession(const VulkanModel& m, int64_t n_ctx, const DeviceSelection& selection)
+    : m_(m), c_(m.model.config), dev_(m.device), n_ctx_(n_ctx), sel_(selection), sparse_(c_.n_layer),
+      inv_freq_(c_.rope_inv_freq()) {
   const size_t f = sizeof(float), E = c_.n_embd, qd = (size_t)c_.n_head * c_.head_dim,
                kvd = (size_t)c_.n_head_kv * c_.head_dim;
   step_ = dev_.buffer(16 + (size_t)c_.n_rot * f, true, "the step's inputs");
@@ -67,6 +87,11 @@ VulkanSession::VulkanSession(const VulkanModel& m, int64_t n_ctx)
     const std::string what = "layer " + std::to_string(l) + "'s KV cache for the context";
     k_cache_.push_back(dev_.buffer(kvd * n_ctx * 2, false, what));
     v_cache_.push_back(dev_.buffer(kvd * n_ctx * 2, false, what));
+    if (!sel_.dense[l]) make_plane(l);
+  }
+  if (std::find(sel_.dense.begin(), sel_.dense.end(), 0) != sel_.dense.end()) {
+    rows_ = dev_.buffer((size_t)c_.n_head * n_ctx * 4, false, "the chosen rows");
+    counts_ = dev_.buffer((size_t)c_.n_head * 4, false, "the chosen rows' counts");
   }
   record_body();
   record_head();
@@ -80,6 +105,47 @@ void VulkanSession::matvec(Recording& r, const DeviceMatrix& w, const Buffer& x,
 void VulkanSession::rms_norm(Recording& r, const Buffer& x, const Buffer& w, const Buffer& out, int n, int rows) {
   r.dispatch(dev_.pipeline("rms_norm", 3), {&x, &w, &out}, NormPush{(uint32_t)n, (uint32_t)rows, c_.rms_eps},
              (uint32_t)rows);
+}
+
+void VulkanSession::make_plane(int l) {
+  const int HKV = c_.n_head_kv, H = c_.n_head, group = H / HKV;
+  SparseLayer& s = sparse_[l];
+  for (int g = 0; g < HKV; ++g) s.n_dom = std::max<uint32_t>(s.n_dom, sel_.layouts[(size_t)l * HKV + g].n_dom);
+  if (s.n_dom == 0) throw Error("Vulkan: layer " + std::to_string(l) + " is sparse but has no K_dom plane");
+  std::vector<int32_t> dims((size_t)HKV * s.n_dom, -1);
+  std::vector<float> mask((size_t)H * s.n_dom, 0.0f);
+  for (int g = 0; g < HKV; ++g) {
+    const KeyLayout& layout = sel_.layouts[(size_t)l * HKV + g];
+    for (int j = 0; j < layout.n_dom; ++j) dims[(size_t)g * s.n_dom + j] = layout.perm[j];
+  }
+  for (int h = 0; h < H; ++h)
+    for (int j : sel_.scored[(size_t)l * H + h]) {
+      if (j < 0 || j >= sel_.layouts[(size_t)l * HKV + h / group].n_dom) throw Error("Vulkan: a scored dim is outside K_dom");
+      mask[(size_t)h * s.n_dom + j] = 1.0f;
+    }
+  const std::string what = "layer " + std::to_string(l) + "'s K_dom plane";
+  s.dims = dev_.buffer(dims.size() * 4, false, what);
+  dev_.upload(s.dims, dims.data(), dims.size() * 4);
+  s.mask = dev_.buffer(mask.size() * 4, false, what);
+  dev_.upload(s.mask, mask.data(), mask.size() * 4);
+  s.plane = dev_.buffer((size_t)HKV * n_ctx_ * s.n_dom * 2, false, what + " for the context");
+}
+
+// FASA's attention at a sparse layer: the new key's K_dom row, TIP over the plane, each head's top
+// rows within the step's budget, exact attention over them.
+void VulkanSession::sparse_attention(Recording& r, int l) {
+  const SparseLayer& s = sparse_[l];
+  const uint32_t D = c_.head_dim, H = c_.n_head, HKV = c_.n_head_kv, n_ctx = (uint32_t)n_ctx_;
+  const uint32_t sink = sel_.sink, recent = sel_.recent;
+  const uint32_t split = (uint32_t)std::clamp<int64_t>(n_ctx_ / 1024, 1, 64);  // workgroups per head in TIP
+  r.dispatch(dev_.pipeline("kdom_store", 4), {&k_, &step_, &s.dims, &s.plane}, PlanePush{HKV, D, s.n_dom, n_ctx},
+             groups_of(HKV * s.n_dom));
+  r.dispatch(dev_.pipeline("tip", 6), {&q_, &step_, &s.plane, &s.dims, &s.mask, &scores_},
+             TipPush{D, s.n_dom, n_ctx, H / HKV, sink, recent, split}, H * split);
+  r.dispatch(dev_.pipeline("select_rows", 4), {&scores_, &step_, &rows_, &counts_}, SelectPush{n_ctx, sink, recent}, H);
+  r.dispatch(dev_.pipeline("attention_sparse", 8),
+             {&q_, &step_, &k_cache_[l], &v_cache_[l], &scores_, &att_, &rows_, &counts_},
+             AttentionPush{D, n_ctx, H / HKV, c_.attention_scale()}, H);
 }
 
 void VulkanSession::record_body() {
@@ -111,8 +177,11 @@ void VulkanSession::record_body() {
     r.dispatch(rope, {&k_, &step_}, k_rope, groups_of(HKV * c_.n_rot / 2));
     r.dispatch(dev_.pipeline("kv_store", 5), {&k_, &step_, &v_, &k_cache_[l], &v_cache_[l]},
                StorePush{HKV, D, (uint32_t)n_ctx_}, groups_of(HKV * D));
-    r.dispatch(dev_.pipeline("attention", 6), {&q_, &step_, &k_cache_[l], &v_cache_[l], &scores_, &att_},
-               AttentionPush{D, (uint32_t)n_ctx_, H / HKV, c_.attention_scale()}, H);
+    if (sel_.dense[l])
+      r.dispatch(dev_.pipeline("attention", 6), {&q_, &step_, &k_cache_[l], &v_cache_[l], &scores_, &att_},
+                 AttentionPush{D, (uint32_t)n_ctx_, H / HKV, c_.attention_scale()}, H);
+    else
+      sparse_attention(r, l);
     matvec(r, L.wo, att_, x_, true);
     rms_norm(r, x_, L.ffn_norm, xb_, E, 1);
     matvec(r, L.gate, xb_, gate_, false);
@@ -130,11 +199,19 @@ void VulkanSession::record_head() {
   dev_.finish(*head_);
 }
 
-void VulkanSession::forward(const int32_t* tokens, int n, int64_t p0, float* logits) {
-  struct Header { int32_t token, pos, pad[2]; };
+size_t VulkanSession::kv_bytes() const {
+  size_t bytes = 0;
+  for (int l = 0; l < c_.n_layer; ++l) bytes += k_cache_[l].bytes() + v_cache_[l].bytes() + sparse_[l].plane.bytes();
+  return bytes;
+}
+
+void VulkanSession::forward(const int32_t* tokens, int n, int64_t p0, bool decode, float* logits) {
+  struct Header { int32_t token, pos, budget, pad; };  // shaders/step.glsl
   uint8_t* step = static_cast<uint8_t*>(step_.mapped());
   for (int t = 0; t < n; ++t) {
-    const Header h{tokens[t], (int32_t)(p0 + t), {0, 0}};
+    // Of pos + 1 rows; a prompt's tokens take them all (dense, as the CPU's prefill).
+    const int64_t budget = decode ? std::min<int64_t>(sel_.budget.tokens(p0 + t + 1), INT32_MAX) : INT32_MAX;
+    const Header h{tokens[t], (int32_t)(p0 + t), (int32_t)budget, 0};
     std::memcpy(step, &h, sizeof h);
     rope_cos_sin(inv_freq_.data(), c_.n_rot / 2, p0 + t, reinterpret_cast<float*>(step + sizeof h));
     const bool last = t == n - 1 && logits;
@@ -146,8 +223,8 @@ void VulkanSession::forward(const int32_t* tokens, int n, int64_t p0, float* log
 
 }  // namespace
 
-std::unique_ptr<DeviceSession> VulkanModel::start(int64_t n_ctx) const {
-  return std::make_unique<VulkanSession>(*this, n_ctx);
+std::unique_ptr<DeviceSession> VulkanModel::start(int64_t n_ctx, const DeviceSelection& selection) const {
+  return std::make_unique<VulkanSession>(*this, n_ctx, selection);
 }
 
 }  // namespace fasa::gpu

@@ -29,6 +29,18 @@ std::vector<int64_t> ring_sizes(const ModelConfig& c, int64_t n_ctx, int n_ubatc
     if (c.sliding(l)) ring[l] = c.sliding_window - 1 + std::max<int64_t>({n_ubatch, std::min(n_rewind, n_ctx), 1});
   return ring;
 }
+// The session's state on `device`, selecting as `policy` does; throws where the policy runs on the CPU only.
+std::unique_ptr<DeviceSession> start_on_device(const DeviceModel& device, const AttentionPolicy& policy,
+                                               const SessionOptions& opts, int64_t n_ctx, int n_layer) {
+  if (opts.kv_types.k != DType::F16 || opts.kv_types.v != DType::F16 || opts.kv_types.tip_int8 || opts.offload.offloaded())
+    throw Error("the GPU keeps an F16 KV cache in its own memory in this version: drop --kv-type, --tip-int8 and "
+                "--kv-offload, or -ngl");
+  const std::optional<DeviceSelection> selection = policy.device_selection(n_layer);
+  if (!selection)
+    throw Error("--attn " + std::string(policy.name()) +
+                " runs on the CPU only in this version (full and fasa run on the GPU): drop -ngl");
+  return device.start(n_ctx, *selection);
+}
 }  // namespace
 
 Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<AttentionPolicy> policy)
@@ -38,7 +50,7 @@ Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<Attent
       cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim, opts.device ? 1 : n_ctx_,
              key_layouts(*policy_, model.config), opts.kv_types, opts.offload,
              ring_sizes(model.config, n_ctx_, opts.n_ubatch > 0 ? opts.n_ubatch : 256, opts.n_rewind)),
-      device_(opts.device ? opts.device->start(n_ctx_) : nullptr),
+      device_(opts.device ? start_on_device(*opts.device, *policy_, opts, n_ctx_, model.config.n_layer) : nullptr),
       n_ubatch_(opts.n_ubatch > 0 ? opts.n_ubatch : 256),
       max_chunk_(model.config.sliding_window > 0 ? n_ubatch_ : INT64_MAX),
       inv_freq_(model.config.rope_inv_freq()),
@@ -139,7 +151,7 @@ int64_t Session::truncate(int64_t n) {
 }
 
 void Session::forward_on_device(const ForwardPart& part) {
-  device_->forward(part.tokens, part.n, n_past_, part.logits);
+  device_->forward(part.tokens, part.n, n_past_, part.decode, part.logits);
   n_past_ += part.n;
 }
 

@@ -3,13 +3,26 @@
 // cache rows that head attends to (or "all"); gathered_attention then runs exact attention over just
 // those rows. FASA and every baseline are policies; the model code never changes for them.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "fasa/options.h"
 #include "kv/kv_cache.h"
 
 namespace fasa {
+
+// A policy's selection as plain data, for a device that runs the whole decode step (model/device.h):
+// per layer dense, or FASA's — TIP on the K_dom plane, the top rows within the budget (sink and
+// recent rows forced inside it), exact attention over them.
+struct DeviceSelection {
+  std::vector<char> dense;               // [n_layer] layers that attend to every row
+  std::vector<KeyLayout> layouts;        // [n_layer * n_head_kv] the K_dom plane: model dims perm[0..n_dom)
+  std::vector<std::vector<int>> scored;  // [n_layer * n_head] the plane's slots each query head scores on
+  Budget budget;
+  int sink = 0, recent = 0;
+};
 
 // What a policy sees for one (layer, query head) at one decode step.
 struct AttentionQuery {
@@ -47,6 +60,9 @@ class AttentionPolicy {
   // (false where its state keeps votes of forgotten queries: H2O, SnapKV). A server's prompt cache
   // reuses a prefix only where it is.
   virtual bool truncate_is_exact() const { return true; }
+  // The selection as a device runs it, for a model of n_layer layers; none (the default) where the
+  // policy runs on the CPU only.
+  virtual std::optional<DeviceSelection> device_selection(int /*n_layer*/) const { return std::nullopt; }
 };
 
 // `full`: dense attention over the whole cache.
@@ -54,6 +70,11 @@ class FullAttention final : public AttentionPolicy {
  public:
   std::string_view name() const override { return "full"; }
   bool select(const AttentionQuery&, const KvHeadView&, std::vector<int32_t>&) override { return false; }
+  std::optional<DeviceSelection> device_selection(int n_layer) const override {
+    DeviceSelection s;
+    s.dense.assign(n_layer, 1);
+    return s;
+  }
 };
 
 }  // namespace fasa

@@ -110,6 +110,18 @@ double FasaPolicy::kdom_share() const {
   return planes ? sum / planes : 0.0;
 }
 
+std::optional<DeviceSelection> FasaPolicy::device_selection(int n_layer) const {
+  if (mass_ > 0) return std::nullopt;
+  DeviceSelection s;
+  for (int l = 0; l < n_layer; ++l) s.dense.push_back(is_dense_layer(l));
+  s.layouts = layouts_;
+  s.scored = dims_;
+  s.budget = budget_;
+  s.sink = sink_;
+  s.recent = recent_;
+  return s;
+}
+
 void FasaPolicy::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   pick_group(&query, 1, kv, budget, &rows);
 }

@@ -34,6 +34,8 @@ class FasaPolicy final : public SparsePolicy {
   double kdom_share() const;
   // K_dom dims this query head scores on, as positions within its KV head's K_dom plane.
   const std::vector<int>& scored_dims(int layer, int head) const { return dims_[(size_t)layer * n_head_ + head]; }
+  // The same selection on a GPU; none with an adaptive budget (tip_mass), which runs on the CPU only.
+  std::optional<DeviceSelection> device_selection(int n_layer) const override;
 
  protected:
   void pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
