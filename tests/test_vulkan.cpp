@@ -1,7 +1,8 @@
 // The Vulkan backend (src/gpu/) against the CPU path: the matvec shaders against a plain dot product
-// on random rows of every weight type; whole models (llama, qwen2's biases, qwen3's Q/K norms; F32,
-// F16, Q8_0) with logits every step close to the CPU's; the bundled model's greedy text equal; one
-// submit per token; what it does not run refused by name. Runs on any Vulkan driver (Mesa's lavapipe
+// on random rows of every weight type; whole models (llama, qwen2's biases, qwen3's Q/K norms, phi3;
+// F32, F16, Q8_0) with logits every step close to the CPU's; the bundled model's greedy text equal;
+// one submit per token; FASA (C and M) and Quest choosing the CPU's rows; what it does not run
+// refused by name. Runs on any Vulkan driver (Mesa's lavapipe
 // in CI). Without one the tests skip, saying why — unless FASA_REQUIRE_VULKAN is set (CI sets it), where
 // they fail.
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "model/session.h"
 #include "ops/dtype.h"
 #include "sparse/fasa.h"
+#include "sparse/policy.h"
 #include "test_util.h"
 
 #ifdef FASA_HAS_VULKAN
@@ -48,21 +50,27 @@ ModelShape tiny_shape(const std::string& arch) {
   return {"tiny-" + arch, arch, 2, 64, 4, 2, 96, 300, 256, 10000.0f, 0.0f, false};
 }
 
-// Where a session runs (a device, or null: the CPU) and how it attends (null: full attention).
+// Where a session runs (a device, or null: the CPU) and how it attends (null: full attention);
+// fasa_m: its sparse layers' K and V in host memory (--kv-offload ram).
 struct Side {
   const DeviceModel* device = nullptr;
   std::shared_ptr<AttentionPolicy> policy;
+  bool fasa_m = false;
 };
+
+SessionOptions options_of(const Side& side) {
+  SessionOptions so;
+  so.n_ctx = 256;
+  so.device = side.device;
+  if (side.fasa_m) so.offload.tier = KvOffloadOptions::Tier::Ram;
+  return so;
+}
 
 // Teacher-forced: both sessions see a's greedy tokens; the worst normalised error of b's logits
 // against a's over every step (the prompt's last and `steps` decode steps).
 double worst_logit_error(const Model& model, const Side& a_side, const Side& b_side, int steps, int prompt_tokens = 8) {
-  SessionOptions so;
-  so.n_ctx = 256;
-  so.device = a_side.device;
-  Session cpu(model, so, a_side.policy);
-  so.device = b_side.device;
-  Session gpu(model, so, b_side.policy);
+  Session cpu(model, options_of(a_side), a_side.policy);
+  Session gpu(model, options_of(b_side), b_side.policy);
   std::vector<int32_t> prompt = {1, 17, 42, 99, 7, 250, 3, 64};
   for (int i = 8; i < prompt_tokens; ++i) prompt.push_back((int32_t)(i * 37 % 290 + 5));
   std::span<const float> a = cpu.prefill(prompt), b = gpu.prefill(prompt);
@@ -78,7 +86,7 @@ double worst_logit_error(const Model& model, const Side& a_side, const Side& b_s
 }
 
 TEST(Vulkan, RandomModelsOfEachArchitectureAndTypeGiveTheCpusLogitsAtEveryStep) {
-  for (const char* arch : {"llama", "qwen2", "qwen3"})
+  for (const char* arch : {"llama", "qwen2", "qwen3", "phi3"})
     for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
       const std::string path = test::temp_dir() + "/m.gguf";
       write_synthetic_model(tiny_shape(arch), type, path, 3);
@@ -115,10 +123,10 @@ TEST(Vulkan, TheEngineRunsOnTheDeviceWithMinusNgl) {
     texts[i] = ctx.generate(gen).text;
   }
   EXPECT_EQ(texts[0], texts[1]);
-  // Policies other than full and FASA stay on the CPU in this version: refused by name.
-  ContextOptions quest;
-  quest.policy.attn = "quest";
-  EXPECT_NE(test::error_message([&] { Context(*engine, quest); }).find("quest runs on the CPU only"), std::string::npos);
+  // Policies other than full, FASA and Quest stay on the CPU in this version: refused by name.
+  ContextOptions h2o;
+  h2o.policy.attn = "h2o";
+  EXPECT_NE(test::error_message([&] { Context(*engine, h2o); }).find("h2o runs on the CPU only"), std::string::npos);
   // FASA needs a profile file there (the automatic one is measured on the CPU), and the F16 cache.
   ContextOptions auto_fasa, q8_cache;
   auto_fasa.policy.attn = "fasa";
@@ -160,12 +168,44 @@ TEST(Vulkan, FasaSelectsOnTheDeviceAsOnTheCpu) {
       const std::string what = std::string(sharing == FcSharing::Group ? "group" : "head") + " sink " +
                                std::to_string(sink) + " recent " + std::to_string(recent);
       EXPECT_LT(worst_logit_error(*model, {nullptr, fasa(o)}, {device.get(), fasa(o)}, 24, 120), 1e-3) << what;
+      // FASA-M: the same rows read from host memory, the same arithmetic.
+      EXPECT_EQ(worst_logit_error(*model, {device.get(), fasa(o)}, {device.get(), fasa(o), true}, 8, 120), 0.0) << what;
       // (the same comparison's power: FASA at 24 rows against full attention, both on the CPU)
       EXPECT_GT(worst_logit_error(*model, {nullptr, fasa(o)}, {nullptr, nullptr}, 24, 120), 1e-2) << what;
     }
+  // FASA-M holds the sparse layer's K and V in host memory, and reads there only the chosen rows.
+  PolicyOptions o;
+  o.budget = Budget::count(24);
+  Session m(*model, options_of({device.get(), nullptr, true}), fasa(o));
+  Session c(*model, options_of({device.get(), nullptr, false}), fasa(o));
+  for (Session* s : {&m, &c}) test::greedy_tokens(*s, std::vector<int32_t>(100, 5), 4);
+  const size_t kv = (size_t)2 * 2 * 16 * 256 * 2;  // a layer's F16 K and V: 2 KV heads x 16 dims x 256 positions
+  EXPECT_EQ(m.device()->host_kv_bytes(), kv);  // layer 1's (layer 0 is dense)
+  EXPECT_EQ(m.device()->kv_bytes() + kv, c.device()->kv_bytes());
+  EXPECT_EQ(m.device()->host_read_bytes(), (uint64_t)3 * 24 * 4 * 16 * 2 * 2);  // 3 steps x 24 rows x 4 heads x K and V
+  EXPECT_EQ(c.device()->host_read_bytes(), 0u);
   PolicyOptions all;
   all.budget = Budget::count(1000);
   EXPECT_EQ(worst_logit_error(*model, {device.get(), nullptr}, {device.get(), fasa(all)}, 8, 120), 0.0);
+}
+
+// Quest on the device picks the CPU's pages: the newest token's page and the pages with the best
+// bounds, within budgets of part of a page, one and a half and several pages.
+TEST(Vulkan, QuestSelectsOnTheDeviceAsOnTheCpu) {
+  const std::string path = test::temp_dir() + "/m.gguf";
+  write_synthetic_model(tiny_shape("llama"), DType::F32, path, 3);
+  auto model = load_model(path);
+  std::string why;
+  auto device = on_device(*model, why);
+  SKIP_WITHOUT_VULKAN(device, why);
+  for (int budget : {10, 24, 56}) {
+    PolicyOptions o;
+    o.attn = "quest";
+    o.budget = Budget::count(budget);
+    auto quest = [&]() -> std::shared_ptr<AttentionPolicy> { return make_policy(o, *model, nullptr); };
+    EXPECT_LT(worst_logit_error(*model, {nullptr, quest()}, {device.get(), quest()}, 24, 120), 1e-3) << budget;
+    EXPECT_GT(worst_logit_error(*model, {nullptr, quest()}, {nullptr, nullptr}, 24, 120), 1e-2) << budget;
+  }
 }
 
 TEST(Vulkan, WhatTheDeviceDoesNotRunIsRefusedByName) {

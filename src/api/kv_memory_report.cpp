@@ -5,7 +5,7 @@
 namespace fasa {
 
 nlohmann::json kv_memory_json(const KvMemory& m) {
-  return {{"kv_fast_bytes", m.fast},     {"kv_slow_bytes", m.slow},     {"kv_device_bytes", m.device},
+  return {{"kv_fast_bytes", m.fast},     {"kv_slow_bytes", m.slow},     {"kv_device_bytes", m.device}, {"kv_host_read_bytes", m.rows.host_bytes},
           {"kv_full_bytes", m.full},     {"kv_page_cache_bytes", m.page_cache},
           {"rss_bytes", m.rss},          {"kv_rows_from_tail", m.rows.tail},
           {"kv_prefetch_hits", m.rows.hits}, {"kv_slow_reads", m.rows.misses},
@@ -16,8 +16,10 @@ std::string kv_memory_line(const KvMemory& m) {
   const double mib = 1048576.0;
   char line[320];
   if (m.device)
-    std::snprintf(line, sizeof line, "kv: on the GPU %.1f MiB (K, V and any K_dom planes), a dense cache %.1f MiB; process RSS %.1f MiB",
-                  m.device / mib, m.full / mib, m.rss / mib);
+    std::snprintf(line, sizeof line,
+                  "kv: on the GPU %.1f MiB (K, V and any K_dom planes), in host memory %.1f MiB (FASA-M's K and V; "
+                  "%.1f MiB of rows read from there), a dense cache %.1f MiB; process RSS %.1f MiB",
+                  m.device / mib, m.slow / mib, m.rows.host_bytes / mib, m.full / mib, m.rss / mib);
   else
     std::snprintf(line, sizeof line,
                 "kv: fast %.1f MiB, slow %.1f MiB (%.1f MiB of it in the page cache), a dense cache %.1f MiB (%.2fx "

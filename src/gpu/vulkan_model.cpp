@@ -25,6 +25,7 @@ void check_supported(const Model& model) {
                         : c.sliding_window > 0  ? "sliding-window layers"
                         : c.post_norms || c.gelu_ffn || c.embd_scale || c.final_softcap > 0 ? "Gemma's blocks"
                                                                                             : nullptr;
+  if (!missing && c.head_dim > 256) missing = "heads of more than 256 dims";
   if (missing) fail(path, std::string("Vulkan: ") + missing + " (" + c.arch + ") do not run on the device yet: drop -ngl");
   const ModelWeights& w = model.weights;
   std::vector<const Matrix*> matrices = {&w.tok_embd, &w.output};

@@ -1,7 +1,8 @@
 // One sequence on the device: its F16 KV cache (and FASA's K_dom planes), the step's activations, and
 // the forward pass recorded once (body: embedding and layers; head: final norm and output projection),
-// submitted per token. A sparse layer's attention is four dispatches: the new key's K_dom row, TIP's
-// scores, each head's rows (select_rows), and attention over those rows.
+// submitted per token. A sparse layer's attention is four dispatches: FASA's new K_dom row, TIP's
+// scores and each head's rows (select_rows) — or Quest's page bounds, page scores and rows
+// (select_pages) —, then attention over those rows.
 #include <algorithm>
 #include <cstring>
 
@@ -25,35 +26,44 @@ struct AttentionPush { uint32_t head_dim, n_ctx, group; float scale; };
 struct PlanePush { uint32_t heads, head_dim, n_dom, n_ctx; };
 struct TipPush { uint32_t head_dim, n_dom, n_ctx, group, sink, recent, split; };
 struct SelectPush { uint32_t n_ctx, sink, recent; };
+struct PagePush { uint32_t heads, head_dim, n_pages, page; };
+struct QuestPush { uint32_t head_dim, n_pages, n_ctx, group, page; };
+struct PagesPush { uint32_t n_ctx, page; };
+struct CountPush { uint32_t n; };
 
-// A sparse layer's K_dom plane and what TIP needs to read it.
+// What a sparse layer selects with: FASA's K_dom plane and what TIP needs to read it, or Quest's
+// page bounds.
 struct SparseLayer {
   uint32_t n_dom = 0;  // slots per row: the most any of the layer's KV heads has
   Buffer dims;         // [n_head_kv, n_dom] int: the model dim in each slot, -1 where a head has fewer
   Buffer mask;         // [n_head, n_dom] float: 1 where the query head scores on the slot
   Buffer plane;        // [n_head_kv, n_ctx, n_dom] F16
+  Buffer bounds;       // Quest: [n_head_kv, n_pages, 2, head_dim] float per-dim min and max of each page
 };
-struct CountPush { uint32_t n; };
 
 class VulkanSession final : public DeviceSession {
  public:
   VulkanSession(const VulkanModel& m, int64_t n_ctx, const DeviceSelection& selection);
   void forward(const int32_t* tokens, int n, int64_t p0, bool decode, float* logits) override;
   size_t kv_bytes() const override;
+  size_t host_kv_bytes() const override;
+  uint64_t host_read_bytes() const override { return host_read_; }
 
  private:
   void record_body();
   void record_head();
+  uint32_t n_pages() const { return (uint32_t)((n_ctx_ + sel_.page - 1) / sel_.page); }  // Quest's
   void matvec(Recording& r, const DeviceMatrix& w, const Buffer& x, const Buffer& y, bool accumulate);
   void rms_norm(Recording& r, const Buffer& x, const Buffer& w, const Buffer& out, int n, int rows);
   void make_plane(int layer);
-  void sparse_attention(Recording& r, int layer);
+  void fasa_select(Recording& r, int layer);
+  void quest_select(Recording& r, int layer);
 
   const VulkanModel& m_;
   const ModelConfig& c_;
   VulkanDevice& dev_;
   const int64_t n_ctx_;
-  Buffer step_;                    // host-visible: token, position, pad, [n_rot/2, 2] cos/sin (shaders/step.glsl)
+  Buffer step_;                    // host-visible: token, position, budget, pad, [n_rot/2, 2] cos/sin (shaders/step.glsl)
   Buffer x_, xb_;                  // [n_embd] residual stream; normed input / projection output
   Buffer q_, att_, k_, v_;         // [n_head * head_dim], [n_head * head_dim], [n_head_kv * head_dim] x 2
   Buffer gate_, up_;               // [n_ff]
@@ -65,6 +75,7 @@ class VulkanSession final : public DeviceSession {
   Buffer rows_, counts_;                   // [n_head, n_ctx] uint each head's chosen rows; [n_head] how many
   std::unique_ptr<Recording> body_, head_;
   std::vector<float> inv_freq_;    // [n_rot/2]
+  uint64_t host_read_ = 0;         // FASA-M: K and V bytes the decode steps read from host memory
 };
 
 VulkanSession::VulkanSession(const VulkanModel& m, int64_t n_ctx, const DeviceSelection& selection)
@@ -85,9 +96,12 @@ VulkanSession::VulkanSession(const VulkanModel& m, int64_t n_ctx, const DeviceSe
   logits_ = dev_.buffer((size_t)c_.n_vocab * f, true, "logits");
   for (int l = 0; l < c_.n_layer; ++l) {
     const std::string what = "layer " + std::to_string(l) + "'s KV cache for the context";
-    k_cache_.push_back(dev_.buffer(kvd * n_ctx * 2, false, what));
-    v_cache_.push_back(dev_.buffer(kvd * n_ctx * 2, false, what));
-    if (!sel_.dense[l]) make_plane(l);
+    const bool host = sel_.host_kv && !sel_.dense[l];  // FASA-M: read by the device only where chosen
+    k_cache_.push_back(dev_.buffer(kvd * n_ctx * 2, host, what));
+    v_cache_.push_back(dev_.buffer(kvd * n_ctx * 2, host, what));
+    if (!sel_.dense[l] && sel_.kind == DeviceSelection::Kind::Fasa) make_plane(l);
+    if (!sel_.dense[l] && sel_.kind == DeviceSelection::Kind::Quest)
+      sparse_[l].bounds = dev_.buffer(kvd * n_pages() * 2 * f, false, "layer " + std::to_string(l) + "'s page bounds");
   }
   if (std::find(sel_.dense.begin(), sel_.dense.end(), 0) != sel_.dense.end()) {
     rows_ = dev_.buffer((size_t)c_.n_head * n_ctx * 4, false, "the chosen rows");
@@ -131,9 +145,9 @@ void VulkanSession::make_plane(int l) {
   s.plane = dev_.buffer((size_t)HKV * n_ctx_ * s.n_dom * 2, false, what + " for the context");
 }
 
-// FASA's attention at a sparse layer: the new key's K_dom row, TIP over the plane, each head's top
-// rows within the step's budget, exact attention over them.
-void VulkanSession::sparse_attention(Recording& r, int l) {
+// FASA's rows at a sparse layer: the new key's K_dom row, TIP over the plane, each head's top rows
+// within the step's budget.
+void VulkanSession::fasa_select(Recording& r, int l) {
   const SparseLayer& s = sparse_[l];
   const uint32_t D = c_.head_dim, H = c_.n_head, HKV = c_.n_head_kv, n_ctx = (uint32_t)n_ctx_;
   const uint32_t sink = sel_.sink, recent = sel_.recent;
@@ -143,9 +157,18 @@ void VulkanSession::sparse_attention(Recording& r, int l) {
   r.dispatch(dev_.pipeline("tip", 6), {&q_, &step_, &s.plane, &s.dims, &s.mask, &scores_},
              TipPush{D, s.n_dom, n_ctx, H / HKV, sink, recent, split}, H * split);
   r.dispatch(dev_.pipeline("select_rows", 4), {&scores_, &step_, &rows_, &counts_}, SelectPush{n_ctx, sink, recent}, H);
-  r.dispatch(dev_.pipeline("attention_sparse", 8),
-             {&q_, &step_, &k_cache_[l], &v_cache_[l], &scores_, &att_, &rows_, &counts_},
-             AttentionPush{D, n_ctx, H / HKV, c_.attention_scale()}, H);
+}
+
+// Quest's rows at a sparse layer: the new key into its page's bounds, each complete page's bound on
+// each head's scores, the newest page and the best pages within the step's budget.
+void VulkanSession::quest_select(Recording& r, int l) {
+  const SparseLayer& s = sparse_[l];
+  const uint32_t D = c_.head_dim, H = c_.n_head, HKV = c_.n_head_kv, P = sel_.page;
+  r.dispatch(dev_.pipeline("page_bounds", 3), {&k_, &step_, &s.bounds}, PagePush{HKV, D, n_pages(), P},
+             groups_of(HKV * D));
+  r.dispatch(dev_.pipeline("quest_scores", 4), {&q_, &step_, &s.bounds, &scores_},
+             QuestPush{D, n_pages(), (uint32_t)n_ctx_, H / HKV, P}, H);
+  r.dispatch(dev_.pipeline("select_pages", 4), {&scores_, &step_, &rows_, &counts_}, PagesPush{(uint32_t)n_ctx_, P}, H);
 }
 
 void VulkanSession::record_body() {
@@ -180,8 +203,13 @@ void VulkanSession::record_body() {
     if (sel_.dense[l])
       r.dispatch(dev_.pipeline("attention", 6), {&q_, &step_, &k_cache_[l], &v_cache_[l], &scores_, &att_},
                  AttentionPush{D, (uint32_t)n_ctx_, H / HKV, c_.attention_scale()}, H);
-    else
-      sparse_attention(r, l);
+    else {
+      if (sel_.kind == DeviceSelection::Kind::Fasa) fasa_select(r, l);
+      else quest_select(r, l);
+      r.dispatch(dev_.pipeline("attention_sparse", 8),
+                 {&q_, &step_, &k_cache_[l], &v_cache_[l], &scores_, &att_, &rows_, &counts_},
+                 AttentionPush{D, (uint32_t)n_ctx_, H / HKV, c_.attention_scale()}, H);
+    }
     matvec(r, L.wo, att_, x_, true);
     rms_norm(r, x_, L.ffn_norm, xb_, E, 1);
     matvec(r, L.gate, xb_, gate_, false);
@@ -201,7 +229,15 @@ void VulkanSession::record_head() {
 
 size_t VulkanSession::kv_bytes() const {
   size_t bytes = 0;
-  for (int l = 0; l < c_.n_layer; ++l) bytes += k_cache_[l].bytes() + v_cache_[l].bytes() + sparse_[l].plane.bytes();
+  for (int l = 0; l < c_.n_layer; ++l)
+    bytes += sparse_[l].plane.bytes() + (sel_.host_kv && !sel_.dense[l] ? 0 : k_cache_[l].bytes() + v_cache_[l].bytes());
+  return bytes;
+}
+
+size_t VulkanSession::host_kv_bytes() const {
+  size_t bytes = 0;
+  for (int l = 0; l < c_.n_layer; ++l)
+    if (sel_.host_kv && !sel_.dense[l]) bytes += k_cache_[l].bytes() + v_cache_[l].bytes();
   return bytes;
 }
 
@@ -212,6 +248,9 @@ void VulkanSession::forward(const int32_t* tokens, int n, int64_t p0, bool decod
     // Of pos + 1 rows; a prompt's tokens take them all (dense, as the CPU's prefill).
     const int64_t budget = decode ? std::min<int64_t>(sel_.budget.tokens(p0 + t + 1), INT32_MAX) : INT32_MAX;
     const Header h{tokens[t], (int32_t)(p0 + t), (int32_t)budget, 0};
+    if (sel_.host_kv && decode)  // each query head reads its rows' K and V (all while the budget covers the cache)
+      host_read_ += (uint64_t)std::min<int64_t>(budget, p0 + t + 1) * c_.n_head * c_.head_dim * 2 * 2 *
+                    std::count(sel_.dense.begin(), sel_.dense.end(), 0);
     std::memcpy(step, &h, sizeof h);
     rope_cos_sin(inv_freq_.data(), c_.n_rot / 2, p0 + t, reinterpret_cast<float*>(step + sizeof h));
     const bool last = t == n - 1 && logits;

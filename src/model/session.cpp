@@ -32,13 +32,15 @@ std::vector<int64_t> ring_sizes(const ModelConfig& c, int64_t n_ctx, int n_ubatc
 // The session's state on `device`, selecting as `policy` does; throws where the policy runs on the CPU only.
 std::unique_ptr<DeviceSession> start_on_device(const DeviceModel& device, const AttentionPolicy& policy,
                                                const SessionOptions& opts, int64_t n_ctx, int n_layer) {
-  if (opts.kv_types.k != DType::F16 || opts.kv_types.v != DType::F16 || opts.kv_types.tip_int8 || opts.offload.offloaded())
-    throw Error("the GPU keeps an F16 KV cache in its own memory in this version: drop --kv-type, --tip-int8 and "
-                "--kv-offload, or -ngl");
-  const std::optional<DeviceSelection> selection = policy.device_selection(n_layer);
+  if (opts.kv_types.k != DType::F16 || opts.kv_types.v != DType::F16 || opts.kv_types.tip_int8 ||
+      opts.offload.tier == KvOffloadOptions::Tier::File || opts.offload.fast_limit > 0)
+    throw Error("the GPU keeps an F16 KV cache, in its memory or (--kv-offload ram) in host memory, in this version: "
+                "drop --kv-type, --tip-int8, --kv-fast-limit and --kv-offload file:DIR, or -ngl");
+  std::optional<DeviceSelection> selection = policy.device_selection(n_layer);
   if (!selection)
     throw Error("--attn " + std::string(policy.name()) +
-                " runs on the CPU only in this version (full and fasa run on the GPU): drop -ngl");
+                " runs on the CPU only in this version (full, fasa and quest run on the GPU): drop -ngl");
+  selection->host_kv = opts.offload.offloaded();  // (session_options let only FASA and DoubleSparse offload)
   return device.start(n_ctx, *selection);
 }
 }  // namespace

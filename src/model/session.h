@@ -74,7 +74,7 @@ class Session {
   int64_t n_ctx() const { return n_ctx_; }
   const KvCache& cache() const { return cache_; }  // (a device's session keeps its cache there: this one is empty)
   bool on_device() const { return device_ != nullptr; }
-  size_t device_kv_bytes() const { return device_ ? device_->kv_bytes() : 0; }
+  const DeviceSession* device() const { return device_.get(); }  // null: the CPU runs it
   const Model& model() const { return model_; }
   void reset() { truncate(0); }
   // Forgets positions >= n (n <= n_past()), so a benchmark can decode again from the same depth.

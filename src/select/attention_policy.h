@@ -14,14 +14,20 @@
 namespace fasa {
 
 // A policy's selection as plain data, for a device that runs the whole decode step (model/device.h):
-// per layer dense, or FASA's — TIP on the K_dom plane, the top rows within the budget (sink and
-// recent rows forced inside it), exact attention over them.
+// per layer dense, or sparse: FASA's — TIP on the K_dom plane, the top rows within the budget (sink
+// and recent rows forced inside it) — or Quest's — the pages with the best bounds —, then exact
+// attention over the chosen rows.
 struct DeviceSelection {
+  enum class Kind { Fasa, Quest } kind = Kind::Fasa;
   std::vector<char> dense;               // [n_layer] layers that attend to every row
   std::vector<KeyLayout> layouts;        // [n_layer * n_head_kv] the K_dom plane: model dims perm[0..n_dom)
   std::vector<std::vector<int>> scored;  // [n_layer * n_head] the plane's slots each query head scores on
   Budget budget;
-  int sink = 0, recent = 0;
+  int sink = 0, recent = 0;  // FASA's
+  int page = 16;             // Quest's page of positions
+  // FASA-M: the sparse layers' K and V in host memory, the device reading only the chosen rows from
+  // there; the K_dom planes and the dense layers stay in the device's memory. (Set by the session.)
+  bool host_kv = false;
 };
 
 // What a policy sees for one (layer, query head) at one decode step.

@@ -61,6 +61,7 @@ class QuestPolicy final : public SparsePolicy {
   QuestPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head_kv);
   std::string_view name() const override { return "quest"; }
   void on_truncate(int64_t n_tokens) override;
+  std::optional<DeviceSelection> device_selection(int n_layer) const override;
 
  protected:
   void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;

@@ -65,6 +65,15 @@ void QuestPolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t bu
     for (int64_t r = (int64_t)p * kPage; r < (int64_t)(p + 1) * kPage; ++r) rows.push_back((int32_t)r);
 }
 
+std::optional<DeviceSelection> QuestPolicy::device_selection(int n_layer) const {
+  DeviceSelection s;
+  s.kind = DeviceSelection::Kind::Quest;
+  for (int l = 0; l < n_layer; ++l) s.dense.push_back(is_dense_layer(l));
+  s.budget = budget_;
+  s.page = kPage;
+  return s;
+}
+
 void QuestPolicy::on_truncate(int64_t n_tokens) {
   for (auto& st : stats_) {  // summaries of pages that reach row n_tokens or beyond are stale
     std::lock_guard<std::mutex> lock(st->mu);
