@@ -5,6 +5,7 @@
 // refused by name. Runs on any Vulkan driver (Mesa's lavapipe
 // in CI). Without one the tests skip, saying why — unless FASA_REQUIRE_VULKAN is set (CI sets it), where
 // they fail.
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -87,7 +88,7 @@ double worst_logit_error(const Model& model, const Side& a_side, const Side& b_s
 
 TEST(Vulkan, RandomModelsOfEachArchitectureAndTypeGiveTheCpusLogitsAtEveryStep) {
   for (const char* arch : {"llama", "qwen2", "qwen3", "phi3"})
-    for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
       const std::string path = test::temp_dir() + "/m.gguf";
       write_synthetic_model(tiny_shape(arch), type, path, 3);
       auto model = load_model(path);
@@ -95,10 +96,10 @@ TEST(Vulkan, RandomModelsOfEachArchitectureAndTypeGiveTheCpusLogitsAtEveryStep) 
       auto device = on_device(*model, why);
       SKIP_WITHOUT_VULKAN(device, why);
       // F32/F16: the same float products in another order and the shader's exp (measured on lavapipe:
-      // 1.5e-5 to 3e-5, qwen3's sharper normed scores 3e-4). Q8_0: the CPU rounds the activations to
-      // int8 for its integer dot products, the device multiplies the weights by the floats (1.0e-2 to
-      // 1.2e-2). A wrong op gives 0.1 and more.
-      const double tolerance = type == DType::Q8_0 ? 3e-2 : 1e-3;
+      // 1.5e-5 to 3e-5, qwen3's sharper normed scores 3e-4). Q8_0, Q4_0: the CPU rounds the
+      // activations to int8 for its integer dot products, the device multiplies the weights by the
+      // floats (Q8_0 1.0e-2 to 1.2e-2). A wrong op gives 0.1 and more.
+      const double tolerance = type == DType::Q8_0 || type == DType::Q4_0 ? 3e-2 : 1e-3;
       EXPECT_LT(worst_logit_error(*model, {nullptr, nullptr}, {device.get(), nullptr}, 40), tolerance) << arch << " " << dtype_name(type);
     }
 }
@@ -208,56 +209,76 @@ TEST(Vulkan, QuestSelectsOnTheDeviceAsOnTheCpu) {
   }
 }
 
+// Refused before any device is opened, naming the file and what is missing.
 TEST(Vulkan, WhatTheDeviceDoesNotRunIsRefusedByName) {
-  const std::string path = test::temp_dir() + "/q4.gguf";
-  write_synthetic_model(tiny_shape("llama"), DType::Q4_0, path, 3);
-  auto model = load_model(path);
+  ModelShape moe = tiny_shape("qwen3moe");
+  moe.n_expert = 4, moe.n_expert_used = 2, moe.n_ff_exp = 32;
+  const std::string path = test::temp_dir() + "/moe.gguf";
+  write_synthetic_model(moe, DType::F16, path, 3);
   std::string why;
-  EXPECT_EQ(on_device(*model, why), nullptr);
-#ifdef FASA_HAS_VULKAN  // (before any device is opened)
-  EXPECT_NE(why.find("Q4_0 weights are not on the device yet"), std::string::npos) << why;
+  EXPECT_EQ(on_device(*load_model(path), why), nullptr);
+#ifdef FASA_HAS_VULKAN
+  EXPECT_NE(why.find("mixtures of experts (qwen3moe) do not run on the device yet"), std::string::npos) << why;
 #endif
   EXPECT_NE(why.find(path), std::string::npos) << why;
+  // A weight type without a shader (kjv-tiny's Q5_K_M file holds Q5_K matrices).
+  FASA_REQUIRE_SHARED();
+  const std::string q5 = test::shared_dir() + "/models/kjv-tiny/quant/kjv-tiny-Q5_K_M.gguf";
+  EXPECT_EQ(on_device(*load_model(q5), why), nullptr);
+#ifdef FASA_HAS_VULKAN
+  EXPECT_NE(why.find("Q5_K weights are not on the device yet"), std::string::npos) << why;
+#endif
 }
 
 #ifdef FASA_HAS_VULKAN
-// y = W x on the device for W of `type` (random rows of `cols`), against the dequantized rows' dot
-// product in double on the CPU.
-double matvec_error(gpu::VulkanDevice& dev, DType type, int rows, int cols) {
+// Random rows of `type`: F32/F16 of normal values; quantized blocks of random bytes whose f16 scales
+// are small and finite (the rest of a block may be any bits: every quant value is valid).
+std::vector<uint8_t> random_rows(DType type, int rows, int cols) {
   std::mt19937 rng(5);
   const DTypeTraits& traits = *dtype_traits((uint32_t)type);
-  const size_t row_bytes = (size_t)cols / traits.block * traits.block_bytes;
-  std::vector<uint8_t> w((size_t)rows * row_bytes);
-  std::vector<float> wf = test::random_floats((size_t)rows * cols, 9);
-  for (int r = 0; r < rows; ++r)
-    for (int i = 0; i < cols; ++i) {
-      uint8_t* row = &w[(size_t)r * row_bytes];
-      const float v = wf[(size_t)r * cols + i];
-      if (type == DType::F32) std::memcpy(row + 4 * i, &v, 4);
-      if (type == DType::F16) {
-        const uint16_t h = fp32_to_fp16(v);
-        std::memcpy(row + 2 * i, &h, 2);
-      }
-      if (type == DType::Q8_0) {
-        uint8_t* block = row + (i / 32) * 34;
-        if (i % 32 == 0) {
-          const uint16_t d = fp32_to_fp16(0.01f + 0.001f * (float)(rng() % 50));
-          std::memcpy(block, &d, 2);
-        }
-        block[2 + i % 32] = (uint8_t)(int8_t)((int)(rng() % 255) - 127);
-      }
-    }
+  std::vector<uint8_t> w((size_t)rows * cols / traits.block * traits.block_bytes);
+  for (uint8_t& b : w) b = (uint8_t)rng();
+  const std::vector<float> wf = test::random_floats((size_t)rows * cols, 9);
+  auto put_half = [&](size_t at, float v) {
+    const uint16_t h = fp32_to_fp16(v);
+    std::memcpy(&w[at], &h, 2);
+  };
+  auto scale = [&] { return 0.001f + 0.001f * (float)(rng() % 50); };
+  for (size_t i = 0; i < wf.size(); ++i) {
+    if (type == DType::F32) std::memcpy(&w[4 * i], &wf[i], 4);
+    if (type == DType::F16) put_half(2 * i, wf[i]);
+  }
+  for (size_t at = 0; at < w.size(); at += traits.block_bytes) {
+    if (type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q5_0) put_half(at, scale());
+    if (type == DType::Q4_K) put_half(at, scale()), put_half(at + 2, scale());  // d, dmin
+    if (type == DType::Q6_K) put_half(at + 208, scale());
+  }
+  return w;
+}
+
+// y = W x (matvec) and row `cols % rows` of W (get_row) on the device for W of `type`, against the
+// dequantized rows on the CPU (the dot product in double): the larger normalised error of the two.
+double matvec_error(gpu::VulkanDevice& dev, DType type, int rows, int cols) {
+  const std::vector<uint8_t> w = random_rows(type, rows, cols);
   const std::vector<float> x = test::random_floats(cols, 4);
+  const int32_t token = cols % rows;
+  const int32_t step[4] = {token, 0, 0, 0};  // shaders/step.glsl's header: the token get_row reads
   gpu::Buffer wb = dev.buffer(w.size(), false, "w"), xb = dev.buffer(x.size() * 4, false, "x"),
-              yb = dev.buffer((size_t)rows * 4, true, "y");
+              yb = dev.buffer((size_t)rows * 4, true, "y"), sb = dev.buffer(sizeof step, true, "step"),
+              eb = dev.buffer((size_t)cols * 4, true, "row");
   dev.upload(wb, w.data(), w.size());
   dev.upload(xb, x.data(), x.size() * 4);
+  dev.upload(sb, step, sizeof step);
+  std::string type_name;  // the shaders' suffix: "q4_k"
+  for (const char* c = dtype_name(type); *c; ++c) type_name += (char)std::tolower((unsigned char)*c);
   auto rec = dev.record();
   struct { uint32_t rows, cols, accumulate; } push{(uint32_t)rows, (uint32_t)cols, 0};
-  const std::string name = std::string("matvec_") + (type == DType::F32 ? "f32" : type == DType::F16 ? "f16" : "q8_0");
-  rec->dispatch(dev.pipeline(name, 3), {&wb, &xb, &yb}, push, (uint32_t)rows);
+  rec->dispatch(dev.pipeline("matvec_" + type_name, 3), {&wb, &xb, &yb}, push, (uint32_t)rows);
+  struct { uint32_t cols; float scale; } row_push{(uint32_t)cols, 1.0f};
+  rec->dispatch(dev.pipeline("get_row_" + type_name, 3), {&wb, &sb, &eb}, row_push, (uint32_t)(cols + 63) / 64);
   dev.finish(*rec);
   dev.run({rec.get()});
+  const size_t row_bytes = w.size() / rows;
   std::vector<float> want(rows), row(cols);
   for (int r = 0; r < rows; ++r) {
     dequantize_row(type, &w[(size_t)r * row_bytes], row.data(), cols);
@@ -265,7 +286,9 @@ double matvec_error(gpu::VulkanDevice& dev, DType type, int rows, int cols) {
     for (int i = 0; i < cols; ++i) s += (double)row[i] * x[i];
     want[r] = (float)s;
   }
-  return test::normalized_error(static_cast<const float*>(yb.mapped()), want.data(), rows);
+  dequantize_row(type, &w[(size_t)token * row_bytes], row.data(), cols);
+  return std::max(test::normalized_error(static_cast<const float*>(yb.mapped()), want.data(), rows),
+                  test::normalized_error(static_cast<const float*>(eb.mapped()), row.data(), cols));
 }
 
 TEST(Vulkan, TheBundledModelGeneratesTheCpusGreedyTextOneSubmitPerToken) {
@@ -289,7 +312,7 @@ TEST(Vulkan, TheBundledModelGeneratesTheCpusGreedyTextOneSubmitPerToken) {
   EXPECT_EQ(gpu.cache().n_ctx(), 1) << "the CPU holds no KV cache for a session on the device";
 }
 
-TEST(Vulkan, MatvecOfEachTypeMatchesThePlainDotProduct) {
+TEST(Vulkan, MatvecAndEmbeddingRowsOfEachTypeMatchTheDequantizedRows) {
   std::unique_ptr<gpu::VulkanDevice> dev;
   std::string why;
   try {
@@ -299,8 +322,11 @@ TEST(Vulkan, MatvecOfEachTypeMatchesThePlainDotProduct) {
   }
   SKIP_WITHOUT_VULKAN(dev, why);
   // Rows beyond one dispatch's 65535 workgroups loop; columns not a multiple of the 64 threads.
-  for (DType type : {DType::F32, DType::F16, DType::Q8_0})
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q5_0})
     for (auto [rows, cols] : {std::pair{7, 96}, {70000, 32}, {33, 4096}})
+      EXPECT_LT(matvec_error(*dev, type, rows, cols), 1e-6) << dtype_name(type) << " " << rows << "x" << cols;
+  for (DType type : {DType::Q4_K, DType::Q6_K})  // (rows of whole 256-element super-blocks)
+    for (auto [rows, cols] : {std::pair{7, 256}, {66000, 256}, {33, 4096}})
       EXPECT_LT(matvec_error(*dev, type, rows, cols), 1e-6) << dtype_name(type) << " " << rows << "x" << cols;
 }
 #endif

@@ -50,13 +50,14 @@ VulkanDevice::VulkanDevice(int index) {
   auto ici = make<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
   ici.pApplicationInfo = &app;
   if (vkCreateInstance(&ici, nullptr, &instance_) != VK_SUCCESS)
-    throw Error("Vulkan: no Vulkan 1.2 driver (install a driver, e.g. Debian's mesa-vulkan-drivers, or run on the CPU)");
+    throw Error("Vulkan: no Vulkan 1.2 loader or driver (install one, e.g. Debian's mesa-vulkan-drivers, or drop -ngl)");
   uint32_t n = 0;
   vkEnumeratePhysicalDevices(instance_, &n, nullptr);
   std::vector<VkPhysicalDevice> all(n);
   vkEnumeratePhysicalDevices(instance_, &n, all.data());
+  if (n == 0) throw Error("Vulkan: no device found (install a driver, e.g. Debian's mesa-vulkan-drivers, or drop -ngl)");
   if (index < 0 || (uint32_t)index >= n)
-    throw Error("Vulkan: device " + std::to_string(index) + " asked for; " + std::to_string(n) + " found");
+    throw Error("Vulkan: no device " + std::to_string(index) + ": " + std::to_string(n) + " found (vulkaninfo --summary)");
   physical_ = all[index];
 
   VkPhysicalDeviceProperties props;

@@ -13,6 +13,10 @@ const char* shader_type(DType t) {
     case DType::F32: return "f32";
     case DType::F16: return "f16";
     case DType::Q8_0: return "q8_0";
+    case DType::Q4_0: return "q4_0";
+    case DType::Q5_0: return "q5_0";
+    case DType::Q4_K: return "q4_k";
+    case DType::Q6_K: return "q6_k";  // (Q4_K_M files keep some matrices in Q6_K)
     default: return nullptr;
   }
 }
@@ -34,7 +38,7 @@ void check_supported(const Model& model) {
   for (const Matrix* m : matrices)
     if (!shader_type(m->type))
       fail(path, std::string("Vulkan: ") + dtype_name(m->type) +
-                     " weights are not on the device yet (F32, F16 and Q8_0 are): drop -ngl");
+                     " weights are not on the device yet (F32, F16, Q8_0, Q4_0, Q5_0, Q4_K and Q6_K are): drop -ngl");
 }
 
 }  // namespace
