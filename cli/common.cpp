@@ -172,7 +172,7 @@ void add_generation_options(CLI::App* cmd, int& threads, EngineOptions& engine, 
                             SamplerOptions& sampling, bool& seed_given) {
   add_threads_option(cmd, threads);
   cmd->add_option("--n-gpu-layers", engine.gpu_layers,  // (-ngl: cli/llama_flags.cpp)
-                  "Layers on the GPU (Vulkan): 0 none (default), -1 or the layer count (e.g. 99) all; --attn full or fasa")
+                  "Layers on the GPU (Vulkan): 0 none (default), -1 or the layer count (e.g. 99) all; --attn full, fasa or quest")
       ->check(CLI::Range(-1, 1 << 20));
   cmd->add_option_function<std::string>(
       "--device", [&engine](const std::string& d) { engine.device = vulkan_device_index(d); },

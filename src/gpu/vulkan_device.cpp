@@ -44,6 +44,15 @@ Buffer::~Buffer() {
 }
 
 VulkanDevice::VulkanDevice(int index) {
+  try {
+    open(index);
+  } catch (...) {  // (a constructor that throws runs no destructor)
+    close();
+    throw;
+  }
+}
+
+void VulkanDevice::open(int index) {
   auto app = make<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
   app.pApplicationName = "fasa";
   app.apiVersion = VK_API_VERSION_1_2;
@@ -55,6 +64,20 @@ VulkanDevice::VulkanDevice(int index) {
   vkEnumeratePhysicalDevices(instance_, &n, nullptr);
   std::vector<VkPhysicalDevice> all(n);
   vkEnumeratePhysicalDevices(instance_, &n, all.data());
+  // GPUs first (discrete, integrated, virtual), CPU drivers such as lavapipe last: Vulkan0 is the GPU
+  // where a machine has one, whatever order the loader lists them in.
+  auto rank = [](VkPhysicalDevice d) {
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(d, &p);
+    switch (p.deviceType) {
+      case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+      case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+      case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+      case VK_PHYSICAL_DEVICE_TYPE_CPU: return 4;
+      default: return 3;
+    }
+  };
+  std::stable_sort(all.begin(), all.end(), [&](VkPhysicalDevice a, VkPhysicalDevice b) { return rank(a) < rank(b); });
   if (n == 0) throw Error("Vulkan: no device found (install a driver, e.g. Debian's mesa-vulkan-drivers, or drop -ngl)");
   if (index < 0 || (uint32_t)index >= n)
     throw Error("Vulkan: no device " + std::to_string(index) + ": " + std::to_string(n) + " found (vulkaninfo --summary)");
@@ -63,6 +86,7 @@ VulkanDevice::VulkanDevice(int index) {
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(physical_, &props);
   name_ = props.deviceName;
+  if (props.apiVersion < VK_API_VERSION_1_2) throw Error("Vulkan: " + name_ + " supports Vulkan 1.1 or less; 1.2 is needed");
   max_buffer_bytes_ = props.limits.maxStorageBufferRange;
   vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
 
@@ -92,7 +116,16 @@ VulkanDevice::VulkanDevice(int index) {
   qci.queueCount = 1;
   qci.pQueuePriorities = &priority;
   auto dci = make<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
-  dci.pNext = &features;  // every feature the device has, the ones checked above among them
+  // Only the features the shaders use (each of the chain's structs enabled with just those).
+  s8 = make<VkPhysicalDevice8BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES);
+  s16 = make<VkPhysicalDevice16BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
+  f16i8 = make<VkPhysicalDeviceShaderFloat16Int8Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
+  s8.storageBuffer8BitAccess = s16.storageBuffer16BitAccess = f16i8.shaderFloat16 = f16i8.shaderInt8 = VK_TRUE;
+  s16.pNext = &s8;
+  f16i8.pNext = &s16;
+  features = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+  features.pNext = &f16i8;
+  dci.pNext = &features;
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
   check(vkCreateDevice(physical_, &dci, nullptr, &device_), "vkCreateDevice");
@@ -102,7 +135,9 @@ VulkanDevice::VulkanDevice(int index) {
   check(vkCreateFence(device_, &fci, nullptr, &fence_), "vkCreateFence");
 }
 
-VulkanDevice::~VulkanDevice() {
+VulkanDevice::~VulkanDevice() { close(); }
+
+void VulkanDevice::close() {
   if (device_) {
     vkDeviceWaitIdle(device_);
     for (auto& [name, p] : pipelines_) {
@@ -114,6 +149,8 @@ VulkanDevice::~VulkanDevice() {
     vkDestroyDevice(device_, nullptr);
   }
   if (instance_) vkDestroyInstance(instance_, nullptr);
+  device_ = VK_NULL_HANDLE;
+  instance_ = VK_NULL_HANDLE;
 }
 
 uint32_t VulkanDevice::memory_type(uint32_t allowed, VkMemoryPropertyFlags wanted) const {
@@ -163,6 +200,11 @@ void VulkanDevice::upload(const Buffer& b, const void* data, size_t bytes) {
     auto r = record();
     VkBufferCopy region{0, at, n};
     vkCmdCopyBuffer(r->cmd_, staging.buffer_, b.buffer_, 1, &region);
+    auto barrier = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);  // the copy, before any shader reads it
+    barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+    vkCmdPipelineBarrier(r->cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &barrier, 0,
+                         nullptr, 0, nullptr);
     finish(*r);
     run({r.get()});
   }

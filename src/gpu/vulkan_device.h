@@ -72,8 +72,9 @@ class Recording {
 
 class VulkanDevice {
  public:
-  // The index-th Vulkan device with a compute queue (0: the first). Throws fasa::Error naming what is
-  // missing where there is no Vulkan loader, driver, such a device or a feature the shaders need.
+  // The index-th Vulkan device, GPUs before CPU drivers (0: the first). Throws fasa::Error naming what
+  // is missing where there is no Vulkan loader, driver, such a device, Vulkan 1.2, a compute queue or
+  // a feature the shaders need.
   explicit VulkanDevice(int index = 0);
   ~VulkanDevice();
   VulkanDevice(const VulkanDevice&) = delete;
@@ -97,6 +98,8 @@ class VulkanDevice {
  private:
   friend class Recording;
   friend class Buffer;
+  void open(int index);  // the constructor's work
+  void close();          // what exists of it, destroyed
   uint32_t memory_type(uint32_t allowed, VkMemoryPropertyFlags wanted) const;
 
   VkInstance instance_ = VK_NULL_HANDLE;

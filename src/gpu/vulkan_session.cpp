@@ -26,7 +26,7 @@ struct AttentionPush { uint32_t head_dim, n_ctx, group; float scale; };
 struct PlanePush { uint32_t heads, head_dim, n_dom, n_ctx; };
 struct TipPush { uint32_t head_dim, n_dom, n_ctx, group, sink, recent, split; };
 struct SelectPush { uint32_t n_ctx, sink, recent; };
-struct PagePush { uint32_t heads, head_dim, n_pages, page; };
+struct PagePush { uint32_t heads, head_dim, n_pages, page, n_ctx; };
 struct QuestPush { uint32_t head_dim, n_pages, n_ctx, group, page; };
 struct PagesPush { uint32_t n_ctx, page; };
 struct CountPush { uint32_t n; };
@@ -159,13 +159,13 @@ void VulkanSession::fasa_select(Recording& r, int l) {
   r.dispatch(dev_.pipeline("select_rows", 4), {&scores_, &step_, &rows_, &counts_}, SelectPush{n_ctx, sink, recent}, H);
 }
 
-// Quest's rows at a sparse layer: the new key into its page's bounds, each complete page's bound on
+// Quest's rows at a sparse layer: the new key's page's bounds, each complete page's bound on
 // each head's scores, the newest page and the best pages within the step's budget.
 void VulkanSession::quest_select(Recording& r, int l) {
   const SparseLayer& s = sparse_[l];
   const uint32_t D = c_.head_dim, H = c_.n_head, HKV = c_.n_head_kv, P = sel_.page;
-  r.dispatch(dev_.pipeline("page_bounds", 3), {&k_, &step_, &s.bounds}, PagePush{HKV, D, n_pages(), P},
-             groups_of(HKV * D));
+  r.dispatch(dev_.pipeline("page_bounds", 3), {&k_cache_[l], &step_, &s.bounds},
+             PagePush{HKV, D, n_pages(), P, (uint32_t)n_ctx_}, groups_of(HKV * D));
   r.dispatch(dev_.pipeline("quest_scores", 4), {&q_, &step_, &s.bounds, &scores_},
              QuestPush{D, n_pages(), (uint32_t)n_ctx_, H / HKV, P}, H);
   r.dispatch(dev_.pipeline("select_pages", 4), {&scores_, &step_, &rows_, &counts_}, PagesPush{(uint32_t)n_ctx_, P}, H);

@@ -166,7 +166,7 @@ void Session::fill_random(int64_t n, uint64_t seed) {
 }
 
 void Session::set_policy(std::shared_ptr<AttentionPolicy> policy) {
-  if (device_) throw Error("a session on the device keeps full attention");
+  if (device_) throw Error("a session on the device keeps the policy it started with");
   cache_.relayout(key_layouts(*policy, model_.config), n_past_);
   policy_ = std::move(policy);
 }

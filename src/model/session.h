@@ -33,8 +33,9 @@ struct SessionOptions {
   // Tokens truncate() can always go back over. A sliding-window layer keeps its window plus this (or
   // the ubatch, whichever is more) in its cache; beyond, truncate() starts again from 0.
   int64_t n_rewind = 64;
-  // Where set, the whole forward pass runs there (its own KV cache; full attention, one sequence per
-  // pass): prefill and decode hand it their tokens. Must outlive the session.
+  // Where set, the whole forward pass runs there, with its own KV cache, selecting as the policy's
+  // DeviceSelection says (full, FASA, Quest; FASA-M where `offload` is the RAM tier), one sequence per
+  // pass: prefill and decode hand it their tokens. Must outlive the session.
   const DeviceModel* device = nullptr;
 };
 

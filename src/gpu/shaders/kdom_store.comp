@@ -5,6 +5,7 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "half_rte.glsl"
 #include "step.glsl"
 
 layout(local_size_x = 64) in;
@@ -18,5 +19,5 @@ void main() {
   if (id >= p.heads * p.n_dom) return;
   const uint g = id / p.n_dom, j = id % p.n_dom;
   const int d = dims[id];
-  plane[(g * p.n_ctx + uint(step_pos)) * p.n_dom + j] = float16_t(d < 0 ? 0.0 : k[g * p.head_dim + uint(d)]);
+  plane[(g * p.n_ctx + uint(step_pos)) * p.n_dom + j] = float16_t(d < 0 ? 0.0 : round_to_half(k[g * p.head_dim + uint(d)]));
 }

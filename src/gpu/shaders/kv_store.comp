@@ -4,6 +4,7 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "half_rte.glsl"
 #include "step.glsl"
 
 layout(local_size_x = 64) in;
@@ -18,6 +19,6 @@ void main() {
   if (id >= p.heads * p.head_dim) return;
   const uint h = id / p.head_dim, d = id % p.head_dim;
   const uint at = (h * p.n_ctx + uint(step_pos)) * p.head_dim + d;
-  k_cache[at] = float16_t(k[id]);
-  v_cache[at] = float16_t(v[id]);
+  k_cache[at] = float16_t(round_to_half(k[id]));
+  v_cache[at] = float16_t(round_to_half(v[id]));
 }
