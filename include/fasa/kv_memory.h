@@ -12,8 +12,8 @@ struct KvFetchCounts {
   uint64_t misses = 0;      // read from the slow tier while the step waited
   uint64_t prefetched = 0;  // read ahead by the prefetch thread
   uint64_t disk_bytes = 0;  // bytes the file tier asked the disk for (pages not read since written)
-  uint64_t host_bytes = 0;  // on the GPU (-ngl) with FASA-M: bytes of K and V rows read from host memory
   bool on_disk = false;     // the slow tier is a file (else RAM: disk_bytes stays 0)
+  uint64_t host_bytes = 0;  // on the GPU (-ngl) with FASA-M: bytes of K and V rows read from host memory
   double hit_rate() const { return hits + misses ? (double)hits / (double)(hits + misses) : 0.0; }
 };
 
