@@ -146,17 +146,26 @@ TEST(Vulkan, TheEngineRunsOnTheDeviceWithMinusNgl) {
             std::string::npos);
 }
 
+// A random-weight F32 llama of tiny_shape and the same model on Vulkan device 0 (skipped without one).
+class VulkanTinyLlama : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = test::temp_dir() + "/m.gguf";
+    write_synthetic_model(tiny_shape("llama"), DType::F32, path, 3);
+    model = load_model(path);
+    std::string why;
+    device = on_device(*model, why);
+    SKIP_WITHOUT_VULKAN(device, why);
+  }
+  std::unique_ptr<Model> model;
+  std::unique_ptr<DeviceModel> device;
+};
+
 // FASA on the device selects the rows the CPU's FASA selects: the logits agree as closely as full
 // attention's do across the two (1e-3), where full and FASA differ by far more; at a budget covering
 // the context the device's FASA is its dense attention, exactly. Per-head and group chunk sets, with
 // sink and recent rows forced in and without.
-TEST(Vulkan, FasaSelectsOnTheDeviceAsOnTheCpu) {
-  const std::string path = test::temp_dir() + "/m.gguf";
-  write_synthetic_model(tiny_shape("llama"), DType::F32, path, 3);
-  auto model = load_model(path);
-  std::string why;
-  auto device = on_device(*model, why);
-  SKIP_WITHOUT_VULKAN(device, why);
+TEST_F(VulkanTinyLlama, FasaSelectsOnTheDeviceAsOnTheCpu) {
   const Profile profile = synthetic_profile(*model, 3, 11);
   auto fasa = [&](PolicyOptions o) -> std::shared_ptr<AttentionPolicy> { return make_fasa_policy_from(profile, o, *model); };
   for (FcSharing sharing : {FcSharing::Group, FcSharing::Head})
@@ -192,13 +201,7 @@ TEST(Vulkan, FasaSelectsOnTheDeviceAsOnTheCpu) {
 
 // Quest on the device picks the CPU's pages: the newest token's page and the pages with the best
 // bounds, within budgets of part of a page, one and a half and several pages.
-TEST(Vulkan, QuestSelectsOnTheDeviceAsOnTheCpu) {
-  const std::string path = test::temp_dir() + "/m.gguf";
-  write_synthetic_model(tiny_shape("llama"), DType::F32, path, 3);
-  auto model = load_model(path);
-  std::string why;
-  auto device = on_device(*model, why);
-  SKIP_WITHOUT_VULKAN(device, why);
+TEST_F(VulkanTinyLlama, QuestSelectsOnTheDeviceAsOnTheCpu) {
   for (int budget : {10, 24, 56}) {
     PolicyOptions o;
     o.attn = "quest";

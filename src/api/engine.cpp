@@ -282,7 +282,7 @@ GenerationResult Context::generate(const GenerationOptions& opts, const TextCall
 
 KvMemory Context::kv_memory() const {
   KvMemory m;
-  if (session_->on_device()) {
+  if (session_->device()) {
     const ModelConfig& c = engine_.model().config;
     m.device = session_->device()->kv_bytes();
     m.slow = session_->device()->host_kv_bytes();

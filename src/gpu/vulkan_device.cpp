@@ -337,7 +337,6 @@ void Recording::dispatch(const Pipeline& p, std::initializer_list<const Buffer*>
   vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr,
                        0, nullptr);
-  ++dispatches_;
 }
 
 }  // namespace fasa::gpu

@@ -56,7 +56,6 @@ class Recording {
   void dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const Push& push, uint32_t groups) {
     dispatch(p, buffers, &push, sizeof push, groups);
   }
-  int dispatches() const { return dispatches_; }
 
  private:
   friend class VulkanDevice;
@@ -66,7 +65,6 @@ class Recording {
   VkCommandPool pool_ = VK_NULL_HANDLE;  // its own: recordings may be made on several threads at once
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> pools_;
-  int dispatches_ = 0;
   bool ended_ = false;
 };
 
@@ -81,9 +79,8 @@ class VulkanDevice {
   VulkanDevice& operator=(const VulkanDevice&) = delete;
 
   const std::string& name() const { return name_; }  // the driver's device name, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
-  size_t max_buffer_bytes() const { return max_buffer_bytes_; }
 
-  // A buffer of `bytes` (> 0; at most max_buffer_bytes(), else fasa::Error naming `what`).
+  // A buffer of `bytes` (> 0; at most the device's largest storage buffer, else fasa::Error naming `what`).
   Buffer buffer(size_t bytes, bool host_visible, const std::string& what);
   void upload(const Buffer& b, const void* data, size_t bytes);  // through a staging buffer where not mapped
   // The embedded shader `name`, made on first use.

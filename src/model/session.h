@@ -74,7 +74,6 @@ class Session {
   std::span<const float> logits() const { return logits_; }  // [n_vocab] of the last evaluated token
   int64_t n_ctx() const { return n_ctx_; }
   const KvCache& cache() const { return cache_; }  // (a device's session keeps its cache there: this one is empty)
-  bool on_device() const { return device_ != nullptr; }
   const DeviceSession* device() const { return device_.get(); }  // null: the CPU runs it
   const Model& model() const { return model_; }
   void reset() { truncate(0); }
