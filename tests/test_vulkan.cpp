@@ -279,15 +279,16 @@ std::vector<uint8_t> random_rows(DType type, int rows, int cols) {
   return w;
 }
 
-// y = W x (matvec) and row `cols % rows` of W (get_row) on the device for W of `type`, against the
-// dequantized rows on the CPU (the dot product in double): the larger normalised error of the two.
-double matvec_error(gpu::VulkanDevice& dev, DType type, int rows, int cols) {
+// y = W x for `tokens` columns x (matvec) and row `cols % rows` of W (get_row) on the device for W of
+// `type`, against the dequantized rows on the CPU (the dot product in double): the larger normalised
+// error of the two.
+double matvec_error(gpu::VulkanDevice& dev, DType type, int rows, int cols, int tokens) {
   const std::vector<uint8_t> w = random_rows(type, rows, cols);
-  const std::vector<float> x = test::random_floats(cols, 4);
+  const std::vector<float> x = test::random_floats((size_t)tokens * cols, 4);  // [tokens, cols]
   const int32_t token = cols % rows;
-  const int32_t step[4] = {token, 0, 0, 0};  // shaders/step.glsl's header: the token get_row reads
+  int32_t step[4 * 32] = {token};  // shaders/step.glsl's headers: the token get_row reads
   gpu::Buffer wb = dev.buffer(w.size(), false, "w"), xb = dev.buffer(x.size() * 4, false, "x"),
-              yb = dev.buffer((size_t)rows * 4, true, "y"), sb = dev.buffer(sizeof step, true, "step"),
+              yb = dev.buffer((size_t)tokens * rows * 4, true, "y"), sb = dev.buffer(sizeof step, true, "step"),
               eb = dev.buffer((size_t)cols * 4, true, "row");
   dev.upload(wb, w.data(), w.size());
   dev.upload(xb, x.data(), x.size() * 4);
@@ -295,32 +296,38 @@ double matvec_error(gpu::VulkanDevice& dev, DType type, int rows, int cols) {
   std::string type_name;  // the shaders' suffix: "q4_k"
   for (const char* c = dtype_name(type); *c; ++c) type_name += (char)std::tolower((unsigned char)*c);
   auto rec = dev.record();
-  struct { uint32_t rows, cols, accumulate; } push{(uint32_t)rows, (uint32_t)cols, 0};
-  rec->dispatch(dev.pipeline("matvec_" + type_name, 3), {&wb, &xb, &yb}, push, (uint32_t)rows);
+  struct { uint32_t rows, cols, accumulate, tokens; } push{(uint32_t)rows, (uint32_t)cols, 0, (uint32_t)tokens};
+  rec->dispatch(dev.pipeline("matvec_" + type_name, 3), {&wb, &xb, &yb}, push, (uint32_t)rows, (tokens + 7) / 8);
   struct { uint32_t cols; float scale; } row_push{(uint32_t)cols, 1.0f};
   rec->dispatch(dev.pipeline("get_row_" + type_name, 3), {&wb, &sb, &eb}, row_push, (uint32_t)(cols + 63) / 64);
   dev.finish(*rec);
   dev.run({rec.get()});
   const size_t row_bytes = w.size() / rows;
-  std::vector<float> want(rows), row(cols);
+  std::vector<float> want((size_t)tokens * rows), row(cols);  // [tokens, rows]
   for (int r = 0; r < rows; ++r) {
     dequantize_row(type, &w[(size_t)r * row_bytes], row.data(), cols);
-    double s = 0;
-    for (int i = 0; i < cols; ++i) s += (double)row[i] * x[i];
-    want[r] = (float)s;
+    for (int t = 0; t < tokens; ++t) {
+      double s = 0;
+      for (int i = 0; i < cols; ++i) s += (double)row[i] * x[(size_t)t * cols + i];
+      want[(size_t)t * rows + r] = (float)s;
+    }
   }
   dequantize_row(type, &w[(size_t)token * row_bytes], row.data(), cols);
-  return std::max(test::normalized_error(static_cast<const float*>(yb.mapped()), want.data(), rows),
+  return std::max(test::normalized_error(static_cast<const float*>(yb.mapped()), want.data(), want.size()),
                   test::normalized_error(static_cast<const float*>(eb.mapped()), row.data(), cols));
 }
 
-TEST(Vulkan, TheBundledModelGeneratesTheCpusGreedyTextOneSubmitPerToken) {
+TEST(Vulkan, TheBundledModelGeneratesTheCpusGreedyTextOneSubmitPerPass) {
   const std::string path = FASA_BUNDLED_MODEL;
   auto model = load_model(path);
   std::string why;
   auto device = on_device(*model, why);
   SKIP_WITHOUT_VULKAN(device, why);
-  const std::vector<int32_t> prompt = model->tokenizer.encode("And God said, Let there be", true);
+  // Longer than one of the prompt's 32-token passes.
+  const std::vector<int32_t> prompt = model->tokenizer.encode(
+      "And God said, Let there be light: and there was light. And God saw the light, that it was good: and God "
+      "divided the light from the darkness. And God called the light Day, and the darkness he called Night.", true);
+  ASSERT_GT(prompt.size(), 33u);
   SessionOptions so;
   so.n_ctx = 256;
   Session cpu(*model, so);
@@ -330,8 +337,10 @@ TEST(Vulkan, TheBundledModelGeneratesTheCpusGreedyTextOneSubmitPerToken) {
   const int64_t before = vk.submits();
   const int n = 48;
   EXPECT_EQ(test::greedy_tokens(gpu, prompt, n), test::greedy_tokens(cpu, prompt, n));
-  // The whole step is one submit: no op went back to the CPU in between.
-  EXPECT_EQ(vk.submits() - before, (int64_t)prompt.size() + n - 1);
+  // Each pass is one submit: no op went back to the CPU in between. The prompt's tokens but its last
+  // go 32 at a time, the rest one by one (the last one's pass leaves the logits).
+  const int64_t p = (int64_t)prompt.size() - 1;
+  EXPECT_EQ(vk.submits() - before, p / 32 + p % 32 + 1 + (n - 1));
   EXPECT_EQ(gpu.cache().n_ctx(), 1) << "the CPU holds no KV cache for a session on the device";
 }
 
@@ -344,13 +353,15 @@ TEST(Vulkan, MatvecAndEmbeddingRowsOfEachTypeMatchTheDequantizedRows) {
     why = e.what();
   }
   SKIP_WITHOUT_VULKAN(dev, why);
-  // Rows beyond one dispatch's 65535 workgroups loop; columns not a multiple of the 64 threads.
+  // Rows beyond one dispatch's 65535 workgroups loop; columns not a multiple of the 64 threads; one
+  // token (a decode step), and 11 (a prompt's: a whole tile of 8 and a part of one).
+  struct Case { int rows, cols, tokens; };
   for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q5_0})
-    for (auto [rows, cols] : {std::pair{7, 96}, {70000, 32}, {33, 4096}})
-      EXPECT_LT(matvec_error(*dev, type, rows, cols), 1e-6) << dtype_name(type) << " " << rows << "x" << cols;
+    for (Case c : {Case{7, 96, 11}, {70000, 32, 1}, {33, 4096, 1}})
+      EXPECT_LT(matvec_error(*dev, type, c.rows, c.cols, c.tokens), 1e-6) << dtype_name(type) << " " << c.rows << "x" << c.cols;
   for (DType type : {DType::Q4_K, DType::Q6_K})  // (rows of whole 256-element super-blocks)
-    for (auto [rows, cols] : {std::pair{7, 256}, {66000, 256}, {33, 4096}})
-      EXPECT_LT(matvec_error(*dev, type, rows, cols), 1e-6) << dtype_name(type) << " " << rows << "x" << cols;
+    for (Case c : {Case{7, 256, 11}, {66000, 256, 1}, {33, 4096, 1}})
+      EXPECT_LT(matvec_error(*dev, type, c.rows, c.cols, c.tokens), 1e-6) << dtype_name(type) << " " << c.rows << "x" << c.cols;
 }
 #endif
 

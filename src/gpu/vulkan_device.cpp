@@ -309,7 +309,7 @@ VkDescriptorSet Recording::allocate_set(VkDescriptorSetLayout layout) {
 }
 
 void Recording::dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const void* push,
-                         size_t push_bytes, uint32_t groups) {
+                         size_t push_bytes, uint32_t groups, uint32_t groups_y) {
   if ((int)buffers.size() != p.bindings || push_bytes > kMaxPushBytes || ended_)
     throw Error("Vulkan: a dispatch does not match its shader's bindings");
   VkDescriptorSet set = allocate_set(p.set_layout);
@@ -329,7 +329,7 @@ void Recording::dispatch(const Pipeline& p, std::initializer_list<const Buffer*>
   vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)push_bytes, push);
   // (at most 65535 workgroups in x everywhere: shaders with more rows loop over them)
-  vkCmdDispatch(cmd_, std::min<uint32_t>(groups, 65535), 1, 1);
+  vkCmdDispatch(cmd_, std::min<uint32_t>(groups, 65535), groups_y, 1);
   // Every dispatch sees the writes of the ones before it (and the host sees the last one's).
   auto barrier = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
   barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;

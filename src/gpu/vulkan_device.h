@@ -48,13 +48,14 @@ struct Pipeline {
 class Recording {
  public:
   ~Recording();
-  // One dispatch of `groups` workgroups; `buffers` bound to bindings 0, 1, ... in order; `push`:
-  // the shader's push constants (at most 32 bytes).
+  // One dispatch of `groups` x `groups_y` workgroups; `buffers` bound to bindings 0, 1, ... in order;
+  // `push`: the shader's push constants (at most 32 bytes).
   void dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const void* push, size_t push_bytes,
-                uint32_t groups);
+                uint32_t groups, uint32_t groups_y);
   template <class Push>
-  void dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const Push& push, uint32_t groups) {
-    dispatch(p, buffers, &push, sizeof push, groups);
+  void dispatch(const Pipeline& p, std::initializer_list<const Buffer*> buffers, const Push& push, uint32_t groups,
+                uint32_t groups_y = 1) {
+    dispatch(p, buffers, &push, sizeof push, groups, groups_y);
   }
 
  private:

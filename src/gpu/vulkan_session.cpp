@@ -1,7 +1,9 @@
-// One sequence on the device: its F16 KV cache (and FASA's K_dom planes), the step's activations, and
-// the forward pass recorded once (body: embedding and layers; head: final norm and output projection),
-// submitted per token. A sparse layer's attention is four dispatches: FASA's new K_dom row, TIP's
-// scores and each head's rows (select_rows) — or Quest's page bounds, page scores and rows
+// One sequence on the device: its F16 KV cache (and FASA's K_dom planes), the activations of up to
+// kPassTokens tokens, and the forward pass recorded once per shape — a decode step (one token), a
+// prompt's batch (kPassTokens tokens through every matmul together, each attending densely to its
+// causal rows), the head (final norm and output projection of the pass's first token) — submitted
+// as the tokens come. A decode step's sparse layer attends in four dispatches: FASA's new K_dom row,
+// TIP's scores and each head's rows (select_rows) — or Quest's page bounds, page scores and rows
 // (select_pages) —, then attention over those rows.
 #include <algorithm>
 #include <cstring>
@@ -16,8 +18,11 @@ namespace {
 
 uint32_t groups_of(int64_t n) { return (uint32_t)((n + 63) / 64); }  // the shaders' workgroups are 64 wide
 
+constexpr uint32_t kPassTokens = 32;  // a prompt's tokens per pass (shaders/step.glsl's STEP_TOKENS)
+constexpr uint32_t kMatvecTile = 8;   // tokens per matvec workgroup (shaders/matvec.comp's TILE)
+
 // The push constants, as each shader declares them.
-struct MatvecPush { uint32_t rows, cols, accumulate; };
+struct MatvecPush { uint32_t rows, cols, accumulate, tokens; };
 struct GetRowPush { uint32_t cols; float scale; };
 struct NormPush { uint32_t n, rows; float eps; };
 struct RopePush { uint32_t heads, head_dim, n_rot, neox; };
@@ -30,6 +35,7 @@ struct PagePush { uint32_t heads, head_dim, n_pages, page, n_ctx; };
 struct QuestPush { uint32_t head_dim, n_pages, n_ctx, group, page; };
 struct PagesPush { uint32_t n_ctx, page; };
 struct CountPush { uint32_t n; };
+struct AddPush { uint32_t n, period; };
 
 // What a sparse layer selects with: FASA's K_dom plane and what TIP needs to read it, or Quest's
 // page bounds.
@@ -50,12 +56,14 @@ class VulkanSession final : public DeviceSession {
   uint64_t host_read_bytes() const override { return host_read_; }
 
  private:
-  void record_body();
+  std::unique_ptr<Recording> record_pass(uint32_t tokens);
   void record_head();
   uint32_t n_pages() const { return (uint32_t)((n_ctx_ + sel_.page - 1) / sel_.page); }  // Quest's
-  void matvec(Recording& r, const DeviceMatrix& w, const Buffer& x, const Buffer& y, bool accumulate);
+  void matvec(Recording& r, const DeviceMatrix& w, const Buffer& x, const Buffer& y, bool accumulate, uint32_t tokens);
   void rms_norm(Recording& r, const Buffer& x, const Buffer& w, const Buffer& out, int n, int rows);
+  void run_pass(const int32_t* tokens, uint32_t n, int64_t p0, bool decode, bool logits);
   void make_plane(int layer);
+  void store_summaries(Recording& r, int layer, uint32_t tokens);
   void fasa_select(Recording& r, int layer);
   void quest_select(Recording& r, int layer);
 
@@ -63,17 +71,18 @@ class VulkanSession final : public DeviceSession {
   const ModelConfig& c_;
   VulkanDevice& dev_;
   const int64_t n_ctx_;
-  Buffer step_;                    // host-visible: token, position, budget, pad, [n_rot/2, 2] cos/sin (shaders/step.glsl)
+  Buffer step_;  // host-visible: [kPassTokens] of token, position, budget, pad; [kPassTokens, n_rot/2, 2] cos/sin (shaders/step.glsl)
+  // Each of the pass's tokens' row ([kPassTokens, ...]):
   Buffer x_, xb_;                  // [n_embd] residual stream; normed input / projection output
   Buffer q_, att_, k_, v_;         // [n_head * head_dim], [n_head * head_dim], [n_head_kv * head_dim] x 2
   Buffer gate_, up_;               // [n_ff]
-  Buffer scores_;                  // [n_head, n_ctx] attention's scratch
+  Buffer scores_;                  // [n_head, n_ctx] a decode step's TIP or page scores (sparse layers)
   Buffer logits_;                  // host-visible [n_vocab]
   std::vector<Buffer> k_cache_, v_cache_;  // [n_layer] of [n_head_kv, n_ctx, head_dim] F16
   const DeviceSelection sel_;
   std::vector<SparseLayer> sparse_;        // [n_layer]; n_dom 0 for the dense layers
   Buffer rows_, counts_;                   // [n_head, n_ctx] uint each head's chosen rows; [n_head] how many
-  std::unique_ptr<Recording> body_, head_;
+  std::unique_ptr<Recording> step_pass_, prompt_pass_, head_;  // one token; kPassTokens; the logits
   std::vector<float> inv_freq_;    // [n_rot/2]
   uint64_t host_read_ = 0;         // FASA-M: K and V bytes the decode steps read from host memory
 };
@@ -81,18 +90,17 @@ class VulkanSession final : public DeviceSession {
 VulkanSession::VulkanSession(const VulkanModel& m, int64_t n_ctx, const DeviceSelection& selection)
     : m_(m), c_(m.model.config), dev_(m.device), n_ctx_(n_ctx), sel_(selection), sparse_(c_.n_layer),
       inv_freq_(c_.rope_inv_freq()) {
-  const size_t f = sizeof(float), E = c_.n_embd, qd = (size_t)c_.n_head * c_.head_dim,
+  const size_t T = kPassTokens, f = sizeof(float), E = c_.n_embd, qd = (size_t)c_.n_head * c_.head_dim,
                kvd = (size_t)c_.n_head_kv * c_.head_dim;
-  step_ = dev_.buffer(16 + (size_t)c_.n_rot * f, true, "the step's inputs");
-  x_ = dev_.buffer(E * f, false, "x");
-  xb_ = dev_.buffer(E * f, false, "xb");
-  q_ = dev_.buffer(qd * f, false, "q");
-  att_ = dev_.buffer(qd * f, false, "attention output");
-  k_ = dev_.buffer(kvd * f, false, "k");
-  v_ = dev_.buffer(kvd * f, false, "v");
-  gate_ = dev_.buffer((size_t)c_.n_ff * f, false, "ffn gate");
-  up_ = dev_.buffer((size_t)c_.n_ff * f, false, "ffn up");
-  scores_ = dev_.buffer((size_t)c_.n_head * n_ctx * f, false, "attention scores for the context");
+  step_ = dev_.buffer(T * (16 + (size_t)c_.n_rot * f), true, "the pass's inputs");
+  x_ = dev_.buffer(T * E * f, false, "x");
+  xb_ = dev_.buffer(T * E * f, false, "xb");
+  q_ = dev_.buffer(T * qd * f, false, "q");
+  att_ = dev_.buffer(T * qd * f, false, "attention output");
+  k_ = dev_.buffer(T * kvd * f, false, "k");
+  v_ = dev_.buffer(T * kvd * f, false, "v");
+  gate_ = dev_.buffer(T * c_.n_ff * f, false, "ffn gate");
+  up_ = dev_.buffer(T * c_.n_ff * f, false, "ffn up");
   logits_ = dev_.buffer((size_t)c_.n_vocab * f, true, "logits");
   for (int l = 0; l < c_.n_layer; ++l) {
     const std::string what = "layer " + std::to_string(l) + "'s KV cache for the context";
@@ -104,16 +112,19 @@ VulkanSession::VulkanSession(const VulkanModel& m, int64_t n_ctx, const DeviceSe
       sparse_[l].bounds = dev_.buffer(kvd * n_pages() * 2 * f, false, "layer " + std::to_string(l) + "'s page bounds");
   }
   if (std::find(sel_.dense.begin(), sel_.dense.end(), 0) != sel_.dense.end()) {
+    scores_ = dev_.buffer((size_t)c_.n_head * n_ctx * f, false, "the selection's scores for the context");
     rows_ = dev_.buffer((size_t)c_.n_head * n_ctx * 4, false, "the chosen rows");
     counts_ = dev_.buffer((size_t)c_.n_head * 4, false, "the chosen rows' counts");
   }
-  record_body();
+  step_pass_ = record_pass(1);
+  prompt_pass_ = record_pass(kPassTokens);
   record_head();
 }
 
-void VulkanSession::matvec(Recording& r, const DeviceMatrix& w, const Buffer& x, const Buffer& y, bool accumulate) {
-  r.dispatch(dev_.pipeline("matvec_" + w.type, 3), {w.data.get(), &x, &y}, MatvecPush{w.rows, w.cols, accumulate},
-             w.rows);
+void VulkanSession::matvec(Recording& r, const DeviceMatrix& w, const Buffer& x, const Buffer& y, bool accumulate,
+                           uint32_t tokens) {
+  r.dispatch(dev_.pipeline("matvec_" + w.type, 3), {w.data.get(), &x, &y},
+             MatvecPush{w.rows, w.cols, accumulate, tokens}, w.rows, (tokens + kMatvecTile - 1) / kMatvecTile);
 }
 
 void VulkanSession::rms_norm(Recording& r, const Buffer& x, const Buffer& w, const Buffer& out, int n, int rows) {
@@ -145,85 +156,100 @@ void VulkanSession::make_plane(int l) {
   s.plane = dev_.buffer((size_t)HKV * n_ctx_ * s.n_dom * 2, false, what + " for the context");
 }
 
-// FASA's rows at a sparse layer: the new key's K_dom row, TIP over the plane, each head's top rows
-// within the step's budget.
+// What a sparse layer selects on, for the pass's new keys (kv_store wrote them to the cache just
+// before): FASA's K_dom rows, or the bounds of Quest's pages they fall in.
+void VulkanSession::store_summaries(Recording& r, int l, uint32_t tokens) {
+  const SparseLayer& s = sparse_[l];
+  const uint32_t D = c_.head_dim, HKV = c_.n_head_kv, n_ctx = (uint32_t)n_ctx_;
+  if (sel_.kind == DeviceSelection::Kind::Fasa)
+    r.dispatch(dev_.pipeline("kdom_store", 4), {&k_, &step_, &s.dims, &s.plane}, PlanePush{HKV, D, s.n_dom, n_ctx},
+               groups_of(HKV * s.n_dom), tokens);
+  else
+    r.dispatch(dev_.pipeline("page_bounds", 3), {&k_cache_[l], &step_, &s.bounds},
+               PagePush{HKV, D, n_pages(), (uint32_t)sel_.page, n_ctx}, groups_of(HKV * D), tokens);
+}
+
+// FASA's rows at a sparse layer in a decode step: TIP over the plane, each head's top rows within
+// the step's budget.
 void VulkanSession::fasa_select(Recording& r, int l) {
   const SparseLayer& s = sparse_[l];
   const uint32_t D = c_.head_dim, H = c_.n_head, HKV = c_.n_head_kv, n_ctx = (uint32_t)n_ctx_;
   const uint32_t sink = sel_.sink, recent = sel_.recent;
   const uint32_t split = (uint32_t)std::clamp<int64_t>(n_ctx_ / 1024, 1, 64);  // workgroups per head in TIP
-  r.dispatch(dev_.pipeline("kdom_store", 4), {&k_, &step_, &s.dims, &s.plane}, PlanePush{HKV, D, s.n_dom, n_ctx},
-             groups_of(HKV * s.n_dom));
   r.dispatch(dev_.pipeline("tip", 6), {&q_, &step_, &s.plane, &s.dims, &s.mask, &scores_},
              TipPush{D, s.n_dom, n_ctx, H / HKV, sink, recent, split}, H * split);
   r.dispatch(dev_.pipeline("select_rows", 4), {&scores_, &step_, &rows_, &counts_}, SelectPush{n_ctx, sink, recent}, H);
 }
 
-// Quest's rows at a sparse layer: the new key's page's bounds, each complete page's bound on
-// each head's scores, the newest page and the best pages within the step's budget.
+// Quest's rows at a sparse layer in a decode step: each complete page's bound on each head's
+// scores, the newest page and the best pages within the step's budget.
 void VulkanSession::quest_select(Recording& r, int l) {
   const SparseLayer& s = sparse_[l];
   const uint32_t D = c_.head_dim, H = c_.n_head, HKV = c_.n_head_kv, P = sel_.page;
-  r.dispatch(dev_.pipeline("page_bounds", 3), {&k_cache_[l], &step_, &s.bounds},
-             PagePush{HKV, D, n_pages(), P, (uint32_t)n_ctx_}, groups_of(HKV * D));
   r.dispatch(dev_.pipeline("quest_scores", 4), {&q_, &step_, &s.bounds, &scores_},
              QuestPush{D, n_pages(), (uint32_t)n_ctx_, H / HKV, P}, H);
   r.dispatch(dev_.pipeline("select_pages", 4), {&scores_, &step_, &rows_, &counts_}, PagesPush{(uint32_t)n_ctx_, P}, H);
 }
 
-void VulkanSession::record_body() {
-  body_ = dev_.record();
-  Recording& r = *body_;
-  const uint32_t E = c_.n_embd, D = c_.head_dim, H = c_.n_head, HKV = c_.n_head_kv, F = c_.n_ff;
+// The forward pass of `tokens` tokens (1: a decode step, whose sparse layers select; kPassTokens: a
+// prompt's batch, every layer dense, FASA's planes and Quest's bounds kept up to date) up to the
+// last layer's residual stream.
+std::unique_ptr<Recording> VulkanSession::record_pass(uint32_t tokens) {
+  auto pass = dev_.record();
+  Recording& r = *pass;
+  const uint32_t T = tokens, E = c_.n_embd, D = c_.head_dim, H = c_.n_head, HKV = c_.n_head_kv, F = c_.n_ff;
+  const bool decode = T == 1;
   const Pipeline& rope = dev_.pipeline("rope", 2);
   const Pipeline& add = dev_.pipeline("add", 2);
   const RopePush q_rope{H, D, (uint32_t)c_.n_rot, c_.rope_layout == RopeLayout::Neox};
   const RopePush k_rope{HKV, D, (uint32_t)c_.n_rot, c_.rope_layout == RopeLayout::Neox};
+  const AttentionPush attention{D, (uint32_t)n_ctx_, H / HKV, c_.attention_scale()};
   r.dispatch(dev_.pipeline("get_row_" + m_.tok_embd.type, 3), {m_.tok_embd.data.get(), &step_, &x_}, GetRowPush{E, 1.0f},
-             groups_of(E));
+             groups_of(E), T);
   for (int l = 0; l < c_.n_layer; ++l) {
     const DeviceLayer& L = m_.layers[l];
-    rms_norm(r, x_, L.attn_norm, xb_, E, 1);
-    matvec(r, L.wq, xb_, q_, false);
-    matvec(r, L.wk, xb_, k_, false);
-    matvec(r, L.wv, xb_, v_, false);
+    const bool select = decode && !sel_.dense[l];
+    rms_norm(r, x_, L.attn_norm, xb_, E, T);
+    matvec(r, L.wq, xb_, q_, false, T);
+    matvec(r, L.wk, xb_, k_, false, T);
+    matvec(r, L.wv, xb_, v_, false, T);
     if (c_.qkv_bias) {
-      r.dispatch(add, {&q_, &L.bq}, CountPush{H * D}, groups_of(H * D));
-      r.dispatch(add, {&k_, &L.bk}, CountPush{HKV * D}, groups_of(HKV * D));
-      r.dispatch(add, {&v_, &L.bv}, CountPush{HKV * D}, groups_of(HKV * D));
+      r.dispatch(add, {&q_, &L.bq}, AddPush{T * H * D, H * D}, groups_of(T * H * D));
+      r.dispatch(add, {&k_, &L.bk}, AddPush{T * HKV * D, HKV * D}, groups_of(T * HKV * D));
+      r.dispatch(add, {&v_, &L.bv}, AddPush{T * HKV * D, HKV * D}, groups_of(T * HKV * D));
     }
     if (c_.qk_norm) {
-      rms_norm(r, q_, L.q_norm, q_, D, H);
-      rms_norm(r, k_, L.k_norm, k_, D, HKV);
+      rms_norm(r, q_, L.q_norm, q_, D, T * H);
+      rms_norm(r, k_, L.k_norm, k_, D, T * HKV);
     }
-    r.dispatch(rope, {&q_, &step_}, q_rope, groups_of(H * c_.n_rot / 2));
-    r.dispatch(rope, {&k_, &step_}, k_rope, groups_of(HKV * c_.n_rot / 2));
+    r.dispatch(rope, {&q_, &step_}, q_rope, groups_of(H * c_.n_rot / 2), T);
+    r.dispatch(rope, {&k_, &step_}, k_rope, groups_of(HKV * c_.n_rot / 2), T);
     r.dispatch(dev_.pipeline("kv_store", 5), {&k_, &step_, &v_, &k_cache_[l], &v_cache_[l]},
-               StorePush{HKV, D, (uint32_t)n_ctx_}, groups_of(HKV * D));
-    if (sel_.dense[l])
-      r.dispatch(dev_.pipeline("attention", 6), {&q_, &step_, &k_cache_[l], &v_cache_[l], &scores_, &att_},
-                 AttentionPush{D, (uint32_t)n_ctx_, H / HKV, c_.attention_scale()}, H);
-    else {
+               StorePush{HKV, D, (uint32_t)n_ctx_}, groups_of(HKV * D), T);
+    if (!sel_.dense[l]) store_summaries(r, l, T);
+    if (select) {
       if (sel_.kind == DeviceSelection::Kind::Fasa) fasa_select(r, l);
       else quest_select(r, l);
-      r.dispatch(dev_.pipeline("attention_sparse", 8),
-                 {&q_, &step_, &k_cache_[l], &v_cache_[l], &scores_, &att_, &rows_, &counts_},
-                 AttentionPush{D, (uint32_t)n_ctx_, H / HKV, c_.attention_scale()}, H);
+      r.dispatch(dev_.pipeline("attention_sparse", 7), {&q_, &step_, &k_cache_[l], &v_cache_[l], &att_, &rows_, &counts_},
+                 attention, H);
+    } else {
+      r.dispatch(dev_.pipeline("attention", 5), {&q_, &step_, &k_cache_[l], &v_cache_[l], &att_}, attention, H, T);
     }
-    matvec(r, L.wo, att_, x_, true);
-    rms_norm(r, x_, L.ffn_norm, xb_, E, 1);
-    matvec(r, L.gate, xb_, gate_, false);
-    matvec(r, L.up, xb_, up_, false);
-    r.dispatch(dev_.pipeline("swiglu", 2), {&gate_, &up_}, CountPush{F}, groups_of(F));
-    matvec(r, L.down, gate_, x_, true);
+    matvec(r, L.wo, att_, x_, true, T);
+    rms_norm(r, x_, L.ffn_norm, xb_, E, T);
+    matvec(r, L.gate, xb_, gate_, false, T);
+    matvec(r, L.up, xb_, up_, false, T);
+    r.dispatch(dev_.pipeline("swiglu", 2), {&gate_, &up_}, CountPush{T * F}, groups_of(T * F));
+    matvec(r, L.down, gate_, x_, true, T);
   }
   dev_.finish(r);
+  return pass;
 }
 
 void VulkanSession::record_head() {
   head_ = dev_.record();
   rms_norm(*head_, x_, m_.output_norm, xb_, c_.n_embd, 1);
-  matvec(*head_, m_.output, xb_, logits_, false);
+  matvec(*head_, m_.output, xb_, logits_, false, 1);
   dev_.finish(*head_);
 }
 
@@ -242,22 +268,33 @@ size_t VulkanSession::host_kv_bytes() const {
 }
 
 void VulkanSession::forward(const int32_t* tokens, int n, int64_t p0, bool decode, float* logits) {
+  int t = 0;
+  // A prompt kPassTokens at a time, but for its last token: the one-token pass leaves its logits.
+  for (; !decode && n - 1 - t >= (int)kPassTokens; t += kPassTokens) run_pass(tokens + t, kPassTokens, p0 + t, false, false);
+  for (; t < n; ++t) run_pass(tokens + t, 1, p0 + t, decode, t == n - 1 && logits);
+  if (logits) std::memcpy(logits, logits_.mapped(), (size_t)c_.n_vocab * sizeof(float));
+}
+
+// Writes the n tokens' step inputs and submits the pass of n (1 or kPassTokens), with the head
+// where `logits`.
+void VulkanSession::run_pass(const int32_t* tokens, uint32_t n, int64_t p0, bool decode, bool logits) {
   struct Header { int32_t token, pos, budget, pad; };  // shaders/step.glsl
   uint8_t* step = static_cast<uint8_t*>(step_.mapped());
-  for (int t = 0; t < n; ++t) {
+  float* cos_sin = reinterpret_cast<float*>(step + kPassTokens * sizeof(Header));
+  for (uint32_t t = 0; t < n; ++t) {
+    const int64_t pos = p0 + t;
     // Of pos + 1 rows; a prompt's tokens take them all (dense, as the CPU's prefill).
-    const int64_t budget = decode ? std::min<int64_t>(sel_.budget.tokens(p0 + t + 1), INT32_MAX) : INT32_MAX;
-    const Header h{tokens[t], (int32_t)(p0 + t), (int32_t)budget, 0};
+    const int64_t budget = decode ? std::min<int64_t>(sel_.budget.tokens(pos + 1), INT32_MAX) : INT32_MAX;
+    const Header h{tokens[t], (int32_t)pos, (int32_t)budget, 0};
+    std::memcpy(step + t * sizeof h, &h, sizeof h);
+    rope_cos_sin(inv_freq_.data(), c_.n_rot / 2, pos, cos_sin + (size_t)t * c_.n_rot);
     if (sel_.host_kv && decode)  // each query head reads its rows' K and V (all while the budget covers the cache)
-      host_read_ += (uint64_t)std::min<int64_t>(budget, p0 + t + 1) * c_.n_head * c_.head_dim * 2 * 2 *
+      host_read_ += (uint64_t)std::min<int64_t>(budget, pos + 1) * c_.n_head * c_.head_dim * 2 * 2 *
                     std::count(sel_.dense.begin(), sel_.dense.end(), 0);
-    std::memcpy(step, &h, sizeof h);
-    rope_cos_sin(inv_freq_.data(), c_.n_rot / 2, p0 + t, reinterpret_cast<float*>(step + sizeof h));
-    const bool last = t == n - 1 && logits;
-    if (last) dev_.run({body_.get(), head_.get()});
-    else dev_.run({body_.get()});
   }
-  if (logits) std::memcpy(logits, logits_.mapped(), (size_t)c_.n_vocab * sizeof(float));
+  const Recording* pass = n == 1 ? step_pass_.get() : prompt_pass_.get();
+  if (logits) dev_.run({pass, head_.get()});
+  else dev_.run({pass});
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 #version 450
-// Decode attention of one query head over its KV head's rows: 0..pos (dense), or with SPARSE the
-// rows FASA's selection chose (rows[h][0..count[h])): scores, softmax, the weighted sum of values.
-// One workgroup per query head; query heads g*group..g*group+group-1 share KV head g. Bindings: 0 q,
-// 1 step, 2 K cache, 3 V cache, 4 scores scratch ([heads, n_ctx]), 5 out; SPARSE: 6 rows
-// ([heads, n_ctx]), 7 counts ([heads]).
+// Attention of one query head at one token over its KV head's rows: 0..pos (dense: decode, and each
+// token of a prompt), or with SPARSE the rows a decode step's selection chose
+// (rows[h][0..count[h])). The rows go 64 at a time with a running maximum and sum (online
+// softmax), so no scratch grows with the context. Workgroups: query heads in x, the pass's tokens in
+// y; query heads g*group..g*group+group-1 share KV head g; each thread keeps up to 4 of the head's
+// dims (head_dim <= 256). Bindings: 0 q ([tokens, heads, head_dim]), 1 step, 2 K cache, 3 V cache
+// ([heads_kv, n_ctx, head_dim] F16), 4 out (as q); SPARSE: 5 rows ([heads, n_ctx]), 6 counts ([heads]).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -13,15 +15,15 @@ layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer Q { float q[]; };
 layout(std430, binding = 2) readonly buffer KCache { float16_t k_cache[]; };
 layout(std430, binding = 3) readonly buffer VCache { float16_t v_cache[]; };
-layout(std430, binding = 4) buffer Scores { float scores[]; };
-layout(std430, binding = 5) writeonly buffer Out { float o[]; };
+layout(std430, binding = 4) writeonly buffer Out { float o[]; };
 #ifdef SPARSE
-layout(std430, binding = 6) readonly buffer Rows { uint rows_of[]; };
-layout(std430, binding = 7) readonly buffer Counts { uint counts[]; };
+layout(std430, binding = 5) readonly buffer Rows { uint rows_of[]; };
+layout(std430, binding = 6) readonly buffer Counts { uint counts[]; };
 #endif
 layout(push_constant) uniform Push { uint head_dim, n_ctx, group; float scale; } p;
 
 shared float partial[64];
+shared float weights[64];  // the chunk's exp(score - running max)
 
 // Max (op 0) or sum (op 1) of every thread's `v`, returned to all.
 float reduce(float v, uint op) {
@@ -39,36 +41,40 @@ float reduce(float v, uint op) {
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, g = h / p.group, D = p.head_dim;
-  const uint qs = h * D, rows = g * p.n_ctx, s0 = h * p.n_ctx;
+  const uint qs = (gl_WorkGroupID.y * gl_NumWorkGroups.x + h) * D, rows = g * p.n_ctx;
 #ifdef SPARSE
   const uint n = counts[h];
-#define ROW(i) rows_of[s0 + (i)]
+#define ROW(i) rows_of[h * p.n_ctx + (i)]
 #else
-  const uint n = uint(step_pos) + 1u;
+  const uint n = uint(STEP.pos) + 1u;
 #define ROW(i) (i)
 #endif
-  float m = -1.0 / 0.0;
-  for (uint t = tid; t < n; t += 64u) {
-    float s = 0.0;
-    const uint row = ROW(t);
-    for (uint d = 0u; d < D; ++d) s += q[qs + d] * float(k_cache[(rows + row) * D + d]);
-    s *= p.scale;
-    scores[s0 + t] = s;
-    m = max(m, s);
+  float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+  float m = -1.0 / 0.0, sum = 0.0;
+  for (uint c = 0u; c < n; c += 64u) {
+    float s = -1.0 / 0.0;
+    if (c + tid < n) {
+      const uint at = (rows + ROW(c + tid)) * D;
+      s = 0.0;
+      for (uint d = 0u; d < D; ++d) s += q[qs + d] * float(k_cache[at + d]);
+      s *= p.scale;
+    }
+    const float new_m = max(m, reduce(s, 0u));  // finite: the chunk has a row
+    const float e = c + tid < n ? exp(s - new_m) : 0.0;
+    weights[tid] = e;
+    const float rescale = exp(m - new_m);  // 0 at the first chunk
+    sum = sum * rescale + reduce(e, 1u);   // (its barriers publish `weights`)
+    const uint k = min(64u, n - c);
+    for (uint a = 0u; a < 4u; ++a) {
+      const uint d = tid + 64u * a;
+      if (d >= D) break;
+      float v = 0.0;
+      for (uint j = 0u; j < k; ++j) v += weights[j] * float(v_cache[(rows + ROW(c + j)) * D + d]);
+      acc[a] = acc[a] * rescale + v;
+    }
+    m = new_m;
+    barrier();  // everyone has read `weights`
   }
-  m = reduce(m, 0u);
-  float sum = 0.0;
-  for (uint t = tid; t < n; t += 64u) {
-    const float e = exp(scores[s0 + t] - m);
-    scores[s0 + t] = e;
-    sum += e;
-  }
-  sum = reduce(sum, 1u);
-  memoryBarrierBuffer();
-  barrier();
-  for (uint d = tid; d < D; d += 64u) {
-    float acc = 0.0;
-    for (uint t = 0u; t < n; ++t) acc += scores[s0 + t] * float(v_cache[(rows + ROW(t)) * D + d]);
-    o[qs + d] = acc / sum;
-  }
+  for (uint a = 0u; a < 4u; ++a)
+    if (tid + 64u * a < D) o[qs + tid + 64u * a] = acc[a] / sum;
 }

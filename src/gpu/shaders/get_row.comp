@@ -1,5 +1,6 @@
 #version 450
-// x = row `token` of the embedding W, as floats, times `scale`. Bindings: 0 W, 1 step, 2 x.
+// x[t] = row `token` of the embedding W for each token t of the pass, as floats, times `scale`.
+// Bindings: 0 W, 1 step, 2 x ([tokens, cols]).
 #extension GL_GOOGLE_include_directive : require
 #include "weights.glsl"
 #include "step.glsl"
@@ -10,5 +11,5 @@ layout(push_constant) uniform Push { uint cols; float scale; } p;
 
 void main() {
   const uint i = gl_GlobalInvocationID.x;
-  if (i < p.cols) x[i] = weight(uint(step_token), p.cols, i) * p.scale;
+  if (i < p.cols) x[gl_WorkGroupID.y * p.cols + i] = weight(uint(STEP.token), p.cols, i) * p.scale;
 }

@@ -1,5 +1,5 @@
 #version 450
-// FASA's K_dom plane: the step's key ([heads * head_dim] floats) at its position, only the dims the
+// FASA's K_dom plane: each token's key ([tokens, heads * head_dim] floats; tokens in y) at its position, only the dims the
 // plane holds (dims[g][j]: a model dim, or -1 for a slot a KV head with fewer dims leaves empty), as
 // F16 rows of [heads, n_ctx, n_dom]. TIP reads only this plane. Bindings: 0 k, 1 step, 2 dims, 3 plane.
 #extension GL_GOOGLE_include_directive : require
@@ -19,5 +19,5 @@ void main() {
   if (id >= p.heads * p.n_dom) return;
   const uint g = id / p.n_dom, j = id % p.n_dom;
   const int d = dims[id];
-  plane[(g * p.n_ctx + uint(step_pos)) * p.n_dom + j] = float16_t(d < 0 ? 0.0 : round_to_half(k[g * p.head_dim + uint(d)]));
+  plane[(g * p.n_ctx + uint(STEP.pos)) * p.n_dom + j] = float16_t(d < 0 ? 0.0 : round_to_half(k[(gl_WorkGroupID.y * p.heads + g) * p.head_dim + uint(d)]));
 }

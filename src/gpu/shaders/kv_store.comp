@@ -1,6 +1,7 @@
 #version 450
-// Writes the step's key and value ([heads * head_dim] floats each) as F16 rows at its position of one
-// layer's caches ([heads, n_ctx, head_dim] each). Bindings: 0 k, 1 step, 2 v, 3 K cache, 4 V cache.
+// Writes each token's key and value ([tokens, heads * head_dim] floats each) as F16 rows at its
+// position of one layer's caches ([heads, n_ctx, head_dim] each). Tokens in y. Bindings: 0 k, 1 step,
+// 2 v, 3 K cache, 4 V cache.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -18,7 +19,8 @@ void main() {
   const uint id = gl_GlobalInvocationID.x;
   if (id >= p.heads * p.head_dim) return;
   const uint h = id / p.head_dim, d = id % p.head_dim;
-  const uint at = (h * p.n_ctx + uint(step_pos)) * p.head_dim + d;
-  k_cache[at] = float16_t(round_to_half(k[id]));
-  v_cache[at] = float16_t(round_to_half(v[id]));
+  const uint at = (h * p.n_ctx + uint(STEP.pos)) * p.head_dim + d;
+  const uint from = gl_WorkGroupID.y * p.heads * p.head_dim + id;
+  k_cache[at] = float16_t(round_to_half(k[from]));
+  v_cache[at] = float16_t(round_to_half(v[from]));
 }

@@ -12,7 +12,7 @@ layout(std430, binding = 3) writeonly buffer Scores { float scores[]; };
 layout(push_constant) uniform Push { uint head_dim, n_pages, n_ctx, group, page; } p;
 
 void main() {
-  const uint h = gl_WorkGroupID.x, g = h / p.group, D = p.head_dim, last = uint(step_pos) / p.page;
+  const uint h = gl_WorkGroupID.x, g = h / p.group, D = p.head_dim, last = uint(STEP.pos) / p.page;
   for (uint pg = gl_LocalInvocationID.x; pg < last; pg += 64u) {
     const uint at = (g * p.n_pages + pg) * 2u * D;
     float s = 0.0;

@@ -21,7 +21,7 @@ uint base;
 void main() {
   const uint tid = gl_LocalInvocationID.x, h = gl_WorkGroupID.x;
   base = h * p.n_ctx;
-  const uint n = uint(step_pos) + 1u, budget = uint(step_budget), P = p.page;
+  const uint n = uint(STEP.pos) + 1u, budget = uint(STEP.budget), P = p.page;
   if (budget >= n) {  // dense: every row
     for (uint t = tid; t < n; t += 64u) rows[base + t] = t;
     if (tid == 0u) counts[h] = n;

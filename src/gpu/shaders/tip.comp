@@ -27,7 +27,7 @@ void main() {
     q_dom[j] = d < 0 ? 0.0 : mask[h * nd + j] * q[h * p.head_dim + uint(d)];
   }
   barrier();
-  const uint n = uint(step_pos) + 1u, lo = min(p.sink, n), hi = max(lo, n - min(p.recent, n));
+  const uint n = uint(STEP.pos) + 1u, lo = min(p.sink, n), hi = max(lo, n - min(p.recent, n));
   for (uint t = lo + part * 64u + tid; t < hi; t += p.split * 64u) {
     float s = 0.0;
     const uint row = (g * p.n_ctx + t) * nd;
