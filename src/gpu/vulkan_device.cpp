@@ -210,6 +210,29 @@ void VulkanDevice::upload(const Buffer& b, const void* data, size_t bytes) {
   }
 }
 
+void VulkanDevice::download(const Buffer& b, void* data, size_t bytes) {
+  if (!b.mapped_) {
+    Buffer staging = buffer(bytes, true, "a staging buffer");
+    auto r = record();
+    auto barrier = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);  // the shaders' writes, before the copy
+    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+    vkCmdPipelineBarrier(r->cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &barrier, 0,
+                         nullptr, 0, nullptr);
+    VkBufferCopy region{0, 0, bytes};
+    vkCmdCopyBuffer(r->cmd_, b.buffer_, staging.buffer_, 1, &region);
+    barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(r->cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0,
+                         nullptr);
+    finish(*r);
+    run({r.get()});
+    std::memcpy(data, staging.mapped_, bytes);
+    return;
+  }
+  std::memcpy(data, b.mapped_, bytes);
+}
+
 const Pipeline& VulkanDevice::pipeline(const std::string& name, int bindings) {
   std::lock_guard lock(mu_);
   auto it = pipelines_.find(name);

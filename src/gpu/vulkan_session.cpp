@@ -54,6 +54,7 @@ class VulkanSession final : public DeviceSession {
   size_t kv_bytes() const override;
   size_t host_kv_bytes() const override;
   uint64_t host_read_bytes() const override { return host_read_; }
+  std::vector<std::vector<int32_t>> chosen_rows() const override;
 
  private:
   std::unique_ptr<Recording> record_pass(uint32_t tokens);
@@ -265,6 +266,19 @@ size_t VulkanSession::host_kv_bytes() const {
   for (int l = 0; l < c_.n_layer; ++l)
     if (sel_.host_kv && !sel_.dense[l]) bytes += k_cache_[l].bytes() + v_cache_[l].bytes();
   return bytes;
+}
+
+std::vector<std::vector<int32_t>> VulkanSession::chosen_rows() const {
+  if (rows_.bytes() == 0) return {};
+  std::vector<uint32_t> counts(c_.n_head), rows(rows_.bytes() / 4);  // [n_head], [n_head, n_ctx]
+  dev_.download(counts_, counts.data(), counts_.bytes());
+  dev_.download(rows_, rows.data(), rows_.bytes());
+  std::vector<std::vector<int32_t>> chosen(c_.n_head);
+  for (int h = 0; h < c_.n_head; ++h) {
+    const uint32_t* first = rows.data() + (size_t)h * n_ctx_;
+    chosen[h].assign(first, first + std::min<int64_t>(counts[h], n_ctx_));
+  }
+  return chosen;
 }
 
 void VulkanSession::forward(const int32_t* tokens, int n, int64_t p0, bool decode, float* logits) {

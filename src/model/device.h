@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "select/attention_policy.h"
 
@@ -21,6 +22,9 @@ class DeviceSession {
   virtual size_t kv_bytes() const = 0;       // the cache in the device's memory: K, V and any K_dom planes
   virtual size_t host_kv_bytes() const = 0;  // FASA-M: the sparse layers' K and V in host memory
   virtual uint64_t host_read_bytes() const = 0;  // of them, the rows decode steps read so far
+  // Each query head's rows at the last sparse layer of the latest decode step (read back from the
+  // device: for tests and tools); empty where every layer is dense.
+  virtual std::vector<std::vector<int32_t>> chosen_rows() const = 0;
 };
 
 class DeviceModel {

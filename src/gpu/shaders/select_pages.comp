@@ -1,7 +1,7 @@
 #version 450
 // Quest's rows for one query head: every row while the budget covers the cache; else the newest
 // token's page (its newest rows where the budget is less than a page), then whole pages, best bound
-// first (radix_select.glsl), while the budget holds. One workgroup per query head. Bindings:
+// first (radix_select.glsl; in page order), while the budget holds. One workgroup per query head. Bindings:
 // 0 scores ([heads, n_ctx]: per page), 1 step, 2 rows ([heads, n_ctx]), 3 counts ([heads]).
 #extension GL_GOOGLE_include_directive : require
 #include "step.glsl"
@@ -12,10 +12,10 @@ layout(std430, binding = 2) writeonly buffer Rows { uint rows[]; };
 layout(std430, binding = 3) writeonly buffer Counts { uint counts[]; };
 layout(push_constant) uniform Push { uint n_ctx, page; } p;
 
-shared uint written, ties_taken;
-
 #define SCORE(i) scores[base + (i)]
-uint base;
+#define EMIT(pg, slot) \
+  for (uint r = 0u; r < p.page; ++r) rows[base + kept + (slot) * p.page + r] = (pg) * p.page + r
+uint base, kept;
 #include "radix_select.glsl"
 
 void main() {
@@ -27,24 +27,12 @@ void main() {
     if (tid == 0u) counts[h] = n;
     return;
   }
-  const uint last = (n - 1u) / P, newest = max(last * P, n - budget), kept = n - newest;
+  const uint last = (n - 1u) / P, newest = max(last * P, n - budget);
+  kept = n - newest;
   for (uint t = tid; t < kept; t += 64u) rows[base + t] = newest + t;
   const uint more = min(last, (budget - kept) / P);
-  if (tid == 0u) {
-    written = 0u;
-    ties_taken = 0u;
-  }
   uint ties;
   const uint threshold = radix_threshold(0u, last, more, ties);
-  if (more > 0u)
-    for (uint pg = tid; pg < last; pg += 64u) {
-      const uint k = key_of(scores[base + pg]);
-      bool take = k > threshold;
-      if (k == threshold) take = atomicAdd(ties_taken, 1u) < ties;
-      if (take) {
-        const uint at = kept + atomicAdd(written, 1u) * P;
-        for (uint r = 0u; r < P; ++r) rows[base + at + r] = pg * P + r;
-      }
-    }
+  if (more > 0u) gather_top(0u, last, threshold, ties);
   if (tid == 0u) counts[h] = kept + more * P;
 }

@@ -1,7 +1,7 @@
 #version 450
 // FASA's rows for one query head: every row while the budget covers the cache (pos + 1 rows);
 // else the sink rows, the recent rows, and TIP's top (budget - sink - recent) of the rows between,
-// found by a radix select on the scores (radix_select.glsl) and gathered in any order. One workgroup
+// found by a radix select on the scores (radix_select.glsl), in row order. One workgroup
 // per query head. Bindings: 0 scores ([heads, n_ctx]), 1 step, 2 rows ([heads, n_ctx]), 3 counts ([heads]).
 #extension GL_GOOGLE_include_directive : require
 #include "step.glsl"
@@ -12,10 +12,9 @@ layout(std430, binding = 2) writeonly buffer Rows { uint rows[]; };
 layout(std430, binding = 3) writeonly buffer Counts { uint counts[]; };
 layout(push_constant) uniform Push { uint n_ctx, sink, recent; } p;
 
-shared uint written, ties_taken;
-
 #define SCORE(i) scores[base + (i)]
-uint base;
+#define EMIT(i, slot) rows[base + first + (slot)] = (i)
+uint base, first;
 #include "radix_select.glsl"
 
 void main() {
@@ -31,19 +30,9 @@ void main() {
   const uint lo = sink, hi = n - recent, want = min(budget - sink - recent, hi - lo);
   for (uint t = tid; t < sink; t += 64u) rows[base + t] = t;
   for (uint t = tid; t < recent; t += 64u) rows[base + sink + t] = hi + t;
-  if (tid == 0u) {
-    written = 0u;
-    ties_taken = 0u;
-  }
   uint ties;
   const uint threshold = radix_threshold(lo, hi, want, ties);
-  // Rows above the threshold key, then as many rows equal to it as still needed.
-  const uint first = sink + recent;
-  for (uint t = lo + tid; t < hi; t += 64u) {
-    const uint k = key_of(scores[base + t]);
-    bool take = k > threshold;
-    if (k == threshold) take = atomicAdd(ties_taken, 1u) < ties;
-    if (take) rows[base + first + atomicAdd(written, 1u)] = t;
-  }
+  first = sink + recent;
+  gather_top(lo, hi, threshold, ties);
   if (tid == 0u) counts[h] = first + want;
 }
