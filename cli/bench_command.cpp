@@ -10,6 +10,7 @@
 #include "cli/llama_flags.h"
 #include "api/kv_memory_report.h"
 #include "bench/bench_rows.h"
+#include "gpu/device_loader.h"
 #include "model/model.h"
 #include "fasa/error.h"
 
@@ -32,6 +33,7 @@ struct BenchOptions {
   std::vector<std::string> offloads = {"none"};  // FASA rows per KV placement: none, ram, file:DIR
   std::vector<std::string> prefetches = {"off"};  // ... and with the prefetch thread on and/or off
   PolicyOptions policy;
+  EngineOptions gpu;  // -ngl, --device
 };
 
 int membw(int repetitions) {
@@ -53,6 +55,8 @@ int bench(BenchOptions o) {
   if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
     throw Error("-o must be md, csv, json or jsonl");
   auto model = load_model(o.model);
+  const auto device = gpu::load_device_model(*model, o.gpu.gpu_layers, o.gpu.device);
+  if (device) std::fprintf(stderr, "device: %s\n", device->describe().c_str());
 
   std::vector<std::pair<int, int>> tests;  // (prompt tokens, decoded tokens) of each test
   for (int n : o.n_prompts)
@@ -77,6 +81,7 @@ int bench(BenchOptions o) {
   plan.warmup = o.warmup;
   plan.random_fill = o.fill == "random";
   plan.attention_only = o.attention_only;
+  plan.device = device.get();
   const auto rows = run_bench_plan(*model, plan, [&](const BenchRow& r) {
     std::fprintf(stderr, "%s %s, %d threads: %.2f %s\n", bench_label(r.policy, r.fcs).c_str(), r.test.c_str(), r.threads,
                  r.result.mean(), o.attention_only ? "steps/s" : "t/s");
@@ -116,6 +121,7 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_flag("--attention-only", o->attention_only,
                 "Time one layer's decode attention (all its heads, random K/V at each depth) for -n steps");
   add_policy_options(cmd, o->policy, kBudget);
+  add_gpu_options(cmd, o->gpu);
   add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags | kBatchFlags);
   cmd->add_option("--kv-offload", o->offloads,
                   "FASA rows per KV placement, comma-separated: none (resident, FASA-C), ram, file:DIR (FASA-M)")

@@ -44,6 +44,9 @@ void pick_seed(SamplerOptions& o, bool seed_given);
 // --temp, --top-k, --top-p, -s/--seed (a seed < 0, or none, leaves seed_given false: a random one).
 void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given);
 
+// -ngl/--n-gpu-layers and --device (llama.cpp's): the Vulkan device and how many layers go there.
+void add_gpu_options(CLI::App* cmd, EngineOptions& engine);
+
 // What the commands that generate take (run, chat): -t, -ngl/--device (the GPU), the policy options,
 // llama.cpp's flags that mean nothing here (-fa, --mlock, -b, -np, ...; cli/llama_flags.h) and the
 // sampling options.

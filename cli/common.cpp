@@ -168,15 +168,19 @@ void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given) {
       "Sampling seed (default or -1: a random one, printed to stderr)");
 }
 
-void add_generation_options(CLI::App* cmd, int& threads, EngineOptions& engine, PolicyOptions& policy,
-                            SamplerOptions& sampling, bool& seed_given) {
-  add_threads_option(cmd, threads);
+void add_gpu_options(CLI::App* cmd, EngineOptions& engine) {
   cmd->add_option("--n-gpu-layers", engine.gpu_layers,  // (-ngl: cli/llama_flags.cpp)
                   "Layers on the GPU (Vulkan): 0 none (default), -1 or the layer count (e.g. 99) all; --attn full, fasa or quest")
       ->check(CLI::Range(-1, 1 << 20));
   cmd->add_option_function<std::string>(
       "--device", [&engine](const std::string& d) { engine.device = vulkan_device_index(d); },
       "The Vulkan device for -ngl: Vulkan0 (default), Vulkan1, ... (vulkaninfo's order)");
+}
+
+void add_generation_options(CLI::App* cmd, int& threads, EngineOptions& engine, PolicyOptions& policy,
+                            SamplerOptions& sampling, bool& seed_given) {
+  add_threads_option(cmd, threads);
+  add_gpu_options(cmd, engine);
   add_policy_options(cmd, policy);
   add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags | kBatchFlags | kParallelFlag);
   add_sampling_options(cmd, sampling, seed_given);

@@ -70,12 +70,19 @@ SessionOptions options_of(const Side& side) {
 }
 
 // Teacher-forced: both sessions see a's greedy tokens; the worst normalised error of b's logits
-// against a's over every step (the prompt's last and `steps` decode steps).
-double worst_logit_error(const Model& model, const Side& a_side, const Side& b_side, int steps, int prompt_tokens = 8) {
+// against a's over every step (the prompt's last and `steps` decode steps). random_fill: the same
+// prompt_tokens rows of random K/V in both caches (Session::fill_random) instead of a prompt.
+double worst_logit_error(const Model& model, const Side& a_side, const Side& b_side, int steps, int prompt_tokens = 8,
+                         bool random_fill = false) {
   Session cpu(model, options_of(a_side), a_side.policy);
   Session gpu(model, options_of(b_side), b_side.policy);
   std::vector<int32_t> prompt = {1, 17, 42, 99, 7, 250, 3, 64};
   for (int i = 8; i < prompt_tokens; ++i) prompt.push_back((int32_t)(i * 37 % 290 + 5));
+  if (random_fill) {
+    cpu.fill_random(prompt_tokens, 7);
+    gpu.fill_random(prompt_tokens, 7);
+    prompt = {5};
+  }
   std::span<const float> a = cpu.prefill(prompt), b = gpu.prefill(prompt);
   double worst = 0;
   for (int i = 0;; ++i) {
@@ -272,6 +279,8 @@ TEST_F(VulkanTinyLlama, FasaSelectsOnTheDeviceAsOnTheCpu) {
       EXPECT_LT(worst_logit_error(*model, {nullptr, fasa(o)}, {device.get(), fasa(o)}, 12, 120), 1e-3) << what;
       const auto [same, total] = compare_chosen_rows(*model, *device, [&] { return fasa(o); }, 12);
       EXPECT_GE(same, total * 9 / 10) << what;  // (near-ties at the cut are rare)
+      // Random rows filled on the device (bench's --fill random) are the CPU's: the same selections.
+      EXPECT_LT(worst_logit_error(*model, {nullptr, fasa(o)}, {device.get(), fasa(o)}, 4, 112, true), 1e-3) << what;
       // FASA-M: the same rows read from host memory, the same arithmetic.
       EXPECT_EQ(worst_logit_error(*model, {device.get(), fasa(o)}, {device.get(), fasa(o), true}, 8, 120), 0.0) << what;
       // (the same comparison's power: FASA at 24 rows against full attention, both on the CPU)
@@ -303,6 +312,8 @@ TEST_F(VulkanTinyLlama, QuestSelectsOnTheDeviceAsOnTheCpu) {
     auto quest = [&]() -> std::shared_ptr<AttentionPolicy> { return make_policy(o, *model, nullptr); };
     EXPECT_LT(worst_logit_error(*model, {nullptr, quest()}, {device.get(), quest()}, 12, 80), 1e-3) << budget;
     EXPECT_GT(worst_logit_error(*model, {nullptr, quest()}, {nullptr, nullptr}, 12, 80), 1e-2) << budget;
+    // Random rows filled on the device: its pages' bounds made from them.
+    EXPECT_LT(worst_logit_error(*model, {nullptr, quest()}, {device.get(), quest()}, 4, 96, true), 1e-3) << budget;
   }
   // Truncated into a page, the page's bounds hold only the keys written since: as a fresh session's.
   PolicyOptions o;

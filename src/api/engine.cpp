@@ -29,10 +29,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 Engine::Engine(const std::string& model_path, const EngineOptions& opts)
     : model_(load_model(model_path)), auto_profiles_(std::make_unique<AutoProfileStore>(*model_)) {
   const ModelConfig& c = model_->config;
-  if (opts.gpu_layers > 0 && opts.gpu_layers < c.n_layer)
-    throw Error("-ngl " + std::to_string(opts.gpu_layers) + ": this version runs all " + std::to_string(c.n_layer) +
-                " layers on the GPU or none (-ngl 99 or -ngl 0)");
-  if (opts.gpu_layers != 0) device_ = gpu::load_vulkan_model(*model_, opts.device);
+  device_ = gpu::load_device_model(*model_, opts.gpu_layers, opts.device);
   info_ = {model_->path, model_->format, c.arch, model_->n_params(), c.n_ctx_train, c.n_vocab,
            chat_format_name(detect_chat_format(model_->chat_template)), model_->weight_bytes(),
            model_->packed_weight_bytes(), device_ ? device_->describe() : "CPU"};

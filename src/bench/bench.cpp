@@ -46,7 +46,9 @@ double BenchResult::median() const {
 BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, const BenchTest& t, uint64_t seed) {
   if (t.n_prompt <= 0 && t.n_gen <= 0) throw Error("bench: a test needs prompt or decoded tokens");
   if (t.n_parallel < 1) throw Error("bench: the number of parallel sequences must be positive");
+  if (t.device && t.n_parallel > 1) throw Error("bench: -npl with -ngl: the device runs one sequence in this version");
   SessionOptions so = session_options(policy, t.depth + t.n_prompt + t.n_gen + 1);
+  so.device = t.device;
   so.n_rewind = t.n_prompt + t.n_gen;  // each repetition goes back to the depth
   std::vector<std::unique_ptr<Session>> seqs;
   AutoProfileStore autos(model);  // FASA's automatic profile, as cached for the model (--profile auto)
@@ -72,7 +74,7 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
   };
   auto bytes_read = [&] {  // by every sequence's cache
     uint64_t b = 0;
-    for (auto& s : seqs) b += s->cache().bytes_read();
+    for (auto& s : seqs) b += s->device() ? s->device()->host_read_bytes() : s->cache().bytes_read();
     return b;
   };
   BenchResult r;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fasa/kv_memory.h"
+#include "model/device.h"
 #include "model/model.h"
 #include "sparse/policy.h"
 
@@ -24,11 +25,13 @@ struct BenchTest {
   bool random_fill = false;  // fill the depth with random K/V instead of a prefill
   int repetitions = 5;
   bool warmup = true;     // one untimed run of the whole test first (the first timed one was slower)
+  const DeviceModel* device = nullptr;  // where the sessions run (-ngl): null the CPU; one sequence there
 };
 
 struct BenchResult {
   std::vector<double> samples_ts;        // tokens/s of each repetition
-  double kv_bytes_per_token = 0;         // decode tests: KV bytes read per decoded token (of one sequence)
+  double kv_bytes_per_token = 0;         // decode tests: KV bytes read per decoded token (of one sequence;
+                                         // on a device: FASA-M's from host memory, the rest not counted)
   KvMemory memory;                       // the (first sequence's) cache's placement after the last repetition
   size_t peak_rss = 0;                   // the process's peak resident bytes when the test ended (covers earlier tests)
   double mean() const;

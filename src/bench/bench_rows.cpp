@@ -96,6 +96,7 @@ std::vector<BenchRow> run_bench_plan(const Model& model, const BenchPlan& plan,
                                      const std::function<void(const BenchRow&)>& on_row) {
   if (plan.attention_only && std::none_of(plan.tests.begin(), plan.tests.end(), [](auto t) { return t.second > 0; }))
     throw Error("--attention-only times -n decode steps; -n must be positive");
+  if (plan.attention_only && plan.device) throw Error("--attention-only times the CPU's kernels: without -ngl");
   std::vector<BenchRow> rows;
   const int all_cores = omp_get_max_threads();
   for (int nt : plan.threads) {
@@ -117,6 +118,7 @@ std::vector<BenchRow> run_bench_plan(const Model& model, const BenchPlan& plan,
           row.spec.warmup = plan.warmup || plan.attention_only;  // the attention bench always warms up one step
           row.spec.n_prompt = n_prompt;
           row.spec.n_gen = n_gen;
+          row.spec.device = plan.device;
           if (plan.attention_only) {
             row.test = "attn x" + std::to_string(n_gen) + " @ d" + std::to_string(depth);
             row.result = run_attention_bench(model, p, depth, n_gen, plan.repetitions, 1);
@@ -143,6 +145,7 @@ std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, cons
   std::string n = std::string("KV ") + name_of(c.key_type) + (c.key_type == c.value_type ? "" : std::string("/") + name_of(c.value_type));
   if (c.tip_int8 && policy_info(r.policy.attn).has_k_dom) n += ", int8 TIP";
   if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
+  if (r.spec.device) n += ", on the GPU";
   if (policy_info(r.policy.attn).has_k_dom && r.policy.synthetic_profile) n += ", synthetic profile";
   if (r.spec.n_prompt > 0 && r.spec.n_gen > 0)  // what a user waits for: the whole prefill + decode
     n += ", total " + fmt("%.2f", (r.spec.n_prompt + r.spec.n_gen) / r.result.median()) + " s (median)";
@@ -162,11 +165,16 @@ std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, cons
   return n;
 }
 
-// Bytes a decode step reads (weights once, every sequence's counted KV) times steps/s; 0 for tests that prefill.
+// Whether the row's KV bytes per token were counted: decode tests on the CPU; on the GPU, FASA-M's
+// reads from host memory only.
+bool kv_counted(const BenchRow& r) { return r.spec.n_gen > 0 && (!r.spec.device || r.policy.cache.offload.offloaded()); }
+
+// Bytes a decode step reads (weights once, every sequence's counted KV) times steps/s; 0 for tests that
+// prefill, and on the GPU (its reads are not counted).
 // A mixture of experts counts one token's experts (several sequences may read more of them).
 double row_gbps(const BenchRow& r, const BenchRunInfo& info) {
   const double weights = info.plan->attention_only ? 0.0 : (double)info.model->weight_bytes(true);
-  const bool decode_only = r.spec.n_gen > 0 && r.spec.n_prompt == 0;
+  const bool decode_only = r.spec.n_gen > 0 && r.spec.n_prompt == 0 && !r.spec.device;
   const int seqs = r.spec.n_parallel;
   return decode_only ? (weights + seqs * r.result.kv_bytes_per_token) * r.result.mean() / seqs / 1e9 : 0.0;
 }
@@ -179,7 +187,10 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
   nlohmann::json all = nlohmann::json::array();
   for (const BenchRow& r : rows) {
     const PolicyInfo& pol = policy_info(r.policy.attn);
-    nlohmann::json j = {{"build_version", FASA_VERSION}, {"cpu_info", cpu}, {"backends", "CPU"}, {"test_time", when},
+    const DeviceModel* gpu = r.spec.device;
+    nlohmann::json j = {{"build_version", FASA_VERSION}, {"cpu_info", cpu}, {"backends", gpu ? "Vulkan" : "CPU"},
+                        {"gpu_info", gpu ? gpu->describe() : ""}, {"n_gpu_layers", gpu ? model.config.n_layer : 0},
+                        {"test_time", when},
                         {"model_filename", info.model_path}, {"model_type", model.config.arch},
                         {"model_size", model.weight_bytes()}, {"model_n_params", model.n_params()},
                         {"n_threads", r.threads}, {"n_parallel", r.spec.n_parallel}, {"n_prompt", r.spec.n_prompt}, {"n_gen", r.spec.n_gen},
@@ -191,7 +202,7 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
                         {"fc_rank", name_of(shared.fc_rank)},
                         {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
                         {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", name_of(shared.cache.key_type)},
-                        {"type_v", name_of(shared.cache.value_type)}, {"tip_int8", pol.has_k_dom && shared.cache.tip_int8}, {"kv_bytes_read_per_token", r.result.kv_bytes_per_token},
+                        {"type_v", name_of(shared.cache.value_type)}, {"tip_int8", pol.has_k_dom && shared.cache.tip_int8}, {"kv_bytes_read_per_token", kv_counted(r) ? nlohmann::json(r.result.kv_bytes_per_token) : nlohmann::json(nullptr)},
                         {"achieved_gbps", row_gbps(r, info)}, {"kv_offload", offload_str(r.policy.cache.offload)},
                         {"kv_prefetch", r.policy.cache.offload.offloaded() && r.policy.cache.offload.prefetch},
                         {"peak_rss_mib", r.result.peak_rss / 1048576.0}};
@@ -220,14 +231,16 @@ std::string render_csv(const std::vector<BenchRow>& rows, const BenchRunInfo& in
     for (double ts : r.result.samples_ts) ns.samples_ts.push_back(ts > 0 ? tokens / ts * 1e9 : 0.0);
     const double gbps = row_gbps(r, info);
     const PolicyOptions& p = *info.policy;
-    out += fmt("\"%s\",0,\"%s\",\"\",\"CPU\",\"%s\",\"%s\",%zu,%lld,%d,%d,%d,\"%s\",\"%s\",0,0,%d,%d,%lld,\"%s\",%.0f,%.0f,%.6f,%.6f,",
-               FASA_VERSION, cpu.c_str(), info.model_path.c_str(), model.config.arch.c_str(), model.weight_bytes(),
+    const DeviceModel* gpu = r.spec.device;
+    out += fmt("\"%s\",0,\"%s\",%s,\"%s\",\"%s\",\"%s\",%zu,%lld,%d,%d,%d,\"%s\",\"%s\",%d,0,%d,%d,%lld,\"%s\",%.0f,%.0f,%.6f,%.6f,",
+               FASA_VERSION, cpu.c_str(), gpu ? csv_cell(gpu->describe()).c_str() : "\"\"", gpu ? "Vulkan" : "CPU",
+               info.model_path.c_str(), model.config.arch.c_str(), model.weight_bytes(),
                (long long)model.n_params(), ubatch, ubatch, r.threads, name_of(p.cache.key_type),
-               name_of(p.cache.value_type), r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, when.c_str(),
+               name_of(p.cache.value_type), gpu ? model.config.n_layer : 0, r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, when.c_str(),
                ns.mean(), ns.stddev(), r.result.mean(), r.result.stddev());
     out += fmt("%s,%s,%s,%d,%d,%.6f,%s,%s,%.1f,%s\n", csv_cell(r.test).c_str(), r.policy.attn.c_str(),
                policy_info(r.policy.attn).dense ? "" : csv_cell(p.budget.str()).c_str(), r.fcs, r.spec.n_parallel,
-               r.result.median(), r.spec.n_gen > 0 ? fmt("%.4f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
+               r.result.median(), kv_counted(r) ? fmt("%.4f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
                gbps > 0 ? fmt("%.2f", gbps).c_str() : "", r.result.peak_rss / 1048576.0,
                csv_cell(row_notes(r, rows, info)).c_str());
   }
@@ -250,7 +263,7 @@ std::string render_bench_rows(const std::vector<BenchRow>& rows, const BenchRunI
     out += fmt("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n",
                   name.c_str(), size_gib, params_b, bench_label(r.policy, r.fcs).c_str(), r.threads, r.test.c_str(),
                   r.result.mean(), r.result.stddev(),
-                  r.spec.n_gen > 0 ? fmt("%.2f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
+                  kv_counted(r) ? fmt("%.2f", r.result.kv_bytes_per_token / 1048576.0).c_str() : "",
                   gbps > 0 ? fmt("%.1f", gbps).c_str() : "", row_notes(r, rows, info).c_str());
   }
   return out;

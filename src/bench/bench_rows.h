@@ -22,6 +22,7 @@ struct BenchPlan {
   bool warmup = true;
   bool random_fill = false;     // fill the depth with random K/V instead of a prefill
   bool attention_only = false;  // time one layer's decode attention for n_gen steps, not whole steps
+  const DeviceModel* device = nullptr;  // -ngl: the sessions on this device (whole steps, one sequence)
 };
 
 struct BenchRow {

@@ -14,4 +14,8 @@ namespace fasa::gpu {
 // layers, Gemma's blocks.
 std::unique_ptr<DeviceModel> load_vulkan_model(const Model& model, int device_index);
 
+// What llama.cpp's `-ngl N --device VulkanI` ask for: null for 0 layers (the CPU), the model on the
+// device for all of them (-1 or at least the layer count); fasa::Error for a part of them.
+std::unique_ptr<DeviceModel> load_device_model(const Model& model, int gpu_layers, int device_index);
+
 }  // namespace fasa::gpu

@@ -186,9 +186,10 @@ Buffer VulkanDevice::buffer(size_t bytes, bool host_visible, const std::string& 
   return b;
 }
 
-void VulkanDevice::upload(const Buffer& b, const void* data, size_t bytes) {
+void VulkanDevice::upload(const Buffer& b, const void* data, size_t bytes, size_t offset) {
+  if (offset + bytes > b.bytes_) throw Error("Vulkan: an upload past the end of its buffer");
   if (b.mapped_) {
-    std::memcpy(b.mapped_, data, bytes);
+    std::memcpy(static_cast<uint8_t*>(b.mapped_) + offset, data, bytes);
     return;
   }
   // Through a host-visible staging buffer, 64 MiB at a time.
@@ -198,7 +199,7 @@ void VulkanDevice::upload(const Buffer& b, const void* data, size_t bytes) {
     const size_t n = std::min(chunk, bytes - at);
     std::memcpy(staging.mapped_, (const uint8_t*)data + at, n);
     auto r = record();
-    VkBufferCopy region{0, at, n};
+    VkBufferCopy region{0, offset + at, n};
     vkCmdCopyBuffer(r->cmd_, staging.buffer_, b.buffer_, 1, &region);
     auto barrier = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);  // the copy, before any shader reads it
     barrier.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;

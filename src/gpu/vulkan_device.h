@@ -83,7 +83,8 @@ class VulkanDevice {
 
   // A buffer of `bytes` (> 0; at most the device's largest storage buffer, else fasa::Error naming `what`).
   Buffer buffer(size_t bytes, bool host_visible, const std::string& what);
-  void upload(const Buffer& b, const void* data, size_t bytes);  // through a staging buffer where not mapped
+  // bytes into b at `offset`, through a staging buffer where b is not mapped.
+  void upload(const Buffer& b, const void* data, size_t bytes, size_t offset = 0);
   void download(const Buffer& b, void* data, size_t bytes);      // (the same, the other way)
   // The embedded shader `name`, made on first use.
   const Pipeline& pipeline(const std::string& name, int bindings);

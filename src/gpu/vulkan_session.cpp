@@ -10,6 +10,7 @@
 
 #include "fasa/error.h"
 #include "gpu/vulkan_model.h"
+#include "ops/dtype.h"
 #include "ops/elementwise.h"
 
 namespace fasa::gpu {
@@ -51,6 +52,7 @@ class VulkanSession final : public DeviceSession {
  public:
   VulkanSession(const VulkanModel& m, int64_t n_ctx, const DeviceSelection& selection);
   void forward(const int32_t* tokens, int n, int64_t p0, bool decode, float* logits) override;
+  void fill_random(int64_t p0, int64_t n, uint64_t seed) override;
   size_t kv_bytes() const override;
   size_t host_kv_bytes() const override;
   uint64_t host_read_bytes() const override { return host_read_; }
@@ -266,6 +268,51 @@ size_t VulkanSession::host_kv_bytes() const {
   for (int l = 0; l < c_.n_layer; ++l)
     if (sel_.host_kv && !sel_.dense[l]) bytes += k_cache_[l].bytes() + v_cache_[l].bytes();
   return bytes;
+}
+
+// Made on the host, a KV head of a layer at a time: its K and V rows, their K_dom slots, and the
+// bounds of Quest's pages (which must then start at p0).
+void VulkanSession::fill_random(int64_t p0, int64_t n, uint64_t seed) {
+  const int D = c_.head_dim, HKV = c_.n_head_kv;
+  const size_t P = (size_t)sel_.page;
+  if (p0 < 0 || n < 0 || p0 + n > n_ctx_) throw Error("fill: rows outside the device's cache");
+  if (sel_.kind == DeviceSelection::Kind::Quest && p0 % sel_.page != 0)
+    throw Error("fill: Quest's pages on the device are filled from a page's first row");
+  std::vector<uint16_t> k((size_t)n * D), v((size_t)n * D), plane;  // [n, D] x 2, [n, n_dom]
+  std::vector<float> bounds;                                         // [pages, 2, D]
+  for (int l = 0; l < c_.n_layer; ++l)
+    for (int g = 0; g < HKV; ++g) {
+      uint64_t s = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (((uint64_t)l << 32) + (uint64_t)g + 1);
+      auto uniform = [&s] {  // xorshift64*, scaled to unit variance
+        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+        return ((float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
+      };
+      for (size_t i = 0; i < k.size(); ++i) k[i] = fp32_to_fp16(uniform()), v[i] = fp32_to_fp16(uniform());
+      const size_t row0 = (size_t)g * n_ctx_ + p0;  // the head's row p0 in [HKV, n_ctx, ...] planes
+      dev_.upload(k_cache_[l], k.data(), k.size() * 2, row0 * D * 2);
+      dev_.upload(v_cache_[l], v.data(), v.size() * 2, row0 * D * 2);
+      const SparseLayer& sl = sparse_[l];
+      if (sl.n_dom > 0) {
+        const KeyLayout& layout = sel_.layouts[(size_t)l * HKV + g];
+        plane.assign((size_t)n * sl.n_dom, 0);
+        for (int64_t r = 0; r < n; ++r)
+          for (int j = 0; j < layout.n_dom; ++j) plane[r * sl.n_dom + j] = k[r * D + layout.perm[j]];
+        dev_.upload(sl.plane, plane.data(), plane.size() * 2, row0 * sl.n_dom * 2);
+      }
+      if (sl.bounds.bytes() > 0 && n > 0) {
+        const size_t pages = ((size_t)n + P - 1) / P;
+        bounds.assign(pages * 2 * D, 0.0f);
+        for (size_t pg = 0; pg < pages; ++pg)
+          for (int d = 0; d < D; ++d) {
+            float lo = INFINITY, hi = -INFINITY;
+            for (size_t r = pg * P; r < std::min<size_t>((pg + 1) * P, n); ++r)
+              lo = std::min(lo, fp16_to_fp32(k[r * D + d])), hi = std::max(hi, fp16_to_fp32(k[r * D + d]));
+            bounds[(pg * 2) * D + d] = lo;
+            bounds[(pg * 2 + 1) * D + d] = hi;
+          }
+        dev_.upload(sl.bounds, bounds.data(), bounds.size() * 4, (((size_t)g * n_pages() + p0 / P) * 2 * D) * 4);
+      }
+    }
 }
 
 std::vector<std::vector<int32_t>> VulkanSession::chosen_rows() const {

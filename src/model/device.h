@@ -19,6 +19,9 @@ class DeviceSession {
   // are written); the last one's logits into `logits` ([n_vocab]) unless it is null. A prompt's
   // tokens (`decode` false) attend densely, as the CPU's prefill; decode steps select.
   virtual void forward(const int32_t* tokens, int n, int64_t p0, bool decode, float* logits) = 0;
+  // Rows p0..p0+n-1 of random keys and values (unit variance, as KvCache::fill_random), with what
+  // the selection reads of them: a depth for benchmarks without a prefill.
+  virtual void fill_random(int64_t p0, int64_t n, uint64_t seed) = 0;
   virtual size_t kv_bytes() const = 0;       // the cache in the device's memory: K, V and any K_dom planes
   virtual size_t host_kv_bytes() const = 0;  // FASA-M: the sparse layers' K and V in host memory
   virtual uint64_t host_read_bytes() const = 0;  // of them, the rows decode steps read so far

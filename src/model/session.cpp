@@ -158,10 +158,10 @@ void Session::forward_on_device(const ForwardPart& part) {
 }
 
 void Session::fill_random(int64_t n, uint64_t seed) {
-  if (device_) throw Error("fill: random rows are not made on the device");
   if (n_past_ + n > n_ctx_)
     throw Error("fill: " + std::to_string(n_past_ + n) + " tokens exceed the context size " + std::to_string(n_ctx_));
-  cache_.fill_random(n_past_, n, seed);
+  if (device_) device_->fill_random(n_past_, n, seed);
+  else cache_.fill_random(n_past_, n, seed);
   n_past_ += n;
 }
 
