@@ -28,7 +28,8 @@ struct GetRowPush { uint32_t cols; float scale; };
 struct NormPush { uint32_t n, rows; float eps; };
 struct RopePush { uint32_t heads, head_dim, n_rot, neox; };
 struct StorePush { uint32_t heads, head_dim, n_ctx; };
-struct AttentionPush { uint32_t head_dim, n_ctx, group; float scale; };
+struct AttentionPush { uint32_t head_dim, n_ctx, group; float scale; uint32_t split; };
+struct MergePush { uint32_t head_dim, split; };
 struct PlanePush { uint32_t heads, head_dim, n_dom, n_ctx; };
 struct TipPush { uint32_t head_dim, n_dom, n_ctx, group, sink, recent, split; };
 struct SelectPush { uint32_t n_ctx, sink, recent; };
@@ -80,6 +81,8 @@ class VulkanSession final : public DeviceSession {
   Buffer q_, att_, k_, v_;         // [n_head * head_dim], [n_head * head_dim], [n_head_kv * head_dim] x 2
   Buffer gate_, up_;               // [n_ff]
   Buffer scores_;                  // [n_head, n_ctx] a decode step's TIP or page scores (sparse layers)
+  const uint32_t split_;           // workgroups per head of a decode step's attention
+  Buffer parts_;                   // [n_head, split_, head_dim + 2] their parts (shaders/attention.comp)
   Buffer logits_;                  // host-visible [n_vocab]
   std::vector<Buffer> k_cache_, v_cache_;  // [n_layer] of [n_head_kv, n_ctx, head_dim] F16
   const DeviceSelection sel_;
@@ -91,8 +94,8 @@ class VulkanSession final : public DeviceSession {
 };
 
 VulkanSession::VulkanSession(const VulkanModel& m, int64_t n_ctx, const DeviceSelection& selection)
-    : m_(m), c_(m.model.config), dev_(m.device), n_ctx_(n_ctx), sel_(selection), sparse_(c_.n_layer),
-      inv_freq_(c_.rope_inv_freq()) {
+    : m_(m), c_(m.model.config), dev_(m.device), n_ctx_(n_ctx), split_((uint32_t)std::clamp<int64_t>(n_ctx / 128, 1, 64)),
+      sel_(selection), sparse_(c_.n_layer), inv_freq_(c_.rope_inv_freq()) {
   const size_t T = kPassTokens, f = sizeof(float), E = c_.n_embd, qd = (size_t)c_.n_head * c_.head_dim,
                kvd = (size_t)c_.n_head_kv * c_.head_dim;
   step_ = dev_.buffer(T * (16 + (size_t)c_.n_rot * f), true, "the pass's inputs");
@@ -105,6 +108,7 @@ VulkanSession::VulkanSession(const VulkanModel& m, int64_t n_ctx, const DeviceSe
   gate_ = dev_.buffer(T * c_.n_ff * f, false, "ffn gate");
   up_ = dev_.buffer(T * c_.n_ff * f, false, "ffn up");
   logits_ = dev_.buffer((size_t)c_.n_vocab * f, true, "logits");
+  parts_ = dev_.buffer((size_t)c_.n_head * split_ * (c_.head_dim + 2) * f, false, "attention's parts");
   for (int l = 0; l < c_.n_layer; ++l) {
     const std::string what = "layer " + std::to_string(l) + "'s KV cache for the context";
     const bool host = sel_.host_kv && !sel_.dense[l];  // FASA-M: read by the device only where chosen
@@ -206,7 +210,9 @@ std::unique_ptr<Recording> VulkanSession::record_pass(uint32_t tokens) {
   const Pipeline& add = dev_.pipeline("add", 2);
   const RopePush q_rope{H, D, (uint32_t)c_.n_rot, c_.rope_layout == RopeLayout::Neox};
   const RopePush k_rope{HKV, D, (uint32_t)c_.n_rot, c_.rope_layout == RopeLayout::Neox};
-  const AttentionPush attention{D, (uint32_t)n_ctx_, H / HKV, c_.attention_scale()};
+  // A decode step's attention in split_ parts a head, merged; a prompt's tokens each in one.
+  const uint32_t split = decode ? split_ : 1;
+  const AttentionPush attention{D, (uint32_t)n_ctx_, H / HKV, c_.attention_scale(), split};
   r.dispatch(dev_.pipeline("get_row_" + m_.tok_embd.type, 3), {m_.tok_embd.data.get(), &step_, &x_}, GetRowPush{E, 1.0f},
              groups_of(E), T);
   for (int l = 0; l < c_.n_layer; ++l) {
@@ -233,11 +239,13 @@ std::unique_ptr<Recording> VulkanSession::record_pass(uint32_t tokens) {
     if (select) {
       if (sel_.kind == DeviceSelection::Kind::Fasa) fasa_select(r, l);
       else quest_select(r, l);
-      r.dispatch(dev_.pipeline("attention_sparse", 7), {&q_, &step_, &k_cache_[l], &v_cache_[l], &att_, &rows_, &counts_},
-                 attention, H);
+      r.dispatch(dev_.pipeline("attention_sparse", 8),
+                 {&q_, &step_, &k_cache_[l], &v_cache_[l], &att_, &parts_, &rows_, &counts_}, attention, H * split);
     } else {
-      r.dispatch(dev_.pipeline("attention", 5), {&q_, &step_, &k_cache_[l], &v_cache_[l], &att_}, attention, H, T);
+      r.dispatch(dev_.pipeline("attention", 6), {&q_, &step_, &k_cache_[l], &v_cache_[l], &att_, &parts_}, attention,
+                 H * split, T);
     }
+    if (split > 1) r.dispatch(dev_.pipeline("attention_merge", 2), {&parts_, &att_}, MergePush{D, split}, H);
     matvec(r, L.wo, att_, x_, true, T);
     rms_norm(r, x_, L.ffn_norm, xb_, E, T);
     matvec(r, L.gate, xb_, gate_, false, T);
