@@ -278,16 +278,7 @@ GenerationResult Context::generate(const GenerationOptions& opts, const TextCall
 }
 
 KvMemory Context::kv_memory() const {
-  KvMemory m;
-  if (session_->device()) {
-    const ModelConfig& c = engine_.model().config;
-    m.device = session_->device()->kv_bytes();
-    m.slow = session_->device()->host_kv_bytes();
-    m.rows.host_bytes = session_->device()->host_read_bytes();
-    m.full = (size_t)2 * c.n_layer * c.n_head_kv * c.head_dim * session_->n_ctx() * 2;  // F16 K and V
-  } else {
-    m = session_->cache().memory();
-  }
+  KvMemory m = session_->kv_memory();
   m.rss = resident_memory_bytes();
   return m;
 }

@@ -98,7 +98,7 @@ BenchResult run_bench_test(const Model& model, const PolicyOptions& policy, cons
     r.samples_ts.push_back((double)t.n_parallel * (t.n_prompt + t.n_gen) / seconds_since(t0));
     if (t.n_gen > 0) r.kv_bytes_per_token = (double)(bytes_read() - bytes0) / ((double)t.n_gen * t.n_parallel);
   }
-  r.memory = seqs[0]->cache().memory();
+  r.memory = seqs[0]->kv_memory();
   r.memory.rss = resident_memory_bytes();
   r.peak_rss = peak_resident_memory_bytes();
   return r;

@@ -151,8 +151,8 @@ std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, cons
     n += ", total " + fmt("%.2f", (r.spec.n_prompt + r.spec.n_gen) / r.result.median()) + " s (median)";
   if (r.policy.cache.offload.offloaded() && !info.plan->attention_only) {
     const KvMemory& m = r.result.memory;
-    n += ", KV MiB fast " + fmt("%.1f", m.fast / 1048576.0) + " / slow " + fmt("%.1f", m.slow / 1048576.0) +
-         " / dense " + fmt("%.1f", m.full / 1048576.0);
+    n += std::string(r.spec.device ? ", KV MiB GPU " : ", KV MiB fast ") + fmt("%.1f", (m.fast + m.device) / 1048576.0) +
+         (r.spec.device ? " / host " : " / slow ") + fmt("%.1f", m.slow / 1048576.0) + " / dense " + fmt("%.1f", m.full / 1048576.0);
     if (r.policy.cache.offload.prefetch) n += ", prefetch hits " + fmt("%.1f", 100 * m.rows.hit_rate()) + "%";
   }
   if (info.plan->attention_only) {

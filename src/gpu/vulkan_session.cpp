@@ -278,27 +278,33 @@ size_t VulkanSession::host_kv_bytes() const {
   return bytes;
 }
 
-// Made on the host, a KV head of a layer at a time: its K and V rows, their K_dom slots, and the
-// bounds of Quest's pages (which must then start at p0).
+// Made on the host a layer at a time (its KV heads' rows on all threads), then uploaded head by head:
+// K and V rows, their K_dom slots, and the bounds of Quest's pages (which must then start at p0).
 void VulkanSession::fill_random(int64_t p0, int64_t n, uint64_t seed) {
   const int D = c_.head_dim, HKV = c_.n_head_kv;
   const size_t P = (size_t)sel_.page;
   if (p0 < 0 || n < 0 || p0 + n > n_ctx_) throw Error("fill: rows outside the device's cache");
   if (sel_.kind == DeviceSelection::Kind::Quest && p0 % sel_.page != 0)
     throw Error("fill: Quest's pages on the device are filled from a page's first row");
-  std::vector<uint16_t> k((size_t)n * D), v((size_t)n * D), plane;  // [n, D] x 2, [n, n_dom]
-  std::vector<float> bounds;                                         // [pages, 2, D]
-  for (int l = 0; l < c_.n_layer; ++l)
+  const size_t head_values = (size_t)n * D;
+  std::vector<uint16_t> ks(HKV * head_values), vs(HKV * head_values), plane;  // [HKV, n, D] x 2, [n, n_dom]
+  std::vector<float> bounds;                                                  // [pages, 2, D]
+  for (int l = 0; l < c_.n_layer; ++l) {
+#pragma omp parallel for
     for (int g = 0; g < HKV; ++g) {
       uint64_t s = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (((uint64_t)l << 32) + (uint64_t)g + 1);
       auto uniform = [&s] {  // xorshift64*, scaled to unit variance
         s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
         return ((float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
       };
-      for (size_t i = 0; i < k.size(); ++i) k[i] = fp32_to_fp16(uniform()), v[i] = fp32_to_fp16(uniform());
+      for (size_t i = g * head_values; i < (g + 1) * head_values; ++i)
+        ks[i] = fp32_to_fp16(uniform()), vs[i] = fp32_to_fp16(uniform());
+    }
+    for (int g = 0; g < HKV; ++g) {
+      const uint16_t* k = ks.data() + g * head_values;
       const size_t row0 = (size_t)g * n_ctx_ + p0;  // the head's row p0 in [HKV, n_ctx, ...] planes
-      dev_.upload(k_cache_[l], k.data(), k.size() * 2, row0 * D * 2);
-      dev_.upload(v_cache_[l], v.data(), v.size() * 2, row0 * D * 2);
+      dev_.upload(k_cache_[l], k, head_values * 2, row0 * D * 2);
+      dev_.upload(v_cache_[l], vs.data() + g * head_values, head_values * 2, row0 * D * 2);
       const SparseLayer& sl = sparse_[l];
       if (sl.n_dom > 0) {
         const KeyLayout& layout = sel_.layouts[(size_t)l * HKV + g];
@@ -321,6 +327,7 @@ void VulkanSession::fill_random(int64_t p0, int64_t n, uint64_t seed) {
         dev_.upload(sl.bounds, bounds.data(), bounds.size() * 4, (((size_t)g * n_pages() + p0 / P) * 2 * D) * 4);
       }
     }
+  }
 }
 
 std::vector<std::vector<int32_t>> VulkanSession::chosen_rows() const {

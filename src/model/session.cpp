@@ -157,6 +157,17 @@ void Session::forward_on_device(const ForwardPart& part) {
   n_past_ += part.n;
 }
 
+KvMemory Session::kv_memory() const {
+  if (!device_) return cache_.memory();
+  const ModelConfig& c = model_.config;
+  KvMemory m;
+  m.device = device_->kv_bytes();
+  m.slow = device_->host_kv_bytes();
+  m.rows.host_bytes = device_->host_read_bytes();
+  m.full = (size_t)2 * c.n_layer * c.n_head_kv * c.head_dim * n_ctx_ * 2;  // F16 K and V
+  return m;
+}
+
 void Session::fill_random(int64_t n, uint64_t seed) {
   if (n_past_ + n > n_ctx_)
     throw Error("fill: " + std::to_string(n_past_ + n) + " tokens exceed the context size " + std::to_string(n_ctx_));

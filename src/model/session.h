@@ -74,6 +74,7 @@ class Session {
   std::span<const float> logits() const { return logits_; }  // [n_vocab] of the last evaluated token
   int64_t n_ctx() const { return n_ctx_; }
   const KvCache& cache() const { return cache_; }  // (a device's session keeps its cache there: this one is empty)
+  KvMemory kv_memory() const;  // where the cache is and what it takes, on the CPU or the device (rss left 0)
   const DeviceSession* device() const { return device_.get(); }  // null: the CPU runs it
   const Model& model() const { return model_; }
   void reset() { truncate(0); }
