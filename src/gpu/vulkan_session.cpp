@@ -1,8 +1,8 @@
 // One sequence on the device: its F16 KV cache (and FASA's K_dom planes), the activations of up to
 // kPassTokens tokens, and the forward pass recorded once per shape — a decode step (one token), a
 // prompt's batch (kPassTokens tokens through every matmul together, each attending densely to its
-// causal rows), the head (final norm and output projection of the pass's first token) — submitted
-// as the tokens come. A decode step's sparse layer attends in four dispatches: FASA's new K_dom row,
+// causal rows), the heads (final norm and output projection of either's last token) — submitted as
+// the tokens come. A decode step's sparse layer attends in four dispatches: FASA's new K_dom row,
 // TIP's scores and each head's rows (select_rows) — or Quest's page bounds, page scores and rows
 // (select_pages) —, then attention over those rows.
 #include <algorithm>
@@ -25,7 +25,7 @@ constexpr uint32_t kMatvecTile = 8;   // tokens per matvec workgroup (shaders/ma
 // The push constants, as each shader declares them.
 struct MatvecPush { uint32_t rows, cols, accumulate, tokens; };
 struct GetRowPush { uint32_t cols; float scale; };
-struct NormPush { uint32_t n, rows; float eps; };
+struct NormPush { uint32_t n, rows; float eps; uint32_t from_row; };
 struct RopePush { uint32_t heads, head_dim, n_rot, neox; };
 struct StorePush { uint32_t heads, head_dim, n_ctx; };
 struct AttentionPush { uint32_t head_dim, n_ctx, group; float scale; uint32_t split; };
@@ -61,10 +61,11 @@ class VulkanSession final : public DeviceSession {
 
  private:
   std::unique_ptr<Recording> record_pass(uint32_t tokens);
-  void record_head();
+  std::unique_ptr<Recording> record_head(uint32_t row);
   uint32_t n_pages() const { return (uint32_t)((n_ctx_ + sel_.page - 1) / sel_.page); }  // Quest's
   void matvec(Recording& r, const DeviceMatrix& w, const Buffer& x, const Buffer& y, bool accumulate, uint32_t tokens);
-  void rms_norm(Recording& r, const Buffer& x, const Buffer& w, const Buffer& out, int n, int rows);
+  // rows x n floats from x's row from_row on, normed into out's first rows.
+  void rms_norm(Recording& r, const Buffer& x, const Buffer& w, const Buffer& out, int n, int rows, uint32_t from_row = 0);
   void run_pass(const int32_t* tokens, uint32_t n, int64_t p0, bool decode, bool logits);
   void make_plane(int layer);
   void store_summaries(Recording& r, int layer, uint32_t tokens);
@@ -88,7 +89,8 @@ class VulkanSession final : public DeviceSession {
   const DeviceSelection sel_;
   std::vector<SparseLayer> sparse_;        // [n_layer]; n_dom 0 for the dense layers
   Buffer rows_, counts_;                   // [n_head, n_ctx] uint each head's chosen rows; [n_head] how many
-  std::unique_ptr<Recording> step_pass_, prompt_pass_, head_;  // one token; kPassTokens; the logits
+  std::unique_ptr<Recording> step_pass_, prompt_pass_;  // one token; kPassTokens
+  std::unique_ptr<Recording> step_head_, prompt_head_;  // the logits of each's last token
   std::vector<float> inv_freq_;    // [n_rot/2]
   uint64_t host_read_ = 0;         // FASA-M: K and V bytes the decode steps read from host memory
 };
@@ -125,7 +127,8 @@ VulkanSession::VulkanSession(const VulkanModel& m, int64_t n_ctx, const DeviceSe
   }
   step_pass_ = record_pass(1);
   prompt_pass_ = record_pass(kPassTokens);
-  record_head();
+  step_head_ = record_head(0);
+  prompt_head_ = record_head(kPassTokens - 1);
 }
 
 void VulkanSession::matvec(Recording& r, const DeviceMatrix& w, const Buffer& x, const Buffer& y, bool accumulate,
@@ -134,8 +137,9 @@ void VulkanSession::matvec(Recording& r, const DeviceMatrix& w, const Buffer& x,
              MatvecPush{w.rows, w.cols, accumulate, tokens}, w.rows, (tokens + kMatvecTile - 1) / kMatvecTile);
 }
 
-void VulkanSession::rms_norm(Recording& r, const Buffer& x, const Buffer& w, const Buffer& out, int n, int rows) {
-  r.dispatch(dev_.pipeline("rms_norm", 3), {&x, &w, &out}, NormPush{(uint32_t)n, (uint32_t)rows, c_.rms_eps},
+void VulkanSession::rms_norm(Recording& r, const Buffer& x, const Buffer& w, const Buffer& out, int n, int rows,
+                             uint32_t from_row) {
+  r.dispatch(dev_.pipeline("rms_norm", 3), {&x, &w, &out}, NormPush{(uint32_t)n, (uint32_t)rows, c_.rms_eps, from_row},
              (uint32_t)rows);
 }
 
@@ -257,11 +261,13 @@ std::unique_ptr<Recording> VulkanSession::record_pass(uint32_t tokens) {
   return pass;
 }
 
-void VulkanSession::record_head() {
-  head_ = dev_.record();
-  rms_norm(*head_, x_, m_.output_norm, xb_, c_.n_embd, 1);
-  matvec(*head_, m_.output, xb_, logits_, false, 1);
-  dev_.finish(*head_);
+// The final norm of token `row`'s residual stream and the output projection.
+std::unique_ptr<Recording> VulkanSession::record_head(uint32_t row) {
+  auto head = dev_.record();
+  rms_norm(*head, x_, m_.output_norm, xb_, c_.n_embd, 1, row);
+  matvec(*head, m_.output, xb_, logits_, false, 1);
+  dev_.finish(*head);
+  return head;
 }
 
 size_t VulkanSession::kv_bytes() const {
@@ -345,8 +351,9 @@ std::vector<std::vector<int32_t>> VulkanSession::chosen_rows() const {
 
 void VulkanSession::forward(const int32_t* tokens, int n, int64_t p0, bool decode, float* logits) {
   int t = 0;
-  // A prompt kPassTokens at a time, but for its last token: the one-token pass leaves its logits.
-  for (; !decode && n - 1 - t >= (int)kPassTokens; t += kPassTokens) run_pass(tokens + t, kPassTokens, p0 + t, false, false);
+  // A prompt kPassTokens at a time, the rest one by one; the last pass leaves the logits.
+  for (; !decode && n - t >= (int)kPassTokens; t += kPassTokens)
+    run_pass(tokens + t, kPassTokens, p0 + t, false, t + (int)kPassTokens == n && logits);
   for (; t < n; ++t) run_pass(tokens + t, 1, p0 + t, decode, t == n - 1 && logits);
   if (logits) std::memcpy(logits, logits_.mapped(), (size_t)c_.n_vocab * sizeof(float));
 }
@@ -369,7 +376,7 @@ void VulkanSession::run_pass(const int32_t* tokens, uint32_t n, int64_t p0, bool
                     std::count(sel_.dense.begin(), sel_.dense.end(), 0);
   }
   const Recording* pass = n == 1 ? step_pass_.get() : prompt_pass_.get();
-  if (logits) dev_.run({pass, head_.get()});
+  if (logits) dev_.run({pass, n == 1 ? step_head_.get() : prompt_head_.get()});
   else dev_.run({pass});
 }
 

@@ -1,7 +1,7 @@
 #version 450
 // FASA's rows for one query head: every row while the budget covers the cache (pos + 1 rows);
 // else the sink rows, the recent rows, and TIP's top (budget - sink - recent) of the rows between,
-// found by a radix select on the scores (radix_select.glsl), in row order. One workgroup
+// found by a radix select on the scores (radix_select.glsl), these in row order. One workgroup
 // per query head. Bindings: 0 scores ([heads, n_ctx]), 1 step, 2 rows ([heads, n_ctx]), 3 counts ([heads]).
 #extension GL_GOOGLE_include_directive : require
 #include "step.glsl"
