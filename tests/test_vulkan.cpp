@@ -470,6 +470,41 @@ TEST(Vulkan, MatvecAndEmbeddingRowsOfEachTypeMatchTheDequantizedRows) {
     for (Case c : {Case{7, 256, 11}, {66000, 256, 1}, {33, 4096, 1}})
       EXPECT_LT(matvec_error(*dev, type, c.rows, c.cols, c.tokens), 1e-6) << dtype_name(type) << " " << c.rows << "x" << c.cols;
 }
+
+// select_rows on scores full of ties (i % 3 over 200 rows, so each thread's run of rows holds some):
+// the rows above the cut, then the lowest rows at it, in row order, after the sink and recent rows.
+TEST(Vulkan, SelectRowsTakesTheLowestTiedRowsInRowOrder) {
+  std::unique_ptr<gpu::VulkanDevice> dev;
+  std::string why;
+  try {
+    dev = std::make_unique<gpu::VulkanDevice>(0);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  SKIP_WITHOUT_VULKAN(dev, why);
+  const int n = 200, sink = 2, recent = 3, budget = 105;
+  std::vector<float> scores(n);
+  for (int i = 0; i < n; ++i) scores[i] = (float)(i % 3);
+  int32_t step[4 * 32] = {0, n - 1, budget};  // shaders/step.glsl: token, position, budget
+  gpu::Buffer sb = dev->buffer(sizeof step, true, "step"), scores_b = dev->buffer(n * 4, true, "scores"),
+              rows_b = dev->buffer(n * 4, true, "rows"), count_b = dev->buffer(4, true, "count");
+  dev->upload(sb, step, sizeof step);
+  dev->upload(scores_b, scores.data(), n * 4);
+  auto rec = dev->record();
+  struct { uint32_t n_ctx, sink, recent; } push{n, sink, recent};
+  rec->dispatch(dev->pipeline("select_rows", 4), {&scores_b, &sb, &rows_b, &count_b}, push, 1);
+  dev->finish(*rec);
+  dev->run({rec.get()});
+  std::vector<uint32_t> want = {0, 1, 197, 198, 199};  // the sink rows, the recent rows
+  std::vector<uint32_t> top, ties;                     // of rows 2..196: scores 2, then the lowest 1s
+  for (uint32_t i = sink; i < n - recent; ++i) (i % 3 == 2 ? top : ties).push_back(i);
+  std::erase_if(ties, [](uint32_t i) { return i % 3 != 1; });
+  ties.resize(budget - sink - recent - top.size());
+  std::merge(top.begin(), top.end(), ties.begin(), ties.end(), std::back_inserter(want));
+  const uint32_t* rows = static_cast<const uint32_t*>(rows_b.mapped());
+  ASSERT_EQ(*static_cast<const uint32_t*>(count_b.mapped()), (uint32_t)budget);
+  EXPECT_EQ(std::vector<uint32_t>(rows, rows + budget), want);
+}
 #endif
 
 }  // namespace
