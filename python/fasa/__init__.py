@@ -51,10 +51,12 @@ def bundled_model():
 
 
 class Engine(_Engine):
-    """A loaded model (a .gguf file or a Hugging Face directory; the bundled model by default)."""
+    """A loaded model (a .gguf file or a Hugging Face directory; the bundled model by default).
+    gpu_layers: as `fasa run -ngl` (0: the CPU; -1 or the layer count: the whole model on the Vulkan
+    device `device`, 0 the first; docs/GPU.md says what runs there)."""
 
-    def __init__(self, model=None):
-        super().__init__(bundled_model() if model is None else os.fspath(model))
+    def __init__(self, model=None, gpu_layers=0, device=0):
+        super().__init__(bundled_model() if model is None else os.fspath(model), gpu_layers, device)
 
     def context(self, **settings):
         """A context: n_ctx, threads, and any of fasa.settings() as keywords (as `fasa run`'s flags);

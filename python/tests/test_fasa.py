@@ -45,6 +45,19 @@ def test_fasa_with_the_same_settings_equals_the_cli(engine):
     assert got == run.stdout.rstrip("\n")
 
 
+def test_the_engine_on_the_gpu_generates_the_cpus_text(engine):
+    # gpu_layers as `fasa run -ngl`: the whole model on Vulkan device 0 (Mesa's lavapipe in CI).
+    try:
+        gpu = fasa.Engine(gpu_layers=99)
+    except fasa.Error as e:
+        if os.environ.get("FASA_REQUIRE_VULKAN"):
+            raise
+        pytest.skip(f"no Vulkan device: {e}")
+    assert gpu.info["device"].startswith("Vulkan0"), gpu.info["device"]
+    assert engine.info["device"] == "CPU"
+    assert gpu.context().generate(PROMPT, max_tokens=12) == engine.context().generate(PROMPT, max_tokens=12)
+
+
 def test_the_stream_yields_the_blocking_calls_text(engine):
     blocking = engine.context().generate(PROMPT, max_tokens=24)
     pieces = list(engine.context().stream(PROMPT, max_tokens=24))
