@@ -451,15 +451,22 @@ TEST(Vulkan, TheBundledModelGeneratesTheCpusGreedyTextOneSubmitPerPass) {
   EXPECT_EQ(gpu.cache().n_ctx(), 1) << "the CPU holds no KV cache for a session on the device";
 }
 
-TEST(Vulkan, MatvecAndEmbeddingRowsOfEachTypeMatchTheDequantizedRows) {
-  std::unique_ptr<gpu::VulkanDevice> dev;
-  std::string why;
-  try {
-    dev = std::make_unique<gpu::VulkanDevice>(0);
-  } catch (const Error& e) {
-    why = e.what();
+// Vulkan device 0 alone, for single shaders (skipped without one).
+class VulkanShader : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    try {
+      dev = std::make_unique<gpu::VulkanDevice>(0);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    SKIP_WITHOUT_VULKAN(dev, why);
   }
-  SKIP_WITHOUT_VULKAN(dev, why);
+  std::unique_ptr<gpu::VulkanDevice> dev;
+};
+
+TEST_F(VulkanShader, MatvecAndEmbeddingRowsOfEachTypeMatchTheDequantizedRows) {
   // Rows beyond one dispatch's 65535 workgroups loop; columns not a multiple of the 64 threads; one
   // token (a decode step), and 11 (a prompt's: a whole tile of 8 and a part of one).
   struct Case { int rows, cols, tokens; };
@@ -473,15 +480,7 @@ TEST(Vulkan, MatvecAndEmbeddingRowsOfEachTypeMatchTheDequantizedRows) {
 
 // select_rows on scores full of ties (i % 3 over 200 rows, so each thread's run of rows holds some):
 // the rows above the cut, then the lowest rows at it, in row order, after the sink and recent rows.
-TEST(Vulkan, SelectRowsTakesTheLowestTiedRowsInRowOrder) {
-  std::unique_ptr<gpu::VulkanDevice> dev;
-  std::string why;
-  try {
-    dev = std::make_unique<gpu::VulkanDevice>(0);
-  } catch (const Error& e) {
-    why = e.what();
-  }
-  SKIP_WITHOUT_VULKAN(dev, why);
+TEST_F(VulkanShader, SelectRowsTakesTheLowestTiedRowsInRowOrder) {
   const int n = 200, sink = 2, recent = 3, budget = 105;
   std::vector<float> scores(n);
   for (int i = 0; i < n; ++i) scores[i] = (float)(i % 3);

@@ -298,13 +298,9 @@ void VulkanSession::fill_random(int64_t p0, int64_t n, uint64_t seed) {
   for (int l = 0; l < c_.n_layer; ++l) {
 #pragma omp parallel for
     for (int g = 0; g < HKV; ++g) {
-      uint64_t s = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (((uint64_t)l << 32) + (uint64_t)g + 1);
-      auto uniform = [&s] {  // xorshift64*, scaled to unit variance
-        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-        return ((float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
-      };
+      FillStream stream(seed, l, g);  // (the CPU's fill_random's values)
       for (size_t i = g * head_values; i < (g + 1) * head_values; ++i)
-        ks[i] = fp32_to_fp16(uniform()), vs[i] = fp32_to_fp16(uniform());
+        ks[i] = fp32_to_fp16(stream.next()), vs[i] = fp32_to_fp16(stream.next());
     }
     for (int g = 0; g < HKV; ++g) {
       const uint16_t* k = ks.data() + g * head_values;

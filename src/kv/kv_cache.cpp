@@ -203,9 +203,8 @@ void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const f
 
 void KvCache::fill_random(int64_t p0, int64_t n, uint64_t seed) {
   const int n_heads = (int)heads_.size();
-  std::vector<uint64_t> state(n_heads);  // [n_layer * n_head_kv] each head's own stream
-  for (int i = 0; i < n_heads; ++i)
-    state[i] = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (((uint64_t)(i / n_head_kv_) << 32) + (uint64_t)(i % n_head_kv_) + 1);
+  std::vector<FillStream> streams;  // [n_layer * n_head_kv] each head's own
+  for (int i = 0; i < n_heads; ++i) streams.emplace_back(seed, i / n_head_kv_, i % n_head_kv_);
   // With offloading, one chunk of positions at a time: the chunk is made the tail before the
   // threads store into it.
   for (int64_t a = p0, b; a < p0 + n; a = b) {
@@ -213,15 +212,11 @@ void KvCache::fill_random(int64_t p0, int64_t n, uint64_t seed) {
     if (offload_) offload_->prepare(a);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n_heads; ++i) {
-      uint64_t& s = state[i];
+      FillStream& stream = streams[i];
       std::vector<float> k(head_dim_), v(head_dim_);
-      auto uniform = [&] {  // xorshift64*, scaled to unit variance
-        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-        return ((float)((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
-      };
       const int64_t ring = heads_[i].ring;
       for (int64_t p = ring ? std::max(a, p0 + n - ring) : a; p < b; ++p) {  // a ring keeps the last ones only
-        for (int d = 0; d < head_dim_; ++d) k[d] = uniform(), v[d] = uniform();
+        for (int d = 0; d < head_dim_; ++d) k[d] = stream.next(), v[d] = stream.next();
         store(i / n_head_kv_, i % n_head_kv_, p, k.data(), v.data());
       }
     }

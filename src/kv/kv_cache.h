@@ -25,6 +25,22 @@
 
 namespace fasa {
 
+// The values KvCache::fill_random writes for one (layer, KV head): an xorshift64* stream of uniform
+// values scaled to unit variance, each row's dims in order as (k, v) pairs. The GPU's fill draws the
+// same stream, so a device and the CPU filled with one seed hold the same rows.
+class FillStream {
+ public:
+  FillStream(uint64_t seed, int layer, int kv_head)
+      : s_((seed + 1) * 0x9e3779b97f4a7c15ull ^ (((uint64_t)layer << 32) + (uint64_t)kv_head + 1)) {}
+  float next() {
+    s_ ^= s_ >> 12, s_ ^= s_ << 25, s_ ^= s_ >> 27;
+    return ((float)((s_ * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * 1.7320508f;
+  }
+
+ private:
+  uint64_t s_;
+};
+
 // Which model dims of a head go to K_dom. perm[i] = model dim stored at cache dim i; the first
 // n_dom cache dims form K_dom. Empty perm = identity with n_dom = 0.
 struct KeyLayout {
