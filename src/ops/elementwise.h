@@ -25,8 +25,9 @@ void swiglu(float* gate, const float* up, int64_t n);
 void geglu(float* gate, const float* up, int64_t n);
 
 // e^x to about 2e-7 relative error for x in [-87, 88] (clamped outside; e^-87 is below any softmax
-// weight that matters). Branch-free, so a `#pragma omp simd` loop of it vectorises, which std::exp
-// does not without -ffast-math: softmax over long rows spends most of its time here.
+// weight that matters). Branch-free, so a `#pragma omp simd` loop of it vectorises (given
+// -fno-trapping-math, CMakeLists.txt: GCC keeps the clamps scalar without it), which std::exp does not
+// without -ffast-math: softmax over long rows spends most of its time here.
 inline float exp_fast(float x) {
   x = std::min(std::max(x, -87.0f), 88.0f);
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
