@@ -151,23 +151,36 @@ int64_t count_setting(const std::string& name, const py::handle& v, int64_t lo, 
   return n;
 }
 
-ContextOptions context_options(const Engine& e, const py::kwargs& settings) {
+ContextOptions context_options(const py::kwargs& settings) {
   ContextOptions o;
-  py::object python_policy = py::none();
   if (settings.contains("kv_type"))  // first, as the CLI reads it: cache_type_k/v then override it
     set_policy_option(o.policy, "kv_type", setting_text(settings["kv_type"]));
   for (const auto& [key, value] : settings) {
     const std::string name = key.cast<std::string>();
     if (name == "n_ctx") o.n_ctx = count_setting(name, value, 0, (int64_t)1 << 24);  // 0: the model's
     else if (name == "threads") o.threads = (int)count_setting(name, value, 0, 1024);  // 0: all cores
-    else if (name == "python_policy") python_policy = py::reinterpret_borrow<py::object>(value);
     else if (name != "kv_type") set_policy_option(o.policy, name, setting_text(value));
   }
-  if (!python_policy.is_none()) {  // (name, fn) from fasa.register_policy
-    const auto [name, fn] = python_policy.cast<std::pair<std::string, py::function>>();
-    o.custom_policy = std::make_shared<PythonPolicy>(name, fn, o.policy, e.model().config.n_layer);
-  }
   return o;
+}
+
+// fasa.register_policy's functions by name. Leaked, as numpy_asarray: the library's registry rows that
+// find them by name live until the process ends, after Python.
+py::dict& python_policies() {
+  static py::dict* policies = new py::dict();
+  return *policies;
+}
+
+// A row in the library's policy registry (sparse/policy.h) whose factory makes a PythonPolicy of the
+// function registered under `name` now: contexts, evaluations and bench then run it by name.
+void register_python_policy(const std::string& name, const std::string& description, const py::function& fn) {
+  register_policy({name, description, false, false,
+                   [name](const PolicyOptions& o, const Model& model, AutoProfileStore*) -> std::unique_ptr<AttentionPolicy> {
+                     py::gil_scoped_acquire gil;  // (evaluations make policies without it)
+                     py::function f = python_policies()[py::str(name)];
+                     return std::make_unique<PythonPolicy>(name, std::move(f), o, model.config.n_layer);
+                   }});
+  python_policies()[py::str(name)] = fn;
 }
 
 // An evaluation of the policies `attn` on `settings`' options, run without the GIL: its records as
@@ -188,8 +201,7 @@ py::object eval_records(const Engine& e, const py::kwargs& settings, const std::
       single[key] = value;
     }
   }
-  const ContextOptions base = context_options(e, single);
-  if (base.custom_policy) throw Error("fasa.eval runs the built-in policies (attn=[...]); not a Python one");
+  const ContextOptions base = context_options(single);
   const std::vector<std::string> policies = cross_settings(attn, lists);
   std::string json;
   {
@@ -291,14 +303,15 @@ PYBIND11_MODULE(_fasa, m) {
       out.append(d);
     }
     return out;
-  }, "The attention policies: name, description, whether it is dense.");
+  }, "The attention policies: name, description, whether it is dense (the built-in ones, then Python's).");
+  m.def("register_policy", &register_python_policy, py::arg("name"), py::arg("description"), py::arg("fn"),
+        "Adds (or replaces) a policy written in Python: fasa.register_policy says how fn is called.");
   m.def("settings", [] { return policy_option_names(); }, "The keywords Engine.context takes besides n_ctx and threads.");
 
   m.def("bench", [](const Engine& e, const std::vector<int>& n_prompt, const std::vector<int>& n_gen,
                     const std::vector<int64_t>& depth, const std::vector<int>& parallel, const std::vector<std::string>& attn,
                     int repetitions, bool random_fill, bool attention_only, const py::kwargs& settings) {
-    const ContextOptions base = context_options(e, settings);
-    if (base.custom_policy) throw Error("fasa.bench runs the built-in policies (attn=[...]); not a Python one");
+    const ContextOptions base = context_options(settings);
     if (repetitions < 1 || attn.empty()) throw Error("bench: give at least one attn and one repetition");
     BenchPlan plan;
     plan.threads = {base.threads};
@@ -349,10 +362,11 @@ PYBIND11_MODULE(_fasa, m) {
          "parse_special: '<|...|>' markers in the text as their special tokens.")
       .def("detokenize", &Engine::detokenize, py::arg("ids"), "The text of the token ids `ids`.")
       .def("context", [](const Engine& e, const py::kwargs& settings) {
-        const ContextOptions o = context_options(e, settings);
+        const ContextOptions o = context_options(settings);
         py::gil_scoped_release released;
         return std::make_unique<Context>(e, o);
-      }, py::keep_alive<0, 1>(), "A context: n_ctx, threads, and any of fasa.settings() as keywords (as `fasa run`'s flags).");
+      }, py::keep_alive<0, 1>(), "A context: n_ctx, threads, and any of fasa.settings() as keywords (as `fasa run`'s flags); "
+         "attn may name a policy from fasa.register_policy.");
 
   py::class_<Context>(m, "Context",
                       "A context of an engine: its own KV cache, policy and threads (engine.context(...)). One "

@@ -20,6 +20,7 @@
 #include "eval/retrieval.h"
 #include "eval/task_gen.h"
 #include "model/session.h"
+#include "sparse/policy.h"
 #include "test_util.h"
 #include "fasa/error.h"
 
@@ -54,6 +55,37 @@ TEST(EvalPpl, FullMatchesItselfAndRandomIsWorseThanOracle) {
   EXPECT_GT(value(r, "random", "kld", "8"), 0.01);
   EXPECT_LE(value(r, "oracle", "kld", "16"), value(r, "oracle", "kld", "8") + 1e-3);
   for (auto& x : r) EXPECT_EQ(x.n, (int64_t)ref.windows[0].size() - 1);
+}
+
+// A policy registered at run time (as Python's fasa.register_policy does) runs by name in an
+// evaluation: here one that makes StreamingLLM under another name scores exactly as stream does. A
+// built-in name, a name outside the specs' syntax and a row without a factory are refused.
+TEST(EvalPpl, ARegisteredPolicyRunsByName) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  register_policy({"test-stream", "StreamingLLM by another name", false, false,
+                   [](const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {
+                     PolicyOptions stream = o;
+                     stream.attn = "stream";
+                     return make_policy(stream, model, autos);
+                   }});
+  EXPECT_EQ(policy_info("test-stream").description, "StreamingLLM by another name");
+  TextEvalOptions o;
+  o.windows = 1;
+  const ReferenceRun ref = reference_run(*m, kText, o);
+  auto r = eval_perplexity(*m, ref, {"stream", "test-stream"}, {"16"}, PolicyOptions{}, o);
+  EXPECT_GT(value(r, "stream", "kld", "16"), 1e-4);  // sparse: a difference to carry
+  EXPECT_EQ(value(r, "test-stream", "kld", "16"), value(r, "stream", "kld", "16"));
+  EXPECT_EQ(value(r, "test-stream", "nll", "16"), value(r, "stream", "nll", "16"));
+
+  PolicyInfo row = policy_info("test-stream");
+  row.name = "stream";
+  EXPECT_THROW(register_policy(row), Error);
+  row.name = "a:b";
+  EXPECT_THROW(register_policy(row), Error);
+  row.name = "test-none";
+  row.make = nullptr;
+  EXPECT_THROW(register_policy(row), Error);
+  EXPECT_THROW(policy_info("test-none"), Error);
 }
 
 TEST(EvalCa, OracleAgreesFullyRandomDoesNot) {

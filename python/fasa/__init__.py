@@ -7,14 +7,12 @@
 """
 import os
 
-from ._fasa import Context, Error, TextStream, bench, eval, settings  # noqa: A004 (fasa.eval)
-from ._fasa import policies as _builtin_policies
+from ._fasa import Context, Error, TextStream, bench, eval, policies, settings  # noqa: A004 (fasa.eval)
 from ._fasa import Engine as _Engine
+from ._fasa import register_policy as _register_policy
 from ._fasa import source_model as _source_model
 
 __all__ = ["Engine", "Context", "Error", "TextStream", "bench", "eval", "policies", "settings", "bundled_model", "register_policy"]
-
-_python_policies = {}  # name -> fn, from register_policy
 
 
 def register_policy(name, fn):
@@ -27,21 +25,15 @@ def register_policy(name, fn):
     head of the group attends to. It runs in the real
     decode loop under the C++ policies' contract: dense layers, and steps whose budget covers the
     context, attend to every row without calling fn; a row outside the context is an error. Slow is
-    fine: it is for trying an idea before writing it in C++ (src/sparse/). fasa.eval runs the built-in
-    policies only.
+    fine: it is for trying an idea before writing it in C++ (src/sparse/). Once registered, the name
+    works wherever a built-in policy's does: engine.context(attn=name), fasa.eval's and fasa.bench's
+    attn lists (as "name:budget=..." too). A name is letters, digits, '_' and '-'; registering it
+    again replaces the function.
     """
     if not callable(fn):
         raise TypeError(f"register_policy: fn must be callable, got {fn!r}")
-    if name in {p["name"] for p in _builtin_policies()}:
-        raise Error(f"'{name}' is a built-in policy")
-    _python_policies[name] = fn
-
-
-def policies():
-    """The attention policies: the built-in ones (fasa eval runs these), then those of register_policy."""
-    return _builtin_policies() + [
-        {"name": name, "description": (fn.__doc__ or "a policy written in Python").strip().splitlines()[0], "dense": False}
-        for name, fn in _python_policies.items()]
+    doc = (fn.__doc__ or "").strip()
+    _register_policy(name, doc.splitlines()[0] if doc else "a policy written in Python", fn)
 
 
 def bundled_model():
@@ -58,11 +50,3 @@ class Engine(_Engine):
     def __init__(self, model=None, gpu_layers=0, device=0):
         super().__init__(bundled_model() if model is None else os.fspath(model), gpu_layers, device)
 
-    def context(self, **settings):
-        """A context: n_ctx, threads, and any of fasa.settings() as keywords (as `fasa run`'s flags);
-        attn may name a policy from register_policy."""
-        name = settings.get("attn")
-        if name in _python_policies:
-            settings = {k: v for k, v in settings.items() if k != "attn"}
-            settings["python_policy"] = (name, _python_policies[name])
-        return super().context(**settings)

@@ -251,6 +251,22 @@ def test_a_python_policys_stream_dropped_early_does_not_hang(engine):
         engine.context(attn="py-empty", budget=16).generate(" ".join([PROMPT] * 6), max_tokens=2)
 
 
+def test_a_python_policy_runs_in_evaluations_and_bench_by_name(engine):
+    import streaming_policy  # noqa: F401 (registers py-stream: StreamingLLM, decoding as the built-in stream)
+
+    text = " ".join([PROMPT + " God created the heaven and the earth."] * 40)
+    got = fasa.eval.ppl(engine, text, window=128, windows=1, attn=["stream", "py-stream:dense_layers=0"], budgets=[16],
+                        threads=2)
+    value = {(r["policy"], r["metric"]): r["value"] for r in got}
+    assert value[("stream", "kld")] > 1e-4  # sparse: a difference to carry
+    for metric in ("nll", "kld", "top1"):
+        assert value[("py-stream", metric)] == value[("stream", metric)]
+    got = fasa.eval.ca(engine, text, window=128, windows=1, attn=["stream", "py-stream"], top_k=[16], threads=2)
+    assert [r["value"] for r in got if r["policy"] == "py-stream"] == [r["value"] for r in got if r["policy"] == "stream"]
+    rows = fasa.bench(engine, n_prompt=[0], n_gen=[4], depth=[64], attn=["py-stream"], budget=16, repetitions=1, threads=2)
+    assert [r["attn"] for r in rows] == ["py-stream"] and rows[0]["avg_ts"] > 0
+
+
 def test_keywords_read_as_the_clis_flags(engine):
     # kv_type first, then the per-plane types, whatever the keywords' order (CLI11 reads them so)
     a = engine.context(cache_type_k="q8_0", kv_type="f32", n_ctx=256)

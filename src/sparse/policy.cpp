@@ -1,6 +1,8 @@
 #include "sparse/policy.h"
 
 #include <algorithm>
+#include <cctype>
+#include <mutex>
 #include <sstream>
 
 #include "calib/auto_profile.h"
@@ -80,28 +82,60 @@ std::unique_ptr<AttentionPolicy> make_full_policy(const PolicyOptions&, const Mo
 
 namespace {
 
-const std::vector<PolicyInfo> kPolicies = {
+const int kBuiltIn = 0
+#define FASA_POLICY(name, description, dense, has_k_dom) +1
+#include "sparse/policies.inc"
+#undef FASA_POLICY
+    ;
+
+// The built-in rows, then those registered; read and written under one lock.
+struct Registry {
+  std::mutex lock;
+  std::vector<PolicyInfo> rows = {
 #define FASA_POLICY(name, description, dense, has_k_dom) {#name, description, dense, has_k_dom, make_##name##_policy},
 #include "sparse/policies.inc"
 #undef FASA_POLICY
+  };
 };
+Registry& registry() {
+  static Registry r;
+  return r;
+}
 
 }  // namespace
 
-const std::vector<PolicyInfo>& policy_registry() { return kPolicies; }
+std::vector<PolicyInfo> policy_registry() {
+  std::lock_guard<std::mutex> hold(registry().lock);
+  return registry().rows;
+}
 
 std::vector<std::string> policy_names() {
   std::vector<std::string> out;
-  for (const PolicyInfo& p : kPolicies) out.push_back(p.name);
+  for (const PolicyInfo& p : policy_registry()) out.push_back(p.name);
   return out;
 }
 
-const PolicyInfo& policy_info(const std::string& name) {
-  for (const PolicyInfo& p : kPolicies)
+PolicyInfo policy_info(const std::string& name) {
+  const std::vector<PolicyInfo> rows = policy_registry();
+  for (const PolicyInfo& p : rows)
     if (name == p.name) return p;
   std::string known;
-  for (const PolicyInfo& p : kPolicies) known += (known.empty() ? "" : ", ") + std::string(p.name);
+  for (const PolicyInfo& p : rows) known += (known.empty() ? "" : ", ") + p.name;
   throw Error("unknown attention policy '" + name + "' (known: " + known + ")");
+}
+
+void register_policy(PolicyInfo row) {
+  const bool word = !row.name.empty() && std::all_of(row.name.begin(), row.name.end(), [](char c) {
+    return std::isalnum((unsigned char)c) || c == '_' || c == '-';
+  });
+  if (!word) throw Error("a policy's name is letters, digits, '_' and '-' (as --attn's lists read it), got '" + row.name + "'");
+  if (!row.make) throw Error("policy '" + row.name + "' has no factory");
+  Registry& r = registry();
+  std::lock_guard<std::mutex> hold(r.lock);
+  auto same = std::find_if(r.rows.begin(), r.rows.end(), [&](const PolicyInfo& p) { return p.name == row.name; });
+  if (same - r.rows.begin() < kBuiltIn) throw Error("'" + row.name + "' is a built-in policy");
+  if (same != r.rows.end()) *same = std::move(row);
+  else r.rows.push_back(std::move(row));
 }
 
 std::unique_ptr<AttentionPolicy> make_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* autos) {

@@ -1,6 +1,7 @@
 #pragma once
 // The sparse policies' common base and the factory that makes any policy by name.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,17 +49,23 @@ struct Model;
 class AutoProfileStore;
 
 // Every attention policy, in one table: a row of sparse/policies.inc each, whose factory
-// make_NAME_policy (declared in policy.cpp) is defined in the policy's own file.
+// make_NAME_policy (declared in policy.cpp) is defined in the policy's own file; then the rows
+// register_policy added at run time (Python's fasa.register_policy).
 struct PolicyInfo {
-  const char* name;
-  const char* description;
+  std::string name;
+  std::string description;
   bool dense;      // attends to every token: no budget, and any cached prefix is exact to reuse
   bool has_k_dom;  // scores on a K_dom plane chosen by a profile (FASA, DoubleSparse): see policies.inc
-  std::unique_ptr<AttentionPolicy> (*make)(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos);
+  std::function<std::unique_ptr<AttentionPolicy>(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos)> make;
 };
-const std::vector<PolicyInfo>& policy_registry();
+// Copies of the rows (a row may be added while another thread reads them).
+std::vector<PolicyInfo> policy_registry();
 // The row of `name`; throws fasa::Error listing the known names.
-const PolicyInfo& policy_info(const std::string& name);
+PolicyInfo policy_info(const std::string& name);
+// Adds a policy made outside the library, or replaces one added before, so that every place that
+// takes a policy by name (contexts, evaluations, bench, the server) runs it. Throws fasa::Error on a
+// built-in policy's name or a name other than letters, digits, '_' and '-'.
+void register_policy(PolicyInfo row);
 std::vector<std::string> policy_names();
 
 // Policy by name; throws fasa::Error listing the known names, or on a bad option/profile. FASA's
