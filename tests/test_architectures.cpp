@@ -125,7 +125,7 @@ std::vector<int32_t> greedy(Session& s, const std::vector<int32_t>& prompt, int 
 }
 
 // `fasa make-model --shape NAME` (F32, seed 1), as tools/arch-references/make.py ran llama.cpp on it:
-// the same greedy tokens, logits within rounding; and FASA with a budget covering the context equal to
+// the same greedy tokens, logits within rounding at every step; and FASA with a budget covering the context equal to
 // full attention (within the rounding of its other summation order).
 void expect_llama_cpp_outputs(const std::string& shape, double fasa_tolerance = 1e-5, const SessionOptions& so = {}) {
   std::ifstream in(std::string(FASA_SOURCE_DIR) + "/tests/golden/arch/" + shape + ".json");
@@ -139,6 +139,7 @@ void expect_llama_cpp_outputs(const std::string& shape, double fasa_tolerance = 
   Session full(*model, so);
   std::vector<std::vector<float>> logits;
   EXPECT_EQ(greedy(full, prompt, (int)want.size(), logits), want) << shape;
+  ASSERT_EQ(ref["logits"].size(), want.size()) << shape << ": the reference keeps the logits of every step";
   for (const auto& [step, values] : ref["logits"].items()) {
     const auto theirs = values.get<std::vector<float>>();
     const auto& ours = logits.at(std::stoul(step));

@@ -5,8 +5,8 @@ For each shape given: writes the shape's random-weight F32 GGUF (fasa make-model
 folder, runs llama_reference.cpp (built here against the llama.cpp checkout --llama-dir, whose build/
 holds libllama) for a greedy continuation of fixed prompt ids, and writes tests/golden/arch/SHAPE.json:
   {"shape", "llama_cpp": "<llama-server --version of that build>", "prompt": [ids],
-   "tokens": [16 greedy ids], "logits": {"0": [n_vocab floats], "15": [...]}}
-(the logits before the first and the last generated token).
+   "tokens": [16 greedy ids], "logits": {"0": [n_vocab floats], "1": [...], ..., "15": [...]}}
+(the logits before each generated token).
 Usage: tools/arch-references/make.py --llama-dir /path/to/llama.cpp [--fasa build/fasa] [--llama-version V] SHAPE...
 """
 import argparse
@@ -17,7 +17,6 @@ import tempfile
 
 PROMPT = [1, 229, 153, 132, 107, 104, 111, 111, 114, 229, 153, 132, 122, 114, 117, 111, 103, 300, 400, 500]
 N_PREDICT = 16
-KEPT_STEPS = (0, N_PREDICT - 1)
 
 
 def build_reference_tool(llama_dir, out):
@@ -54,7 +53,7 @@ def main():
                                  text=True, check=True)
             steps = json.loads(run.stdout)["steps"]
             out = {"shape": shape, "llama_cpp": version, "prompt": PROMPT, "tokens": [s["token"] for s in steps],
-                   "logits": {str(i): steps[i]["logits"] for i in KEPT_STEPS}}
+                   "logits": {str(i): step["logits"] for i, step in enumerate(steps)}}
             with open(f"tests/golden/arch/{shape}.json", "w") as f:
                 json.dump(out, f)
                 f.write("\n")
