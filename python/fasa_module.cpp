@@ -92,12 +92,8 @@ class PythonPolicy final : public SparsePolicy {
   }
   std::string_view name() const override { return name_; }
 
- protected:
-  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override {
-    pick_group(&q, 1, kv, budget, &rows);
-  }
-  void pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
-                  std::vector<int32_t>* rows) override {
+  void pick(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+            std::vector<int32_t>* rows) override {
     const int D = kv.head_dim;
     const int64_t n = kv.n_tokens;
     py::gil_scoped_acquire gil;
@@ -188,7 +184,7 @@ void register_python_policy(const std::string& name, const std::string& descript
 // gives a variant per value, as the CLI's --fcs 4,8.
 //   run: (const PolicyOptions& base, const std::vector<std::string>& policies) -> std::vector<EvalRecord>
 template <class Run>
-py::object eval_records(const Engine& e, const py::kwargs& settings, const std::vector<std::string>& attn, const Run& run) {
+py::object eval_records(const py::kwargs& settings, const std::vector<std::string>& attn, const Run& run) {
   py::kwargs single;
   SettingLists lists;
   for (const auto& [key, value] : settings) {
@@ -421,7 +417,7 @@ PYBIND11_MODULE(_fasa, m) {
                            const std::string& qa_entries, bool answers, int min_answer_tokens,
                            const py::kwargs& settings) -> py::object {
     std::vector<RetrievalAnswer> got;
-    py::object records = eval_records(e, settings, attn, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy,
+    py::object records = eval_records(settings, attn, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy,
                                                                                  const std::vector<std::string>& policies) {
       std::vector<RetrievalTask> list;
       if (!generate.empty()) {
@@ -459,7 +455,7 @@ PYBIND11_MODULE(_fasa, m) {
   // ppl and ca: every window of `text` decoded token by token against full attention's reference.
   eval.def("ppl", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
                      const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
-    return eval_records(e, settings, attn, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy,
+    return eval_records(settings, attn, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy,
                                                                                  const std::vector<std::string>& policies) {
       const TextEvalOptions o{window, windows, score_from};
       return eval_perplexity(e.model(), reference_run(e.model(), text, o), policies, budgets, policy, o);
@@ -470,7 +466,7 @@ PYBIND11_MODULE(_fasa, m) {
      "window: tokens per window (0: the model's context). Returns the records, as --json writes them.");
   eval.def("ca", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
                     const std::vector<std::string>& attn, const std::vector<int>& top_k, const py::kwargs& settings) {
-    return eval_records(e, settings, attn, [&](const PolicyOptions& policy, const std::vector<std::string>& policies) {
+    return eval_records(settings, attn, [&](const PolicyOptions& policy, const std::vector<std::string>& policies) {
       const TextEvalOptions o{window, windows, score_from};
       return eval_selection_agreement(e.model(), reference_run(e.model(), text, o), policies, top_k, policy, o);
     });

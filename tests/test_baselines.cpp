@@ -41,7 +41,7 @@ struct RandomCache {
 
 std::set<int32_t> pick(AttentionPolicy& p, const RandomCache& c, int64_t n) {
   std::vector<int32_t> rows;
-  EXPECT_TRUE(p.select(c.query(n), c.view(n), rows));
+  EXPECT_TRUE(select_one(p, c.query(n), c.view(n), rows));
   std::set<int32_t> s(rows.begin(), rows.end());
   EXPECT_EQ(s.size(), rows.size()) << "duplicate rows";
   for (int32_t r : rows) EXPECT_TRUE(r >= 0 && r < n);
@@ -62,7 +62,7 @@ TEST(Oracle, PicksTheExactTopLogits) {
   for (int j = 0; j < 200; ++j) s[j] = c.dot(j);
   EXPECT_EQ(pick(p, c, 200), top_by(s, 20));
   std::vector<int32_t> rows;
-  EXPECT_FALSE(p.select(c.query(20), c.view(20), rows));  // budget == context: dense
+  EXPECT_FALSE(select_one(p, c.query(20), c.view(20), rows));  // budget == context: dense
 }
 
 TEST(Stream, SinksAndRecentWindow) {
@@ -84,7 +84,7 @@ TEST(Random, SeededDistinctAndUniform) {
   std::vector<int> hits(100, 0);  // over many steps every row gets chosen about equally often
   for (int step = 0; step < 200; ++step) {
     std::vector<int32_t> rows;
-    ASSERT_TRUE(a.select({0, 0, 0, 1000 + step, c.q.data()}, c.view(100), rows));
+    ASSERT_TRUE(select_one(a, {0, 0, 0, 1000 + step, c.q.data()}, c.view(100), rows));
     for (int32_t r : rows) hits[r]++;
   }
   EXPECT_GT(*std::min_element(hits.begin(), hits.end()), 30);  // expected 60 each
@@ -154,7 +154,7 @@ TEST(H2o, KeepsRecentAndHeavyHittersAndNeverRevives) {
   RandomCache c(16, 120, 6);
   H2oPolicy p({20, false}, {}, 1, 1);
   std::vector<int32_t> rows;
-  for (int64_t n = 1; n <= 20; ++n) EXPECT_FALSE(p.select(c.query(n), c.view(n), rows));  // dense, accumulating
+  for (int64_t n = 1; n <= 20; ++n) EXPECT_FALSE(select_one(p, c.query(n), c.view(n), rows));  // dense, accumulating
   std::set<int32_t> evicted;
   for (int64_t n = 21; n <= 120; ++n) {
     const auto s = pick(p, c, n);
@@ -170,7 +170,7 @@ TEST(SnapKv, KeepsWindowAndFreshTokensWithinBudget) {
   RandomCache c(16, 200, 7);
   SnapKvPolicy p({40, false}, {}, 1, 1, 16, 8, 16);
   std::vector<int32_t> rows;
-  for (int64_t n = 1; n <= 40; ++n) EXPECT_FALSE(p.select(c.query(n), c.view(n), rows));
+  for (int64_t n = 1; n <= 40; ++n) EXPECT_FALSE(select_one(p, c.query(n), c.view(n), rows));
   for (int64_t n = 41; n <= 200; ++n) {
     const auto s = pick(p, c, n);
     EXPECT_LE(s.size(), 40u);
@@ -186,7 +186,7 @@ TEST(KvTraffic, SelectionReadsAreCounted) {
   auto counted = [&](AttentionPolicy& p, int64_t rows) {
     const uint64_t b0 = c.cache.bytes_read();
     std::vector<int32_t> picked;
-    p.select(c.query(rows), c.view(rows), picked);
+    select_one(p, c.query(rows), c.view(rows), picked);
     return c.cache.bytes_read() - b0;
   };
   OraclePolicy oracle({20, false}, {}, 1);
@@ -218,7 +218,7 @@ TEST(Truncate, SnapKvForgetsTheQueriesAndSelectionOfCutTokens) {
   after.negate_keys_from(30);
   SnapKvPolicy p({40, false}, {}, 1, 1, 16, 8, 16), fresh({40, false}, {}, 1, 1, 16, 8, 16);
   std::vector<int32_t> rows;
-  for (int64_t n = 1; n <= 150; ++n) p.select(before.query(n), before.view(n), rows);  // selects at 145
+  for (int64_t n = 1; n <= 150; ++n) select_one(p, before.query(n), before.view(n), rows);  // selects at 145
   p.on_truncate(30);
   // Its window only held queries of cut tokens: now it knows what a fresh one does.
   EXPECT_EQ(pick(p, after, 160), pick(fresh, after, 160));
@@ -231,7 +231,7 @@ TEST(Truncate, H2oDropsTheCutRowsAndKeepsItsEvictions) {
   std::set<int32_t> last;
   for (int64_t n = 1; n <= 120; ++n) {
     std::vector<int32_t> rows;
-    if (p.select(before.query(n), before.view(n), rows)) last = std::set<int32_t>(rows.begin(), rows.end());
+    if (select_one(p, before.query(n), before.view(n), rows)) last = std::set<int32_t>(rows.begin(), rows.end());
   }
   p.on_truncate(60);
   std::set<int32_t> want;  // the rows before the cut it still kept, and the new one
@@ -247,14 +247,9 @@ class OwnPick final : public AttentionPolicy {
  public:
   OwnPick(SparsePolicy& p, int64_t budget) : p_(p), budget_(budget) {}
   std::string_view name() const override { return p_.name(); }
-  bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
-    bool sparse = false;
-    select_group(&q, 1, kv, &rows, &sparse);
-    return sparse;
-  }
-  void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
-                    bool* sparse) override {
-    p_.pick_rows(queries, n_q, kv, budget_, rows);
+  void select(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+              bool* sparse) override {
+    p_.pick(queries, n_q, kv, budget_, rows);
     std::fill(sparse, sparse + n_q, true);
     picked.assign(rows, rows + n_q);
   }

@@ -520,7 +520,7 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     std::vector<float> qp(D);
     cache.permute_query(0, 0, q.data(), qp.data());
     std::vector<int32_t> rows;
-    ASSERT_TRUE(policy.select({layer, head, kvh, T - 1, qp.data()}, cache.view(0, 0, T), rows));
+    ASSERT_TRUE(select_one(policy, {layer, head, kvh, T - 1, qp.data()}, cache.view(0, 0, T), rows));
     // Reference.
     const auto chunks = prof.dominant_fcs(layer, head, prof.n_tip, sh, rank);
     std::vector<std::pair<float, int>> s;
@@ -569,7 +569,7 @@ TEST(FasaDecoding, AdaptiveBudgetKeepsTheFewestTopRowsHoldingTheMass) {
     std::vector<float> qp(D);
     cache.permute_query(0, 0, q.data(), qp.data());
     std::vector<int32_t> rows;
-    ASSERT_TRUE(policy.select({layer, head, head / 2, T - 1, qp.data()}, cache.view(0, 0, T), rows));
+    ASSERT_TRUE(select_one(policy, {layer, head, head / 2, T - 1, qp.data()}, cache.view(0, 0, T), rows));
     std::set<int32_t> want;
     double kept = 0;
     for (int i = 0; i < budget && (want.empty() || kept < mass * z * (1 - 1e-6)); ++i) {
@@ -615,7 +615,7 @@ TEST(DoubleSparse, ScoresOnTheGroupsHeaviestChannels) {
     cache.permute_query(0, 0, q.data(), qp.data());
     std::vector<int32_t> rows;
     const uint64_t bytes0 = cache.bytes_read();
-    ASSERT_TRUE(policy.select({layer, head, kvh, T - 1, qp.data()}, cache.view(0, 0, T), rows));
+    ASSERT_TRUE(select_one(policy, {layer, head, kvh, T - 1, qp.data()}, cache.view(0, 0, T), rows));
     EXPECT_EQ(cache.bytes_read() - bytes0, (uint64_t)T * r * sizeof(float));
     std::vector<std::pair<float, int>> score;
     for (int j = 0; j < T; ++j) {
@@ -662,10 +662,10 @@ TEST(FasaDecoding, GroupSelectionEqualsPerHeadSelection) {
       }
       std::vector<std::vector<int32_t>> rows(group);
       auto sparse = std::make_unique<bool[]>(group);
-      policy.select_group(queries.data(), group, cache.view(0, 0, T), rows.data(), sparse.get());
+      policy.select(queries.data(), group, cache.view(0, 0, T), rows.data(), sparse.get());
       for (int i = 0; i < group; ++i) {
         std::vector<int32_t> alone;
-        EXPECT_EQ(sparse[i], policy.select(queries[i], cache.view(0, 0, T), alone));
+        EXPECT_EQ(sparse[i], select_one(policy, queries[i], cache.view(0, 0, T), alone));
         EXPECT_EQ(sparse[i], layer != 0);
         EXPECT_EQ(std::set<int32_t>(rows[i].begin(), rows[i].end()), std::set<int32_t>(alone.begin(), alone.end()))
             << name_of(sh) << " head " << i;

@@ -18,13 +18,17 @@ namespace {
 class AllRowsShuffled final : public AttentionPolicy {
  public:
   std::string_view name() const override { return "all-shuffled"; }
-  bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
-    rows.resize(kv.n_tokens);
-    std::iota(rows.begin(), rows.end(), 0);
-    std::shuffle(rows.begin(), rows.end(), std::mt19937(q.layer * 131 + q.q_head));
-    std::lock_guard<std::mutex> lock(mu);
-    calls.insert({q.layer, q.q_head, q.kv_head, (int)kv.n_tokens});
-    return true;
+  void select(const AttentionQuery* qs, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+              bool* sparse) override {
+    for (int i = 0; i < n_q; ++i) {
+      const AttentionQuery& q = qs[i];
+      rows[i].resize(kv.n_tokens);
+      std::iota(rows[i].begin(), rows[i].end(), 0);
+      std::shuffle(rows[i].begin(), rows[i].end(), std::mt19937(q.layer * 131 + q.q_head));
+      sparse[i] = true;
+      std::lock_guard<std::mutex> lock(mu);
+      calls.insert({q.layer, q.q_head, q.kv_head, (int)kv.n_tokens});
+    }
   }
   std::mutex mu;
   std::set<std::tuple<int, int, int, int>> calls;
@@ -34,9 +38,11 @@ class LastRows final : public AttentionPolicy {
  public:
   explicit LastRows(int n) : n_(n) {}
   std::string_view name() const override { return "last-n"; }
-  bool select(const AttentionQuery&, const KvHeadView& kv, std::vector<int32_t>& rows) override {
-    for (int64_t r = std::max<int64_t>(0, kv.n_tokens - n_); r < kv.n_tokens; ++r) rows.push_back((int32_t)r);
-    return true;
+  void select(const AttentionQuery*, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows, bool* sparse) override {
+    for (int i = 0; i < n_q; ++i) {
+      for (int64_t r = std::max<int64_t>(0, kv.n_tokens - n_); r < kv.n_tokens; ++r) rows[i].push_back((int32_t)r);
+      sparse[i] = true;
+    }
   }
   int n_;
 };
@@ -44,7 +50,9 @@ class LastRows final : public AttentionPolicy {
 class TruncationLog final : public AttentionPolicy {
  public:
   std::string_view name() const override { return "truncation-log"; }
-  bool select(const AttentionQuery&, const KvHeadView&, std::vector<int32_t>&) override { return false; }
+  void select(const AttentionQuery*, int n_q, const KvHeadView&, std::vector<int32_t>*, bool* sparse) override {
+    std::fill(sparse, sparse + n_q, false);
+  }
   void on_truncate(int64_t n) override { cuts.push_back(n); }
   std::vector<int64_t> cuts;
 };

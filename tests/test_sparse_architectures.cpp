@@ -38,14 +38,9 @@ class Recording : public AttentionPolicy {
  public:
   explicit Recording(std::unique_ptr<AttentionPolicy> inner) : inner_(std::move(inner)) {}
   std::string_view name() const override { return inner_->name(); }
-  bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
-    bool sparse = false;
-    select_group(&q, 1, kv, &rows, &sparse);
-    return sparse;
-  }
-  void select_group(const AttentionQuery* qs, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
-                    bool* sparse) override {
-    inner_->select_group(qs, n_q, kv, rows, sparse);
+  void select(const AttentionQuery* qs, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+              bool* sparse) override {
+    inner_->select(qs, n_q, kv, rows, sparse);
     std::lock_guard<std::mutex> lock(mu_);
     for (int i = 0; i < n_q; ++i)
       if (sparse[i]) rows_[{qs[i].layer, qs[i].q_head, kv.n_tokens}] = rows[i];
@@ -144,18 +139,22 @@ class Replay : public AttentionPolicy {
  public:
   Replay(const Recording& rec, const std::string& policy, BruteForce bf) : rec_(rec), policy_(policy), bf_(bf) {}
   std::string_view name() const override { return "replay"; }
-  bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
-    const auto it = rec_.rows_.find({q.layer, q.q_head, kv.n_tokens});
-    if (it == rec_.rows_.end()) return false;  // the policy attended densely
-    rows = it->second;
-    const auto want = bf_.rows(policy_, q, kv);
-    std::lock_guard<std::mutex> lock(mu_);
-    ++replayed;
-    if (want) {
-      ++checked;
-      if (*want != std::set<int32_t>(rows.begin(), rows.end()) || want->size() != rows.size()) ++differing;
+  void select(const AttentionQuery* qs, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+              bool* sparse) override {
+    for (int i = 0; i < n_q; ++i) {
+      const AttentionQuery& q = qs[i];
+      const auto it = rec_.rows_.find({q.layer, q.q_head, kv.n_tokens});
+      sparse[i] = it != rec_.rows_.end();  // (not recorded: the policy attended densely)
+      if (!sparse[i]) continue;
+      rows[i] = it->second;
+      const auto want = bf_.rows(policy_, q, kv);
+      std::lock_guard<std::mutex> lock(mu_);
+      ++replayed;
+      if (want) {
+        ++checked;
+        if (*want != std::set<int32_t>(rows[i].begin(), rows[i].end()) || want->size() != rows[i].size()) ++differing;
+      }
     }
-    return true;
   }
   int replayed = 0, checked = 0, differing = 0;
 

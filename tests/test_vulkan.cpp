@@ -181,12 +181,9 @@ class RecordedRows final : public AttentionPolicy {
       : inner_(std::move(inner)), layer_(layer), selection_(*inner_->device_selection(model.config.n_layer)),
         n_head_(model.config.n_head) {}
   std::string_view name() const override { return inner_->name(); }
-  bool select(const AttentionQuery& q, const KvHeadView& kv, std::vector<int32_t>& rows) override {
-    return inner_->select(q, kv, rows);
-  }
-  void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
-                    bool* sparse) override {
-    inner_->select_group(queries, n_q, kv, rows, sparse);
+  void select(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+              bool* sparse) override {
+    inner_->select(queries, n_q, kv, rows, sparse);
     if (queries[0].layer != layer_) return;
     for (int i = 0; i < n_q; ++i) {
       const std::vector<int>& slots = selection_.scored[(size_t)layer_ * n_head_ + queries[i].q_head];

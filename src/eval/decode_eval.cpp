@@ -31,23 +31,25 @@ class ShadowProbe final : public AttentionPolicy {
     inner_->observe_prefill(layer, p0, n, q, c);
   }
   void on_truncate(int64_t n) override { inner_->on_truncate(n); }
-  bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) override {
-    if (!inner_->select(query, kv, rows) || kv.n_tokens <= k_) {
-      rows.clear();
-      return false;
-    }
+  void select(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+              bool* sparse) override {
+    inner_->select(queries, n_q, kv, rows, sparse);
     thread_local std::vector<float> score;
     thread_local std::vector<int32_t> idx;
     thread_local std::vector<char> top;
-    score.resize(kv.n_tokens);
-    for (int64_t j = 0; j < kv.n_tokens; ++j) score[j] = key_dot(query.q, kv, j);
-    top_k_mask(score.data(), kv.n_tokens, k_, idx, top);
-    int64_t h = 0;
-    for (int32_t r : rows) h += top[r];
-    hits_ += h;
-    queries_ += 1;
-    rows.clear();
-    return false;
+    for (int i = 0; i < n_q; ++i) {
+      if (sparse[i] && kv.n_tokens > k_) {
+        score.resize(kv.n_tokens);
+        for (int64_t j = 0; j < kv.n_tokens; ++j) score[j] = key_dot(queries[i].q, kv, j);
+        top_k_mask(score.data(), kv.n_tokens, k_, idx, top);
+        int64_t h = 0;
+        for (int32_t r : rows[i]) h += top[r];
+        hits_ += h;
+        queries_ += 1;
+      }
+      rows[i].clear();
+      sparse[i] = false;
+    }
   }
   double agreement() const { return queries_ ? (double)hits_ / ((double)queries_ * k_) : 0.0; }
   int64_t queries() const { return queries_; }

@@ -2,12 +2,11 @@
 
 namespace fasa {
 
-void AttentionPolicy::select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
-                                 std::vector<int32_t>* rows, bool* sparse) {
-  for (int i = 0; i < n_q; ++i) {
-    rows[i].clear();
-    sparse[i] = select(queries[i], kv, rows[i]);
-  }
+bool select_one(AttentionPolicy& policy, const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) {
+  bool sparse = false;
+  rows.clear();
+  policy.select(&query, 1, kv, &rows, &sparse);
+  return sparse;
 }
 
 }  // namespace fasa

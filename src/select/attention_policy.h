@@ -2,6 +2,7 @@
 // The token-selection seam. Each decode step, for every layer and query head, a policy picks the
 // cache rows that head attends to (or "all"); gathered_attention then runs exact attention over just
 // those rows. FASA and every baseline are policies; the model code never changes for them.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -45,14 +46,12 @@ class AttentionPolicy {
   virtual std::string_view name() const = 0;
   // One line for logs and run headers; policies with a setting worth seeing (FASA) add it.
   virtual std::string summary() const { return std::string(name()); }
-  // Return false to attend to every row of `kv`; otherwise fill `rows` with distinct row indices
-  // < kv.n_tokens (any order) and return true. Called concurrently for different heads of one layer.
-  virtual bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) = 0;
-  // select() for the n_q query heads sharing one KV head (queries[i], rows[i], sparse[i] = its
-  // result), which is how a decode step asks. Default: select() per head; policies that can score
-  // the cache once for the whole group (FASA's TIP) override it.
-  virtual void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
-                            std::vector<int32_t>* rows, bool* sparse);
+  // The rows each of the n_q query heads sharing one KV head reads (a decode step asks a group at a
+  // time, so a policy may score the cache once for all of them, as FASA's TIP): sparse[i] = false to
+  // attend to every row of `kv`; else sparse[i] = true and rows[i] = distinct row indices
+  // < kv.n_tokens (any order). rows[i] arrive empty. Called concurrently for different KV heads.
+  virtual void select(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+                      bool* sparse) = 0;
   // The key layout this policy wants for (layer, KV head): which dims form the K_dom plane it scores
   // on. Asked once, when a session builds its cache. Default: identity, no K_dom.
   virtual KeyLayout key_layout(int /*layer*/, int /*kv_head*/) const { return {}; }
@@ -72,10 +71,15 @@ class AttentionPolicy {
 };
 
 // `full`: dense attention over the whole cache.
+// select() for one query head: whether it is sparse, its rows in `rows` (cleared first).
+bool select_one(AttentionPolicy& policy, const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows);
+
 class FullAttention final : public AttentionPolicy {
  public:
   std::string_view name() const override { return "full"; }
-  bool select(const AttentionQuery&, const KvHeadView&, std::vector<int32_t>&) override { return false; }
+  void select(const AttentionQuery*, int n_q, const KvHeadView&, std::vector<int32_t>*, bool* sparse) override {
+    std::fill(sparse, sparse + n_q, false);
+  }
   std::optional<DeviceSelection> device_selection(int n_layer) const override {
     DeviceSelection s;
     s.dense.assign(n_layer, 1);

@@ -44,8 +44,11 @@ void decode_group_attention(AttentionPolicy& policy, int layer, int kv_head, int
     s.rows.resize(group);
     s.sparse = std::make_unique<bool[]>(group);
   }
-  for (int i = 0; i < group; ++i) s.queries[i] = {layer, kv_head * group + i, kv_head, pos, q + (size_t)i * D};
-  policy.select_group(s.queries.data(), group, kv, s.rows.data(), s.sparse.get());
+  for (int i = 0; i < group; ++i) {
+    s.queries[i] = {layer, kv_head * group + i, kv_head, pos, q + (size_t)i * D};
+    s.rows[i].clear();
+  }
+  policy.select(s.queries.data(), group, kv, s.rows.data(), s.sparse.get());
   if (cache.offloaded(cache_layer, kv_head)) kv = fetch_selection(cache, cache_layer, kv_head, kv.n_tokens, group, s);
   s.dense_q.clear();
   for (int i = 0; i < group; ++i)

@@ -19,7 +19,7 @@ class OraclePolicy final : public SparsePolicy {
   std::string_view name() const override { return "oracle"; }
 
  protected:
-  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+  void pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
 };
 
 // StreamingLLM: the first `sink` tokens plus the most recent ones.
@@ -31,7 +31,7 @@ class StreamPolicy final : public SparsePolicy {
   std::string_view name() const override { return "stream"; }
 
  protected:
-  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+  void pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
 
  private:
   int sink_;
@@ -47,7 +47,7 @@ class RandomPolicy final : public SparsePolicy {
   std::string_view name() const override { return "random"; }
 
  protected:
-  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+  void pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
 
  private:
   uint64_t seed_;
@@ -64,7 +64,7 @@ class QuestPolicy final : public SparsePolicy {
   std::optional<DeviceSelection> device_selection(int n_layer) const override;
 
  protected:
-  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+  void pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
 
  private:
   struct PageStats {
@@ -85,7 +85,7 @@ class SparqPolicy final : public SparsePolicy {
   std::string_view name() const override { return "sparq"; }
 
  protected:
-  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+  void pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
 
  private:
   int r_;
@@ -101,7 +101,7 @@ class H2oPolicy final : public SparsePolicy {
   bool truncate_is_exact() const override { return false; }
 
  protected:
-  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+  void pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
   void on_dense_step(const AttentionQuery& q, const KvHeadView& kv) override;
 
  private:
@@ -125,7 +125,7 @@ class SnapKvPolicy final : public SparsePolicy {
   bool truncate_is_exact() const override { return false; }
 
  protected:
-  void pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
+  void pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
   void on_dense_step(const AttentionQuery& q, const KvHeadView& kv) override;
 
  private:

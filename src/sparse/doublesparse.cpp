@@ -44,13 +44,8 @@ std::string DoubleSparsePolicy::summary() const {
   return SparsePolicy::summary() + buf;
 }
 
-void DoubleSparsePolicy::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget,
-                                std::vector<int32_t>& rows) {
-  pick_group(&query, 1, kv, budget, &rows);
-}
-
-void DoubleSparsePolicy::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
-                                      std::vector<int32_t>* rows) {
+void DoubleSparsePolicy::pick(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                              std::vector<int32_t>* rows) {
   const int nd = kv.n_dom;  // the query is in the cache's dim order: its first nd dims are the channels
   thread_local std::vector<float> q_dom;  // [n_q, nd]
   q_dom.resize((size_t)n_q * nd);

@@ -20,12 +20,11 @@ class DoubleSparsePolicy final : public SparsePolicy {
                        const std::vector<int>& dense_layers, int channels);
   std::string_view name() const override { return "doublesparse"; }
   std::string summary() const override;
+  // One pass over the label cache scores every query head of the group.
+  void pick(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+            std::vector<int32_t>* rows) override;
 
  protected:
-  void pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
-  // One pass over the label cache scores every query head of the group.
-  void pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
-                  std::vector<int32_t>* rows) override;
   KeyLayout sparse_key_layout(int layer, int kv_head) const override {
     return layouts_[(size_t)layer * n_head_kv_ + kv_head];
   }

@@ -122,12 +122,8 @@ std::optional<DeviceSelection> FasaPolicy::device_selection(int n_layer) const {
   return s;
 }
 
-void FasaPolicy::pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
-  pick_group(&query, 1, kv, budget, &rows);
-}
-
-void FasaPolicy::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
-                              std::vector<int32_t>* rows) {
+void FasaPolicy::pick(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                      std::vector<int32_t>* rows) {
   const int64_t n = kv.n_tokens;
   // Forced rows count inside the budget: sink first, then recent; TIP fills the rest from between.
   const int64_t sink = std::min<int64_t>(sink_, budget);

@@ -36,13 +36,12 @@ class FasaPolicy final : public SparsePolicy {
   const std::vector<int>& scored_dims(int layer, int head) const { return dims_[(size_t)layer * n_head_ + head]; }
   // The same selection on a GPU; none with an adaptive budget (tip_mass), which runs on the CPU only.
   std::optional<DeviceSelection> device_selection(int n_layer) const override;
-
- protected:
-  void pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
   // The query heads of one KV head: forced rows, then each head's top rows from a single TIP pass
   // over the K_dom plane.
-  void pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
-                  std::vector<int32_t>* rows) override;
+  void pick(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+            std::vector<int32_t>* rows) override;
+
+ protected:
   KeyLayout sparse_key_layout(int layer, int kv_head) const override {
     return layouts_[(size_t)layer * n_head_kv_ + kv_head];
   }

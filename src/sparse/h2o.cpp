@@ -50,7 +50,7 @@ void H2oPolicy::on_truncate(int64_t n_tokens) {
     }
 }
 
-void H2oPolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void H2oPolicy::pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   HeadState& s = heads_[(size_t)q.layer * n_head_ + q.q_head];
   if ((int64_t)s.acc.size() > kv.n_tokens) s = HeadState{};
   s.acc.resize(kv.n_tokens, 0.0);

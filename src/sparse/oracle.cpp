@@ -6,7 +6,7 @@
 
 namespace fasa {
 
-void OraclePolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void OraclePolicy::pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   thread_local std::vector<float> score;  // [n_tokens]
   score.resize(kv.n_tokens);
   for (int64_t j = 0; j < kv.n_tokens; ++j) score[j] = key_dot(q.q, kv, j);

@@ -21,18 +21,9 @@ SparsePolicy::SparsePolicy(Budget budget, const std::vector<int>& dense_layers, 
   }
 }
 
-bool SparsePolicy::select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) {
-  bool sparse = false;
-  select_group(&query, 1, kv, &rows, &sparse);
-  return sparse;
-}
-
-void SparsePolicy::select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv,
-                                  std::vector<int32_t>* rows, bool* sparse) {
-  for (int i = 0; i < n_q; ++i) {
-    rows[i].clear();
-    sparse[i] = false;
-  }
+void SparsePolicy::select(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+                          bool* sparse) {
+  std::fill(sparse, sparse + n_q, false);
   if (dense_[queries[0].layer]) return;
   const int64_t budget = budget_.tokens(kv.n_tokens);
   if (budget >= kv.n_tokens) {
@@ -40,18 +31,16 @@ void SparsePolicy::select_group(const AttentionQuery* queries, int n_q, const Kv
     return;
   }
   std::fill(sparse, sparse + n_q, true);
-  pick_group(queries, n_q, kv, budget, rows);
+  pick(queries, n_q, kv, budget, rows);
 }
 
-void SparsePolicy::pick_rows(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
-                               std::vector<int32_t>* rows) {
-  for (int i = 0; i < n_q; ++i) rows[i].clear();
-  pick_group(queries, n_q, kv, budget, rows);
+void SparsePolicy::pick(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                        std::vector<int32_t>* rows) {
+  for (int i = 0; i < n_q; ++i) pick_head(queries[i], kv, budget, rows[i]);
 }
 
-void SparsePolicy::pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
-                                std::vector<int32_t>* rows) {
-  for (int i = 0; i < n_q; ++i) pick(queries[i], kv, budget, rows[i]);
+void SparsePolicy::pick_head(const AttentionQuery&, const KvHeadView&, int64_t, std::vector<int32_t>&) {
+  throw Error("policy '" + std::string(name()) + "' picks for a KV head's whole group only");
 }
 
 std::string SparsePolicy::summary() const { return std::string(name()) + ": budget " + budget_.describe() + " per head"; }

@@ -15,26 +15,25 @@ namespace fasa {
 
 // Base of every sparse policy: layers listed as dense, and steps where the budget covers the whole
 // cache, attend to everything; otherwise pick() chooses at most `budget` rows (exactly, but for FASA's
-// adaptive budget).
+// adaptive budget). A policy overrides pick() where it scores a KV head's group at once (FASA,
+// DoubleSparse), else pick_head().
 class SparsePolicy : public AttentionPolicy {
  public:
   SparsePolicy(Budget budget, const std::vector<int>& dense_layers, int n_layer);
-  bool select(const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows) final;
-  void select_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
-                    bool* sparse) final;
+  void select(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
+              bool* sparse) final;
   KeyLayout key_layout(int layer, int kv_head) const final;
   std::string summary() const override;  // "stream: budget 50% of the context per head": what a run header shows
-  // pick_group() itself (rows cleared first), without select_group()'s dense shortcut when the
-  // budget covers the context, so budget may equal kv.n_tokens: lets tests check that a policy's own
-  // pick of every row gives dense attention.
-  void pick_rows(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>* rows);
+  // Fills each rows[i] (empty on entry) with at most `budget` (<= kv.n_tokens) distinct rows for the
+  // query heads sharing one KV head. select() asks only where budget < kv.n_tokens; tests call it with
+  // the whole context to check that a policy's own pick of every row is dense attention. Default:
+  // pick_head() per head.
+  virtual void pick(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
+                    std::vector<int32_t>* rows);
 
  protected:
-  // Fill `rows` with at most `budget` (<= kv.n_tokens; < from select) distinct rows.
-  virtual void pick(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) = 0;
-  // pick() for the query heads sharing one KV head. Default: pick() per head.
-  virtual void pick_group(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
-                          std::vector<int32_t>* rows);
+  // pick() for one query head (the default pick() asks each head of the group in turn).
+  virtual void pick_head(const AttentionQuery& query, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows);
   // A sparse layer's step that attends to everything (budget >= context); for stateful policies.
   virtual void on_dense_step(const AttentionQuery& /*query*/, const KvHeadView& /*kv*/) {}
   virtual KeyLayout sparse_key_layout(int /*layer*/, int /*kv_head*/) const { return {}; }

@@ -28,7 +28,7 @@ void page_bounds(const KvHeadView& kv, int64_t r0, int64_t r1, float* lo, float*
 }
 }  // namespace
 
-void QuestPolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void QuestPolicy::pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   const int D = kv.head_dim;
   const int64_t n = kv.n_tokens, full_pages = n / kPage, last = (n - 1) / kPage;  // last: the newest token's page
   // The newest token's page is always read, as Quest's own kernels do: ranked by its min/max box, a

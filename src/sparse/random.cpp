@@ -6,7 +6,7 @@
 
 namespace fasa {
 
-void RandomPolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void RandomPolicy::pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   std::seed_seq seq{(uint32_t)seed_, (uint32_t)(seed_ >> 32), (uint32_t)q.layer, (uint32_t)q.q_head, (uint32_t)q.pos};
   std::mt19937_64 rng(seq);
   thread_local std::vector<int32_t> idx;

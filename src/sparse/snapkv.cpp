@@ -66,7 +66,7 @@ void SnapKvPolicy::reselect(HeadState& s, const KvHeadView& kv) {
   s.selected_at = n;
 }
 
-void SnapKvPolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void SnapKvPolicy::pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   HeadState& s = heads_[(size_t)q.layer * n_head_ + q.q_head];
   remember(s, q.pos, q.q);
   const int64_t n = kv.n_tokens;

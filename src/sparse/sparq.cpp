@@ -8,7 +8,7 @@
 
 namespace fasa {
 
-void SparqPolicy::pick(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void SparqPolicy::pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   const int D = kv.head_dim, r = r_ > 0 ? std::min(r_, D) : std::max(1, D / 4);
   thread_local std::vector<float> mag, score;
   thread_local std::vector<int32_t> dims;

@@ -5,7 +5,7 @@
 
 namespace fasa {
 
-void StreamPolicy::pick(const AttentionQuery&, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
+void StreamPolicy::pick_head(const AttentionQuery&, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   const int64_t sink = std::min<int64_t>(sink_, budget);
   for (int64_t r = 0; r < sink; ++r) rows.push_back((int32_t)r);
   for (int64_t r = kv.n_tokens - (budget - sink); r < kv.n_tokens; ++r) rows.push_back((int32_t)r);
