@@ -74,27 +74,14 @@ void Session::check_logits() const {
 }
 
 std::span<const float> Session::prefill(std::span<const int32_t> tokens, std::vector<float>* all_logits) {
-  check_tokens(tokens);
-  if (device_ && all_logits) throw Error("every position's logits are not computed on the device yet: run on the CPU");
-  const size_t V = (size_t)model_.config.n_vocab;
-  if (all_logits) all_logits->assign(tokens.size() * V, 0.0f);
-  for (size_t i = 0; i < tokens.size(); i += n_ubatch_) {
-    const int n = (int)std::min<size_t>(n_ubatch_, tokens.size() - i);
-    const bool last = i + n == tokens.size();
-    float* logits = all_logits ? all_logits->data() + i * V : last ? logits_.data() : nullptr;
-    const ForwardPart part{this, tokens.data() + i, n, false, logits, all_logits != nullptr};
-    forward({&part, 1});
-  }
-  if (all_logits) std::copy(all_logits->end() - V, all_logits->end(), logits_.begin());
-  check_logits();
+  const SessionTokens me{this, tokens, false, all_logits};
+  eval_together({&me, 1});
   return logits_;
 }
 
 std::span<const float> Session::decode(int32_t token) {
-  check_tokens({&token, 1});
-  const ForwardPart part{this, &token, 1, true, logits_.data(), false};
-  forward({&part, 1});
-  check_logits();
+  const SessionTokens me{this, {&token, 1}, true};
+  eval_together({&me, 1});
   return logits_;
 }
 
@@ -109,6 +96,12 @@ void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens) {
     if (b.decode && b.tokens.size() != 1) throw Error("eval_together: a decode step takes one token");
     if (b.session->device_ && batch.size() > 1)
       throw Error("several sequences in one pass are not run on the device yet: one at a time, or on the CPU");
+    if (b.all_logits) {
+      if (b.decode || b.session->device_)
+        throw Error(b.decode ? "eval_together: every token's logits are a prompt's"
+                             : "every position's logits are not computed on the device yet: run on the CPU");
+      b.all_logits->assign(b.tokens.size() * b.session->model_.config.n_vocab, 0.0f);
+    }
   }
   // Pass after pass, at most max_pass_tokens each (the scratch memory's bound): every decode step in the
   // first (a pass holds at least one token of every session), prompts in chunks after them, in order.
@@ -127,8 +120,11 @@ void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens) {
       if (done[i] == ids.size()) continue;
       const int n = (int)std::min<int64_t>(std::min(room, ids.size() - done[i]), batch[i].session->max_chunk_);
       const bool last = done[i] + n == ids.size();
-      parts.push_back({batch[i].session, ids.data() + done[i], n, batch[i].decode,
-                       last ? batch[i].session->logits_.data() : nullptr, false});
+      Session& s = *batch[i].session;
+      float* logits = batch[i].all_logits ? batch[i].all_logits->data() + done[i] * s.model_.config.n_vocab
+                      : last              ? s.logits_.data()
+                                          : nullptr;
+      parts.push_back({&s, ids.data() + done[i], n, batch[i].decode, logits, batch[i].all_logits != nullptr});
       done[i] += n;
       room -= n;
     }
@@ -136,7 +132,10 @@ void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens) {
     more = false;
     for (size_t i = 0; i < batch.size(); ++i) more = more || done[i] < batch[i].tokens.size();
   }
-  for (const SessionTokens& b : batch) b.session->check_logits();
+  for (const SessionTokens& b : batch) {
+    if (b.all_logits) std::copy(b.all_logits->end() - b.session->logits_.size(), b.all_logits->end(), b.session->logits_.begin());
+    b.session->check_logits();
+  }
 }
 
 int64_t Session::truncate(int64_t n) {

@@ -42,11 +42,14 @@ struct SessionOptions {
 class Session;
 class ForwardPass;
 
-// One session's new tokens in a forward pass over several sessions (eval_together).
+// One session's new tokens in a forward pass over several sessions (eval_together); Session::prefill
+// and decode are eval_together over their session alone. Cut into passes there (ForwardPart: a
+// session's slice of one pass), and nowhere else.
 struct SessionTokens {
   Session* session = nullptr;
   std::span<const int32_t> tokens;  // a prompt's tokens (dense prefill), or the one token of a decode step
   bool decode = false;              // a decode step (Session::decode); else Session::prefill
+  std::vector<float>* all_logits = nullptr;  // a prompt's: every token's logits, [tokens.size(), n_vocab]
 };
 
 // One forward pass for several sessions of the same model: every matmul runs over all their new tokens
@@ -101,7 +104,7 @@ class Session {
  private:
   friend void eval_together(std::span<const SessionTokens> batch, int max_pass_tokens);
   friend class ForwardPass;  // forward()'s steps (forward.cpp)
-  // One session's tokens in a forward pass.
+  // One session's slice of its SessionTokens in a forward pass.
   struct ForwardPart {
     Session* session;
     const int32_t* tokens;
