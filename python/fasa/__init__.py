@@ -27,7 +27,7 @@ def register_policy(name, fn):
     context, attend to every row without calling fn; a row outside the context is an error. Slow is
     fine: it is for trying an idea before writing it in C++ (src/sparse/). Once registered, the name
     works wherever a built-in policy's does: engine.context(attn=name), fasa.eval's and fasa.bench's
-    attn lists (as "name:budget=..." too). A name is letters, digits, '_' and '-'; registering it
+    attn lists (with settings too: "name:dense_layers=1"). A name is letters, digits, '_' and '-'; registering it
     again replaces the function.
     """
     if not callable(fn):

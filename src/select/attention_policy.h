@@ -70,10 +70,10 @@ class AttentionPolicy {
   virtual std::optional<DeviceSelection> device_selection(int /*n_layer*/) const { return std::nullopt; }
 };
 
-// `full`: dense attention over the whole cache.
 // select() for one query head: whether it is sparse, its rows in `rows` (cleared first).
 bool select_one(AttentionPolicy& policy, const AttentionQuery& query, const KvHeadView& kv, std::vector<int32_t>& rows);
 
+// `full`: dense attention over the whole cache.
 class FullAttention final : public AttentionPolicy {
  public:
   std::string_view name() const override { return "full"; }

@@ -71,12 +71,6 @@ std::unique_ptr<AttentionPolicy> make_full_policy(const PolicyOptions&, const Mo
 
 namespace {
 
-const int kBuiltIn = 0
-#define FASA_POLICY(name, description, dense, has_k_dom) +1
-#include "sparse/policies.inc"
-#undef FASA_POLICY
-    ;
-
 // The built-in rows, then those registered; read and written under one lock.
 struct Registry {
   std::mutex lock;
@@ -85,6 +79,7 @@ struct Registry {
 #include "sparse/policies.inc"
 #undef FASA_POLICY
   };
+  const size_t n_built_in = rows.size();
 };
 Registry& registry() {
   static Registry r;
@@ -122,7 +117,7 @@ void register_policy(PolicyInfo row) {
   Registry& r = registry();
   std::lock_guard<std::mutex> hold(r.lock);
   auto same = std::find_if(r.rows.begin(), r.rows.end(), [&](const PolicyInfo& p) { return p.name == row.name; });
-  if (same - r.rows.begin() < kBuiltIn) throw Error("'" + row.name + "' is a built-in policy");
+  if (same - r.rows.begin() < (ptrdiff_t)r.n_built_in) throw Error("'" + row.name + "' is a built-in policy");
   if (same != r.rows.end()) *same = std::move(row);
   else r.rows.push_back(std::move(row));
 }
