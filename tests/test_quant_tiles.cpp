@@ -52,7 +52,7 @@ class QuantTileTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(QuantTileTest, EqualsTheDecodeKernelExactly) {
   const DType t = GetParam();
-  if (!has_quant_tiles(t)) GTEST_SKIP() << "no tiled kernel in this build (it needs AVX512-VNNI)";
+  if (!has_quant_tiles(t)) GTEST_SKIP() << "no tiled kernel for this type in this build (K-quants need AVX2, Q8_0 AVX512-VNNI)";
   std::mt19937 rng(7);
   for (int64_t n : {256, 2048}) {
     std::vector<std::string> data;

@@ -74,15 +74,16 @@ constexpr int kDirectRows = 8;
 void dot_direct_rows(DType weight_type, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n,
                      float* out, int64_t ldo);
 
-// The kernels' passes over several tokens: n_tokens in passes of kMost (8 or 4), then 4, 2 and 1;
+// The kernels' passes over several tokens: n_tokens in passes of kMost (8, 4 or 2), then 4, 2 and 1;
 // pass.template operator()<NT>(t) takes tokens t..t + NT - 1.
 template <int kMost, class Pass>
 void in_token_passes(int n_tokens, Pass pass) {
-  static_assert(kMost == 8 || kMost == 4);
+  static_assert(kMost == 8 || kMost == 4 || kMost == 2);
   int t = 0;
   if constexpr (kMost == 8)
     for (; t + 8 <= n_tokens; t += 8) pass.template operator()<8>(t);
-  for (; t + 4 <= n_tokens; t += 4) pass.template operator()<4>(t);
+  if constexpr (kMost >= 4)
+    for (; t + 4 <= n_tokens; t += 4) pass.template operator()<4>(t);
   for (; t + 2 <= n_tokens; t += 2) pass.template operator()<2>(t);
   for (; t < n_tokens; ++t) pass.template operator()<1>(t);
 }
