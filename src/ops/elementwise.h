@@ -41,7 +41,9 @@ inline float exp_fast(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const int32_t bits = ((int32_t)n + 127) << 23;  // 2^n
+  // 2^n; n is already in [-126, 127] but for a NaN x, which this clamp (operands in this order) turns
+  // into 127, so the conversion stays defined and p, NaN, makes the result NaN.
+  const int32_t bits = ((int32_t)std::max(-126.0f, std::min(127.0f, n)) + 127) << 23;
   return p * std::bit_cast<float>(bits);
 }
 
