@@ -125,7 +125,7 @@ void multiply_q4_0_tokens(const PackedBlocks& g, const QuantizedActs* x, int64_t
   }
 }
 
-constexpr int kTokens = 2;  // per pass over a group: each weight load serves this many
+constexpr int kTokens = 2;  // per pass over a group: each weight load serves this many (4 spill: 0.7x)
 
 }  // namespace
 
