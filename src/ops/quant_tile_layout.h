@@ -3,6 +3,7 @@
 // so one load holds 4 consecutive quants of every row; quant_tiles.cpp packs them, the ISA's file
 // (quant_tiles_avx512.cpp, quant_tiles_avx2.cpp) multiplies them with the tokens.
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "ops/quant_dot.h"
@@ -24,6 +25,18 @@ struct PackedBlocks {
   std::vector<uint8_t> q;  // [n/32][8 chunks][16 rows][4] the quants as unsigned bytes (Q8_0 + 128, Q4_0 0-15)
   std::vector<float> d;    // [n/32][16] the rows' scales
 };
+
+// Two int16 in one int32 (lo in the low half), as vpmaddwd and vpdpwssd read a lane.
+inline int32_t int16_pair(int32_t lo, int32_t hi) {
+  return (int32_t)((uint32_t)(uint16_t)lo | ((uint32_t)(uint16_t)hi << 16));
+}
+
+// Four consecutive activation quants as one int32, to broadcast to every row's lane.
+inline int32_t quad_at(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 // y[t * ldy + r] = row r . x[t] for the group's rows and n_tokens tokens, bit-identical to dot_direct.
 // Q4_K, Q5_K, Q6_K: 512-bit VNNI where the build has it, else AVX2.

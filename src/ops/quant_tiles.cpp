@@ -24,6 +24,11 @@ namespace {
 #if defined(__AVX2__)
 constexpr int R = kTileGroupRows;
 
+// Row r's quants, in column order, into the tile's 4-column chunks.   quants: [4 * n_chunks]
+void put_chunks(const uint8_t* quants, int n_chunks, int r, uint8_t* q) {
+  for (int c = 0; c < n_chunks; ++c) std::memcpy(q + (c * R + r) * 4, quants + 4 * c, 4);
+}
+
 // 16 K-quant rows, each unpacked (unpack_row) and laid out as PackedGroup.
 void pack_group(DType t, const void* const* rows, int64_t n, PackedGroup& g) {
   const bool q6 = t == DType::Q6_K;
@@ -38,16 +43,14 @@ void pack_group(DType t, const void* const* rows, int64_t n, PackedGroup& g) {
   for (int r = 0; r < R; ++r) {
     unpack_row(t, rows[r], n, u);
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* q = &g.q[(size_t)b * 256 * R];
       const int8_t* uq = &u.q[b * 256];
       uint8_t quants[256];
       for (int j = 0; j < 256; ++j) quants[j] = (uint8_t)(uq[j] + (q6 ? 32 : 0));
-      for (int c = 0; c < 64; ++c) std::memcpy(q + (c * R + r) * 4, quants + 4 * c, 4);
+      put_chunks(quants, 64, r, &g.q[(size_t)b * 256 * R]);
       for (int s = 0; s < subs; ++s) g.scale[(b * subs + s) * R + r] = u.iscale[b * subs + s];
       const int16_t* pair_src = q6 ? &u.iscale[b * subs] : &u.imin[b * subs];
       for (int k = 0; k < subs / 2; ++k)
-        g.pairs[(b * subs / 2 + k) * R + r] =
-            (int32_t)((uint32_t)(uint16_t)pair_src[2 * k] | ((uint32_t)(uint16_t)pair_src[2 * k + 1] << 16));
+        g.pairs[(b * subs / 2 + k) * R + r] = int16_pair(pair_src[2 * k], pair_src[2 * k + 1]);
       g.d[b * R + r] = u.d[b];
       if (!q6) g.dmin[b * R + r] = u.dmin[b];
     }
@@ -64,9 +67,9 @@ void pack_q8_0(const void* const* rows, int64_t n, PackedBlocks& g) {
     const uint8_t* p = static_cast<const uint8_t*>(rows[r]);
     for (int64_t b = 0; b < nb; ++b, p += 34) {
       g.d[b * R + r] = fp16_at(p);
-      uint8_t* q = &g.q[(size_t)b * 32 * R];
-      for (int c = 0; c < 8; ++c)
-        for (int e = 0; e < 4; ++e) q[(c * R + r) * 4 + e] = (uint8_t)((int8_t)p[2 + 4 * c + e] + 128);
+      uint8_t quants[32];
+      for (int j = 0; j < 32; ++j) quants[j] = (uint8_t)((int8_t)p[2 + j] + 128);
+      put_chunks(quants, 8, r, &g.q[(size_t)b * 32 * R]);
     }
   }
 }
@@ -99,12 +102,11 @@ void pack_q4_0(const void* const* rows, int64_t n, PackedBlocks& g) {
     const uint8_t* p = static_cast<const uint8_t*>(rows[r]);
     for (int64_t b = 0; b < nb; ++b, p += 18) {
       g.d[b * R + r] = fp16_at(p);
-      uint8_t* q = &g.q[(size_t)b * 32 * R];
       const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)), low4 = _mm_set1_epi8(0x0F);
       alignas(16) uint8_t quants[32];  // the elements in order (written by vectors: GCC's bytes stalled)
       _mm_store_si128(reinterpret_cast<__m128i*>(quants), _mm_and_si128(raw, low4));
       _mm_store_si128(reinterpret_cast<__m128i*>(quants + 16), _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
-      for (int c = 0; c < 8; ++c) std::memcpy(q + (c * R + r) * 4, quants + 4 * c, 4);
+      put_chunks(quants, 8, r, &g.q[(size_t)b * 32 * R]);
     }
   }
 }

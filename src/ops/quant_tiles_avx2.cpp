@@ -18,16 +18,10 @@ namespace {
 
 constexpr int R = kTileGroupRows;
 
-inline __m256i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
+inline __m256i broadcast4(const int8_t* p) { return _mm256_set1_epi32(quad_at(p)); }
 
 // Two activation sums packed as int16 (each fits: at most 32 * 128).
-inline __m256i broadcast_pair(int32_t lo, int32_t hi) {
-  return _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)lo | ((uint32_t)(uint16_t)hi << 16)));
-}
+inline __m256i broadcast_pair(int32_t lo, int32_t hi) { return _mm256_set1_epi32(int16_pair(lo, hi)); }
 
 // Eight rows' int32 scales as int16 pairs (s, s), for vpmaddwd.
 inline __m256i scale_pairs(const int32_t* scale) {
@@ -114,7 +108,8 @@ void multiply_q4_0_tokens(const PackedBlocks& g, const QuantizedActs* x, int64_t
     for (int h = 0; h < 2; ++h) {
       const __m256 dw = _mm256_loadu_ps(&g.d[b * R + 8 * h]);
       for (int t = 0; t < TT; ++t) {
-        const __m256i sum = _mm256_sub_epi32(_mm256_madd_epi16(pairs[t][h], ones), _mm256_set1_epi32(8 * x[t].sum32[b]));
+        const __m256i offset = _mm256_set1_epi32(8 * x[t].sum32[b]);
+        const __m256i sum = _mm256_sub_epi32(_mm256_madd_epi16(pairs[t][h], ones), offset);
         acc[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(x[t].d[b])), _mm256_cvtepi32_ps(sum), acc[t][h]);
       }
     }

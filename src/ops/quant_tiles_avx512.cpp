@@ -17,16 +17,10 @@ namespace {
 #endif
 constexpr int R = kTileGroupRows;
 
-inline __m512i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
+inline __m512i broadcast4(const int8_t* p) { return _mm512_set1_epi32(quad_at(p)); }
 
 // Two activation sums packed as int16 (each fits: at most 32 * 128).
-inline __m512i broadcast_pair(int32_t lo, int32_t hi) {
-  return _mm512_set1_epi32((int32_t)((uint32_t)(uint16_t)lo | ((uint32_t)(uint16_t)hi << 16)));
-}
+inline __m512i broadcast_pair(int32_t lo, int32_t hi) { return _mm512_set1_epi32(int16_pair(lo, hi)); }
 
 // TT tokens against the packed group: per super-block the exact integer sums for 16 rows in 16 lanes,
 // then dot_direct's fused float steps (std::fma there, whatever the compiler).   y: TT rows with stride ldy
