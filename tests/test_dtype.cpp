@@ -5,6 +5,7 @@
 
 #include "ops/dtype.h"
 #include "ops/matmul.h"
+#include "ops/packed_layout.h"
 #include "ops/packed_rows.h"
 #include "ops/quant_dot.h"
 #include "test_util.h"
@@ -255,7 +256,8 @@ class PackedRowsTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(PackedRowsTest, EqualDirectRows) {
   const DType t = GetParam();
-  if (!has_packed_rows(t)) GTEST_SKIP() << "no packed " << dtype_name(t) << " kernel in this build (it needs AVX512-VNNI)";
+  if (!has_packed_rows(t))
+    GTEST_SKIP() << "no packed " << dtype_name(t) << " kernel in this build (Q8_0's needs AVX512-VNNI, the others AVX2)";
   for (int64_t n : {256, 4096}) {
     std::vector<std::string> data;
     for (int r = 0; r < kDirectRows; ++r) data.push_back(random_row(t, n, 80 + r + (uint32_t)n));
@@ -290,6 +292,16 @@ TEST_P(PackedRowsTest, EqualDirectRows) {
     dot_packed_rows(t, packed.data(), nullptr, x, n, got);  // one group alone
     dot_direct_rows(t, rows, &x, 1, n, want, kDirectRows);
     for (int r = 0; r < kDirectRows; ++r) EXPECT_EQ(got[r], want[r]) << "n=" << n << " row " << r;
+    if (t != DType::Q8_0) {  // the AVX2 kernels as well (a VNNI build's own are the 512-bit ones), 7 tokens: passes of 4, 2, 1
+      constexpr int kTokens = 7;
+      std::vector<QuantizedActs> xs(kTokens);
+      for (int k = 0; k < kTokens; ++k) quantize_acts(t, test::random_floats(n, 90 + k).data(), n, xs[k]);
+      float avx2[kTokens * kDirectRows], each[kTokens * kDirectRows];
+      dot_packed_nibbles_avx2(t, packed.data(), xs.data(), kTokens, n, avx2, kDirectRows);
+      for (int k = 0; k < kTokens; ++k) dot_direct_rows(t, rows, &xs[k], 1, n, each + k * kDirectRows, kDirectRows);
+      for (int i = 0; i < kTokens * kDirectRows; ++i)
+        EXPECT_EQ(avx2[i], each[i]) << "AVX2, n=" << n << " token " << i / kDirectRows << " row " << i % kDirectRows;
+    }
     std::vector<uint8_t> other(packed.size());  // the same rows in reverse order: a second group
     std::reverse(std::begin(rows), std::end(rows));
     pack_rows(t, rows, n, other.data());

@@ -82,7 +82,8 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
 // tiles up to 128 tokens and match them above (a [2048 x 2048] matmul on one Zen 4 thread: 0.030-0.036
 // ms a token packed at any batch, tiled 0.085 at 17 tokens falling to 0.048 at 128 and 0.035 at 256;
 // pp512 of Q4_K_M 1B 199-213 t/s packed, 194-201 tiled; packing its Q6_K rows too: pp8 137-150 -> 191-194,
-// pp64 209-212 -> 235, pp512 219-222 either way), so the file's rows are not read again.
+// pp64 209-212 -> 235, pp512 219-222 either way), so the file's rows are not read again. The AVX2
+// kernels' passes of 4 equal or beat AVX2's tiles too (docs/PERFORMANCE.md, "Packed rows with AVX2 alone").
 // Packed Q8_0 rows (their copy in huge pages) beat the tiles up to 32 tokens (llama3.2-1b Q8_0 pp32
 // 91-95 t/s packed, 74-82 tiled; pp64 97-99 packed, 107-110 tiled; 2 threads, Zen 4).
 constexpr int kPackedQ8MostTokens = 32;

@@ -8,6 +8,7 @@
 
 #include "fasa/error.h"
 #include "ops/hsum_avx.h"
+#include "ops/packed_layout.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #define FASA_PACKED_K4 1
@@ -30,10 +31,8 @@ inline void prefetch_lines(const uint8_t* p, size_t n) {
 #define FASA_PACKED_Q8 1
 #endif
 
-constexpr size_t kPackedBlockBytes = 16 + 8 * 32;  // 8 fp16 scales + 8 chunks x 8 rows x 4 quants
-
 void pack_q8_0(const void* const* rows, int64_t n, uint8_t* out) {
-  for (int64_t b = 0; b < n / 32; ++b, out += kPackedBlockBytes) {
+  for (int64_t b = 0; b < n / 32; ++b, out += kPackedQ8Bytes) {
     for (int r = 0; r < 8; ++r) {
       const uint8_t* block = static_cast<const uint8_t*>(rows[r]) + b * 34;
       std::memcpy(out + 2 * r, block, 2);
@@ -57,8 +56,8 @@ void dot_packed_groups(const uint8_t* const* groups, const QuantizedActs& x, int
   for (int64_t b = 0; b < n / 32; ++b) {
     const __m256 xd = _mm256_set1_ps(x.d[b]);
     for (int g = 0; g < NG; ++g) {
-      const uint8_t* p = groups[g] + b * kPackedBlockBytes;
-      prefetch_lines(p + kPackedAhead * kPackedBlockBytes, kPackedBlockBytes);
+      const uint8_t* p = groups[g] + b * kPackedQ8Bytes;
+      prefetch_lines(p + kPackedAhead * kPackedQ8Bytes, kPackedQ8Bytes);
       const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), xd);
       for (int c = 0; c < 8; ++c) {
         int32_t xc;
@@ -96,8 +95,8 @@ void dot_packed_pairs(const uint8_t* group, const QuantizedActs* x, int64_t n, f
   for (auto& a : acc)
     for (auto& c : a) c = _mm512_setzero_ps();
   for (int64_t b = 0; b < n / 32; ++b) {
-    const uint8_t* p = group + b * kPackedBlockBytes;
-    prefetch_lines(p + kPackedAhead * kPackedBlockBytes, kPackedBlockBytes);
+    const uint8_t* p = group + b * kPackedQ8Bytes;
+    prefetch_lines(p + kPackedAhead * kPackedQ8Bytes, kPackedQ8Bytes);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m512 dw2 = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(dw)));
     __m512 d[NP];
@@ -166,10 +165,8 @@ void dot_packed_tokens_q8(const uint8_t* group, const QuantizedActs* x, int n_to
 
 // ---- Q4_K ----
 
-constexpr size_t kK4Bytes = 16 + 16 + 64 + 64 + 1024;  // d, dmin, scales, mins, quants (one super-block)
-
 void pack_q4_k(const void* const* rows, int64_t n, uint8_t* out) {
-  for (int64_t b = 0; b < n / 256; ++b, out += kK4Bytes) {
+  for (int64_t b = 0; b < n / 256; ++b, out += kPackedK4Bytes) {
     for (int r = 0; r < 8; ++r) {
       const uint8_t* p = static_cast<const uint8_t*>(rows[r]) + b * 144;
       std::memcpy(out + 2 * r, p, 2);
@@ -189,10 +186,8 @@ void pack_q4_k(const void* const* rows, int64_t n, uint8_t* out) {
 
 // ---- Q4_0 ----
 
-constexpr size_t kQ4Bytes = 16 + 128;  // one block of 32 columns: the rows' fp16 d, then 2 lines of quants
-
 void pack_q4_0(const void* const* rows, int64_t n, uint8_t* out) {
-  for (int64_t b = 0; b < n / 32; ++b, out += kQ4Bytes) {
+  for (int64_t b = 0; b < n / 32; ++b, out += kPackedQ4Bytes) {
     for (int r = 0; r < 8; ++r) {
       const uint8_t* p = static_cast<const uint8_t*>(rows[r]) + b * 18;
       std::memcpy(out + 2 * r, p, 2);
@@ -205,12 +200,10 @@ void pack_q4_0(const void* const* rows, int64_t n, uint8_t* out) {
 
 // ---- Q6_K ----
 
-constexpr size_t kQ6Bytes = 16 + 128 + 1024 + 512;  // d, scales, low nibbles, high bits (one super-block)
-
 void pack_q6_k(const void* const* rows, int64_t n, uint8_t* out) {
   UnpackedRow w[8];  // each row's quants less 32, in element order (quant_dot's unpacking)
   for (int r = 0; r < 8; ++r) unpack_row(DType::Q6_K, rows[r], n, w[r]);
-  for (int64_t b = 0; b < n / 256; ++b, out += kQ6Bytes) {
+  for (int64_t b = 0; b < n / 256; ++b, out += kPackedQ6Bytes) {
     for (int r = 0; r < 8; ++r) {
       const uint8_t* p = static_cast<const uint8_t*>(rows[r]) + b * 210;
       std::memcpy(out + 2 * r, p + 208, 2);
@@ -266,12 +259,12 @@ void dot_packed_k4(const uint8_t* group, const QuantizedActs* x, int64_t n, floa
   __m256 sum[NT];
   for (auto& s : sum) s = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
-    const uint8_t* p = group + b * kK4Bytes;
+    const uint8_t* p = group + b * kPackedK4Bytes;
     const uint8_t* qs = p + 160;
     __m512i isum[NT];  // lanes 2r, 2r + 1: row r's scaled sums of its two 4-column chunks of each line
     for (auto& v : isum) v = _mm512_setzero_si512();
     for (int s = 0; s < 8; ++s) {
-      prefetch_lines(p + kKquantAhead * kK4Bytes + 160 * s, 160);  // 8 x 160 bytes cover the 1184
+      prefetch_lines(p + kKquantAhead * kPackedK4Bytes + 160 * s, 160);  // 8 x 160 bytes cover the 1184
       const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 32 + 8 * s));
       const __m512i scale = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(sc8, sc8));  // lanes 2r, 2r + 1: row r's
       const __m512i raw0 = _mm512_loadu_si512(qs + 128 * s), raw1 = _mm512_loadu_si512(qs + 128 * s + 64);
@@ -313,8 +306,8 @@ void dot_packed_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, fl
   __m256 sum[NT];
   for (auto& s : sum) s = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; ++b) {
-    const uint8_t* p = group + b * kQ4Bytes;
-    prefetch_lines(p + kQ4Ahead * kQ4Bytes, kQ4Bytes);
+    const uint8_t* p = group + b * kPackedQ4Bytes;
+    prefetch_lines(p + kQ4Ahead * kPackedQ4Bytes, kPackedQ4Bytes);
     const __m512i raw0 = _mm512_loadu_si512(p + 16), raw1 = _mm512_loadu_si512(p + 80);
     const __m512i w0 = _mm512_and_si512(raw0, low4), w1 = _mm512_and_si512(_mm512_srli_epi16(raw0, 4), low4);
     const __m512i w2 = _mm512_and_si512(raw1, low4), w3 = _mm512_and_si512(_mm512_srli_epi16(raw1, 4), low4);
@@ -342,11 +335,11 @@ void dot_packed_q6_k(const uint8_t* group, const QuantizedActs* x, int64_t n, fl
   __m256 sum[NT];
   for (auto& s : sum) s = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 256; ++b) {
-    const uint8_t* p = group + b * kQ6Bytes;
+    const uint8_t* p = group + b * kPackedQ6Bytes;
     __m512i isum[NT];  // lanes 2r, 2r + 1: row r's scaled sums
     for (auto& v : isum) v = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {  // lines 2j and 2j + 1: sub-blocks 2j, 2j + 1
-      prefetch_lines(p + kKquantAhead * kQ6Bytes + 224 * j, 224);  // 8 x 224 bytes cover the 1680
+      prefetch_lines(p + kKquantAhead * kPackedQ6Bytes + 224 * j, 224);  // 8 x 224 bytes cover the 1680
       const __m512i raw0 = _mm512_loadu_si512(p + 144 + 128 * j), raw1 = _mm512_loadu_si512(p + 208 + 128 * j);
       const __m512i hb = _mm512_loadu_si512(p + 1168 + 64 * j);
       const __m512i w0 = _mm512_or_si512(_mm512_and_si512(raw0, low4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), bits45));
@@ -394,7 +387,7 @@ void dot_packed_nibbles(DType t, const uint8_t* group, const QuantizedActs* x, i
 }  // namespace
 
 bool has_packed_rows(DType t) {
-#if FASA_PACKED_K4
+#if defined(__AVX2__)  // the 4-bit layouts: 512-bit VNNI kernels, else AVX2 ones (packed_rows_avx2.cpp)
   if (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_0) return true;
 #endif
 #if FASA_PACKED_Q8
@@ -405,9 +398,9 @@ bool has_packed_rows(DType t) {
 }
 
 size_t packed_group_bytes(DType t, int64_t n) {
-  if (t == DType::Q4_K) return (size_t)(n / 256) * kK4Bytes;
-  if (t == DType::Q6_K) return (size_t)(n / 256) * kQ6Bytes;
-  return (size_t)(n / 32) * (t == DType::Q4_0 ? kQ4Bytes : kPackedBlockBytes);
+  if (t == DType::Q4_K) return (size_t)(n / 256) * kPackedK4Bytes;
+  if (t == DType::Q6_K) return (size_t)(n / 256) * kPackedQ6Bytes;
+  return (size_t)(n / 32) * (t == DType::Q4_0 ? kPackedQ4Bytes : kPackedQ8Bytes);
 }
 
 void pack_rows(DType t, const void* const* rows, int64_t n, uint8_t* out) {
@@ -421,23 +414,24 @@ void pack_rows(DType t, const void* const* rows, int64_t n, uint8_t* out) {
 
 void dot_packed_rows(DType t, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n,
                      float* out) {
-#if FASA_PACKED_K4
   if (t != DType::Q8_0 && has_packed_rows(t)) {  // each group's own stream: the kernels prefetch their rows
-    dot_packed_nibbles<1>(t, group_a, &x, n, out, 0);
-    if (group_b) dot_packed_nibbles<1>(t, group_b, &x, n, out + kDirectRows, 0);
+    dot_packed_tokens(t, group_a, &x, 1, n, out, 0);
+    if (group_b) dot_packed_tokens(t, group_b, &x, 1, n, out + kDirectRows, 0);
     return;
   }
-#endif
   if (t != DType::Q8_0) no_packed_rows(t);
   dot_packed_rows_q8(group_a, group_b, x, n, out);
 }
 
 void dot_packed_tokens(DType t, const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
                        int64_t ldo) {
+  if (t != DType::Q8_0 && has_packed_rows(t)) {
 #if FASA_PACKED_K4
-  if (t != DType::Q8_0 && has_packed_rows(t))
     return in_token_passes<8>(n_tokens, [&]<int NT>(int k) { dot_packed_nibbles<NT>(t, group, x + k, n, out + k * ldo, ldo); });
+#else
+    return dot_packed_nibbles_avx2(t, group, x, n_tokens, n, out, ldo);
 #endif
+  }
   if (t != DType::Q8_0) no_packed_rows(t);
   dot_packed_tokens_q8(group, x, n_tokens, n, out, ldo);
 }

@@ -1,7 +1,8 @@
 #pragma once
-// Weight rows packed for the decode matmul, kDirectRows at a time, where this CPU has VNNI (unsigned x
-// signed byte dots): one 512- or 256-bit load then holds several columns of all 8 rows, so one vpdpbusd
-// adds products to every row's sums and no row's sum needs a horizontal reduction per block. The copy is
+// Weight rows packed for the decode matmul, kDirectRows at a time: one 512- or 256-bit load then holds
+// several columns of all 8 rows, so one vpdpbusd (VNNI: unsigned x signed byte dots) or vpmaddubsw
+// (AVX2: the 4-bit layouts, packed_rows_avx2.cpp) adds products to every row's sums and no row's sum
+// needs a horizontal reduction per block. The copy is
 // made once when the model loads (model.cpp); the integer sums and the float steps are dot_direct_rows'
 // in its order, so results are bit-identical to it (and to llama.cpp's per-block sums).
 //
@@ -26,7 +27,7 @@
 
 namespace fasa {
 
-bool has_packed_rows(DType weight_type);  // Q8_0, Q4_K, Q6_K and Q4_0 where the build has the kernels
+bool has_packed_rows(DType weight_type);  // Q4_K, Q6_K and Q4_0 with AVX2; Q8_0 with AVX512-VNNI
 size_t packed_group_bytes(DType weight_type, int64_t n);  // one group of kDirectRows rows of n columns
 // rows: kDirectRows rows of n columns; out: packed_group_bytes(weight_type, n)
 void pack_rows(DType weight_type, const void* const* rows, int64_t n, uint8_t* out);

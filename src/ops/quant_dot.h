@@ -74,6 +74,11 @@ constexpr int kDirectRows = 8;
 void dot_direct_rows(DType weight_type, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n,
                      float* out, int64_t ldo);
 
+// Two int16 in one int32 (lo in the low half), as vpmaddwd and vpdpwssd read a lane.
+inline int32_t int16_pair(int32_t lo, int32_t hi) {
+  return (int32_t)((uint32_t)(uint16_t)lo | ((uint32_t)(uint16_t)hi << 16));
+}
+
 // The kernels' passes over several tokens: n_tokens in passes of kMost (8, 4 or 2), then 4, 2 and 1;
 // pass.template operator()<NT>(t) takes tokens t..t + NT - 1.
 template <int kMost, class Pass>

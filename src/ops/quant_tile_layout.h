@@ -26,11 +26,6 @@ struct PackedBlocks {
   std::vector<float> d;    // [n/32][16] the rows' scales
 };
 
-// Two int16 in one int32 (lo in the low half), as vpmaddwd and vpdpwssd read a lane.
-inline int32_t int16_pair(int32_t lo, int32_t hi) {
-  return (int32_t)((uint32_t)(uint16_t)lo | ((uint32_t)(uint16_t)hi << 16));
-}
-
 // Four consecutive activation quants as one int32, to broadcast to every row's lane.
 inline int32_t quad_at(const int8_t* p) {
   int32_t v;

@@ -1,0 +1,206 @@
+// The packed 4-bit layouts (Q4_K, Q6_K, Q4_0; ops/packed_rows.h) with AVX2 alone. A 64-byte line is
+// read as two halves of 4 rows; in each, int32 lanes 2r, 2r + 1 hold row r's two 4-column chunks of
+// an 8-column run, as in the 512-bit kernels. vpmaddubsw's int16 pairs of a sub-block's runs are summed
+// (they cannot overflow: |q_x| <= 127 and q_w < 16, or < 64 for two runs of Q6_K), then one vpmaddwd by
+// the rows' scales widens them, and vphaddd joins each row's two lanes: the same exact integer sums
+// and float steps as dot_direct_rows, so the results are bit-identical to it.
+#include "ops/packed_layout.h"
+
+#include <cstring>
+
+#include "fasa/error.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace fasa {
+
+#if defined(__AVX2__)
+namespace {
+
+// Super-blocks (Q4_0: 16 blocks) ahead of use that the rows are asked for, an eighth of one with each
+// eighth computed (packed_rows.cpp says why).
+constexpr int kAhead = 4;
+
+inline void prefetch_lines(const uint8_t* p, size_t n) {
+  for (size_t line = 0; line < n; line += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + line, _MM_HINT_T0);
+}
+
+inline __m256i load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// 8 bytes of p in every 64-bit lane.
+inline __m256i broadcast8(const void* p) {
+  int64_t v;
+  std::memcpy(&v, p, 8);
+  return _mm256_set1_epi64x(v);
+}
+
+// The 4 nibble vectors of half h of lines a and a + 64 (32 columns): columns 0-7, 8-15, 16-23, 24-31
+// of each 32, against the activations broadcast8(x), (x + 8), (x + 16), (x + 24).
+struct Nibbles {
+  __m256i w[4];
+  Nibbles(const uint8_t* a, int h) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i raw0 = load(a + 32 * h), raw1 = load(a + 64 + 32 * h);
+    w[0] = _mm256_and_si256(raw0, low4);
+    w[1] = _mm256_and_si256(_mm256_srli_epi16(raw0, 4), low4);
+    w[2] = _mm256_and_si256(raw1, low4);
+    w[3] = _mm256_and_si256(_mm256_srli_epi16(raw1, 4), low4);
+  }
+};
+
+// int16 lanes: the sums of pairs of products of runs k0 and k0 + 1 against xq's 16 activations.
+inline __m256i pair_products(const __m256i* w, const int8_t* xq) {
+  return _mm256_add_epi16(_mm256_maddubs_epi16(w[0], broadcast8(xq)), _mm256_maddubs_epi16(w[1], broadcast8(xq + 8)));
+}
+
+// Row r's sum in lane r, from the halves' lane pairs (rows 0-3 in a, 4-7 in b).
+inline __m256i row_sums(__m256i a, __m256i b) {
+  return _mm256_permute4x64_epi64(_mm256_hadd_epi32(a, b), _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+// The 8 rows' bytes v[0..8) as int16, each repeated in all 4 int16 of its lane pair: rows 0-3 in [0], 4-7 in [1].
+template <bool Signed>
+inline void lane_pair_scales(__m128i v, __m256i out[2]) {
+  const __m128i twice = _mm_unpacklo_epi8(v, v);
+  const __m128i lo = _mm_unpacklo_epi16(twice, twice), hi = _mm_unpackhi_epi16(twice, twice);
+  out[0] = Signed ? _mm256_cvtepi8_epi16(lo) : _mm256_cvtepu8_epi16(lo);
+  out[1] = Signed ? _mm256_cvtepi8_epi16(hi) : _mm256_cvtepu8_epi16(hi);
+}
+
+inline __m256 fp16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// Q4_K: per super-block dot_k4_row's isum and msum for the 8 rows, then its float steps in 8 lanes.
+template <int NT>
+void dot_k4(const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  __m256 sum[NT];
+  for (auto& s : sum) s = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* p = group + b * kPackedK4Bytes;
+    __m256i isum[NT][2];  // per half: lanes 2r, 2r + 1 of row r's scaled sums
+    for (int h = 0; h < 2; ++h) {
+      for (auto& v : isum) v[h] = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {
+        if (h == 0) prefetch_lines(p + kAhead * kPackedK4Bytes + 160 * s, 160);  // 8 x 160 bytes cover the 1184
+        const Nibbles q(p + 160 + 128 * s, h);
+        __m256i scale[2];
+        lane_pair_scales<false>(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 32 + 8 * s)), scale);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* xq = x[t].q.data() + b * 256 + 32 * s;
+          const __m256i sums = _mm256_add_epi16(pair_products(q.w, xq), pair_products(q.w + 2, xq + 16));
+          isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_madd_epi16(sums, scale[h]));
+        }
+      }
+    }
+    // mins as int16, per half: lanes 2r, 2r + 1 of mins_a hold row r's mins of sub-blocks 0-1, 2-3; mins_b 4-5, 6-7
+    __m256i mins_a[2], mins_b[2];
+    for (int h = 0; h < 2; ++h) {
+      mins_a[h] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 96 + 16 * h)));
+      mins_b[h] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 128 + 16 * h)));
+    }
+    const __m256 d = fp16x8(p), dmin = fp16x8(p + 16);
+    for (int t = 0; t < NT; ++t) {
+      const int16_t* xs = x[t].sum32.data() + b * 8;
+      __m256i msum[2];
+      for (int h = 0; h < 2; ++h)
+        msum[h] = _mm256_add_epi32(_mm256_madd_epi16(mins_a[h], broadcast8(xs)), _mm256_madd_epi16(mins_b[h], broadcast8(xs + 4)));
+      const __m256 xd = _mm256_set1_ps(x[t].d[b]);
+      sum[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, xd), _mm256_cvtepi32_ps(row_sums(isum[t][0], isum[t][1])), sum[t]);
+      const __m256 neg_dmin = _mm256_xor_ps(_mm256_mul_ps(dmin, xd), _mm256_set1_ps(-0.0f));
+      sum[t] = _mm256_fmadd_ps(neg_dmin, _mm256_cvtepi32_ps(row_sums(msum[0], msum[1])), sum[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo, sum[t]);
+}
+
+// Q6_K: per super-block dot_q6_k_row's isum less 32 times its offset (sum over sub-blocks of scale
+// times the activations' sum) for the 8 rows, then its one float step. Each line is one sub-block.
+template <int NT>
+void dot_q6_k(const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  __m256 sum[NT];
+  for (auto& s : sum) s = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* p = group + b * kPackedQ6Bytes;
+    __m256i isum[NT][2];  // per half: lanes 2r, 2r + 1 of row r's scaled sums
+    for (int h = 0; h < 2; ++h) {
+      for (auto& v : isum) v[h] = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {  // lines 2j and 2j + 1: sub-blocks 2j, 2j + 1
+        if (h == 0) prefetch_lines(p + kAhead * kPackedQ6Bytes + 224 * j, 224);  // 8 x 224 bytes cover the 1680
+        Nibbles q(p + 144 + 128 * j, h);
+        const __m256i hb = load(p + 1168 + 64 * j + 32 * h);
+        q.w[0] = _mm256_or_si256(q.w[0], _mm256_and_si256(_mm256_slli_epi16(hb, 4), bits45));
+        q.w[1] = _mm256_or_si256(q.w[1], _mm256_and_si256(_mm256_slli_epi16(hb, 2), bits45));
+        q.w[2] = _mm256_or_si256(q.w[2], _mm256_and_si256(hb, bits45));
+        q.w[3] = _mm256_or_si256(q.w[3], _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
+        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 + 16 * j));  // [2][8 rows]
+        __m256i scale0[2], scale1[2];
+        lane_pair_scales<true>(sc8, scale0);
+        lane_pair_scales<true>(_mm_srli_si128(sc8, 8), scale1);
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* xq = x[t].q.data() + b * 256 + 32 * j;
+          isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_add_epi32(_mm256_madd_epi16(pair_products(q.w, xq), scale0[h]),
+                                                                      _mm256_madd_epi16(pair_products(q.w + 2, xq + 16), scale1[h])));
+        }
+      }
+    }
+    // lane r: row r's scales of sub-blocks 2j, 2j + 1 as two int16, against the activations' sums per 16
+    __m256i sc_pairs[8];
+    for (int j = 0; j < 8; ++j) {
+      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 + 16 * j));
+      sc_pairs[j] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(sc8, _mm_srli_si128(sc8, 8)));
+    }
+    const __m256 d = fp16x8(p);
+    for (int t = 0; t < NT; ++t) {
+      const int32_t* s16 = x[t].sum16.data() + b * 16;
+      __m256i offset = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j)
+        offset = _mm256_add_epi32(offset, _mm256_madd_epi16(sc_pairs[j], _mm256_set1_epi32(int16_pair(s16[2 * j], s16[2 * j + 1]))));
+      const __m256i rows = _mm256_sub_epi32(row_sums(isum[t][0], isum[t][1]), _mm256_slli_epi32(offset, 5));
+      sum[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[t].d[b])), _mm256_cvtepi32_ps(rows), sum[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo, sum[t]);
+}
+
+// Q4_0: per block each row's exact integer sum less 8 times the activations' sum, then one float step.
+template <int NT>
+void dot_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 sum[NT];
+  for (auto& s : sum) s = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* p = group + b * kPackedQ4Bytes;
+    prefetch_lines(p + 4 * kAhead * kPackedQ4Bytes, kPackedQ4Bytes);
+    const Nibbles q0(p + 16, 0), q1(p + 16, 1);
+    const __m256 d = fp16x8(p);
+    for (int t = 0; t < NT; ++t) {
+      const int8_t* xq = x[t].q.data() + b * 32;
+      const __m256i h0 = _mm256_madd_epi16(_mm256_add_epi16(pair_products(q0.w, xq), pair_products(q0.w + 2, xq + 16)), ones);
+      const __m256i h1 = _mm256_madd_epi16(_mm256_add_epi16(pair_products(q1.w, xq), pair_products(q1.w + 2, xq + 16)), ones);
+      const __m256i rows = _mm256_add_epi32(row_sums(h0, h1), _mm256_set1_epi32(-8 * (int32_t)x[t].sum32[b]));
+      sum[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[t].d[b])), _mm256_cvtepi32_ps(rows), sum[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo, sum[t]);
+}
+
+}  // namespace
+#endif
+
+void dot_packed_nibbles_avx2(DType t, const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n,
+                             float* out, int64_t ldo) {
+#if defined(__AVX2__)
+  in_token_passes<4>(n_tokens, [&]<int NT>(int k) {
+    if (t == DType::Q4_K) dot_k4<NT>(group, x + k, n, out + k * ldo, ldo);
+    else if (t == DType::Q6_K) dot_q6_k<NT>(group, x + k, n, out + k * ldo, ldo);
+    else dot_q4_0<NT>(group, x + k, n, out + k * ldo, ldo);
+  });
+#else
+  (void)group, (void)x, (void)n_tokens, (void)n, (void)out, (void)ldo;
+  throw Error(std::string("no packed ") + dtype_name(t) + " kernel in this build (it needs AVX2)");
+#endif
+}
+
+}  // namespace fasa
