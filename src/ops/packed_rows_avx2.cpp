@@ -60,13 +60,13 @@ inline __m256i row_sums(__m256i a, __m256i b) {
   return _mm256_permute4x64_epi64(_mm256_hadd_epi32(a, b), _MM_SHUFFLE(3, 1, 2, 0));
 }
 
-// The 8 rows' bytes v[0..8) as int16, each repeated in all 4 int16 of its lane pair: rows 0-3 in [0], 4-7 in [1].
+// Half h of the 8 rows' bytes v[0..8) as int16, each repeated in all 4 int16 of its row's lane pair
+// (h 0: rows 0-3, 1: rows 4-7).
 template <bool Signed>
-inline void lane_pair_scales(__m128i v, __m256i out[2]) {
+inline __m256i lane_pair_scales(__m128i v, int h) {
   const __m128i twice = _mm_unpacklo_epi8(v, v);
-  const __m128i lo = _mm_unpacklo_epi16(twice, twice), hi = _mm_unpackhi_epi16(twice, twice);
-  out[0] = Signed ? _mm256_cvtepi8_epi16(lo) : _mm256_cvtepu8_epi16(lo);
-  out[1] = Signed ? _mm256_cvtepi8_epi16(hi) : _mm256_cvtepu8_epi16(hi);
+  const __m128i four = h == 0 ? _mm_unpacklo_epi16(twice, twice) : _mm_unpackhi_epi16(twice, twice);
+  return Signed ? _mm256_cvtepi8_epi16(four) : _mm256_cvtepu8_epi16(four);
 }
 
 inline __m256 fp16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -79,19 +79,21 @@ void dot_k4(const uint8_t* group, const QuantizedActs* x, int64_t n, float* out,
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* p = group + b * kPackedK4Bytes;
     __m256i isum[NT][2];  // per half: lanes 2r, 2r + 1 of row r's scaled sums
-    for (int h = 0; h < 2; ++h) {
-      for (auto& v : isum) v[h] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {  // (unrolled: the accumulators stay in registers)
+      __m256i acc[NT];
+      for (auto& v : acc) v = _mm256_setzero_si256();
       for (int s = 0; s < 8; ++s) {
         if (h == 0) prefetch_lines(p + kAhead * kPackedK4Bytes + 160 * s, 160);  // 8 x 160 bytes cover the 1184
         const Nibbles q(p + 160 + 128 * s, h);
-        __m256i scale[2];
-        lane_pair_scales<false>(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 32 + 8 * s)), scale);
+        const __m256i scale = lane_pair_scales<false>(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 32 + 8 * s)), h);
         for (int t = 0; t < NT; ++t) {
           const int8_t* xq = x[t].q.data() + b * 256 + 32 * s;
           const __m256i sums = _mm256_add_epi16(pair_products(q.w, xq), pair_products(q.w + 2, xq + 16));
-          isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_madd_epi16(sums, scale[h]));
+          acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(sums, scale));
         }
       }
+      for (int t = 0; t < NT; ++t) isum[t][h] = acc[t];
     }
     // mins as int16, per half: lanes 2r, 2r + 1 of mins_a hold row r's mins of sub-blocks 0-1, 2-3; mins_b 4-5, 6-7
     __m256i mins_a[2], mins_b[2];
@@ -124,8 +126,10 @@ void dot_q6_k(const uint8_t* group, const QuantizedActs* x, int64_t n, float* ou
   for (int64_t b = 0; b < n / 256; ++b) {
     const uint8_t* p = group + b * kPackedQ6Bytes;
     __m256i isum[NT][2];  // per half: lanes 2r, 2r + 1 of row r's scaled sums
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      for (auto& v : isum) v[h] = _mm256_setzero_si256();
+      __m256i acc[NT];
+      for (auto& v : acc) v = _mm256_setzero_si256();
       for (int j = 0; j < 8; ++j) {  // lines 2j and 2j + 1: sub-blocks 2j, 2j + 1
         if (h == 0) prefetch_lines(p + kAhead * kPackedQ6Bytes + 224 * j, 224);  // 8 x 224 bytes cover the 1680
         Nibbles q(p + 144 + 128 * j, h);
@@ -135,15 +139,14 @@ void dot_q6_k(const uint8_t* group, const QuantizedActs* x, int64_t n, float* ou
         q.w[2] = _mm256_or_si256(q.w[2], _mm256_and_si256(hb, bits45));
         q.w[3] = _mm256_or_si256(q.w[3], _mm256_and_si256(_mm256_srli_epi16(hb, 2), bits45));
         const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 + 16 * j));  // [2][8 rows]
-        __m256i scale0[2], scale1[2];
-        lane_pair_scales<true>(sc8, scale0);
-        lane_pair_scales<true>(_mm_srli_si128(sc8, 8), scale1);
+        const __m256i scale0 = lane_pair_scales<true>(sc8, h), scale1 = lane_pair_scales<true>(_mm_srli_si128(sc8, 8), h);
         for (int t = 0; t < NT; ++t) {
           const int8_t* xq = x[t].q.data() + b * 256 + 32 * j;
-          isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_add_epi32(_mm256_madd_epi16(pair_products(q.w, xq), scale0[h]),
-                                                                      _mm256_madd_epi16(pair_products(q.w + 2, xq + 16), scale1[h])));
+          acc[t] = _mm256_add_epi32(acc[t], _mm256_add_epi32(_mm256_madd_epi16(pair_products(q.w, xq), scale0),
+                                                             _mm256_madd_epi16(pair_products(q.w + 2, xq + 16), scale1)));
         }
       }
+      for (int t = 0; t < NT; ++t) isum[t][h] = acc[t];
     }
     // lane r: row r's scales of sub-blocks 2j, 2j + 1 as two int16, against the activations' sums per 16
     __m256i sc_pairs[8];
