@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <vector>
 
 #include "fasa/logprob.h"
 #include "fasa/options.h"
@@ -17,6 +18,8 @@ class Sampler {
  private:
   SamplerOptions opts_;
   std::mt19937_64 rng_;
+  std::vector<float> weight_;        // [n_vocab] e^((logit - max) / temperature), kept between calls
+  std::vector<int32_t> candidates_;  // the tokens that can be drawn
 };
 
 // Index of the largest logit (the lowest index on ties).
