@@ -165,6 +165,17 @@ void dot_packed_tokens_q8(const uint8_t* group, const QuantizedActs* x, int n_to
 
 // ---- Q4_K ----
 
+// One row's 8 bytes of a packed line: columns k and 8 + k of 16 whose quants are the low (or, where
+// high, the high) nibbles of src[k] and src[8 + k], as byte k's low and high nibbles.
+inline void put_line(const uint8_t* src, bool high, uint8_t* out) {
+  uint64_t a, b;
+  std::memcpy(&a, src, 8);
+  std::memcpy(&b, src + 8, 8);
+  constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0FULL;
+  const uint64_t v = high ? ((a >> 4) & kLow) | (b & ~kLow) : (a & kLow) | ((b & kLow) << 4);
+  std::memcpy(out, &v, 8);
+}
+
 void pack_q4_k(const void* const* rows, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 256; ++b, out += kPackedK4Bytes) {
     for (int r = 0; r < 8; ++r) {
@@ -177,9 +188,7 @@ void pack_q4_k(const void* const* rows, int64_t n, uint8_t* out) {
         out[96 + 32 * (s / 4) + 4 * r + s % 4] = (uint8_t)(s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4));
       }
       // element e of the super-block: byte 32 * (e / 64) + e % 32 of qs, high nibble where e % 64 >= 32
-      auto quant = [&](int e) { return (p[16 + 32 * (e / 64) + e % 32] >> (e % 64 >= 32 ? 4 : 0)) & 0x0F; };
-      for (int m = 0; m < 16; ++m)
-        for (int k = 0; k < 8; ++k) out[160 + 64 * m + 8 * r + k] = (uint8_t)(quant(16 * m + k) | quant(16 * m + 8 + k) << 4);
+      for (int m = 0; m < 16; ++m) put_line(p + 16 + 32 * (m / 4) + 16 * (m % 2), m % 4 >= 2, out + 160 + 64 * m + 8 * r);
     }
   }
 }
@@ -191,9 +200,8 @@ void pack_q4_0(const void* const* rows, int64_t n, uint8_t* out) {
     for (int r = 0; r < 8; ++r) {
       const uint8_t* p = static_cast<const uint8_t*>(rows[r]) + b * 18;
       std::memcpy(out + 2 * r, p, 2);
-      auto quant = [&](int e) { return e < 16 ? p[2 + e] & 0x0F : p[2 + e - 16] >> 4; };  // element e, + 8
-      for (int m = 0; m < 2; ++m)  // line m: columns 16m..16m+15, as Q4_K's lines
-        for (int k = 0; k < 8; ++k) out[16 + 64 * m + 8 * r + k] = (uint8_t)(quant(16 * m + k) | quant(16 * m + 8 + k) << 4);
+      // element e: byte e % 16, high nibble where e >= 16; line m: columns 16m..16m+15, as Q4_K's lines
+      for (int m = 0; m < 2; ++m) put_line(p + 2, m == 1, out + 16 + 64 * m + 8 * r);
     }
   }
 }
