@@ -47,9 +47,9 @@ int info_main(const std::string& path) {
   if (c.n_expert > 0) std::printf(" (%.1f MiB read per token)", m->weight_bytes(true) / 1048576.0);
   std::printf("\n");
   std::printf("matrix types:   %s\n", type_list.c_str());
-  std::printf("memory:         weights %s held once (%s of them packed for this CPU, the rest read in place from "
+  std::printf("memory:         weights %s held once (%s of it packed for this CPU, the rest read in place from "
               "the file); a dense F16 KV cache %.1f KiB per token, %s at the trained context; process RSS %s now\n",
-              mib_text((double)m->weight_bytes()).c_str(), mib_text((double)m->packed_weight_bytes()).c_str(),
+              mib_text((double)m->held_weight_bytes()).c_str(), mib_text((double)m->packed_weight_bytes()).c_str(),
               dense_kv_bytes(c, 1) / 1024.0, mib_text((double)dense_kv_bytes(c, c.n_ctx_train)).c_str(),
               mib_text((double)resident_memory_bytes()).c_str());
   std::printf("context:        %d tokens (trained)\n", c.n_ctx_train);

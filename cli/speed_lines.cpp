@@ -25,9 +25,11 @@ void print_speed_lines(const Engine& engine, const Context& ctx, const std::stri
   std::fprintf(stderr, "decode: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)decode_steps, st.decode_seconds,
                decode_steps > 0 ? decode_steps / st.decode_seconds : 0.0);
   std::fprintf(stderr, "%s\n", kv_memory_line(ctx.kv_memory()).c_str());
-  std::fprintf(stderr, "memory: weights %s (%s of them packed for this CPU), peak RSS %s\n",
-               mib_text((double)engine.info().weight_bytes).c_str(),
-               mib_text((double)engine.info().packed_weight_bytes).c_str(),
+  const MemoryEstimate e = ctx.memory_estimate();
+  std::fprintf(stderr, "memory: weights %s (%s of it packed for this CPU) + vocabulary %s + KV %s + scratch %s = %s "
+               "estimated, peak RSS %s\n", mib_text((double)e.weights).c_str(),
+               mib_text((double)engine.info().packed_weight_bytes).c_str(), mib_text((double)e.vocab).c_str(),
+               mib_text((double)e.kv).c_str(), mib_text((double)e.scratch).c_str(), mib_text((double)e.total()).c_str(),
                mib_text((double)peak_resident_memory_bytes()).c_str());
 }
 

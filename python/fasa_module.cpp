@@ -273,6 +273,7 @@ py::dict stats_dict(Context& c) {
   d["n_past"] = c.n_past();
   d["n_ctx"] = c.n_ctx();
   d["kv_fast_bytes"] = c.kv_memory().fast;
+  d["memory_estimate_bytes"] = c.memory_estimate().total();  // weights as held, vocabulary, KV cache, scratch
   d["policy"] = c.policy_summary();
   return d;
 }
@@ -345,12 +346,13 @@ PYBIND11_MODULE(_fasa, m) {
         py::dict d;
         d["path"] = i.path, d["format"] = i.format, d["arch"] = i.arch, d["n_params"] = i.n_params;
         d["n_ctx_train"] = i.n_ctx_train, d["n_vocab"] = i.n_vocab, d["chat_format"] = i.chat_format;
-        d["weight_bytes"] = i.weight_bytes, d["packed_weight_bytes"] = i.packed_weight_bytes;
+        d["weight_bytes"] = i.weight_bytes, d["held_weight_bytes"] = i.held_weight_bytes;
+        d["packed_weight_bytes"] = i.packed_weight_bytes;
         d["device"] = i.device;
         return d;
-      }, "The model: path, format, arch, n_params, n_ctx_train, n_vocab, chat_format, weight_bytes, "
-         "packed_weight_bytes (of them, the copy packed for this CPU), device (where it runs: 'CPU', or the "
-         "Vulkan device with gpu_layers).")
+      }, "The model: path, format, arch, n_params, n_ctx_train, n_vocab, chat_format, weight_bytes (the "
+         "matrices' bytes in the file), held_weight_bytes (what they hold in memory), packed_weight_bytes (of that, "
+         "the copy packed for this CPU), device (where it runs: 'CPU', or the Vulkan device with gpu_layers).")
       .def("tokenize", [](const Engine& e, const std::string& text, bool add_bos, bool parse_special) {
         return e.tokenize(text, add_bos, parse_special);
       }, py::arg("text"), py::arg("add_bos") = true, py::arg("parse_special") = false,
@@ -408,7 +410,8 @@ PYBIND11_MODULE(_fasa, m) {
       .def_property_readonly("tokens", &Context::tokens, "The token ids in the context, in order.")
       .def("stats", &stats_dict,
            "prompt_tokens and generated_tokens so far, prompt_seconds and decode_seconds, n_past, n_ctx, "
-           "kv_fast_bytes (the KV cache's fast memory) and policy (what the context attends with).");
+           "kv_fast_bytes (the KV cache's fast memory), memory_estimate_bytes (weights as held, vocabulary, KV "
+           "cache and scratch: about the process's resident memory) and policy (what the context attends with).");
 
   py::module_ eval = m.def_submodule("eval", "Evaluations as `fasa eval` runs them, records as its --json writes them.");
   eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,

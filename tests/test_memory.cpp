@@ -1,6 +1,8 @@
 // Memory checks: a stated limit is what the loaders and the KV cache see; weights whose packed copy
 // would not fit are read in place with the same logits; a KV cache over the limit is refused with its
 // sizes (never an out-of-memory kill).
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include "fasa/fasa.h"
 #include "model/session.h"
 #include "util/memory.h"
+#include "bench/synthetic_model.h"
 #include "test_util.h"
 
 namespace fasa {
@@ -102,6 +105,50 @@ TEST(Memory, WeightsReadInPlaceGiveThePackedLogits) {
       const auto da = a.decode(t), db = b.decode(t);
       ASSERT_TRUE(std::equal(da.begin(), da.end(), db.begin(), db.end())) << file << " decoding " << t;
     }
+  }
+}
+
+// The estimate a context reports (weights as held, KV cache, scratch) against the resident memory a
+// model and a context add, once a prompt of a whole ubatch has read every weight: three shapes, packed
+// and in place, dense and a mixture of experts, within 10 %.
+TEST(Memory, TheEstimateIsWithinTenPercentOfTheResidentMemory) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory and quarantine are part of the resident set here";
+#endif
+  const std::pair<ModelShape, DType> shapes[] = {
+      // llama, tied output, GQA 4:1, Q4_0: packed wherever there is AVX2
+      {{"llama-128m", "llama", 8, 1024, 16, 4, 3072, 8000, 4096, 10000.0f, 0.0f, true}, DType::Q4_0},
+      // qwen2 (Q/K/V biases), GQA 7:1, Q8_0: packed with VNNI, else read in place
+      {{"qwen2-96m", "qwen2", 6, 896, 14, 2, 4864, 8000, 4096, 1000000.0f, 0.0f, true}, DType::Q8_0},
+      // a mixture of 32 experts, 4 per token, untied output (its embedding's rows read in place)
+      {{"moe-160m", "qwen3moe", 6, 512, 8, 2, 512, 8000, 4096, 1000000.0f, 0.0f, false, 64, 32, 4, 512}, DType::Q4_0},
+  };
+  for (const auto& [shape, type] : shapes) {
+    const std::string path = test::temp_dir() + "/" + shape.name + ".gguf";
+    write_synthetic_model(shape, type, path);
+    malloc_trim(0);  // the writer's freed buffers out of the resident set, so what follows is the model's
+    const size_t before = resident_memory_bytes();
+    auto dbg = [](const char* w) { std::ifstream f("/proc/self/status"); std::string l; while (std::getline(f, l)) if (l.rfind("RssAnon",0)==0 || l.rfind("RssFile",0)==0) std::printf("%s %s\n", w, l.c_str()); };
+    dbg("before");
+    Engine engine(path);
+    dbg("engine");
+    ContextOptions o;
+    o.n_ctx = 2048;
+    Context ctx(engine, o);
+    std::vector<int32_t> prompt(300);  // more than a ubatch, so the scratch takes its largest size
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 3 + (int32_t)(i * 37 % 7900);
+    ctx.feed_tokens(prompt);
+    ctx.logits();
+    dbg("fed");
+    const double added = (double)(resident_memory_bytes() - before);
+    const MemoryEstimate e = ctx.memory_estimate();
+    std::printf("%s (%s, %.1f MiB packed): estimate %.1f MiB (weights %.1f, vocabulary %.1f, KV %.1f, scratch %.1f), "
+                "RSS added %.1f MiB\n", shape.name.c_str(), dtype_name(type), engine.info().packed_weight_bytes / 1048576.0,
+                e.total() / 1048576.0, e.weights / 1048576.0, e.vocab / 1048576.0, e.kv / 1048576.0,
+                e.scratch / 1048576.0, added / 1048576.0);
+    EXPECT_GT(e.kv, 0u);
+    EXPECT_GT(e.scratch, 0u);
+    EXPECT_NEAR((double)e.total(), added, 0.1 * added) << shape.name;
   }
 }
 

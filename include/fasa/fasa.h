@@ -48,8 +48,9 @@ struct ModelInfo {
   int64_t n_ctx_train = 0;
   int n_vocab = 0;
   std::string chat_format;   // "llama3", "chatml", "mistral", "phi3", "gemma" or "plain" (no or unknown template)
-  size_t weight_bytes = 0;   // the weight matrices, held once
-  size_t packed_weight_bytes = 0;  // of them, the copy packed for this CPU (the rest read in place from the file)
+  size_t weight_bytes = 0;   // the weight matrices' bytes in the file
+  size_t held_weight_bytes = 0;    // what they hold in memory, once: the packed copy and the rest read in place
+  size_t packed_weight_bytes = 0;  // of that, the copy packed for this CPU (its rows' file pages dropped)
   std::string device = "CPU";  // where the forward pass runs: "CPU", or the GPU and what it holds
 };
 
@@ -136,6 +137,17 @@ struct ContextStats {
   double prompt_seconds = 0;
   double decode_seconds = 0;
   uint64_t kv_bytes_read = 0;    // KV cache bytes attention and the policy's selection read (prefill included)
+};
+
+// A context's memory, estimated from the sizes (the run header prints it): the model's weights as held
+// and its tokenizer, this context's KV cache in RAM and its forward pass's scratch. tests/test_memory.cpp holds it within
+// 10 % of the resident memory they add up to once every weight has been read.
+struct MemoryEstimate {
+  size_t weights = 0;  // the copy packed for this CPU and the matrices read in place from the file
+  size_t vocab = 0;    // the tokenizer's tables
+  size_t kv = 0;       // the KV cache in RAM: its fast tier, and FASA-M's slow tier where that is RAM
+  size_t scratch = 0;  // activations and logits of a whole ubatch
+  size_t total() const { return weights + vocab + kv + scratch; }
 };
 
 // Receives the generated text piece by piece, each piece whole UTF-8 characters; return false to stop.
@@ -244,6 +256,7 @@ class Context {
   ContextStats stats() const;
   const ContextOptions& options() const { return opts_; }
   KvMemory kv_memory() const;  // where the KV cache lives now
+  MemoryEstimate memory_estimate() const;
   // e.g. "fasa: budget 256 per head, TIP reads 25.0% of key dims"; with FASA's automatic profile,
   // whether it is still being measured or where it came from.
   std::string policy_summary() const;

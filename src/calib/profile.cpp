@@ -19,33 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-// FNV-1a over the shapes and 64 evenly spaced 64-byte samples of every weight matrix: tells two
-// checkpoints of the same shape apart without reading gigabytes.
-uint64_t hash_weights(const Model& m) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* p, size_t n) {
-    const uint8_t* b = static_cast<const uint8_t*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  };
-  auto sample = [&](const Matrix& w) {
-    const size_t bytes = w.row_bytes * (size_t)w.rows;
-    mix(&w.rows, sizeof w.rows);
-    mix(&w.cols, sizeof w.cols);
-    for (size_t i = 0; i < 64; ++i) {
-      const size_t at = bytes > 64 ? (bytes - 64) * i / 63 : 0;
-      mix(w.data + at, std::min<size_t>(64, bytes));
-    }
-  };
-  sample(m.weights.tok_embd);
-  for (auto& L : m.weights.layers) {
-    for (const Matrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) sample(*w);
-    if (m.config.n_expert > 0)  // (a dense model's fingerprint stays what it was)
-      for (const Matrix* w : {&L.router, &L.exp_gate[0], &L.exp_up[0], &L.exp_down[0]}) sample(*w);
-  }
-  sample(m.weights.output);
-  return h;
-}
-
 template <typename T>
 T field(const json& j, const char* key, const std::string& path) {
   if (!j.is_object() || !j.contains(key)) fail(path, std::string("missing field '") + key + "'");
@@ -78,7 +51,7 @@ std::vector<int> best_first(const std::vector<double>& score) {
 ModelFingerprint fingerprint(const Model& m) {
   const ModelConfig& c = m.config;
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hash_weights(m));
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)m.weights.sampled_hash);
   return {c.arch, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, c.n_vocab, rope_layout_name(c.rope_layout),
           hex};
 }

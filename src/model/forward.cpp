@@ -18,6 +18,7 @@
 #include "ops/causal_attention.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "ops/packed_rows.h"
 #include "select/group_attention.h"
 
 namespace fasa {
@@ -127,12 +128,27 @@ ForwardPass::ForwardPass(std::span<const Part> parts)
     buf->resize((size_t)n_ * per_token);  // every element is written before it is read
 }
 
+size_t Session::scratch_bytes() const {
+  const ModelConfig& c = model_.config;
+  const int64_t n = std::min<int64_t>(n_ubatch_, n_ctx_), q_dim = (int64_t)c.n_head * c.head_dim,
+                kv_dim = (int64_t)c.n_head_kv * c.head_dim, F = c.n_expert > 0 ? 0 : c.n_ff;
+  // the constructor's buffers above, then each token's activations rounded to int8 for the widest matmul
+  // input (QuantizedActs: a byte per column, the block scales and sums about 1.5 more)
+  int64_t floats = 2LL * c.n_embd + 2 * q_dim + 2 * kv_dim + 2 * F + (c.sliding_window > 0 ? 2 : 1) * c.n_rot;
+  if (c.n_expert > 0)  // ExpertScratch at its largest, and each thread's buffers of one expert's tokens
+    floats += c.n_expert + 2LL * c.n_expert_used + (c.n_expert_used + 1LL) * c.n_embd +
+              (int64_t)omp_get_max_threads() * (c.n_embd + 2LL * c.n_ff_exp);
+  const int64_t widest = std::max({(int64_t)c.n_embd, q_dim, (int64_t)c.n_ff, (int64_t)c.n_ff_exp});
+  return (size_t)n * ((size_t)floats * sizeof(float) + (size_t)widest * 5 / 2) + (size_t)c.n_vocab * sizeof(float);
+}
+
 void ForwardPass::embed() {
   const float embd_scale = c_.embd_scale ? std::sqrt((float)E_) : 1.0f;
   const int n = n_, E = E_, planes = planes_;
 #pragma omp parallel for schedule(static) if (n > 1)
   for (int t = 0; t < n; ++t) {
-    dequantize_row(w_.tok_embd.type, w_.tok_embd.row(ids_[t]), &a_.x[(size_t)t * E], E);
+    thread_local std::vector<uint8_t> row;  // a packed (tied) embedding's row: its file pages were dropped
+    dequantize_row(w_.tok_embd.type, file_row(w_.tok_embd, ids_[t], row), &a_.x[(size_t)t * E], E);
     if (c_.embd_scale)
       for (int i = 0; i < E; ++i) a_.x[(size_t)t * E + i] *= embd_scale;
     rope_cos_sin(first_.inv_freq_.data(), planes, pos_[t], &a_.cs[(size_t)t * planes * 2]);

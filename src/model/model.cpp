@@ -244,8 +244,37 @@ void pack_for_decode(const std::vector<Matrix*>& matrices, ModelWeights& w, cons
     }
     m->packed = out;
     release_file_pages(m->data, (size_t)(groups * kDirectRows) * m->row_bytes, w.owned);
+    w.packed_file_bytes += (size_t)(groups * kDirectRows) * m->row_bytes;
     out += slot_bytes(*m);
   }
+}
+
+// FNV-1a over the shapes and 64 evenly spaced 64-byte samples of every weight matrix (calib's model
+// fingerprint): tells two checkpoints of the same shape apart without reading gigabytes. Taken before
+// the packing drops the file's pages: sampling them later paged 64 KiB back in around each sample.
+uint64_t hash_weights(const ModelWeights& w, bool experts) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, size_t n) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  auto sample = [&](const Matrix& m) {
+    const size_t bytes = m.row_bytes * (size_t)m.rows;
+    mix(&m.rows, sizeof m.rows);
+    mix(&m.cols, sizeof m.cols);
+    for (size_t i = 0; i < 64; ++i) {
+      const size_t at = bytes > 64 ? (bytes - 64) * i / 63 : 0;
+      mix(m.data + at, std::min<size_t>(64, bytes));
+    }
+  };
+  sample(w.tok_embd);
+  for (auto& L : w.layers) {
+    for (const Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) sample(*m);
+    if (experts)  // (a dense model's fingerprint stays what it was)
+      for (const Matrix* m : {&L.router, &L.exp_gate[0], &L.exp_up[0], &L.exp_down[0]}) sample(*m);
+  }
+  sample(w.output);
+  return h;
 }
 
 }  // namespace
@@ -311,7 +340,11 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     for (auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})
       for (Matrix& m : *experts) matrices.push_back(&m);
   }
+  w.sampled_hash = hash_weights(w, cfg.n_expert > 0);
   pack_for_decode(matrices, w, src);
+  // A tied embedding is the output's packed rows too: its lookups unpack them (ops/packed_rows.h's
+  // file_row), so the file's pages of the largest matrix are not read back in token by token.
+  if (w.tok_embd.data == w.output.data) w.tok_embd.packed = w.output.packed;
   return w;
 }
 

@@ -27,6 +27,9 @@ struct Model {
   // Of those, the bytes held as this CPU's packed copy (the file's pages of its rows dropped); the rest
   // are read in place from the mapped file.
   size_t packed_weight_bytes() const { return weights.packed ? weights.packed->size() : 0; }
+  // What the weights hold in memory once every one has been read: the packed copy and the rest of the
+  // matrices' file bytes (a ceiling: an untied embedding's rows are paged in only as their tokens appear).
+  size_t held_weight_bytes() const { return weight_bytes() - weights.packed_file_bytes + packed_weight_bytes(); }
 };
 
 // A dense F16 KV cache's bytes for n_ctx tokens (a sliding layer keeps its window).

@@ -78,6 +78,9 @@ class Session {
   int64_t n_ctx() const { return n_ctx_; }
   const KvCache& cache() const { return cache_; }  // (a device's session keeps its cache there: this one is empty)
   KvMemory kv_memory() const;  // where the cache is and what it takes, on the CPU or the device (rss left 0)
+  // The most bytes forward()'s buffers take for this session: activations, quantized activations and a
+  // mixture of experts' buffers for a pass of a whole ubatch, and the logits.
+  size_t scratch_bytes() const;
   const DeviceSession* device() const { return device_.get(); }  // null: the CPU runs it
   const Model& model() const { return model_; }
   void reset() { truncate(0); }

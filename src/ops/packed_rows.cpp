@@ -388,6 +388,70 @@ void dot_packed_nibbles(DType t, const uint8_t* group, const QuantizedActs* x, i
 }
 #endif
 
+// ---- a row back in the file's layout (pack_rows' inverse) ----
+
+// 16 bytes of nibbles from Q4_K's two lines that put_line made of them: `low` (their low nibbles) and `high`.
+void take_lines(const uint8_t* low, const uint8_t* high, uint8_t* dst) {
+  for (int k = 0; k < 8; ++k) {
+    dst[k] = (uint8_t)((low[k] & 0x0F) | (high[k] & 0x0F) << 4);
+    dst[8 + k] = (uint8_t)((low[k] >> 4) | (high[k] & 0xF0));
+  }
+}
+
+void unpack_q8_0(const uint8_t* group, int r, int64_t n, uint8_t* row) {
+  for (int64_t b = 0; b < n / 32; ++b, group += kPackedQ8Bytes, row += 34) {
+    std::memcpy(row, group + 2 * r, 2);
+    for (int c = 0; c < 8; ++c)
+      for (int e = 0; e < 4; ++e) row[2 + 4 * c + e] = (uint8_t)(int8_t)(group[16 + c * 32 + r * 4 + e] - 128);
+  }
+}
+
+void unpack_q4_0(const uint8_t* group, int r, int64_t n, uint8_t* row) {
+  for (int64_t b = 0; b < n / 32; ++b, group += kPackedQ4Bytes, row += 18) {
+    std::memcpy(row, group + 2 * r, 2);
+    take_lines(group + 16 + 8 * r, group + 80 + 8 * r, row + 2);
+  }
+}
+
+void unpack_q4_k(const uint8_t* group, int r, int64_t n, uint8_t* row) {
+  for (int64_t b = 0; b < n / 256; ++b, group += kPackedK4Bytes, row += 144) {
+    std::memcpy(row, group + 2 * r, 2);
+    std::memcpy(row + 2, group + 16 + 2 * r, 2);
+    uint8_t sc[8], mn[8];
+    for (int s = 0; s < 8; ++s) sc[s] = group[32 + 8 * s + r], mn[s] = group[96 + 32 * (s / 4) + 4 * r + s % 4];
+    uint8_t* q = row + 4;  // the 12 bytes of 6-bit scales and mins as ggml's get_scale_min_k4 reads them
+    for (int j = 0; j < 4; ++j) {
+      q[j] = (uint8_t)((sc[j] & 63) | (sc[j + 4] >> 4) << 6);
+      q[j + 4] = (uint8_t)((mn[j] & 63) | (mn[j + 4] >> 4) << 6);
+      q[j + 8] = (uint8_t)((sc[j + 4] & 0x0F) | (mn[j + 4] & 0x0F) << 4);
+    }
+    for (int j = 0; j < 4; ++j)  // lines 4j + h (low nibbles) and 4j + h + 2 (high) came from qs[32j + 16h..]
+      for (int h = 0; h < 2; ++h)
+        take_lines(group + 160 + 64 * (4 * j + h) + 8 * r, group + 160 + 64 * (4 * j + h + 2) + 8 * r, row + 16 + 32 * j + 16 * h);
+  }
+}
+
+void unpack_q6_k(const uint8_t* group, int r, int64_t n, uint8_t* row) {
+  for (int64_t b = 0; b < n / 256; ++b, group += kPackedQ6Bytes, row += 210) {
+    uint8_t q[256];  // the super-block's quants, 0-63
+    for (int e = 0; e < 256; ++e) {
+      const uint8_t low = group[144 + 64 * (e / 16) + 8 * r + e % 8];
+      const uint8_t high = group[1168 + 64 * (e / 32) + 8 * r + e % 8] >> (2 * (e % 32 / 8));
+      q[e] = (uint8_t)((e % 16 < 8 ? low & 0x0F : low >> 4) | (high & 3) << 4);
+    }
+    uint8_t *ql = row, *qh = row + 128;  // ggml's order: two halves of 128 elements, 64 ql and 32 qh bytes each
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t* e = q + 128 * h + l;
+        ql[64 * h + l] = (uint8_t)((e[0] & 0x0F) | (e[64] & 0x0F) << 4);
+        ql[64 * h + l + 32] = (uint8_t)((e[32] & 0x0F) | (e[96] & 0x0F) << 4);
+        qh[32 * h + l] = (uint8_t)(e[0] >> 4 | (e[32] >> 4) << 2 | (e[64] >> 4) << 4 | (e[96] >> 4) << 6);
+      }
+    for (int s = 0; s < 16; ++s) row[192 + s] = group[16 + 8 * s + r];
+    std::memcpy(row + 208, group + 2 * r, 2);
+  }
+}
+
 [[noreturn]] void no_packed_rows(DType t) {
   throw Error(std::string("no packed rows for tensor type ") + dtype_name(t) + " in this build");
 }
@@ -413,11 +477,27 @@ size_t packed_group_bytes(DType t, int64_t n) {
 
 void pack_rows(DType t, const void* const* rows, int64_t n, uint8_t* out) {
   static_assert(kDirectRows == 8, "the packed layouts hold 8 rows per group");
-  if (!has_packed_rows(t)) no_packed_rows(t);
   if (t == DType::Q4_K) return pack_q4_k(rows, n, out);
   if (t == DType::Q6_K) return pack_q6_k(rows, n, out);
   if (t == DType::Q4_0) return pack_q4_0(rows, n, out);
+  if (t != DType::Q8_0) no_packed_rows(t);
   pack_q8_0(rows, n, out);
+}
+
+void unpack_row_from_group(DType t, const uint8_t* group, int r, int64_t n, uint8_t* row) {
+  if (t == DType::Q4_K) return unpack_q4_k(group, r, n, row);
+  if (t == DType::Q6_K) return unpack_q6_k(group, r, n, row);
+  if (t == DType::Q4_0) return unpack_q4_0(group, r, n, row);
+  if (t != DType::Q8_0) no_packed_rows(t);
+  unpack_q8_0(group, r, n, row);
+}
+
+const void* file_row(const Matrix& m, int64_t r, std::vector<uint8_t>& buf) {
+  if (!m.packed || r >= m.rows / kDirectRows * kDirectRows) return m.row(r);  // (the last rows % 8 stay in the file)
+  buf.resize(m.row_bytes);
+  unpack_row_from_group(m.type, m.packed + r / kDirectRows * packed_group_bytes(m.type, m.cols), (int)(r % kDirectRows),
+                        m.cols, buf.data());
+  return buf.data();
 }
 
 void dot_packed_rows(DType t, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n,

@@ -21,16 +21,26 @@
 // 16-31 (128); each row's integer sum is whole per block, then one float step (dot_direct_rows' order).
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ops/dtype.h"
+#include "ops/matrix.h"
 #include "ops/quant_dot.h"
 
 namespace fasa {
 
 bool has_packed_rows(DType weight_type);  // Q4_K, Q6_K and Q4_0 with AVX2; Q8_0 with AVX512-VNNI
 size_t packed_group_bytes(DType weight_type, int64_t n);  // one group of kDirectRows rows of n columns
-// rows: kDirectRows rows of n columns; out: packed_group_bytes(weight_type, n)
+// rows: kDirectRows rows of n columns; out: packed_group_bytes(weight_type, n). Any of the four types,
+// whether or not this CPU has their kernels.
 void pack_rows(DType weight_type, const void* const* rows, int64_t n, uint8_t* out);
+// Row r of a packed group as the file stored it, byte for byte (pack_rows' inverse): a tied embedding
+// looks its rows up here, so the file's pages of a packed matrix are never read again.
+// row: n columns' bytes in weight_type's block layout
+void unpack_row_from_group(DType weight_type, const uint8_t* group, int r, int64_t n, uint8_t* row);
+// Matrix m's row r in the file's layout: from the file, or where m is packed (its file pages dropped),
+// unpacked into buf.
+const void* file_row(const Matrix& m, int64_t r, std::vector<uint8_t>& buf);
 // Two groups (Q8_0: read side by side, two memory streams; Q4_K, Q4_0: one after the other), or one where
 // group_b is null.   out: [16] or [8]
 void dot_packed_rows(DType weight_type, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x,

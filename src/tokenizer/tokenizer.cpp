@@ -321,6 +321,22 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   return s;
 }
 
+size_t Tokenizer::memory_bytes() const {
+  // libstdc++'s layouts: a string is 32 bytes, its characters past 15 a heap block of their own; a hash
+  // map's node holds its key, value, next pointer and cached hash (a heap block), and a bucket pointer.
+  constexpr size_t kBlock = 16;  // malloc's header and rounding, about
+  auto text = [](const std::string& t) { return sizeof(std::string) + (t.capacity() > 15 ? t.capacity() + 1 + kBlock : 0); };
+  auto map = [&](const std::unordered_map<std::string, int32_t>& m) {
+    size_t b = m.bucket_count() * sizeof(void*);
+    for (const auto& [key, id] : m) b += text(key) + 24 + kBlock;
+    return b;
+  };
+  size_t b = v_.scores.size() * sizeof(float) + v_.types.size() * sizeof(TokenType);
+  for (const auto& t : v_.pieces) b += text(t);
+  for (const auto& t : v_.merges) b += text(t);
+  return b + map(piece_to_id_) + map(merge_rank_);
+}
+
 std::string Tokenizer::describe() const {
   if (v_.kind == TokenizerKind::SentencePiece) return "SentencePiece BPE";
   return "byte-level BPE (pre-tokenizer " + v_.pre_name + ", " + std::to_string(v_.merges.size()) + " merges)";

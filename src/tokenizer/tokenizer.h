@@ -69,6 +69,8 @@ class Tokenizer {
   bool is_end_of_generation(int32_t id) const;
   const std::string& piece(int32_t id) const { return v_.pieces.at(id); }
   TokenType type(int32_t id) const { return v_.types.at(id); }
+  // About the bytes its tables take on the heap (a 128K-token vocabulary with its merges: tens of MiB).
+  size_t memory_bytes() const;
 
  private:
   static Tokenizer tokenizer_json_vocabulary(const std::string& json_path, const std::string& config_path,
