@@ -18,13 +18,6 @@ namespace fasa {
 
 namespace {
 
-#if defined(__AVX512VNNI__)  // (the packed kernels')
-// Asks for the cache lines of n bytes at p (rows a kernel reads a few blocks later).
-inline void prefetch_lines(const uint8_t* p, size_t n) {
-  for (size_t line = 0; line < n; line += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + line, _MM_HINT_T0);
-}
-#endif
-
 // ---- Q8_0 ----
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)

@@ -23,10 +23,6 @@ namespace {
 // eighth computed (packed_rows.cpp says why).
 constexpr int kAhead = 4;
 
-inline void prefetch_lines(const uint8_t* p, size_t n) {
-  for (size_t line = 0; line < n; line += 64) _mm_prefetch(reinterpret_cast<const char*>(p) + line, _MM_HINT_T0);
-}
-
 inline __m256i load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // 8 bytes of p in every 64-bit lane.
