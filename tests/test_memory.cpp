@@ -79,7 +79,8 @@ TEST(Memory, AKvCacheOverTheLimitIsRefusedWithItsSizes) {
 }
 
 // The same quantized model loaded with room for its packed copy and without: the second reads its
-// weights in place from the file, and every logit is the same (the packed kernels are bit-identical).
+// weights in place from the file, saying so with both sizes, and every logit is the same (the packed
+// kernels are bit-identical).
 TEST(Memory, WeightsReadInPlaceGiveThePackedLogits) {
   FASA_REQUIRE_SHARED();
   for (const char* file : {"kjv-tiny-Q8_0.gguf", "kjv-tiny-Q4_0.gguf", "kjv-tiny-Q4_K_M.gguf"}) {
@@ -88,7 +89,14 @@ TEST(Memory, WeightsReadInPlaceGiveThePackedLogits) {
     std::unique_ptr<Model> in_place;
     {
       StatedLimit limit("0.001");
+      testing::internal::CaptureStderr();
       in_place = load_model(path);
+      const std::string note = testing::internal::GetCapturedStderr();
+      if (packed->packed_weight_bytes() > 0) {  // the note names the file and both sizes
+        const std::string packed_size = mib_text((double)packed->packed_weight_bytes());
+        EXPECT_NE(note.find(path + ": the weights packed for this CPU would take " + packed_size), std::string::npos) << note;
+        EXPECT_NE(note.find("more than the 0.0 MiB of memory available; they are read in place"), std::string::npos) << note;
+      }
     }
     EXPECT_EQ(in_place->packed_weight_bytes(), 0u) << file;
     if (packed->packed_weight_bytes() == 0)
