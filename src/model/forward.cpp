@@ -135,9 +135,10 @@ size_t Session::scratch_bytes() const {
   // the constructor's buffers above, then each token's activations rounded to int8 for the widest matmul
   // input (QuantizedActs: a byte per column, the block scales and sums about 1.5 more)
   int64_t floats = 2LL * c.n_embd + 2 * q_dim + 2 * kv_dim + 2 * F + (c.sliding_window > 0 ? 2 : 1) * c.n_rot;
-  if (c.n_expert > 0)  // ExpertScratch at its largest, and each thread's buffers of one expert's tokens
-    floats += c.n_expert + 2LL * c.n_expert_used + (c.n_expert_used + 1LL) * c.n_embd +
-              (int64_t)omp_get_max_threads() * (c.n_embd + 2LL * c.n_ff_exp);
+  if (c.n_expert > 0) {  // ExpertScratch at its largest, and each thread's buffers of one expert's tokens
+    const int threads = omp_get_max_threads(), own = c.n_expert >= 2 * threads ? threads : 1;  // (expert_ffn's choice)
+    floats += c.n_expert + 2LL * c.n_expert_used + (c.n_expert_used + 1LL) * c.n_embd + own * (c.n_embd + 2LL * c.n_ff_exp);
+  }
   const int64_t widest = std::max({(int64_t)c.n_embd, q_dim, (int64_t)c.n_ff, (int64_t)c.n_ff_exp});
   return (size_t)n * ((size_t)floats * sizeof(float) + (size_t)widest * 5 / 2) + (size_t)c.n_vocab * sizeof(float);
 }

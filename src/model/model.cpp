@@ -195,13 +195,15 @@ std::vector<Matrix> bind_experts(const TensorLookup& lookup, const std::string& 
 }
 
 // Drops the pages of n bytes at p from memory where they are the model file's (a read-only private
-// mapping: a row read again comes back from the file); a heap copy in `owned` is kept.
-void release_file_pages(const uint8_t* p, size_t n, const std::vector<std::vector<uint8_t>>& owned) {
+// mapping: a row read again comes back from the file); a heap copy in `owned` is kept. Returns the
+// bytes released: n, or 0 for a heap copy.
+size_t release_file_pages(const uint8_t* p, size_t n, const std::vector<std::vector<uint8_t>>& owned) {
   for (const auto& o : owned)
-    if (p >= o.data() && p < o.data() + o.size()) return;
+    if (p >= o.data() && p < o.data() + o.size()) return 0;
   const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
   const uintptr_t begin = ((uintptr_t)p + page - 1) / page * page, end = ((uintptr_t)p + n) / page * page;
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  return n;
 }
 
 // The bytes of m's rows packed for the decode matmul (ops/packed_rows.h), or 0 where this CPU has no
@@ -243,8 +245,7 @@ void pack_for_decode(const std::vector<Matrix*>& matrices, ModelWeights& w, cons
       pack_rows(m->type, rows, m->cols, out + g * group_bytes);
     }
     m->packed = out;
-    release_file_pages(m->data, (size_t)(groups * kDirectRows) * m->row_bytes, w.owned);
-    w.packed_file_bytes += (size_t)(groups * kDirectRows) * m->row_bytes;
+    w.packed_file_bytes += release_file_pages(m->data, (size_t)(groups * kDirectRows) * m->row_bytes, w.owned);
     out += slot_bytes(*m);
   }
 }

@@ -122,6 +122,11 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
       for (int i = 0; i < kTileGroupRows; ++i) group[i] = W.row(r0 + i);
       quant_tile(W.type, group, xq.data(), n_tokens, cols, Y + r0, rows);
     }
+    if (W.packed && whole + kDirectRows <= rows) {  // a packed group past the last tile: its file pages are gone too
+      dot_packed_tokens(W.type, W.packed + whole / kDirectRows * packed_group_bytes(W.type, cols), xq.data(), n_tokens,
+                        cols, Y + whole, rows);
+      return rest(whole + kDirectRows);
+    }
     return rest(whole);
   }
   if (has_direct_dot(W.type)) {
