@@ -32,7 +32,8 @@ Engine::Engine(const std::string& model_path, const EngineOptions& opts)
   device_ = gpu::load_device_model(*model_, opts.gpu_layers, opts.device);
   info_ = {model_->path, model_->format, c.arch, model_->n_params(), c.n_ctx_train, c.n_vocab,
            chat_format_name(detect_chat_format(model_->chat_template)), model_->weight_bytes(),
-           model_->held_weight_bytes(), model_->packed_weight_bytes(), device_ ? device_->describe() : "CPU"};
+           model_->held_weight_bytes(), model_->packed_weight_bytes(), model_->tokenizer.memory_bytes(),
+           device_ ? device_->describe() : "CPU"};
 }
 
 Engine::~Engine() = default;
@@ -285,7 +286,7 @@ KvMemory Context::kv_memory() const {
 
 MemoryEstimate Context::memory_estimate() const {
   const KvMemory kv = session_->kv_memory();
-  return {engine_.info().held_weight_bytes, engine_.model().tokenizer.memory_bytes(),
+  return {engine_.info().held_weight_bytes, engine_.info().vocab_bytes,
           kv.fast + (kv.rows.on_disk ? 0 : kv.slow), session_->scratch_bytes()};
 }
 
