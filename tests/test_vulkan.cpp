@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/session.h"
 #include "ops/dtype.h"
+#include "ops/packed_rows.h"
 #include "sparse/fasa.h"
 #include "sparse/policy.h"
 #include "test_util.h"
@@ -155,6 +156,32 @@ TEST(Vulkan, TheEngineRunsOnTheDeviceWithMinusNgl) {
   // A part of the layers is refused: all or none.
   EXPECT_NE(test::error_message([] { Engine(FASA_BUNDLED_MODEL, EngineOptions{.gpu_layers = 2}); }).find("-ngl 99"),
             std::string::npos);
+}
+
+// With every layer on the device the CPU holds no copy of the weights: nothing is packed for its
+// kernels, and the file's pages the upload read are dropped (the CPU engine of the same Q4_0 file packs).
+TEST(Vulkan, EveryLayerOnTheDeviceHoldsTheWeightsThereOnly) {
+  const std::string path = test::temp_dir() + "/q4.gguf";
+  write_synthetic_model(tiny_shape("llama"), DType::Q4_0, path, 3);
+  std::unique_ptr<Engine> gpu;
+  try {
+    gpu = std::make_unique<Engine>(path, EngineOptions{.gpu_layers = 99});
+  } catch (const Error& e) {
+    std::string why = e.what();
+    SKIP_WITHOUT_VULKAN(gpu, why);
+  }
+  const Engine cpu(path);
+  if (has_packed_rows(DType::Q4_0)) {
+    EXPECT_GT(cpu.info().packed_weight_bytes, 0u);
+  }
+  EXPECT_GE(cpu.info().held_weight_bytes, cpu.info().weight_bytes);
+  EXPECT_EQ(gpu->info().packed_weight_bytes, 0u);
+  EXPECT_EQ(gpu->info().held_weight_bytes, 0u) << "of " << gpu->info().weight_bytes;
+  // The device's weights are what it uploaded before the pages went: its logits stay the CPU's.
+  Context on_gpu(*gpu, {}), on_cpu(cpu, {});
+  for (Context* c : {&on_gpu, &on_cpu}) c->feed_tokens({1, 17, 42, 99, 7});
+  const std::span<const float> a = on_cpu.logits(), b = on_gpu.logits();
+  EXPECT_LT(test::normalized_error(b.data(), a.data(), a.size()), 3e-2);  // (int8 activations on the CPU)
 }
 
 // A random-weight F32 llama of tiny_shape and the same model on Vulkan device 0 (skipped without one).

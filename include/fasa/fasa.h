@@ -50,6 +50,7 @@ struct ModelInfo {
   std::string chat_format;   // "llama3", "chatml", "mistral", "phi3", "gemma" or "plain" (no or unknown template)
   size_t weight_bytes = 0;   // the weight matrices' bytes in the file
   size_t held_weight_bytes = 0;    // what they hold in memory, once: the packed copy and the rest read in place
+                                   // (with every layer on a device: none; the device holds them)
   size_t packed_weight_bytes = 0;  // of that, the copy packed for this CPU (its rows' file pages dropped)
   size_t vocab_bytes = 0;          // the tokenizer's tables in memory (counted once, at load)
   std::string device = "CPU";  // where the forward pass runs: "CPU", or the GPU and what it holds

@@ -213,6 +213,17 @@ size_t packed_bytes(const Matrix& m) {
   return (size_t)(m.rows / kDirectRows) * packed_group_bytes(m.type, m.cols);
 }
 
+// The output and every layer's matrices: those packed for decode.
+std::vector<Matrix*> layer_matrices(ModelWeights& w) {
+  std::vector<Matrix*> matrices{&w.output};
+  for (LayerWeights& L : w.layers) {
+    for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) matrices.push_back(m);
+    for (auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})
+      for (Matrix& m : *experts) matrices.push_back(&m);
+  }
+  return matrices;
+}
+
 // Every packable matrix's rows, packed one matrix after another into one buffer: a packed matrix serves
 // every batch (matmul.cpp; Q8_0's tiles read the packed copy too), so the file's copy of its rows leaves
 // memory as soon as it is packed. The peak holds the packed copies plus one matrix's file pages, and the
@@ -245,7 +256,7 @@ void pack_for_decode(const std::vector<Matrix*>& matrices, ModelWeights& w, cons
       pack_rows(m->type, rows, m->cols, out + g * group_bytes);
     }
     m->packed = out;
-    w.packed_file_bytes += release_file_pages(m->data, (size_t)(groups * kDirectRows) * m->row_bytes, w.owned);
+    w.dropped_file_bytes += release_file_pages(m->data, (size_t)(groups * kDirectRows) * m->row_bytes, w.owned);
     out += slot_bytes(*m);
   }
 }
@@ -335,26 +346,31 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     L.w_down = bind_matrix(lookup, n(names.w_down), cfg.n_embd, cfg.n_ff, src, w.owned);
     w.layers.push_back(std::move(L));
   }
-  std::vector<Matrix*> matrices{&w.output};
-  for (LayerWeights& L : w.layers) {
-    for (Matrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) matrices.push_back(m);
-    for (auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down})
-      for (Matrix& m : *experts) matrices.push_back(&m);
-  }
   w.sampled_hash = hash_weights(w, cfg.n_expert > 0);
-  pack_for_decode(matrices, w, src);
-  // A tied embedding is the output's packed rows too: its lookups unpack them (ops/packed_rows.h's
-  // file_row), so the file's pages of the largest matrix are not read back in token by token.
-  if (w.tok_embd.data == w.output.data) w.tok_embd.packed = w.output.packed;
   return w;
 }
 
-std::unique_ptr<Model> load_model(const std::string& path) {
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opts) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::is_directory(path, ec)) return load_hf_model(path);
-  if (!fs::exists(path, ec)) fail(path, "no such file or directory");
-  return load_gguf_model(path);
+  if (!fs::is_directory(path, ec) && !fs::exists(path, ec)) fail(path, "no such file or directory");
+  std::unique_ptr<Model> m = fs::is_directory(path, ec) ? load_hf_model(path) : load_gguf_model(path);
+  if (opts.pack_for_cpu) {
+    ModelWeights& w = m->weights;
+    pack_for_decode(layer_matrices(w), w, path);
+    // A tied embedding is the output's packed rows too: its lookups unpack them (ops/packed_rows.h's
+    // file_row), so the file's pages of the largest matrix are not read back in token by token.
+    if (w.tok_embd.data == w.output.data) w.tok_embd.packed = w.output.packed;
+  }
+  return m;
+}
+
+void Model::drop_file_pages() {
+  std::vector<Matrix*> all = layer_matrices(weights);
+  if (weights.tok_embd.data != weights.output.data) all.push_back(&weights.tok_embd);
+  for (LayerWeights& L : weights.layers) all.push_back(&L.router);
+  for (const Matrix* m : all)  // (a packed matrix's pages are gone already)
+    if (!m->packed) weights.dropped_file_bytes += release_file_pages(m->data, (size_t)m->rows * m->row_bytes, weights.owned);
 }
 
 int64_t Model::n_params() const {

@@ -29,14 +29,23 @@ struct Model {
   size_t packed_weight_bytes() const { return weights.packed ? weights.packed->size() : 0; }
   // What the weights hold in memory once every one has been read: the packed copy and the rest of the
   // matrices' file bytes (a ceiling: an untied embedding's rows are paged in only as their tokens appear).
-  size_t held_weight_bytes() const { return weight_bytes() - weights.packed_file_bytes + packed_weight_bytes(); }
+  size_t held_weight_bytes() const { return weight_bytes() - weights.dropped_file_bytes + packed_weight_bytes(); }
+  // Once a device holds every matrix (called once): their file pages leave memory (a CPU read pages
+  // them back in).
+  void drop_file_pages();
 };
 
 // A dense F16 KV cache's bytes for n_ctx tokens (a sliding layer keeps its window).
 size_t dense_kv_bytes(const ModelConfig& c, int64_t n_ctx);
 
+struct LoadOptions {
+  // Pack the matrices for this CPU's decode kernels (ops/packed_rows.h). Off where a device runs every
+  // layer: it uploads the file's rows, and a packed copy would only hold memory.
+  bool pack_for_cpu = true;
+};
+
 // `path` is a .gguf file or a Hugging Face model directory. Throws fasa::Error naming the file.
-std::unique_ptr<Model> load_model(const std::string& path);
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opts = {});
 
 // --- shared by the two loaders --------------------------------------------------------------
 

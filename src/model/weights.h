@@ -45,7 +45,7 @@ struct ModelWeights {
   std::vector<std::shared_ptr<const MappedFile>> mappings;  // keep the bytes above alive
   std::vector<std::vector<uint8_t>> owned;  // aligned copies of misaligned tensors
   std::optional<HugeBuffer> packed;  // the matrices' packed copies, one after another (Matrix::packed)
-  size_t packed_file_bytes = 0;      // the file's bytes of the rows packed there whose pages were dropped
+  size_t dropped_file_bytes = 0;     // the file's bytes whose pages were dropped (packed there, or on a device)
   uint64_t sampled_hash = 0;         // of samples of every matrix's file bytes (calib's model fingerprint)
 };
 
