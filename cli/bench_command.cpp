@@ -54,9 +54,12 @@ int bench(BenchOptions o) {
   if (o.fill != "prefill" && o.fill != "random") throw Error("--fill must be 'prefill' or 'random'");
   if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
     throw Error("-o must be md, csv, json or jsonl");
-  auto model = load_model(o.model);
+  auto model = load_model(o.model, {.pack_for_cpu = o.gpu.gpu_layers == 0});
   const auto device = gpu::load_device_model(*model, o.gpu.gpu_layers, o.gpu.device);
-  if (device) std::fprintf(stderr, "device: %s\n", device->describe().c_str());
+  if (device) {
+    model->drop_file_pages();  // the device holds the weights now (as the Engine's)
+    std::fprintf(stderr, "device: %s\n", device->describe().c_str());
+  }
 
   std::vector<std::pair<int, int>> tests;  // (prompt tokens, decoded tokens) of each test
   for (int n : o.n_prompts)
