@@ -56,10 +56,7 @@ int bench(BenchOptions o) {
     throw Error("-o must be md, csv, json or jsonl");
   auto model = load_model(o.model, {.pack_for_cpu = o.gpu.gpu_layers == 0});
   const auto device = gpu::load_device_model(*model, o.gpu.gpu_layers, o.gpu.device);
-  if (device) {
-    model->drop_file_pages();  // the device holds the weights now (as the Engine's)
-    std::fprintf(stderr, "device: %s\n", device->describe().c_str());
-  }
+  if (device) std::fprintf(stderr, "device: %s\n", device->describe().c_str());
 
   std::vector<std::pair<int, int>> tests;  // (prompt tokens, decoded tokens) of each test
   for (int n : o.n_prompts)

@@ -26,12 +26,11 @@ void print_speed_lines(const Engine& engine, const Context& ctx, const std::stri
                decode_steps > 0 ? decode_steps / st.decode_seconds : 0.0);
   std::fprintf(stderr, "%s\n", kv_memory_line(ctx.kv_memory()).c_str());
   const MemoryEstimate e = ctx.memory_estimate();
-  const std::string weights = engine.info().device != "CPU"
-                                  ? "weights " + mib_text((double)e.weights) + " (the device holds them)"
-                                  : "weights " + mib_text((double)e.weights) + " (" +
-                                        mib_text((double)engine.info().packed_weight_bytes) + " of it packed for this CPU)";
-  std::fprintf(stderr, "memory: %s + vocabulary %s + KV %s + scratch %s = %s estimated, peak RSS %s\n", weights.c_str(),
-               mib_text((double)e.vocab).c_str(),
+  const std::string held = engine.info().device != "CPU"
+                               ? "the device holds them"
+                               : mib_text((double)engine.info().packed_weight_bytes) + " of it packed for this CPU";
+  std::fprintf(stderr, "memory: weights %s (%s) + vocabulary %s + KV %s + scratch %s = %s estimated, peak RSS %s\n",
+               mib_text((double)e.weights).c_str(), held.c_str(), mib_text((double)e.vocab).c_str(),
                mib_text((double)e.kv).c_str(), mib_text((double)e.scratch).c_str(), mib_text((double)e.total()).c_str(),
                mib_text((double)peak_resident_memory_bytes()).c_str());
 }

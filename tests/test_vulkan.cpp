@@ -43,6 +43,16 @@ std::unique_ptr<DeviceModel> on_device(const Model& model, std::string& why) {
   }
 }
 
+// An Engine with every layer on Vulkan device 0 (-ngl 99), or null with the reason in `why`.
+std::unique_ptr<Engine> engine_on_device(const std::string& path, std::string& why) {
+  try {
+    return std::make_unique<Engine>(path, EngineOptions{.gpu_layers = 99});
+  } catch (const Error& e) {
+    why = e.what();
+    return nullptr;
+  }
+}
+
 #define SKIP_WITHOUT_VULKAN(dev, why)                                                      \
   if (!(dev)) {                                                                            \
     if (std::getenv("FASA_REQUIRE_VULKAN")) FAIL() << "FASA_REQUIRE_VULKAN is set: " << (why); \
@@ -117,13 +127,9 @@ TEST(Vulkan, RandomModelsOfEachArchitectureAndTypeGiveTheCpusLogitsAtEveryStep) 
 }
 
 TEST(Vulkan, TheEngineRunsOnTheDeviceWithMinusNgl) {
-  std::unique_ptr<Engine> engine;
-  try {
-    engine = std::make_unique<Engine>(FASA_BUNDLED_MODEL, EngineOptions{.gpu_layers = 99});
-  } catch (const Error& e) {
-    std::string why = e.what();
-    SKIP_WITHOUT_VULKAN(engine, why);
-  }
+  std::string why;
+  std::unique_ptr<Engine> engine = engine_on_device(FASA_BUNDLED_MODEL, why);
+  SKIP_WITHOUT_VULKAN(engine, why);
   EXPECT_NE(engine->info().device.find("Vulkan0"), std::string::npos) << engine->info().device;
   Engine cpu(FASA_BUNDLED_MODEL);
   const std::string prompt = "In the beginning";
@@ -163,13 +169,9 @@ TEST(Vulkan, TheEngineRunsOnTheDeviceWithMinusNgl) {
 TEST(Vulkan, EveryLayerOnTheDeviceHoldsTheWeightsThereOnly) {
   const std::string path = test::temp_dir() + "/q4.gguf";
   write_synthetic_model(tiny_shape("llama"), DType::Q4_0, path, 3);
-  std::unique_ptr<Engine> gpu;
-  try {
-    gpu = std::make_unique<Engine>(path, EngineOptions{.gpu_layers = 99});
-  } catch (const Error& e) {
-    std::string why = e.what();
-    SKIP_WITHOUT_VULKAN(gpu, why);
-  }
+  std::string why;
+  std::unique_ptr<Engine> gpu = engine_on_device(path, why);
+  SKIP_WITHOUT_VULKAN(gpu, why);
   const Engine cpu(path);
   if (has_packed_rows(DType::Q4_0)) {
     EXPECT_GT(cpu.info().packed_weight_bytes, 0u);

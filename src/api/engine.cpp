@@ -31,7 +31,6 @@ Engine::Engine(const std::string& model_path, const EngineOptions& opts)
       auto_profiles_(std::make_unique<AutoProfileStore>(*model_)) {
   const ModelConfig& c = model_->config;
   device_ = gpu::load_device_model(*model_, opts.gpu_layers, opts.device);
-  if (device_) model_->drop_file_pages();  // the device holds the weights now
   info_ = {model_->path, model_->format, c.arch, model_->n_params(), c.n_ctx_train, c.n_vocab,
            chat_format_name(detect_chat_format(model_->chat_template)), model_->weight_bytes(),
            model_->held_weight_bytes(), model_->packed_weight_bytes(), model_->tokenizer.memory_bytes(),

@@ -15,7 +15,9 @@ namespace fasa::gpu {
 std::unique_ptr<DeviceModel> load_vulkan_model(const Model& model, int device_index);
 
 // What llama.cpp's `-ngl N --device VulkanI` ask for: null for 0 layers (the CPU), the model on the
-// device for all of them (-1 or at least the layer count); fasa::Error for a part of them.
-std::unique_ptr<DeviceModel> load_device_model(const Model& model, int gpu_layers, int device_index);
+// device for all of them (-1 or at least the layer count), its file pages then dropped from host memory
+// (Model::drop_file_pages); fasa::Error for a part of them. Load the model without the CPU's packed
+// copy where a device is asked for (LoadOptions::pack_for_cpu).
+std::unique_ptr<DeviceModel> load_device_model(Model& model, int gpu_layers, int device_index);
 
 }  // namespace fasa::gpu

@@ -353,8 +353,9 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opts) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(path, ec) && !fs::exists(path, ec)) fail(path, "no such file or directory");
-  std::unique_ptr<Model> m = fs::is_directory(path, ec) ? load_hf_model(path) : load_gguf_model(path);
+  const bool directory = fs::is_directory(path, ec);
+  if (!directory && !fs::exists(path, ec)) fail(path, "no such file or directory");
+  std::unique_ptr<Model> m = directory ? load_hf_model(path) : load_gguf_model(path);
   if (opts.pack_for_cpu) {
     ModelWeights& w = m->weights;
     pack_for_decode(layer_matrices(w), w, path);
