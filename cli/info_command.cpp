@@ -59,10 +59,7 @@ int info_main(const std::string& path) {
   std::printf("output:         %s\n", c.tied_output ? "tied to the embedding" : "own matrix");
   std::printf("tokenizer:      %s, %d tokens, BOS %d, EOS %d, add BOS %s\n", m->tokenizer_kind.c_str(),
               m->tokenizer.n_vocab(), m->tokenizer.bos(), m->tokenizer.eos(), m->tokenizer.add_bos() ? "yes" : "no");
-  const std::string chat = m->chat_template.empty()
-                               ? "none (chat prompts use plain role: content lines)"
-                               : std::string("present, rendered as ") + chat_format_name(detect_chat_format(m->chat_template));
-  std::printf("chat template:  %s\n", chat.c_str());
+  std::printf("chat template:  %s\n", describe(chat_style(*m), !m->chat_template.empty()).c_str());
   return 0;
 }
 

@@ -266,5 +266,25 @@ TEST(ChatTemplate, FormatsAreRecognisedAndRendered) {
   EXPECT_EQ(render_chat(ChatFormat::Plain, {{"user", "Hi"}}), "user: Hi\nassistant:");
 }
 
+// SmolLM2's template (as its GGUF carries it) writes a system turn when the conversation has none;
+// a template without one, or a conversation with its own, keeps what it says. No template: a Gemma
+// vocabulary's turns, else plain lines.
+TEST(ChatTemplate, DefaultSystemMessageAndGemmaTurnsWithoutATemplate) {
+  const std::string smollm2 =
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+      "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
+      "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}";
+  const ChatStyle style = chat_style(smollm2, false);
+  EXPECT_EQ(style.format, ChatFormat::ChatML);
+  EXPECT_EQ(render_chat(style, {{"user", "Hi"}}),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render_chat(style, {{"system", "Be brief."}, {"user", "Hi"}}),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(chat_style("{{'<|im_start|>' + message['role'] + '\\n'}}", false).default_system, "");
+  EXPECT_EQ(chat_style("", true).format, ChatFormat::Gemma);
+  EXPECT_EQ(chat_style("", false).format, ChatFormat::Plain);
+}
+
 }  // namespace
 }  // namespace fasa

@@ -99,6 +99,12 @@ std::string random_row(DType t, int64_t n, uint32_t seed) {
       break;
     case DType::Q8_0: for (int64_t b = 0; b < n / 32; ++b) put_half(b * 34, 0.01f * nd(rng)); break;
     case DType::Q4_0: for (int64_t b = 0; b < n / 32; ++b) put_half(b * 18, 0.1f * nd(rng)); break;
+    case DType::Q5_0: for (int64_t b = 0; b < n / 32; ++b) put_half(b * 22, 0.1f * nd(rng)); break;
+    case DType::Q4_1: case DType::Q5_1: {  // d and m
+      const size_t bb = t == DType::Q4_1 ? 20 : 24;
+      for (int64_t b = 0; b < n / 32; ++b) put_half(b * bb, 0.1f * nd(rng)), put_half(b * bb + 2, -0.5f * std::fabs(nd(rng)));
+      break;
+    }
     default: break;
   }
   return row;
@@ -212,7 +218,7 @@ TEST_P(QuantKernelTest, QuantizedDotCloseToFloatDot) {
   EXPECT_LE(test::normalized_error(Y.data(), F.data(), rows), 0.02);
 }
 
-// The decode kernels that read Q8_0/Q4_0 blocks directly give the sums of the unpacked reference path.
+// The decode kernels that read 32-element blocks directly give the sums of the unpacked reference path.
 TEST_P(QuantKernelTest, DirectDotEqualsUnpackedDot) {
   const DType t = GetParam();
   ASSERT_TRUE(has_direct_dot(t));
@@ -224,7 +230,8 @@ TEST_P(QuantKernelTest, DirectDotEqualsUnpackedDot) {
     unpack_row(t, row.data(), n, w);
     const float want = dot_unpacked(w, x), got = dot_direct(t, row.data(), x, n);
     double mag = 0;
-    for (int64_t i = 0; i < n; ++i) mag += std::fabs(w.scale[i / w.sub] * w.q[i] * x.d[i / x.group] * x.q[i]);
+    for (int64_t i = 0; i < n; ++i)
+      mag += std::fabs((w.scale[i / w.sub] * w.q[i] + (w.has_offset ? w.offset[i / w.sub] : 0.0f)) * x.d[i / x.group] * x.q[i]);
     EXPECT_LE(std::fabs(got - want), 1e-6 * mag + 1e-9) << dtype_name(t) << " n=" << n;
   }
 }
@@ -245,7 +252,8 @@ TEST_P(QuantKernelTest, DirectRowsEqualOneRowAtATime) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Q8_0AndQ4_0, QuantKernelTest, ::testing::Values(DType::Q8_0, DType::Q4_0),
+INSTANTIATE_TEST_SUITE_P(Blocks32, QuantKernelTest,
+                         ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Rows packed for decode (Q8_0, Q4_K, Q6_K, Q4_0) give exactly the direct kernel's sums (same integer sums,

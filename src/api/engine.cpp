@@ -32,7 +32,7 @@ Engine::Engine(const std::string& model_path, const EngineOptions& opts)
   const ModelConfig& c = model_->config;
   device_ = gpu::load_device_model(*model_, opts.gpu_layers, opts.device);
   info_ = {model_->path, model_->format, c.arch, model_->n_params(), c.n_ctx_train, c.n_vocab,
-           chat_format_name(detect_chat_format(model_->chat_template)), model_->weight_bytes(),
+           chat_format_name(chat_style(*model_).format), model_->weight_bytes(),
            model_->held_weight_bytes(), model_->packed_weight_bytes(), model_->tokenizer.memory_bytes(),
            device_ ? device_->describe() : "CPU"};
 }
@@ -47,7 +47,7 @@ std::string Engine::detokenize(const std::vector<int32_t>& ids) const { return m
 std::string Engine::token_text(int32_t id) const { return model_->tokenizer.token_text(id); }
 
 std::string Engine::chat_prompt(const std::vector<ChatMessage>& messages) const {
-  return render_chat(detect_chat_format(model_->chat_template), messages);
+  return render_chat(chat_style(*model_), messages);
 }
 
 void Engine::check_policy(const PolicyOptions& policy) const { fasa::check_policy(policy, *model_, auto_profiles_.get()); }

@@ -1,5 +1,7 @@
 #include "model/chat_template.h"
 
+#include "model/model.h"
+
 namespace fasa {
 
 namespace {
@@ -79,6 +81,40 @@ ChatFormat detect_chat_format(std::string_view t) {
   return ChatFormat::Plain;
 }
 
+// ChatML templates that open with a fixed system turn unless the first message is one:
+//   {% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nTEXT<|im_end|>\n' }}
+std::string chatml_default_system(std::string_view t) {
+  const std::string_view open = "<|im_start|>system\n";
+  if (t.find("!= 'system'") == std::string_view::npos && t.find("!= \"system\"") == std::string_view::npos) return {};
+  const size_t at = t.find(open);
+  if (at == std::string_view::npos) return {};
+  const size_t end = t.find("<|im_end|>", at);
+  if (end == std::string_view::npos) return {};
+  const std::string_view text = t.substr(at + open.size(), end - at - open.size());
+  if (text.find_first_of("{}'\"") != std::string_view::npos) return {};  // not a literal
+  return std::string(text);
+}
+
+ChatStyle chat_style(std::string_view t, bool has_gemma_turns) {
+  if (t.empty()) return {has_gemma_turns ? ChatFormat::Gemma : ChatFormat::Plain, {}};
+  const ChatFormat f = detect_chat_format(t);
+  return {f, f == ChatFormat::ChatML ? chatml_default_system(t) : std::string()};
+}
+
+ChatStyle chat_style(const Model& m) {
+  const std::vector<int32_t> turn = m.tokenizer.encode("<start_of_turn>", false, true);
+  return chat_style(m.chat_template, turn.size() == 1 && m.tokenizer.type(turn[0]) == TokenType::Control);
+}
+
+std::string describe(const ChatStyle& style, bool has_template) {
+  if (!has_template)
+    return style.format == ChatFormat::Plain ? "none (chat prompts use plain role: content lines)"
+                                             : std::string("none (the vocabulary's ") + chat_format_name(style.format) + " turns)";
+  std::string out = std::string("present, rendered as ") + chat_format_name(style.format);
+  if (!style.default_system.empty()) out += " with its default system message";
+  return out;
+}
+
 const char* chat_format_name(ChatFormat f) {
   switch (f) {
     case ChatFormat::Llama3: return "llama3";
@@ -91,8 +127,14 @@ const char* chat_format_name(ChatFormat f) {
   return "?";
 }
 
-std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages) {
-  switch (f) {
+std::string render_chat(const ChatStyle& style, const std::vector<ChatMessage>& given) {
+  std::vector<ChatMessage> with_system;
+  if (!style.default_system.empty() && (given.empty() || given.front().role != "system")) {
+    with_system.push_back({"system", style.default_system});
+    with_system.insert(with_system.end(), given.begin(), given.end());
+  }
+  const std::vector<ChatMessage>& messages = with_system.empty() ? given : with_system;
+  switch (style.format) {
     case ChatFormat::Llama3: return render_llama3(messages);
     case ChatFormat::ChatML: return render_chatml(messages);
     case ChatFormat::Mistral: return render_mistral(messages);

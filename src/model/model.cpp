@@ -350,13 +350,30 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
   return w;
 }
 
+// LoadOptions::dequantize: each matrix's rows as F32 in a copy of its own (the tied embedding once).
+static void dequantize_matrices(ModelWeights& w) {
+  const bool tied = w.tok_embd.data == w.output.data;
+  std::vector<Matrix*> all = layer_matrices(w);
+  if (!tied) all.push_back(&w.tok_embd);
+  for (Matrix* m : all) {
+    if (m->type == DType::F32 || m->rows == 0) continue;
+    std::vector<uint8_t>& f = w.owned.emplace_back((size_t)m->rows * m->cols * sizeof(float));  // [rows][cols]
+    for (int64_t r = 0; r < m->rows; ++r)
+      dequantize_row(m->type, m->row(r), reinterpret_cast<float*>(f.data()) + r * m->cols, m->cols);
+    *m = Matrix{DType::F32, m->rows, m->cols, (size_t)m->cols * sizeof(float), f.data(), nullptr};
+  }
+  if (tied) w.tok_embd = w.output;
+}
+
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opts) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const bool directory = fs::is_directory(path, ec);
   if (!directory && !fs::exists(path, ec)) fail(path, "no such file or directory");
   std::unique_ptr<Model> m = directory ? load_hf_model(path) : load_gguf_model(path);
-  if (opts.pack_for_cpu) {
+  if (opts.dequantize) {
+    dequantize_matrices(m->weights);
+  } else if (opts.pack_for_cpu) {
     ModelWeights& w = m->weights;
     pack_for_decode(layer_matrices(w), w, path);
     // A tied embedding is the output's packed rows too: its lookups unpack them (ops/packed_rows.h's

@@ -42,6 +42,9 @@ struct LoadOptions {
   // Pack the matrices for this CPU's decode kernels (ops/packed_rows.h). Off where a device runs every
   // layer: it uploads the file's rows, and a packed copy would only hold memory.
   bool pack_for_cpu = true;
+  // Every matrix dequantized to F32 (no packing): the values llama-quantize writes when it turns the
+  // file into F32, multiplied with float activations (tests against llama.cpp's run of such a file).
+  bool dequantize = false;
 };
 
 // `path` is a .gguf file or a Hugging Face model directory. Throws fasa::Error naming the file.

@@ -95,10 +95,9 @@ int32_t int_dot(const int8_t* a, const int8_t* b) {
 float dot_blocks_of_32(const UnpackedRow& w, const QuantizedActs& x) {
   const int64_t n_blocks = (int64_t)w.q.size() / 32;
   float sum = 0.0f;
-  for (int64_t s = 0; s < n_blocks; ++s) {
-    float acc = w.scale[s] * (float)int_dot<32>(&w.q[s * 32], &x.q[s * 32]);
-    if (w.has_offset) acc += w.offset[s] * (float)(x.sum16[2 * s] + x.sum16[2 * s + 1]);
-    sum += x.d[s] * acc;
+  for (int64_t s = 0; s < n_blocks; ++s) {  // the direct kernels' fused steps, in their order
+    sum = std::fma(w.scale[s] * x.d[s], (float)int_dot<32>(&w.q[s * 32], &x.q[s * 32]), sum);
+    if (w.has_offset) sum = std::fma(w.offset[s] * x.d[s], (float)x.sum32[s], sum);
   }
   return sum;
 }
@@ -131,6 +130,7 @@ float dot_super_blocks(const UnpackedRow& w, const QuantizedActs& x) {
 
 bool uses_quantized_acts(DType t) {
   const DTypeTraits* tr = dtype_traits((uint32_t)t);
+  if (getenv("FASA_FLOAT_ACTS")) return false;
   return tr && tr->unpack;
 }
 
@@ -297,6 +297,98 @@ void dot_q4_0_rows(const uint8_t* const* rows, const QuantizedActs& x, int64_t n
       for (int j = 0; j < 32; ++j) isum += ((j < 16 ? p[2 + j] & 0x0F : p[2 + j - 16] >> 4) - 8) * xq[b * 32 + j];
 #endif
       sum = std::fma(fp16_at(p) * x.d[b], (float)isum, sum);
+    }
+    out[r] = sum;
+  }
+}
+
+// The other 32-element formats, read in place: fp16 d, [fp16 m], [32 fifth bits], 16 bytes of nibbles;
+// w = d * (q - bias) (+ m). Per block each row's exact integer sum, then
+// sum = fma(d_w * d_x, isum, sum) and, with an offset, sum = fma(m_w * d_x, sum(q_x), sum).
+struct Block32Layout {
+  int bytes;    // per block of 32
+  bool offset;  // an fp16 m after d
+  bool fifth;   // a 32-bit word of fifth bits before the nibbles
+  int bias;     // subtracted from q
+};
+constexpr Block32Layout kQ4_1Layout{20, true, false, 0}, kQ5_0Layout{22, false, true, 16},
+    kQ5_1Layout{24, true, true, 0};
+
+template <Block32Layout L>
+inline uint32_t fifth_bits_at(const uint8_t* p) {
+  uint32_t qh;
+  std::memcpy(&qh, p + L.bytes - 20, 4);
+  return qh;
+}
+
+#if defined(__AVX2__)
+// Bit j of qh as 0x10 in byte j.
+inline __m256i fifth_bit_bytes(uint32_t qh) {
+  const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+  const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);  // byte j: byte j / 8 of qh
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// A block's 32 weights q - bias as bytes (0..31 or -16..15).
+template <Block32Layout L>
+inline __m256i block32_weights(const uint8_t* p) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + L.bytes - 16));
+  const __m128i lo = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F));
+  __m256i w = _mm256_set_m128i(hi, lo);
+  if constexpr (L.fifth) w = _mm256_or_si256(w, fifth_bit_bytes(fifth_bits_at<L>(p)));
+  if constexpr (L.bias != 0) w = _mm256_sub_epi8(w, _mm256_set1_epi8((char)L.bias));
+  return w;
+}
+#endif
+
+template <Block32Layout L>
+inline int32_t block32_isum(const uint8_t* p, const int8_t* xq) {
+#if defined(__AVX2__)
+  return hsum_epi32(products_32(block32_weights<L>(p), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq))));
+#else
+  const uint8_t* qs = p + L.bytes - 16;
+  const uint32_t qh = L.fifth ? fifth_bits_at<L>(p) : 0;
+  int32_t isum = 0;
+  for (int j = 0; j < 32; ++j) {
+    const int q = (j < 16 ? qs[j] & 0x0F : qs[j - 16] >> 4) | (int)(((qh >> j) & 1) << 4);
+    isum += (q - L.bias) * xq[j];
+  }
+  return isum;
+#endif
+}
+
+template <Block32Layout L, int NR>
+void dot_block32_rows(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, float* out) {
+  const int8_t* xq = x.q.data();
+#if defined(__AVX2__)
+  if constexpr (NR == 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; ++b) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
+      __m256i v[8];
+      alignas(32) float d[8], m[8];
+      for (int r = 0; r < 8; ++r) {
+        const uint8_t* p = rows[r] + b * L.bytes;
+        if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+        v[r] = products_32(block32_weights<L>(p), xv);
+        d[r] = fp16_at(p) * x.d[b];
+        if constexpr (L.offset) m[r] = fp16_at(p + 2) * x.d[b];
+      }
+      acc = _mm256_fmadd_ps(_mm256_load_ps(d), _mm256_cvtepi32_ps(sums_of_8(v)), acc);
+      if constexpr (L.offset) acc = _mm256_fmadd_ps(_mm256_load_ps(m), _mm256_set1_ps((float)x.sum32[b]), acc);
+    }
+    _mm256_storeu_ps(out, acc);
+    return;
+  }
+#endif
+  for (int r = 0; r < NR; ++r) {
+    float sum = 0.0f;
+    const uint8_t* p = rows[r];
+    for (int64_t b = 0; b < n / 32; ++b, p += L.bytes) {
+      sum = std::fma(fp16_at(p) * x.d[b], (float)block32_isum<L>(p, xq + b * 32), sum);
+      if constexpr (L.offset) sum = std::fma(fp16_at(p + 2) * x.d[b], (float)x.sum32[b], sum);
     }
     out[r] = sum;
   }
@@ -639,6 +731,14 @@ void dot_direct_n(DType t, const void* const* rows, const QuantizedActs* x, int 
     for (int tk = 0; tk < n_tokens; ++tk) dot_q4_0_rows<NR>(p, x[tk], n, out + tk * ldo);
     return;
   }
+  if (t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1) {
+    for (int tk = 0; tk < n_tokens; ++tk) {
+      if (t == DType::Q4_1) dot_block32_rows<kQ4_1Layout, NR>(p, x[tk], n, out + tk * ldo);
+      else if (t == DType::Q5_0) dot_block32_rows<kQ5_0Layout, NR>(p, x[tk], n, out + tk * ldo);
+      else dot_block32_rows<kQ5_1Layout, NR>(p, x[tk], n, out + tk * ldo);
+    }
+    return;
+  }
   if (t == DType::Q8_0) {
     int tk = 0;
 #if defined(__AVX2__)
@@ -666,7 +766,7 @@ bool has_direct_dot(DType t) {
 #if defined(__AVX2__)
   if (is_k_quant(t)) return true;
 #endif
-  return t == DType::Q8_0 || t == DType::Q4_0;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1;
 }
 
 float dot_direct(DType t, const void* row, const QuantizedActs& x, int64_t n) {
