@@ -83,7 +83,7 @@ ChatFormat detect_chat_format(std::string_view t) {
 
 // ChatML templates that open with a fixed system turn unless the first message is one:
 //   {% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nTEXT<|im_end|>\n' }}
-std::string chatml_default_system(std::string_view t) {
+static std::string chatml_default_system(std::string_view t) {
   const std::string_view open = "<|im_start|>system\n";
   if (t.find("!= 'system'") == std::string_view::npos && t.find("!= \"system\"") == std::string_view::npos) return {};
   const size_t at = t.find(open);

@@ -29,7 +29,7 @@ struct ChatStyle {
 ChatStyle chat_style(std::string_view template_text, bool has_gemma_turns);
 struct Model;
 ChatStyle chat_style(const Model& m);  // from its template and vocabulary
-// "chatml", "chatml with a default system message", "gemma (no template: the vocabulary's turns)", ...
+// For `fasa info`: "present, rendered as chatml with its default system message", "none (the vocabulary's gemma turns)", ...
 std::string describe(const ChatStyle& style, bool has_template);
 
 // The prompt for `messages`, ending where the assistant's reply begins. Special tokens are written

@@ -130,7 +130,6 @@ float dot_super_blocks(const UnpackedRow& w, const QuantizedActs& x) {
 
 bool uses_quantized_acts(DType t) {
   const DTypeTraits* tr = dtype_traits((uint32_t)t);
-  if (getenv("FASA_FLOAT_ACTS")) return false;
   return tr && tr->unpack;
 }
 
