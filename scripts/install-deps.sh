@@ -12,6 +12,9 @@ $SUDO apt-get install -y --no-install-recommends $(cat "$(dirname "$0")/debian-p
 # Debian where none is installed; without the npm registry the test skips with a message.
 if ! command -v npm >/dev/null; then $SUDO apt-get install -y --no-install-recommends nodejs npm; fi
 for client in openai-client chat-page; do  # the openai client; puppeteer-core (drives Chromium where installed)
-  (cd "$(dirname "$0")/../tests/$client" && npm ci --no-audit --no-fund --loglevel=error) ||
+  dir="$(dirname "$0")/../tests/$client"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) || {
+    rm -rf "$dir/node_modules"  # a failed install leaves empty package folders behind
     echo "warning: could not install tests/$client's npm packages; its test will be skipped"
+  }
 done

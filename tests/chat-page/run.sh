@@ -7,7 +7,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 fasa="$1" model="$2" screenshot="$3"
 chromium="$(command -v chromium || true)"
-if [ -z "$chromium" ] || ! command -v node >/dev/null || [ ! -d "$here/node_modules/puppeteer-core" ]; then
+if [ -z "$chromium" ] || ! command -v node >/dev/null || [ ! -f "$here/node_modules/puppeteer-core/package.json" ]; then
   echo "SKIPPED: Chromium, Node.js or puppeteer-core is missing (apt-get install chromium; scripts/install-deps.sh)"
   exit 77
 fi

@@ -6,7 +6,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 fasa="$1" model="$2"
-if ! command -v node >/dev/null || [ ! -d "$here/node_modules/openai" ]; then
+if ! command -v node >/dev/null || [ ! -f "$here/node_modules/openai/package.json" ]; then
   echo "SKIPPED: Node.js or the openai npm client is missing (run scripts/install-deps.sh)"
   exit 77
 fi
