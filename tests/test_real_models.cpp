@@ -108,9 +108,9 @@ void expect_llama_cpp_outputs(const std::string& name) {
   EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + agreed), std::vector<int32_t>(want.begin(), want.begin() + agreed))
       << name << ": the first " << agreed << " tokens, where llama.cpp's two attention paths agree";
   std::vector<std::vector<float>> other_logits;
+  const auto ids = ref["ids"].get<std::vector<int32_t>>();
   for (const auto& [step, values] : other["logits"].items()) {  // llama.cpp's other path, at the sample's ids
     other_logits.emplace_back(logits.at(0).size());
-    const auto ids = ref["ids"].get<std::vector<int32_t>>();
     for (size_t i = 0; i < ids.size(); ++i) other_logits.back()[ids[i]] = values[i].get<float>();
   }
   const double own = worst_logit_error(name + " llama.cpp without flash attention", ref["ids"], types, other_logits);

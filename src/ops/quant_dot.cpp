@@ -227,18 +227,8 @@ inline __m256i products_32(__m256i w, __m256i x) {
   return add_products4(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));  // 8 int32 partial sums
 }
 
-// A block's 32 weights as signed bytes.   p: the block (fp16 scale, then the quants)
-template <bool Q4>
-inline __m256i block_weights(const uint8_t* p) {
-  if constexpr (Q4) {  // low nibbles are elements 0..15, high nibbles 16..31; minus 8
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-    const __m128i lo = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F));
-    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
-  } else {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-  }
-}
+// A Q8_0 block's 32 weights as signed bytes.   p: the block (fp16 scale, then the quants)
+inline __m256i block_weights(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)); }
 
 // How far ahead of use weight bytes are asked for: a thread's few weight streams alone do not keep
 // enough DRAM reads in flight.
@@ -260,58 +250,19 @@ inline __m256i sums_of_8(const __m256i* v) {
 }
 #endif
 
-// Q4_0 rows: per block each row's exact integer sum, then sum = fma(d_w * d_x, isum, sum), the order of
-// llama.cpp's repacked Q4_0 kernels (its plain vec_dot adds lane by lane); the packed rows
-// (packed_rows.h) take the same steps for 8 rows in 8 lanes.   out: [NR]
-template <int NR>
-void dot_q4_0_rows(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, float* out) {
-  const int8_t* xq = x.q.data();
-#if defined(__AVX2__)
-  if constexpr (NR == 8) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / 32; ++b) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
-      __m256i v[8];
-      alignas(32) float d[8];
-      for (int r = 0; r < 8; ++r) {
-        const uint8_t* p = rows[r] + b * 18;
-        if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-        v[r] = products_32(block_weights<true>(p), xv);
-        d[r] = fp16_at(p) * x.d[b];
-      }
-      acc = _mm256_fmadd_ps(_mm256_load_ps(d), _mm256_cvtepi32_ps(sums_of_8(v)), acc);
-    }
-    _mm256_storeu_ps(out, acc);
-    return;
-  }
-#endif
-  for (int r = 0; r < NR; ++r) {
-    float sum = 0.0f;
-    const uint8_t* p = rows[r];
-    for (int64_t b = 0; b < n / 32; ++b, p += 18) {
-#if defined(__AVX2__)
-      const int32_t isum = hsum_epi32(products_32(block_weights<true>(p), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32))));
-#else
-      int32_t isum = 0;
-      for (int j = 0; j < 32; ++j) isum += ((j < 16 ? p[2 + j] & 0x0F : p[2 + j - 16] >> 4) - 8) * xq[b * 32 + j];
-#endif
-      sum = std::fma(fp16_at(p) * x.d[b], (float)isum, sum);
-    }
-    out[r] = sum;
-  }
-}
-
-// The other 32-element formats, read in place: fp16 d, [fp16 m], [32 fifth bits], 16 bytes of nibbles;
-// w = d * (q - bias) (+ m). Per block each row's exact integer sum, then
-// sum = fma(d_w * d_x, isum, sum) and, with an offset, sum = fma(m_w * d_x, sum(q_x), sum).
+// The 4- and 5-bit 32-element formats, read in place: fp16 d, [fp16 m], [32 fifth bits], 16 bytes of
+// nibbles (elements 0-15 low, 16-31 high); w = d * (q - bias) (+ m). Per block each row's exact integer
+// sum, then sum = fma(d_w * d_x, isum, sum) and, with an offset, sum = fma(m_w * d_x, sum(q_x), sum):
+// for Q4_0 the order of llama.cpp's repacked Q4_0 kernels (its plain vec_dot adds lane by lane), which
+// the packed rows (packed_rows.h) take for 8 rows in 8 lanes.   out: [NR]
 struct Block32Layout {
   int bytes;    // per block of 32
   bool offset;  // an fp16 m after d
   bool fifth;   // a 32-bit word of fifth bits before the nibbles
   int bias;     // subtracted from q
 };
-constexpr Block32Layout kQ4_1Layout{20, true, false, 0}, kQ5_0Layout{22, false, true, 16},
-    kQ5_1Layout{24, true, true, 0};
+constexpr Block32Layout kQ4_0Layout{18, false, false, 8}, kQ4_1Layout{20, true, false, 0},
+    kQ5_0Layout{22, false, true, 16}, kQ5_1Layout{24, true, true, 0};
 
 template <Block32Layout L>
 inline uint32_t fifth_bits_at(const uint8_t* p) {
@@ -348,7 +299,8 @@ inline int32_t block32_isum(const uint8_t* p, const int8_t* xq) {
   return hsum_epi32(products_32(block32_weights<L>(p), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq))));
 #else
   const uint8_t* qs = p + L.bytes - 16;
-  const uint32_t qh = L.fifth ? fifth_bits_at<L>(p) : 0;
+  uint32_t qh = 0;
+  if constexpr (L.fifth) qh = fifth_bits_at<L>(p);
   int32_t isum = 0;
   for (int j = 0; j < 32; ++j) {
     const int q = (j < 16 ? qs[j] & 0x0F : qs[j - 16] >> 4) | (int)(((qh >> j) & 1) << 4);
@@ -408,7 +360,7 @@ void dot_blocks(const uint8_t* const* rows, const QuantizedActs& x, int64_t n, f
       const uint8_t* p = rows[r] + b * bb;
       if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
       const __m256 d = _mm256_set1_ps(fp16_at(p) * x.d[b]);
-      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(products_32(block_weights<false>(p), xv)), acc[r]);
+      acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(products_32(block_weights(p), xv)), acc[r]);
     }
   }
   for (int r = 0; r < NR; ++r) out[r] = hsum_avx(acc[r]);
@@ -441,7 +393,7 @@ void dot_blocks_tokens(const uint8_t* const* rows, const QuantizedActs* x, int64
     for (int r = 0; r < NR; ++r) {
       const uint8_t* p = rows[r] + b * bb;
       if (b % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-      const __m256i w = block_weights<false>(p), magnitude = _mm256_sign_epi8(w, w);
+      const __m256i w = block_weights(p), magnitude = _mm256_sign_epi8(w, w);
       const float dw = fp16_at(p);
       for (int t = 0; t < NT; ++t) {
         const __m256i products = add_products4(_mm256_setzero_si256(), magnitude, _mm256_sign_epi8(xv[t], w));
@@ -726,13 +678,10 @@ template <int NR>
 void dot_direct_n(DType t, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
                   int64_t ldo) {
   const auto* p = reinterpret_cast<const uint8_t* const*>(rows);
-  if (t == DType::Q4_0) {  // (several tokens: the packed rows' path, where the CPU has it)
-    for (int tk = 0; tk < n_tokens; ++tk) dot_q4_0_rows<NR>(p, x[tk], n, out + tk * ldo);
-    return;
-  }
-  if (t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1) {
-    for (int tk = 0; tk < n_tokens; ++tk) {
-      if (t == DType::Q4_1) dot_block32_rows<kQ4_1Layout, NR>(p, x[tk], n, out + tk * ldo);
+  if (t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1) {  // (Q4_0, several tokens:
+    for (int tk = 0; tk < n_tokens; ++tk) {                                                // the packed rows' path)
+      if (t == DType::Q4_0) dot_block32_rows<kQ4_0Layout, NR>(p, x[tk], n, out + tk * ldo);
+      else if (t == DType::Q4_1) dot_block32_rows<kQ4_1Layout, NR>(p, x[tk], n, out + tk * ldo);
       else if (t == DType::Q5_0) dot_block32_rows<kQ5_0Layout, NR>(p, x[tk], n, out + tk * ldo);
       else dot_block32_rows<kQ5_1Layout, NR>(p, x[tk], n, out + tk * ldo);
     }
