@@ -1,4 +1,4 @@
-// `fasa eval ppl|ca|retrieval`: quality of every policy against full attention, on the same windows
+// `fasa eval ppl|ca|retrieval|continuation`: quality of every policy against full attention, on the same windows
 // and tasks, with the same options for every policy. Markdown on stdout; --json / --csv for scripts.
 #include <omp.h>
 
@@ -7,6 +7,7 @@
 #include "calib/auto_profile.h"
 #include "cli/commands.h"
 #include "cli/llama_flags.h"
+#include "eval/continuation.h"
 #include "eval/decode_eval.h"
 #include "draw/plot.h"
 #include "eval/retrieval.h"
@@ -25,6 +26,7 @@ struct EvalOptions {
   std::vector<std::string> budgets = {"64"};
   std::vector<int> top_k = {16, 64, 256};
   TextEvalOptions text;
+  ContinuationOptions continuation;
   int per_type = 0;
   int min_answer_tokens = 1;
   TaskGenOptions gen;
@@ -62,7 +64,7 @@ void add_common(CLI::App* cmd, EvalOptions& o) {
   cmd->add_option("--json", o.json, "Also write the records as JSON");
   cmd->add_option("--csv", o.csv, "Also write the records as CSV");
   cmd->add_option("--plot", o.plot, "Also plot a metric against the budget (PNG)");
-  cmd->add_option("--plot-metric", o.plot_metric, "Metric to plot (default: kld, ca or accuracy)");
+  cmd->add_option("--plot-metric", o.plot_metric, "Metric to plot (default: kld, ca, accuracy or shared)");
   add_threads_option(cmd, o.threads);
   add_policy_options(cmd, o.policy, kOffload, &o.lists);
   add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags);
@@ -123,10 +125,22 @@ Command add_eval_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   ret->add_option("--limit", o->per_type, "At most this many tasks per type (0: all)")->capture_default_str()->needs(tasks_opt);
 
-  auto run = [o, ppl, ca, ret, gen_opt]() -> int {
+  CLI::App* cont = eval->add_subcommand(
+      "continuation", "Free generation: greedy continuations of text windows, the leading tokens each policy shares with full attention's");
+  add_common(cont, *o);
+  add_file_option(cont, o->text_file, "Text the prompts are cut from")->required();
+  add_ctx_option(cont, o->continuation.prompt_tokens, "Each prompt's length in tokens", 2)->capture_default_str();
+  cont->add_option("--prompts", o->continuation.prompts, "Prompts, their starts evenly spread over the text")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  add_n_predict_option(cont, o->continuation.tokens, "Greedy tokens after each prompt", 1);
+  cont->add_option("--first", o->continuation.first, "first_equal: the share of prompts whose first this many tokens are full's")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cont->add_option("--budget", o->budgets, "Budgets, comma-separated")->delimiter(',')->capture_default_str();
+
+  auto run = [o, ppl, ca, ret, cont, gen_opt]() -> int {
     if (o->threads > 0) omp_set_num_threads(o->threads);
     // Without --attn: full attention, and FASA beside it where a profile was given (it needs one).
-    const CLI::App* sub = ret->parsed() ? ret : ppl->parsed() ? ppl : ca;
+    const CLI::App* sub = ret->parsed() ? ret : ppl->parsed() ? ppl : cont->parsed() ? cont : ca;
     if (sub->count("--attn") == 0 && o->policy.profile.empty() && !o->policy.synthetic_profile) {
       o->attn = {"full"};
       std::fprintf(stderr, "note: full attention only; add --profile FILE (from fasa calibrate) or --profile auto for fasa, or --attn "
@@ -168,6 +182,13 @@ Command add_eval_command(CLI::App& app) {
       auto records = eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy, o->answers.empty() ? nullptr : &answers);
       if (!o->answers.empty()) write_retrieval_answers(answers, o->answers);
       return report(*o, source + ": " + std::to_string(tasks.size()) + " tasks, greedy", records, "accuracy");
+    }
+    if (cont->parsed()) {
+      const ContinuationOptions& c = o->continuation;
+      const auto prompts = continuation_prompts(*model, read_text_file(o->text_file), c);
+      return report(*o, o->text_file + ": " + std::to_string(prompts.size()) + " prompts of " + std::to_string(c.prompt_tokens) +
+                            " tokens, " + std::to_string(c.tokens) + " greedy tokens each",
+                    eval_continuation(*model, prompts, o->attn, o->budgets, o->policy, c), "shared");
     }
     const ReferenceRun ref = reference_run(*model, read_text_file(o->text_file), o->text);
     if (ppl->parsed())

@@ -10,6 +10,7 @@
 
 #include "bench/bench_rows.h"
 #include "eval/decode_eval.h"
+#include "eval/continuation.h"
 #include "eval/retrieval.h"
 #include "eval/task_gen.h"
 #include "fasa/fasa.h"
@@ -476,6 +477,19 @@ PYBIND11_MODULE(_fasa, m) {
   }, py::arg("engine"), py::arg("text"), py::arg("window") = 0, py::arg("windows") = 8, py::arg("score_from") = 0,
      py::arg("attn") = std::vector<std::string>{"fasa"}, py::arg("top_k") = std::vector<int>{64},
      "`fasa eval ca` on `text`: the share of the exact top-K each policy selects. Returns the records.");
+
+  eval.def("continuation", [](const Engine& e, const std::string& text, int64_t prompt_tokens, int prompts, int tokens,
+                              int first, const std::vector<std::string>& attn, const py::iterable& budgets,
+                              const py::kwargs& settings) {
+    return eval_records(settings, attn, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy,
+                                                                                 const std::vector<std::string>& policies) {
+      const ContinuationOptions o{prompt_tokens, prompts, tokens, first};
+      return eval_continuation(e.model(), continuation_prompts(e.model(), text, o), policies, budgets, policy, o);
+    });
+  }, py::arg("engine"), py::arg("text"), py::arg("prompt_tokens") = 4096, py::arg("prompts") = 50, py::arg("tokens") = 64,
+     py::arg("first") = 16, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
+     "`fasa eval continuation` on `text`: greedy continuations of `prompts` windows of it, the leading tokens each "
+     "attn x budget shares with full attention's (shared: median; shared_mean; first_equal). Returns the records.");
 
   py::class_<TextStream>(m, "TextStream", "context.stream(...)'s iterator: each next() is the next piece of text "
                                           "(whole UTF-8 characters); dropping it early cancels the generation.")

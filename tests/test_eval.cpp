@@ -12,6 +12,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "eval/continuation.h"
 #include "eval/decode_eval.h"
 #include "eval/policy_runs.h"
 #include "draw/figure.h"
@@ -489,6 +490,39 @@ TEST(EvalRetrieval, SharedPrefillEqualsOwnPrefill) {
       EXPECT_LE(test::normalized_error(b.data(), want.data(), want.size()), 1e-6) << name;
     }
   }
+}
+
+// Free generation: prompts are windows of the text spread from its start to its end; a policy whose
+// budget covers the context continues exactly as full attention does, StreamingLLM with 4 rows does
+// not for long, and reads fewer KV bytes.
+TEST(EvalContinuation, PromptsAndSharedPrefixesWithFullAttention) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const auto text = m->tokenizer.encode(kText, false);
+  ContinuationOptions o;
+  o.prompt_tokens = 24;
+  o.prompts = 3;
+  o.tokens = 12;
+  o.first = 4;
+  const auto prompts = continuation_prompts(*m, kText, o);
+  ASSERT_EQ(prompts.size(), 3u);
+  for (const auto& p : prompts) {
+    EXPECT_EQ((int64_t)p.size(), o.prompt_tokens);
+    EXPECT_EQ(p[0], m->tokenizer.bos());
+  }
+  EXPECT_TRUE(std::equal(prompts[0].begin() + 1, prompts[0].end(), text.begin()));
+  EXPECT_TRUE(std::equal(prompts[2].begin() + 1, prompts[2].end(), text.end() - (o.prompt_tokens - 1)));
+  PolicyOptions base;
+  base.dense_layers = {};
+  const auto r = eval_continuation(*m, prompts, {"full", "oracle", "stream"}, {"1000", "4"}, base, o);
+  for (const std::string policy : {"full", "oracle", "stream"}) {
+    EXPECT_EQ(value(r, policy, "shared", "1000"), o.tokens) << policy;
+    EXPECT_EQ(value(r, policy, "shared_mean", "1000"), o.tokens) << policy;
+    EXPECT_EQ(value(r, policy, "first_equal", "1000"), 1.0) << policy;
+  }
+  EXPECT_LT(value(r, "stream", "shared_mean", "4"), o.tokens);
+  EXPECT_LT(value(r, "stream", "kv_kib", "4"), value(r, "full", "kv_kib", "4"));
+  o.prompt_tokens = (int64_t)text.size() + 2;  // longer than the text
+  EXPECT_THROW(continuation_prompts(*m, kText, o), Error);
 }
 
 // Pixels (ARGB32) of a PNG, read back with Cairo.

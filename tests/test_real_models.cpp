@@ -85,7 +85,10 @@ double worst_logit_error(const std::string& label, const nlohmann::json& ids_jso
 //   logit: llama.cpp's own two attention paths ("types_no_flash_attn") are 1.7-4.4 % apart. So the
 //   logits within 1.5 times that distance, and the greedy tokens equal as far as llama.cpp's two
 //   paths agree (all 32 on SmolLM2's prompt).
-// - FASA with a budget that covers the context gives full attention's tokens.
+// - FASA with a budget that covers the context attends as full attention does, but reads its keys in
+//   the profile's dimension order: sums in another order, amplified as above. So its logits within 1.5
+//   times llama.cpp's own distance of fasa's full attention (3-5 % here), its tokens equal as far as
+//   llama.cpp's paths agree (on a CPU without AVX2, Gemma's part from full's right after them).
 void expect_llama_cpp_outputs(const std::string& name) {
   const nlohmann::json& ref = reference(name);
   const auto prompt = ref["prompt"].get<std::vector<int32_t>>();
@@ -121,7 +124,11 @@ void expect_llama_cpp_outputs(const std::string& name) {
   o.budget = Budget::count(100000);
   Session sparse(*model, {}, make_policy(o, *model, nullptr));
   std::vector<std::vector<float>> sparse_logits;
-  EXPECT_EQ(greedy_with_logits(sparse, prompt, (int)want.size(), sparse_logits), got) << name << " fasa";
+  const auto sparse_got = greedy_with_logits(sparse, prompt, (int)agreed, sparse_logits);
+  EXPECT_EQ(sparse_got, std::vector<int32_t>(got.begin(), got.begin() + agreed)) << name << " fasa";
+  for (size_t i = 0; i < sparse_logits.size(); ++i)
+    EXPECT_LE(test::normalized_error(sparse_logits[i].data(), logits[i].data(), logits[i].size()), 1.5 * own)
+        << name << " fasa step " << i;
 }
 
 TEST(RealModels, SmolLM2EqualsLlamaCpp) {

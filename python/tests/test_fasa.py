@@ -381,3 +381,11 @@ def test_ppl_and_ca_records_equal_the_clis_json(engine, tmp_path):
     got = fasa.eval.ca(engine, text, window=128, windows=2, attn=["stream", "oracle"], top_k=[8, 16], threads=2)
     assert got == json.loads((tmp_path / "c.json").read_text())
     assert [r["value"] for r in got if r["policy"] == "oracle"] == [100.0, 100.0]  # the exact top-K, by definition
+    run = cli("eval", "continuation", "-f", str(tmp_path / "t.txt"), "-c", "64", "--prompts", "2", "-n", "8",
+              "--attn", "full,stream", "--budget", "16", "-t", "2", "--json", str(tmp_path / "g.json"))
+    assert run.returncode == 0, run.stderr
+    got = fasa.eval.continuation(engine, text, prompt_tokens=64, prompts=2, tokens=8, attn=["full", "stream"],
+                                 budgets=[16], threads=2)
+    assert got == json.loads((tmp_path / "g.json").read_text())
+    assert {r["metric"] for r in got} == {"shared", "shared_mean", "first_equal", "kv_kib"}
+    assert [r["value"] for r in got if r["policy"] == "full" and r["metric"] == "shared"] == [8]

@@ -13,7 +13,7 @@
 namespace fasa {
 
 bool metric_in_percent(const std::string& metric) {
-  return metric == "top1" || metric == "accuracy" || metric == "exact" || metric == "ca";
+  return metric == "top1" || metric == "accuracy" || metric == "exact" || metric == "ca" || metric == "first_equal";
 }
 
 namespace {

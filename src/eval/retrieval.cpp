@@ -8,6 +8,7 @@
 #include "calib/auto_profile.h"
 #include "eval/policy_runs.h"
 #include "eval/decode_eval.h"
+#include "eval/shared_prefill.h"
 #include "model/sampler.h"
 #include "model/session.h"
 #include "fasa/error.h"
@@ -84,41 +85,11 @@ double answer_score(const RetrievalTask& t, const std::string& text) {
 
 namespace {
 
-// Records every layer's prefill queries of a dense run.   queries[l]: [n_tokens, n_head * head_dim]
-class QueryRecorder : public AttentionObserver {
- public:
-  QueryRecorder(int n_layer, size_t row) : queries(n_layer), row_(row) {}
-  void on_queries(int layer, int64_t, int n, const float* q, const KvCache&) override {
-    queries[layer].insert(queries[layer].end(), q, q + (size_t)n * row_);
-  }
-  std::vector<std::vector<float>> queries;
-
- private:
-  size_t row_;  // n_head * head_dim
-};
-
-// One task's prompt, prefilled once with full attention; every policy starts from it.
-struct Prefilled {
-  std::vector<int32_t> prompt;
-  int max_new = 0;
-  std::unique_ptr<Session> dense;
-  std::vector<std::vector<float>> queries;
-};
-
-Prefilled prefill(const Model& m, const RetrievalTask& t) {
+// One task's prompt, prefilled once with full attention; every policy starts from it. It generates
+// as many tokens as the answer takes, and two more (a UUID, ten words: at most 96).
+SharedPrefill prefill(const Model& m, const RetrievalTask& t) {
   const Tokenizer& tok = m.tokenizer;
-  Prefilled p;
-  p.prompt = tok.encode(t.prompt, tok.add_bos());
-  p.max_new = std::min<int>(96, (int)tok.encode(t.answer, false).size() + 2);  // a UUID, ten words
-  SessionOptions so;
-  so.n_ctx = (int64_t)p.prompt.size() + p.max_new;
-  p.dense = std::make_unique<Session>(m, so);
-  QueryRecorder rec(m.config.n_layer, (size_t)m.config.n_head * m.config.head_dim);
-  p.dense->set_observer(&rec);
-  p.dense->prefill(p.prompt);
-  p.dense->set_observer(nullptr);
-  p.queries = std::move(rec.queries);
-  return p;
+  return prefill_for_policies(m, tok.encode(t.prompt, tok.add_bos()), std::min<int>(96, (int)tok.encode(t.answer, false).size() + 2));
 }
 
 // A greedy answer, and the KV bytes its decode steps read (attention and selection: ops/kv_traffic.h).
@@ -131,10 +102,10 @@ struct Answer {
 // Greedy answer with `policy` from the shared prefill (its cached rows rounded to the options' KV
 // types), as long as the task's answer.
 Answer greedy_answer(const Model& m, std::shared_ptr<AttentionPolicy> policy, const PolicyOptions& po,
-                     const Prefilled& pre, const std::string& answer) {
+                     const SharedPrefill& pre, const std::string& answer) {
   const Tokenizer& tok = m.tokenizer;
-  Session s(m, session_options(po, pre.dense->n_ctx()), std::move(policy));
-  s.start_from_prefill(*pre.dense, pre.queries);
+  const auto session = start_from(m, std::move(policy), po, pre);
+  Session& s = *session;
   std::span<const float> logits = s.logits();
   Answer a;
   const uint64_t read_before = s.cache().bytes_read();
@@ -200,7 +171,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
   std::vector<std::map<std::string, std::map<std::string, Tally>>> tally(runs.size());
   ProgressBar bar("retrieval", (int64_t)tasks.size());
   for (const auto& t : tasks) {
-    const Prefilled pre = prefill(m, t);
+    const SharedPrefill pre = prefill(m, t);
     for (size_t r = 0; r < runs.size(); ++r)
       for (const auto& budget : budgets) {
         PolicyOptions po = runs[r].options;
