@@ -18,16 +18,22 @@ namespace fasa {
 namespace {
 
 // A row of random blocks: any quants, scales and mins (every bit pattern), d (and dmin) small halves.
-std::string random_k_row(DType t, int64_t n, std::mt19937& rng) {
+// `largest`: every quant, scale and min byte 0xff instead (the largest 4-, 5- and 6-bit quants).
+std::string random_k_row(DType t, int64_t n, std::mt19937& rng, bool largest = false) {
   std::string row(dtype_bytes(t, n), '\0');
-  for (auto& c : row) c = (char)(rng() & 0xff);
+  for (auto& c : row) c = largest ? (char)0xff : (char)(rng() & 0xff);
   const size_t block = dtype_bytes(t, 256);
   auto put = [&](size_t at) {
     const uint16_t v = fp32_to_fp16(0.001f * (float)((int)(rng() % 200) - 100));
     std::memcpy(&row[at], &v, 2);
   };
-  if (t == DType::Q8_0 || t == DType::Q4_0) {  // quants anything (Q8_0: including -128 and 127)
-    for (int64_t b = 0; b < n / 32; ++b) put(b * (t == DType::Q8_0 ? 34 : 18));
+  // 32-element blocks: quants anything (Q8_0: including -128 and 127); d, and m where the format has one
+  if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1) {
+    const size_t bb = dtype_bytes(t, 32);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      put(b * bb);
+      if (t == DType::Q4_1 || t == DType::Q5_1) put(b * bb + 2);
+    }
     return row;
   }
   for (int64_t b = 0; b < n / 256; ++b) {
@@ -52,19 +58,17 @@ class QuantTileTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(QuantTileTest, EqualsTheDecodeKernelExactly) {
   const DType t = GetParam();
-  if (!has_quant_tiles(t)) GTEST_SKIP() << "no tiled kernel for this type in this build (K-quants need AVX2, Q8_0 AVX512-VNNI)";
+  if (!has_quant_tiles(t)) GTEST_SKIP() << "no tiled kernel for this type in this build (K-quants and the 4- and 5-bit formats need AVX2, Q8_0 AVX512-VNNI)";
   std::mt19937 rng(7);
   for (int64_t n : {256, 2048}) {
     std::vector<std::string> data;
     const void* rows[kTileGroupRows];
-    for (int r = 0; r < kTileGroupRows; ++r) {
-      data.push_back(random_k_row(t, n, rng));
-      rows[r] = data.back().data();
-    }
+    for (int r = 0; r < kTileGroupRows; ++r) data.push_back(random_k_row(t, n, rng, r == 0));
+    for (int r = 0; r < kTileGroupRows; ++r) rows[r] = data[r].data();
     for (int n_tokens : {1, 4, 7}) {  // tokens: one, a whole pass of 4, and passes with a remainder
       std::vector<QuantizedActs> x(n_tokens);
-      for (int k = 0; k < n_tokens; ++k)
-        quantize_acts(t, test::random_floats(n, 30 + k, 4.0f).data(), n, x[k]);
+      for (int k = 0; k < n_tokens; ++k)  // token 0's quants all 127: with row 0's, the largest integer sums
+        quantize_acts(t, k == 0 ? std::vector<float>(n, 1.0f).data() : test::random_floats(n, 30 + k, 4.0f).data(), n, x[k]);
       const int64_t ldy = kTileGroupRows + 3;  // a stride wider than the group, as in a matmul
       std::vector<float> y(n_tokens * ldy, -1.0f);
       quant_tile(t, rows, x.data(), n_tokens, n, y.data(), ldy);
@@ -140,7 +144,8 @@ TEST_P(QuantTileTest, EveryBatchSizeGivesEachTokenItsOwnResult) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Quants, QuantTileTest, ::testing::Values(DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q4_0),
+INSTANTIATE_TEST_SUITE_P(Quants, QuantTileTest, ::testing::Values(DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0, DType::Q4_0,
+                                                                   DType::Q4_1, DType::Q5_0, DType::Q5_1),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

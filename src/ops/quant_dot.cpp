@@ -12,6 +12,7 @@
 #endif
 
 #include "fasa/error.h"
+#include "ops/block32_layout.h"
 #include "ops/hsum_avx.h"
 
 namespace fasa {
@@ -250,49 +251,10 @@ inline __m256i sums_of_8(const __m256i* v) {
 }
 #endif
 
-// The 4- and 5-bit 32-element formats, read in place: fp16 d, [fp16 m], [32 fifth bits], 16 bytes of
-// nibbles (elements 0-15 low, 16-31 high); w = d * (q - bias) (+ m). Per block each row's exact integer
-// sum, then sum = fma(d_w * d_x, isum, sum) and, with an offset, sum = fma(m_w * d_x, sum(q_x), sum):
+// The 4- and 5-bit 32-element formats (ops/block32_layout.h), read in place. Per block each row's exact
+// integer sum, then sum = fma(d_w * d_x, isum, sum) and, with an offset, sum = fma(m_w * d_x, sum(q_x), sum):
 // for Q4_0 the order of llama.cpp's repacked Q4_0 kernels (its plain vec_dot adds lane by lane), which
-// the packed rows (packed_rows.h) take for 8 rows in 8 lanes.   out: [NR]
-struct Block32Layout {
-  int bytes;    // per block of 32
-  bool offset;  // an fp16 m after d
-  bool fifth;   // a 32-bit word of fifth bits before the nibbles
-  int bias;     // subtracted from q
-};
-constexpr Block32Layout kQ4_0Layout{18, false, false, 8}, kQ4_1Layout{20, true, false, 0},
-    kQ5_0Layout{22, false, true, 16}, kQ5_1Layout{24, true, true, 0};
-
-template <Block32Layout L>
-inline uint32_t fifth_bits_at(const uint8_t* p) {
-  uint32_t qh;
-  std::memcpy(&qh, p + L.bytes - 20, 4);
-  return qh;
-}
-
-#if defined(__AVX2__)
-// Bit j of qh as 0x10 in byte j.
-inline __m256i fifth_bit_bytes(uint32_t qh) {
-  const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
-  const __m256i bit = _mm256_set1_epi64x((int64_t)0x8040201008040201);
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);  // byte j: byte j / 8 of qh
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
-}
-
-// A block's 32 weights q - bias as bytes (0..31 or -16..15).
-template <Block32Layout L>
-inline __m256i block32_weights(const uint8_t* p) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + L.bytes - 16));
-  const __m128i lo = _mm_and_si128(raw, _mm_set1_epi8(0x0F));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F));
-  __m256i w = _mm256_set_m128i(hi, lo);
-  if constexpr (L.fifth) w = _mm256_or_si256(w, fifth_bit_bytes(fifth_bits_at<L>(p)));
-  if constexpr (L.bias != 0) w = _mm256_sub_epi8(w, _mm256_set1_epi8((char)L.bias));
-  return w;
-}
-#endif
-
+// the packed rows (packed_rows.h) and the tiles (quant_tiles.h) take too.   out: [NR]
 template <Block32Layout L>
 inline int32_t block32_isum(const uint8_t* p, const int8_t* xq) {
 #if defined(__AVX2__)
@@ -678,13 +640,10 @@ template <int NR>
 void dot_direct_n(DType t, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
                   int64_t ldo) {
   const auto* p = reinterpret_cast<const uint8_t* const*>(rows);
-  if (t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1) {  // (Q4_0, several tokens:
-    for (int tk = 0; tk < n_tokens; ++tk) {                                                // the packed rows' path)
-      if (t == DType::Q4_0) dot_block32_rows<kQ4_0Layout, NR>(p, x[tk], n, out + tk * ldo);
-      else if (t == DType::Q4_1) dot_block32_rows<kQ4_1Layout, NR>(p, x[tk], n, out + tk * ldo);
-      else if (t == DType::Q5_0) dot_block32_rows<kQ5_0Layout, NR>(p, x[tk], n, out + tk * ldo);
-      else dot_block32_rows<kQ5_1Layout, NR>(p, x[tk], n, out + tk * ldo);
-    }
+  if (is_block32(t)) {  // (Q4_0, several tokens: the packed rows' path)
+    with_block32_layout(t, [&]<Block32Layout L>() {
+      for (int tk = 0; tk < n_tokens; ++tk) dot_block32_rows<L, NR>(p, x[tk], n, out + tk * ldo);
+    });
     return;
   }
   if (t == DType::Q8_0) {
@@ -714,7 +673,7 @@ bool has_direct_dot(DType t) {
 #if defined(__AVX2__)
   if (is_k_quant(t)) return true;
 #endif
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1;
+  return t == DType::Q8_0 || is_block32(t);
 }
 
 float dot_direct(DType t, const void* row, const QuantizedActs& x, int64_t n) {

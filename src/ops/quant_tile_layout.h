@@ -22,8 +22,10 @@ struct PackedGroup {
 
 // 16 rows of a 32-element format, per block b of 32 columns:
 struct PackedBlocks {
-  std::vector<uint8_t> q;  // [n/32][8 chunks][16 rows][4] the quants as unsigned bytes (Q8_0 + 128, Q4_0 0-15)
+  std::vector<uint8_t> q;  // [n/32][8 chunks][16 rows][4] the quants as unsigned bytes (Q8_0 + 128; the
+                           // 4- and 5-bit formats' q, 0-15 or 0-31, before their bias)
   std::vector<float> d;    // [n/32][16] the rows' scales
+  std::vector<float> m;    // [n/32][16] the rows' offsets (Q4_1, Q5_1)
 };
 
 // Four consecutive activation quants as one int32, to broadcast to every row's lane.
@@ -40,8 +42,8 @@ void multiply_k_group(DType t, const PackedGroup& g, const QuantizedActs* x, int
 // Q8_0: AVX512-VNNI only.
 void multiply_q8_0_group(const PackedBlocks& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
                          int64_t ldy);
-// Q4_0: AVX2.
-void multiply_q4_0_group(const PackedBlocks& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
-                         int64_t ldy);
+// Q4_0, Q4_1, Q5_0, Q5_1 (ops/block32_layout.h): AVX2.
+void multiply_block32_group(DType t, const PackedBlocks& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
+                            int64_t ldy);
 
 }  // namespace fasa

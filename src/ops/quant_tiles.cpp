@@ -4,6 +4,7 @@
 #include <string>
 
 #include "fasa/error.h"
+#include "ops/block32_layout.h"
 #include "ops/packed_rows.h"
 #include "ops/quant_tile_layout.h"
 
@@ -93,19 +94,20 @@ void unpack_decode_groups_q8_0(const uint8_t* group_a, const uint8_t* group_b, i
 
 #endif
 
-// 16 Q4_0 rows (blocks of an fp16 scale and 16 bytes: elements 0-15 in the low nibbles, 16-31 high).
-void pack_q4_0(const void* const* rows, int64_t n, PackedBlocks& g) {
+// 16 rows of a 4- or 5-bit 32-element format: their quants (before the bias), scales and offsets.
+template <Block32Layout L>
+void pack_block32(const void* const* rows, int64_t n, PackedBlocks& g) {
   const int64_t nb = n / 32;
   g.q.resize((size_t)nb * 32 * R);
   g.d.resize((size_t)nb * R);
+  g.m.resize(L.offset ? (size_t)nb * R : 0);
   for (int r = 0; r < R; ++r) {
     const uint8_t* p = static_cast<const uint8_t*>(rows[r]);
-    for (int64_t b = 0; b < nb; ++b, p += 18) {
+    for (int64_t b = 0; b < nb; ++b, p += L.bytes) {
       g.d[b * R + r] = fp16_at(p);
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)), low4 = _mm_set1_epi8(0x0F);
-      alignas(16) uint8_t quants[32];  // the elements in order (written by vectors: GCC's bytes stalled)
-      _mm_store_si128(reinterpret_cast<__m128i*>(quants), _mm_and_si128(raw, low4));
-      _mm_store_si128(reinterpret_cast<__m128i*>(quants + 16), _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+      if constexpr (L.offset) g.m[b * R + r] = fp16_at(p + 2);
+      alignas(32) uint8_t quants[32];  // the elements in order (written by vectors: GCC's bytes stalled)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(quants), block32_quants<L>(p));
       put_chunks(quants, 8, r, &g.q[(size_t)b * 32 * R]);
     }
   }
@@ -117,8 +119,7 @@ void pack_q4_0(const void* const* rows, int64_t n, PackedBlocks& g) {
 
 bool has_quant_tiles(DType t) {
 #if defined(__AVX2__)
-  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q4_0 ||
-         (FASA_TILES_Q8_0 && t == DType::Q8_0);
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || is_block32(t) || (FASA_TILES_Q8_0 && t == DType::Q8_0);
 #else
   (void)t;
   return false;
@@ -130,9 +131,9 @@ void quant_tile(DType t, const void* const* rows, const QuantizedActs* x, int n_
   if (!has_quant_tiles(t)) throw Error(std::string("no tiled kernel for tensor type ") + dtype_name(t));
 #if defined(__AVX2__)
   thread_local PackedBlocks blocks;
-  if (t == DType::Q4_0) {
-    pack_q4_0(rows, n, blocks);
-    return multiply_q4_0_group(blocks, x, n_tokens, n, y, ldy);
+  if (is_block32(t)) {
+    with_block32_layout(t, [&]<Block32Layout L>() { pack_block32<L>(rows, n, blocks); });
+    return multiply_block32_group(t, blocks, x, n_tokens, n, y, ldy);
   }
 #if FASA_TILES_Q8_0
   if (t == DType::Q8_0) {

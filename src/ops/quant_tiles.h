@@ -1,5 +1,5 @@
 #pragma once
-// The prefill matmul's kernel for quantized weights (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0): many tokens against
+// The prefill matmul's kernel for quantized weights (Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): many tokens against
 // 16 weight rows. The decode kernels (ops/quant_dot.h) unpack every weight block for every token; with a
 // ubatch of tokens that unpacking costs more than the products. Here a group of 16 rows is unpacked
 // once per call into a layout where one 64-byte load holds 4 consecutive quants of all 16 rows (as
@@ -7,7 +7,7 @@
 // each of the 16 rows' sums, and that load serves several tokens. AVX2 reads the 64 bytes as two halves
 // of 8 rows and uses vpmaddubsw and vpmaddwd (quant_tiles_avx2.cpp).
 // The integer sums are exact and the float steps are dot_direct's, in its order (K-quants: per
-// super-block; Q4_0: per block; Q8_0: per block, in 8 lanes of 4-column chunks summed as hsum_avx sums
+// super-block; the 4- and 5-bit 32-element formats: per block; Q8_0: per block, in 8 lanes of 4-column chunks summed as hsum_avx sums
 // them), so results are bit-identical to dot_direct (llama.cpp's per-block sums).
 #include <cstdint>
 
@@ -18,7 +18,8 @@ namespace fasa {
 
 constexpr int kTileGroupRows = 16;
 
-// True for Q4_K, Q5_K and Q6_K where the build has AVX2, and Q8_0 where it has AVX512-VNNI.
+// True for the K-quants and the 4- and 5-bit 32-element formats where the build has AVX2, and Q8_0
+// where it has AVX512-VNNI.
 bool has_quant_tiles(DType weight_type);
 
 // y[t * ldy + r] = rows[r] . x[t] for r < kTileGroupRows, t < n_tokens.

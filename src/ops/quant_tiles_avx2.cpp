@@ -1,9 +1,11 @@
 // The tiles' AVX2 kernels: without vpdpbusd, the 16 rows in two halves of 8 int32 lanes. vpmaddubsw
 // multiplies the unsigned quants by the signed activations (|q_x| <= 127) and adds pairs into int16;
 // kSum chunks' pairs add up there exactly (kSum * 2 * 127 * the largest quant < 32768: 8 chunks of
-// Q4_K's or Q4_0's 15, 4 of Q5_K's 31, 2 of Q6_K's 63), then one vpmaddwd per kSum chunks widens them
-// to int32, by the rows' sub-block scales (K-quants) or by one (Q4_0). Per super-block or block the same
+// Q4_K's, Q4_0's or Q4_1's 15, 4 of Q5_K's, Q5_0's or Q5_1's 31, 2 of Q6_K's 63), then one vpmaddwd per
+// kSum chunks widens them to int32, by the rows' sub-block scales (K-quants) or by one (the 32-element
+// formats). Per super-block or block the same
 // exact integer sums as dot_direct, then its fused float steps: bit-identical results.
+#include "ops/block32_layout.h"
 #include "ops/quant_tile_layout.h"
 
 #if defined(__AVX2__)
@@ -93,24 +95,35 @@ void multiply_k_tokens(const PackedGroup& g, const QuantizedActs* x, int64_t n, 
   }
 }
 
-// TT tokens against a Q4_0 group (quants 0-15): per block, sum((q - 8) * q_x) = sum(q * q_x) - 8 * sum(q_x),
-// then acc = fma(d_w * d_x, sum, acc), as dot_direct's rows do.
-template <int TT>
-void multiply_q4_0_tokens(const PackedBlocks& g, const QuantizedActs* x, int64_t n, float* y, int64_t ldy) {
+// TT tokens against a group of a 4- or 5-bit 32-element format (quants 0-15 or 0-31): per block,
+// isum = sum((q - bias) * q_x) = sum(q * q_x) - bias * sum(q_x), acc = fma(d_w * d_x, isum, acc) and with
+// an offset acc = fma(m_w * d_x, sum(q_x), acc), as dot_direct's rows do (kSum: see the top).
+template <Block32Layout L, int TT>
+void multiply_block32_tokens(const PackedBlocks& g, const QuantizedActs* x, int64_t n, float* y, int64_t ldy) {
+  constexpr int kSum = L.fifth ? 4 : 8;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[TT][2];
   for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; ++b) {
     const int8_t* xq[TT];
     for (int t = 0; t < TT; ++t) xq[t] = x[t].q.data() + b * 32;
-    __m256i pairs[TT][2];
-    add_chunks<8>(&g.q[(size_t)b * 32 * R], xq, 0, pairs);
+    __m256i isum[TT][2];
+    for (int t = 0; t < TT; ++t)
+      for (int h = 0; h < 2; ++h) isum[t][h] = _mm256_set1_epi32(-L.bias * x[t].sum32[b]);
+    for (int c0 = 0; c0 < 8; c0 += kSum) {
+      __m256i pairs[TT][2];
+      add_chunks<kSum>(&g.q[(size_t)b * 32 * R], xq, c0, pairs);
+      for (int t = 0; t < TT; ++t)
+        for (int h = 0; h < 2; ++h) isum[t][h] = _mm256_add_epi32(isum[t][h], _mm256_madd_epi16(pairs[t][h], ones));
+    }
     for (int h = 0; h < 2; ++h) {
       const __m256 dw = _mm256_loadu_ps(&g.d[b * R + 8 * h]);
       for (int t = 0; t < TT; ++t) {
-        const __m256i offset = _mm256_set1_epi32(8 * x[t].sum32[b]);
-        const __m256i sum = _mm256_sub_epi32(_mm256_madd_epi16(pairs[t][h], ones), offset);
-        acc[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(x[t].d[b])), _mm256_cvtepi32_ps(sum), acc[t][h]);
+        const __m256 dx = _mm256_set1_ps(x[t].d[b]);
+        acc[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum[t][h]), acc[t][h]);
+        if constexpr (L.offset)
+          acc[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(&g.m[b * R + 8 * h]), dx),
+                                      _mm256_set1_ps((float)x[t].sum32[b]), acc[t][h]);
       }
     }
   }
@@ -136,9 +149,11 @@ void multiply_k_group(DType t, const PackedGroup& g, const QuantizedActs* x, int
 }
 #endif
 
-void multiply_q4_0_group(const PackedBlocks& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
-                         int64_t ldy) {
-  in_token_passes<kTokens>(n_tokens, [&]<int NT>(int k) { multiply_q4_0_tokens<NT>(g, x + k, n, y + k * ldy, ldy); });
+void multiply_block32_group(DType t, const PackedBlocks& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
+                            int64_t ldy) {
+  with_block32_layout(t, [&]<Block32Layout L>() {
+    in_token_passes<kTokens>(n_tokens, [&]<int NT>(int k) { multiply_block32_tokens<L, NT>(g, x + k, n, y + k * ldy, ldy); });
+  });
 }
 
 }  // namespace fasa
