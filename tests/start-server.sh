@@ -1,4 +1,4 @@
-# Sourced by the ctest scripts that drive `fasa serve` (openai-client/, chat-page/):
+# Sourced by the ctest scripts that drive `fasa serve` (chat-page/):
 # `start_server FASA_BINARY SERVE_ARGS...` starts it on a free port, waits for the line that names the
 # port, sets $port, and stops the server when the script exits.
 start_server() {
