@@ -600,7 +600,7 @@ TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
                                    {"logit_bias", json::object()}, {"best_of", 1}, {"user", "u1"}});
 }
 
-// The chat page: served at / (the page the Chromium test drives, tests/chat-page), with what it reads:
+// The chat page: served at / (the page the Chromium test drives, python/tests/test_chat_page.py), with what it reads:
 // /props' policies, and each stream's last chunk's timings (speed, KV bytes per decode step, fewer
 // for FASA at a small budget than for full attention). --no-webui: no page.
 TEST_F(ServerTest, ChatPageAndWhatItReads) {

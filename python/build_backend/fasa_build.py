@@ -80,7 +80,7 @@ def get_requires_for_build_sdist(config_settings=None):
     return []
 
 
-SDIST_SKIPPED = {".git", "node_modules", "__pycache__", ".venv"}  # and build*/ folders: outputs
+SDIST_SKIPPED = {".git", "__pycache__", ".venv"}  # and build*/ folders: outputs
 
 
 def build_sdist(sdist_directory, config_settings=None):

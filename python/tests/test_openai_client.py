@@ -6,13 +6,11 @@ The client comes from python/requirements-test.txt (scripts/install-deps.sh puts
 is missing the tests skip with a message; FASA_REQUIRE_TEST_DEPS=1 (CI) makes that a failure.
 """
 import os
-import re
-import subprocess
-import time
 
 import pytest
 
-CLI = os.environ.get("FASA_CLI")
+from serve import serve
+
 KEY = "test-key"
 MESSAGES = [
     {"role": "developer", "content": "Answer from the Bible."},
@@ -30,23 +28,9 @@ except ImportError:
 
 @pytest.fixture(scope="module")
 def server():
-    """`fasa serve` on a free port with an API key: (base URL, model id)."""
-    if not CLI:
-        pytest.skip("FASA_CLI (the fasa binary) is not set: run through ctest")
-    proc = subprocess.Popen([CLI, "serve", "--port", "0", "--api-key", KEY, "--log-disable", "-t", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 60
-        for line in proc.stderr:  # the model loads, then the line naming the port
-            if m := re.search(r" on http://[^:]+:(\d+) ", line):
-                break
-            assert time.time() < deadline, "fasa serve did not start"
-        else:
-            pytest.fail(f"fasa serve exited: {proc.wait()}")
-        yield f"http://127.0.0.1:{m.group(1)}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    """`fasa serve` with an API key: its OpenAI base URL."""
+    with serve("--api-key", KEY) as base:
+        yield base + "/v1"
 
 
 @pytest.fixture(scope="module")
