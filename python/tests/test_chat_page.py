@@ -1,7 +1,8 @@
 """fasa serve's chat page (GET /) in headless Chromium driven by Selenium, as a user meets it: the page
 loads with the server's policies and the model's name, a message sent with FASA at a budget streams a
-reply whose statistics line names the policy, budget, speed and KV bytes read per token, and a second
-turn sends the whole conversation. A screenshot goes to $FASA_SCREENSHOT_DIR (ctest: the build folder).
+reply whose statistics line says what ran (a short first prompt: full attention until a prompt is long
+enough to measure FASA's profile, and why), the speed and KV bytes read per token, and a second turn,
+with StreamingLLM, sends the whole conversation and runs as asked. A screenshot goes to $FASA_SCREENSHOT_DIR (ctest: the build folder).
 
 Needs Debian's chromium and chromium-driver and Selenium (python/requirements-test.txt); where one is
 missing the test skips with a message, FASA_REQUIRE_TEST_DEPS=1 (CI) makes that a failure.
@@ -29,7 +30,9 @@ except ImportError as e:
         raise
     pytest.skip(f"the chat page's browser test needs Selenium, chromium and chromium-driver: {e}", allow_module_level=True)
 
-STATS = re.compile(r"^fasa, budget 16 · \d+ tokens at [\d.]+ tokens/s · KV read [\d.]+ KiB per token")
+SPEED = r" · \d+ tokens at [\d.]+ tokens/s · KV read [\d.]+ KiB per token"
+FIRST = re.compile(r"^fasa: full attention \(no profile of this model yet, .* it needs 1024 tokens\)" + SPEED)
+SECOND = re.compile(r"^stream: budget 16 tokens per head" + SPEED)
 
 
 @pytest.fixture(scope="module")
@@ -61,15 +64,17 @@ def test_a_fasa_conversation_on_the_chat_page(browser):
         stats = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".assistant .stats"))
         reply = browser.execute_script("return document.querySelector('.assistant').firstChild.textContent")
         assert reply.strip(), "an empty reply"
-        assert STATS.match(stats[0].text), stats[0].text
+        assert FIRST.match(stats[0].text), stats[0].text
         assert not browser.find_elements(By.CSS_SELECTOR, ".error")
 
+        attn.select_by_value("stream")
         browser.find_element(By.ID, "input").send_keys("And the earth")
         browser.find_element(By.ID, "send").click()
-        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".assistant .stats")) == 2)
+        stats = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".assistant .stats")[1:])
+        assert SECOND.match(stats[0].text), stats[0].text
         second = json.loads(browser.execute_script("return window.sent[window.sent.length - 1]"))
         assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
-        assert (second["attn"], second["budget"]) == ("fasa", "16")
+        assert (second["attn"], second["budget"]) == ("stream", "16")
         errors = [e for e in browser.get_log("browser") if e["source"] == "javascript"]  # (not the favicon's 404)
         assert not errors, errors
         browser.save_screenshot(os.path.join(os.environ.get("FASA_SCREENSHOT_DIR", "."), "chat-page.png"))

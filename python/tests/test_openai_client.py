@@ -1,11 +1,13 @@
 """The official `openai` Python client against `fasa serve`, as a user's code calls it: models, chat
 (plain, streamed with usage, developer role, logprobs), completions (logprobs, echo, stop strings), the
-prompt cache in usage, fasa's own fields through extra_body, and errors as the client's typed exceptions.
+prompt cache in usage, fasa's own fields through extra_body and the policy that ran in each reply's timings,
+and errors as the client's typed exceptions.
 
 The client comes from python/requirements-test.txt (scripts/install-deps.sh puts it in .venv/). Where it
 is missing the tests skip with a message; FASA_REQUIRE_TEST_DEPS=1 (CI) makes that a failure.
 """
 import os
+import re
 
 import pytest
 
@@ -83,6 +85,11 @@ def test_policy_through_extra_body(client, model):
     full = client.completions.create(**args)
     covering = client.completions.create(**args, extra_body={"attn": "fasa", "budget": 100000, "fcs": 8})
     assert covering.choices[0].text == full.choices[0].text  # a budget covering the context is dense attention
+    # Each reply says what attended: FASA on a prompt too short to measure its profile ran full attention
+    assert full.timings["policy"] == "full"
+    assert re.match(r"fasa: full attention \(no profile of this model yet.* it needs 1024 tokens\)$", covering.timings["policy"])
+    stream = client.completions.create(**args, extra_body={"attn": "stream", "budget": 16})
+    assert stream.timings["policy"] == "stream: budget 16 tokens per head"
     with pytest.raises(openai.BadRequestError, match="budget"):
         client.completions.create(**args, extra_body={"attn": "fasa", "budget": "lots"})
 

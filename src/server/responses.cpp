@@ -15,14 +15,15 @@ json usage(const Job& job, const GenerationResult& r) {
           {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens}}}};
 }
 
-// llama-server's `timings` of a reply.
+// llama-server's `timings` of a reply, and fasa's `policy`: what attended (FASA asked for may run as full
+// attention until there is a profile: the summary says so, and why).
 json timings(const Job& job, const GenerationResult& r) {
   const int64_t prompt_n = (int64_t)job.prompt.size() - job.cached_tokens;
   return {{"cache_n", job.cached_tokens}, {"prompt_n", prompt_n}, {"prompt_ms", job.prompt_seconds * 1e3},
           {"prompt_per_second", job.prompt_seconds > 0 ? prompt_n / job.prompt_seconds : 0.0},
           {"predicted_n", r.n_tokens}, {"predicted_ms", r.seconds * 1e3},
           {"predicted_per_second", r.seconds > 0 ? r.n_tokens / r.seconds : 0.0},
-          {"kv_bytes_per_token", job.decode_kv_bytes_per_token}};
+          {"kv_bytes_per_token", job.decode_kv_bytes_per_token}, {"policy", job.policy_ran}};
 }
 
 }  // namespace

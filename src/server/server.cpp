@@ -195,6 +195,7 @@ GenerationResult Server::Impl::generate(Job& job, const PieceCallback& on_piece_
   if (h->kv_mark && ctx.n_past() > h->kv_mark->second)
     job.decode_kv_bytes_per_token =
         (double)(after.kv_bytes_read - h->kv_mark->first) / (double)(ctx.n_past() - h->kv_mark->second);
+  job.policy_ran = ctx.policy_summary();
   request_log.generated_tokens = r.n_tokens;
   request_log.cancelled = r.finish_reason == FinishReason::Cancelled;
   metrics.count_generation((int64_t)job.prompt.size() - job.cached_tokens, r.n_tokens, job.prompt_seconds,

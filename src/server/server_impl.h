@@ -103,6 +103,7 @@ struct Job {
   double prompt_seconds = 0;
   uint64_t prompt_kv_bytes = 0;              // KV bytes read scoring an echoed prompt (in prepare)
   double decode_kv_bytes_per_token = 0;      // KV bytes attention read per decode step (the policy's saving)
+  std::string policy_ran;                    // what attended, and why (Context::policy_summary at the end)
 };
 
 std::string random_hex(int n);  // a random hex string, so response ids differ across restarts of the server
