@@ -22,8 +22,9 @@ void print_speed_lines(const Engine& engine, const Context& ctx, const std::stri
   std::fprintf(stderr, "device: %s\n", engine.info().device.c_str());
   std::fprintf(stderr, "prompt: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)st.prompt_tokens,
                st.prompt_seconds, st.prompt_seconds > 0 ? st.prompt_tokens / st.prompt_seconds : 0.0);
-  std::fprintf(stderr, "decode: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)decode_steps, st.decode_seconds,
-               decode_steps > 0 ? decode_steps / st.decode_seconds : 0.0);
+  std::fprintf(stderr, "decode: %lld tokens in %.3f s = %.1f tokens/s, KV read %.1f KiB per token\n", (long long)decode_steps,
+               st.decode_seconds, decode_steps > 0 ? decode_steps / st.decode_seconds : 0.0,
+               st.decode_steps > 0 ? (double)st.decode_kv_bytes_read / 1024.0 / (double)st.decode_steps : 0.0);
   std::fprintf(stderr, "%s\n", kv_memory_line(ctx.kv_memory()).c_str());
   const MemoryEstimate e = ctx.memory_estimate();
   const std::string held = engine.info().device != "CPU"

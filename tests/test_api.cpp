@@ -72,6 +72,10 @@ TEST_F(ApiTest, EachContextCountsItsOwnKvReads) {
   const uint64_t row = (uint64_t)c.n_layer * c.n_head_kv * c.head_dim * 2 * sizeof(uint16_t);
   EXPECT_EQ(a.stats().kv_bytes_read - a0, (prompt + 1) * row);
   EXPECT_EQ(b.stats().kv_bytes_read, b0);
+  // Of them, the decode steps' own (what `fasa run` prints per token): the one step's, none of the prefill's
+  EXPECT_EQ(a.stats().decode_steps, 1);
+  EXPECT_EQ(a.stats().decode_kv_bytes_read, (prompt + 1) * row);
+  EXPECT_EQ(b.stats().decode_kv_bytes_read, 0u);
 }
 
 // A feed is prefilled densely however it is split (one token at a time too); decode_tokens runs each

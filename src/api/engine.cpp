@@ -110,7 +110,10 @@ void Context::prefill(std::span<const int32_t> ids, std::vector<float>* all_logi
 
 void Context::decode(int32_t token) {
   if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
+  const uint64_t before = session_->cache().bytes_read();
   session_->decode(token);
+  stats_.decode_kv_bytes_read += session_->cache().bytes_read() - before;
+  ++stats_.decode_steps;
   after_eval(false);
 }
 
