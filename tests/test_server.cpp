@@ -575,6 +575,15 @@ TEST_F(ServerTest, MalformedRequestsGetJsonErrorsAndTheServerKeepsServing) {
   EXPECT_EQ(get->status, 405);
   EXPECT_EQ(get->get_header_value("Allow"), "POST");
   EXPECT_EQ(json::parse(get->body)["error"]["type"], "invalid_request_error");
+  // And any other method on any known path, at once: POST on a GET route, PUT and DELETE; an unknown path stays 404.
+  for (const auto& [method, path, allow] : {std::tuple{"POST", "/v1/models", "GET"}, {"PUT", "/v1/completions", "POST"},
+                                            {"DELETE", "/v1/models/x", "GET"}, {"PATCH", "/health", "GET"}}) {
+    const std::string reply = raw_exchange(s.port(), std::string(method) + " " + path +
+                                                         " HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
+    EXPECT_EQ(reply.rfind("HTTP/1.1 405", 0), 0u) << method << " " << path << ": " << reply;
+    EXPECT_NE(reply.find(std::string("Allow: ") + allow + "\r\n"), std::string::npos) << reply;
+  }
+  EXPECT_EQ(s.client().Post("/v1/nothing", "{}", "application/json")->status, 404);
   // A setting's mistake gets the message of the settings' one parser, the CLI's (tests/CMakeLists.txt: cli.bad_budget).
   const json err = post_json(s, "/v1/completions", {{"prompt", "x"}, {"attn", "fasa"}, {"budget", 2.5}}, 400);
   EXPECT_EQ(err["error"]["message"],

@@ -43,21 +43,21 @@ void Server::Impl::routes() {
   http.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
     if (!opts.cors_origin.empty()) res.set_header("Access-Control-Allow-Origin", opts.cors_origin);
   });
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+  get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });
-  http.Get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
+  get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump({{"object", "list"}, {"data", json::array({model_object()})}}), "application/json");
   }));
-  http.Get(R"(/v1/models/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  get(R"(/v1/models/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
     if (req.matches[1] != opts.model_name) return send_error(res, 404, "no model '" + std::string(req.matches[1]) + "' here");
     res.set_content(dump(model_object()), "application/json");
   }));
-  http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
+  get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(admission.active(), admission.waiting(), batch_members, batch_prefilling),
                     "text/plain; version=0.0.4");
   }));
-  http.Get("/slots", guarded([this](const httplib::Request&, httplib::Response& res) {
+  get("/slots", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump(slots_json()), "application/json");
   }));
   // llama-server's own: text to token ids and back, and the server's settings.
@@ -83,8 +83,8 @@ void Server::Impl::routes() {
     }
   });
   if (opts.web_ui)  // the page itself asks for nothing secret; what it fetches needs the key where one is set
-    http.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
-  http.Get("/props", guarded([this](const httplib::Request&, httplib::Response& res) {
+    get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
+  get("/props", guarded([this](const httplib::Request&, httplib::Response& res) {
     json policies = json::array();
     for (const PolicyInfo& p : policy_registry()) policies.push_back(p.name);
     res.set_content(dump({{"total_slots", opts.parallel}, {"model_path", engine.info().path}, {"policies", policies},
@@ -97,9 +97,16 @@ void Server::Impl::routes() {
   post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, Endpoint::chat); });
   for (const char* path : {"/completion", "/completions"})  // llama-server's own
     post(path, [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, Endpoint::llama_completion); });
-  // Unknown paths, oversized bodies and the like: the same JSON error shape as our own errors.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+  // Unknown paths, oversized bodies and the like: the same JSON error shape as our own errors. A known
+  // path asked with another method (POST /v1/models, PUT /v1/completions) is a 405 naming the one it takes,
+  // as OpenAI's API answers.
+  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (const std::string allow = methods_of(req.path); res.status == 404 && !allow.empty()) {
+      res.set_header("Allow", allow);
+      send_error(res, 405, "this endpoint takes " + allow);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     send_error(res, res.status, res.status == 404   ? "no such endpoint"
                                 : res.status == 413 ? "request body too large"
                                                     : "request failed (HTTP " + std::to_string(res.status) + ")");
@@ -157,10 +164,19 @@ void Server::Impl::post(const char* path, httplib::Server::Handler handler) {
     if (!read_all) return send_error(res, 400, "the request body could not be read whole");
     handler(whole, res);
   });
-  http.Get(path, [](const httplib::Request&, httplib::Response& res) {  // as OpenAI's API: a wrong method is a 405
-    res.set_header("Allow", "POST");
-    send_error(res, 405, "this endpoint takes POST");
-  });
+  route_methods.emplace_back(std::regex(path), "POST");
+}
+
+void Server::Impl::get(const char* path, httplib::Server::Handler handler) {
+  http.Get(path, std::move(handler));
+  route_methods.emplace_back(std::regex(path), "GET");
+}
+
+std::string Server::Impl::methods_of(const std::string& path) const {
+  std::string allow;
+  for (const auto& [pattern, method] : route_methods)
+    if (std::regex_match(path, pattern)) allow += (allow.empty() ? "" : ", ") + method;
+  return allow;
 }
 
 void Server::Impl::complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {

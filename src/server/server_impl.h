@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -119,6 +120,7 @@ struct Server::Impl {
   std::vector<SlotState> slots;  // [parallel]; a slot is touched only by the request holding it
   ServerMetrics metrics;
   httplib::Server http;
+  std::vector<std::pair<std::regex, std::string>> route_methods;  // each route's path pattern and method
   const std::string id_prefix = random_hex(8);
   const int64_t started = unix_now();
   std::atomic<uint64_t> next_id{1}, next_use{1};
@@ -148,7 +150,9 @@ struct Server::Impl {
   json model_object() const;
   bool authorized(const httplib::Request& req, httplib::Response& res) const;
   httplib::Server::Handler guarded(httplib::Server::Handler handler) const;
+  void get(const char* path, httplib::Server::Handler handler);
   void post(const char* path, httplib::Server::Handler handler);
+  std::string methods_of(const std::string& path) const;  // "GET", "POST": a known path's; "" for none
   void complete(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
 
   // slots.cpp
