@@ -120,9 +120,12 @@ int chat(ChatOptions o) {
       return !take_interrupt();
     });
     std::fputc('\n', stdout);
+    std::fflush(stdout);  // before a note on stderr about the reply
     // As the next turn's prompt renders it: "assistant: " already has the space a plain reply starts with,
     // so the tokens the context holds are found again there and only the new turn is prefilled.
     messages.push_back({"assistant", plain && r.text.starts_with(' ') ? r.text.substr(1) : r.text});
+    if (r.finish_reason == FinishReason::Stop && r.text.find_first_not_of(" \t\r\n") == std::string::npos)
+      std::fprintf(stderr, "note: the model ended its turn at once: an empty reply\n");
     if (r.finish_reason == FinishReason::Length && gen.max_tokens == room)
       std::fprintf(stderr, "note: the reply stopped at the end of the context (%lld tokens; raise -c)\n",
                    (long long)ctx.n_ctx());
