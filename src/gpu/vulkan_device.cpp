@@ -1,6 +1,7 @@
 #include "gpu/vulkan_device.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "fasa/error.h"
@@ -86,6 +87,9 @@ void VulkanDevice::open(int index) {
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(physical_, &props);
   name_ = props.deviceName;
+  if (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)  // lavapipe: right for tests, slow for work
+    std::fprintf(stderr, "warning: Vulkan%d (%s) is a software driver running on the CPU: expect it slower than fasa's "
+                 "own CPU path (drop -ngl)\n", index, name_.c_str());
   if (props.apiVersion < VK_API_VERSION_1_2) throw Error("Vulkan: " + name_ + " supports Vulkan 1.1 or less; 1.2 is needed");
   max_buffer_bytes_ = props.limits.maxStorageBufferRange;
   vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
