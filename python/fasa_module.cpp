@@ -184,8 +184,9 @@ void register_python_policy(const std::string& name, const std::string& descript
 // Python dicts, as `fasa eval ... --json` writes them. A list-capable setting given a list (fcs=[4, 8])
 // gives a variant per value, as the CLI's --fcs 4,8.
 //   run: (const PolicyOptions& base, const std::vector<std::string>& policies) -> std::vector<EvalRecord>
+// `own`: the function's own keywords, which a mistaken setting's error lists beside the settings.
 template <class Run>
-py::object eval_records(const py::kwargs& settings, const std::vector<std::string>& attn, const Run& run) {
+py::object eval_records(const char* own, const py::kwargs& settings, const std::vector<std::string>& attn, const Run& run) {
   py::kwargs single;
   SettingLists lists;
   for (const auto& [key, value] : settings) {
@@ -198,7 +199,12 @@ py::object eval_records(const py::kwargs& settings, const std::vector<std::strin
       single[key] = value;
     }
   }
-  const ContextOptions base = context_options(single);
+  ContextOptions base;
+  try {
+    base = context_options(single);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + "; and this function's own keywords: " + own);
+  }
   const std::vector<std::string> policies = cross_settings(attn, lists);
   std::string json;
   {
@@ -209,10 +215,16 @@ py::object eval_records(const py::kwargs& settings, const std::vector<std::strin
   return py::module_::import("json").attr("loads")(json);
 }
 
-// Budgets as the CLI's --budget list gives them (16, 0.5, "50%" -> "16", "0.5", "50%").
-std::vector<std::string> budget_texts(const py::iterable& budgets) {
+// Budgets as the CLI's --budget list gives them (16, 0.5, "50%" -> "16", "0.5", "50%"): `budgets`, or
+// the CLI's name for them among the settings (budget=16, budget=[16, 0.5]), taken out of them.
+std::vector<std::string> budget_texts(const py::iterable& budgets, const py::kwargs& settings) {
+  py::object given = budgets;
+  if (settings.contains("budget")) {
+    given = settings.attr("pop")("budget");
+    if (!py::isinstance<py::list>(given) && !py::isinstance<py::tuple>(given)) given = py::make_tuple(given);
+  }
   std::vector<std::string> out;
-  for (const py::handle& b : budgets) out.push_back(setting_text(b));
+  for (const py::handle& b : given) out.push_back(setting_text(b));
   return out;
 }
 
@@ -421,7 +433,7 @@ PYBIND11_MODULE(_fasa, m) {
                            const std::string& qa_entries, bool answers, int min_answer_tokens,
                            const py::kwargs& settings) -> py::object {
     std::vector<RetrievalAnswer> got;
-    py::object records = eval_records(settings, attn, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy,
+    py::object records = eval_records("engine, tasks, generate, lengths, n, seed, haystack, limit, attn, budgets (or budget), distractors, qa_entries, answers, min_answer_tokens, threads", settings, attn, [&, budgets = budget_texts(budgets, settings)](const PolicyOptions& policy,
                                                                                  const std::vector<std::string>& policies) {
       std::vector<RetrievalTask> list;
       if (!generate.empty()) {
@@ -459,7 +471,7 @@ PYBIND11_MODULE(_fasa, m) {
   // ppl and ca: every window of `text` decoded token by token against full attention's reference.
   eval.def("ppl", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
                      const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
-    return eval_records(settings, attn, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy,
+    return eval_records("engine, text, window, windows, score_from, attn, budgets (or budget), threads", settings, attn, [&, budgets = budget_texts(budgets, settings)](const PolicyOptions& policy,
                                                                                  const std::vector<std::string>& policies) {
       const TextEvalOptions o{window, windows, score_from};
       return eval_perplexity(e.model(), reference_run(e.model(), text, o), policies, budgets, policy, o);
@@ -470,7 +482,7 @@ PYBIND11_MODULE(_fasa, m) {
      "window: tokens per window (0: the model's context). Returns the records, as --json writes them.");
   eval.def("ca", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
                     const std::vector<std::string>& attn, const std::vector<int>& top_k, const py::kwargs& settings) {
-    return eval_records(settings, attn, [&](const PolicyOptions& policy, const std::vector<std::string>& policies) {
+    return eval_records("engine, text, window, windows, score_from, attn, top_k, threads", settings, attn, [&](const PolicyOptions& policy, const std::vector<std::string>& policies) {
       const TextEvalOptions o{window, windows, score_from};
       return eval_selection_agreement(e.model(), reference_run(e.model(), text, o), policies, top_k, policy, o);
     });
@@ -481,7 +493,7 @@ PYBIND11_MODULE(_fasa, m) {
   eval.def("continuation", [](const Engine& e, const std::string& text, int64_t prompt_tokens, int prompts, int tokens,
                               int first, const std::vector<std::string>& attn, const py::iterable& budgets,
                               const py::kwargs& settings) {
-    return eval_records(settings, attn, [&, budgets = budget_texts(budgets)](const PolicyOptions& policy,
+    return eval_records("engine, text, prompt_tokens, prompts, tokens, first, attn, budgets (or budget), threads", settings, attn, [&, budgets = budget_texts(budgets, settings)](const PolicyOptions& policy,
                                                                                  const std::vector<std::string>& policies) {
       const ContinuationOptions o{prompt_tokens, prompts, tokens, first};
       return eval_continuation(e.model(), continuation_prompts(e.model(), text, o), policies, budgets, policy, o);

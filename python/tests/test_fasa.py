@@ -376,6 +376,10 @@ def test_ppl_and_ca_records_equal_the_clis_json(engine, tmp_path):
     got = fasa.eval.ppl(engine, text, window=128, windows=2, attn=["full", "stream"], budgets=[16, 0.5], threads=2)
     assert got == json.loads((tmp_path / "p.json").read_text())
     assert {r["metric"] for r in got} == {"nll", "ppl", "kld", "top1"}
+    # the CLI's name for the budgets works too; a mistaken keyword's error lists the function's own beside the settings
+    assert fasa.eval.ppl(engine, text, window=128, windows=2, attn=["full", "stream"], budget=[16, 0.5], threads=2) == got
+    with pytest.raises(fasa.Error, match=r"no setting 'windowz' .*own keywords: engine, text, window, windows, score_from"):
+        fasa.eval.ppl(engine, text, windowz=2)
     run = cli("eval", "ca", *common, "--attn", "stream,oracle", "--topk", "8,16", "--json", str(tmp_path / "c.json"))
     assert run.returncode == 0, run.stderr
     got = fasa.eval.ca(engine, text, window=128, windows=2, attn=["stream", "oracle"], top_k=[8, 16], threads=2)
