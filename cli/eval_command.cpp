@@ -31,6 +31,7 @@ struct EvalOptions {
   int min_answer_tokens = 1;
   TaskGenOptions gen;
   bool generate = false;
+  bool chat = false;  // retrieval: each prompt a user turn in the model's chat format
   std::string json, csv, plot, plot_metric, answers;
   int threads = 0;
   PolicyOptions policy;
@@ -123,6 +124,9 @@ Command add_eval_command(CLI::App& app) {
                   "Only tasks whose answer takes at least this many tokens (2: leave out the one-token answers, "
                   "which the dense prefill decides alike for every policy; after --limit)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  ret->add_flag("--chat", o->chat,
+                "Ask each task as a user turn in the model's chat format (an instruct model's way; its template, as "
+                "fasa chat renders it), and count the answer wherever it stands in the reply");
   ret->add_option("--limit", o->per_type, "At most this many tasks per type (0: all)")->capture_default_str()->needs(tasks_opt);
 
   CLI::App* cont = eval->add_subcommand(
@@ -177,6 +181,10 @@ Command add_eval_command(CLI::App& app) {
         tasks = tasks_with_answers_of_at_least(*model, std::move(tasks), o->min_answer_tokens);
         source += ", answers of " + std::to_string(o->min_answer_tokens) + "+ tokens (" + std::to_string(tasks.size()) +
                   " of " + std::to_string(all) + ")";
+      }
+      if (o->chat) {
+        tasks = in_chat_format(*model, std::move(tasks));
+        source += ", asked in the model's chat format";
       }
       std::vector<RetrievalAnswer> answers;
       auto records = eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy, o->answers.empty() ? nullptr : &answers);

@@ -430,10 +430,10 @@ PYBIND11_MODULE(_fasa, m) {
   eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,
                            const std::vector<int64_t>& lengths, int n, uint64_t seed, const std::string& haystack,
                            int limit, const std::vector<std::string>& attn, const py::iterable& budgets, bool distractors,
-                           const std::string& qa_entries, bool answers, int min_answer_tokens,
+                           const std::string& qa_entries, bool answers, int min_answer_tokens, bool chat,
                            const py::kwargs& settings) -> py::object {
     std::vector<RetrievalAnswer> got;
-    py::object records = eval_records("engine, tasks, generate, lengths, n, seed, haystack, limit, attn, budgets (or budget), distractors, qa_entries, answers, min_answer_tokens, threads", settings, attn, [&, budgets = budget_texts(budgets, settings)](const PolicyOptions& policy,
+    py::object records = eval_records("engine, tasks, generate, lengths, n, seed, haystack, limit, attn, budgets (or budget), distractors, qa_entries, answers, min_answer_tokens, chat, threads", settings, attn, [&, budgets = budget_texts(budgets, settings)](const PolicyOptions& policy,
                                                                                  const std::vector<std::string>& policies) {
       std::vector<RetrievalTask> list;
       if (!generate.empty()) {
@@ -448,6 +448,7 @@ PYBIND11_MODULE(_fasa, m) {
         throw Error("eval.retrieval: give tasks=FILE or generate=[KINDS]");
       }
       list = tasks_with_answers_of_at_least(e.model(), std::move(list), min_answer_tokens);
+      if (chat) list = in_chat_format(e.model(), std::move(list));
       return eval_retrieval(e.model(), list, policies, budgets, policy, answers ? &got : nullptr);
     });
     if (!answers) return records;
@@ -461,9 +462,10 @@ PYBIND11_MODULE(_fasa, m) {
      py::arg("lengths") = std::vector<int64_t>{4096}, py::arg("n") = 20, py::arg("seed") = 0, py::arg("haystack") = "",
      py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
      py::arg("distractors") = false, py::arg("qa_entries") = "", py::arg("answers") = false,
-     py::arg("min_answer_tokens") = 1,
+     py::arg("min_answer_tokens") = 1, py::arg("chat") = false,
      "`fasa eval retrieval`: tasks from a JSON-lines file or generated (distractors=True: look-alike needles; "
-     "kind qa asks the dictionary entries of qa_entries=FILE; min_answer_tokens=2 leaves out one-token answers); "
+     "kind qa asks the dictionary entries of qa_entries=FILE; min_answer_tokens=2 leaves out one-token answers; "
+     "chat=True asks each as a user turn in the model's chat format, the answer counted anywhere in the reply); "
      "every attn x budget (attn entries may carry settings, 'fasa:fcs=4'; a list for a setting such as "
      "fcs=[4, 8] gives a variant each); the other keywords as engine.context's. Returns the records (a list of dicts), as --json writes them; with answers=True, "
      "(records, answers): each task's greedy answer beside the expected one, as --answers writes them.");

@@ -19,6 +19,7 @@
 #include "draw/heatmap.h"
 #include "draw/plot.h"
 #include "eval/retrieval.h"
+#include "model/chat_template.h"
 #include "eval/task_gen.h"
 #include "model/session.h"
 #include "sparse/policy.h"
@@ -454,6 +455,23 @@ TEST(EvalRetrieval, ScoresAnAnswerOrTheShareOfItsValues) {
   const RetrievalTask words{"3", "cwe", "", "kavo, tiru", {"kavo", "tiru"}};
   EXPECT_DOUBLE_EQ(answer_score(words, " kavoti, tiru."), 0.5);
   EXPECT_FALSE(answer_exact(many, ""));
+}
+
+// In the chat format a task is the user's turn (the prompt's trailing space gone) and the reply may
+// answer in a sentence: the answer counts anywhere in it, as whole words.
+TEST(EvalRetrieval, ChatFormatAsksAUserTurnAndFindsTheAnswerAnywhere) {
+  auto m = load_model(FASA_BUNDLED_MODEL);  // no template: plain "role: content" lines
+  const RetrievalTask key{"1", "passkey", "The pass key is 12345. What is the pass key? ", "12345", {}};
+  const RetrievalTask chat = in_chat_format(*m, {key})[0];
+  EXPECT_EQ(chat.prompt, render_chat(chat_style(*m), {{"user", "The pass key is 12345. What is the pass key?"}}));
+  EXPECT_NE(chat.prompt, key.prompt);
+  EXPECT_EQ(answer_score(chat, " The pass key is 12345."), 1);
+  EXPECT_TRUE(answer_exact(chat, "It is 12345"));
+  EXPECT_EQ(answer_score(chat, " The pass key is 123456."), 0);  // whole words only
+  EXPECT_EQ(answer_score(key, " The pass key is 12345."), 0);     // a completion must start with it
+  // Through the evaluation: every policy answers in the format and is scored by it
+  const auto records = eval_retrieval(*m, {chat}, {"full"}, {"16"}, PolicyOptions{});
+  EXPECT_EQ(records.front().n, 1);
 }
 
 // Retrieval shares one dense prefill among policies: starting from it must equal prefilling oneself.

@@ -9,6 +9,7 @@
 #include "eval/policy_runs.h"
 #include "eval/decode_eval.h"
 #include "eval/shared_prefill.h"
+#include "model/chat_template.h"
 #include "model/sampler.h"
 #include "model/session.h"
 #include "fasa/error.h"
@@ -58,11 +59,6 @@ std::vector<RetrievalTask> tasks_with_answers_of_at_least(const Model& m, std::v
   return tasks;
 }
 
-bool answer_exact(const RetrievalTask& t, const std::string& text) {
-  const size_t start = text.find_first_not_of(" \t\n\r");
-  return start != std::string::npos && text.compare(start, t.answer.size(), t.answer) == 0;
-}
-
 namespace {
 
 // Whether `v` occurs in `text` as a whole word: no letter or digit right before or after it ("4884" is
@@ -76,6 +72,21 @@ bool contains_word(const std::string& text, const std::string& v) {
 
 }  // namespace
 
+std::vector<RetrievalTask> in_chat_format(const Model& m, std::vector<RetrievalTask> tasks) {
+  const ChatStyle style = chat_style(m);
+  for (RetrievalTask& t : tasks) {
+    t.prompt = render_chat(style, {{"user", t.prompt.substr(0, t.prompt.find_last_not_of(" \t\r\n") + 1)}});
+    t.chat = true;
+  }
+  return tasks;
+}
+
+bool answer_exact(const RetrievalTask& t, const std::string& text) {
+  if (t.chat) return contains_word(text, t.answer);
+  const size_t start = text.find_first_not_of(" \t\n\r");
+  return start != std::string::npos && text.compare(start, t.answer.size(), t.answer) == 0;
+}
+
 double answer_score(const RetrievalTask& t, const std::string& text) {
   if (t.values.empty()) return answer_exact(t, text) ? 1 : 0;
   size_t found = 0;
@@ -87,9 +98,12 @@ namespace {
 
 // One task's prompt, prefilled once with full attention; every policy starts from it. It generates
 // as many tokens as the answer takes, and two more (a UUID, ten words: at most 96).
+// A chat task's prompt holds the template's special tokens, and its reply may say something before the
+// answer: 24 more tokens.
 SharedPrefill prefill(const Model& m, const RetrievalTask& t) {
   const Tokenizer& tok = m.tokenizer;
-  return prefill_for_policies(m, tok.encode(t.prompt, tok.add_bos()), std::min<int>(96, (int)tok.encode(t.answer, false).size() + 2));
+  const int answer = (int)tok.encode(t.answer, false).size();
+  return prefill_for_policies(m, tok.encode(t.prompt, tok.add_bos(), t.chat), std::min<int>(96, answer + (t.chat ? 24 : 2)));
 }
 
 // A greedy answer, and the KV bytes its decode steps read (attention and selection: ops/kv_traffic.h).
@@ -102,7 +116,7 @@ struct Answer {
 // Greedy answer with `policy` from the shared prefill (its cached rows rounded to the options' KV
 // types), as long as the task's answer.
 Answer greedy_answer(const Model& m, std::shared_ptr<AttentionPolicy> policy, const PolicyOptions& po,
-                     const SharedPrefill& pre, const std::string& answer) {
+                     const SharedPrefill& pre, const RetrievalTask& t) {
   const Tokenizer& tok = m.tokenizer;
   const auto session = start_from(m, std::move(policy), po, pre);
   Session& s = *session;
@@ -111,10 +125,10 @@ Answer greedy_answer(const Model& m, std::shared_ptr<AttentionPolicy> policy, co
   const uint64_t read_before = s.cache().bytes_read();
   for (int i = 0; i < pre.max_new; ++i) {
     const int32_t next = argmax(logits);
-    if (next == tok.eos()) break;
+    if (tok.is_end_of_generation(next)) break;
     a.text += tok.token_text(next);
     const size_t start = a.text.find_first_not_of(" \t\n\r");
-    if (start != std::string::npos && a.text.size() - start >= answer.size()) break;  // long enough to judge
+    if (!t.chat && start != std::string::npos && a.text.size() - start >= t.answer.size()) break;  // long enough to judge
     if (i + 1 < pre.max_new) {
       logits = s.decode(next);
       ++a.steps;
@@ -176,7 +190,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
       for (const auto& budget : budgets) {
         PolicyOptions po = runs[r].options;
         po.budget = Budget::parse(budget);
-        const Answer a = greedy_answer(m, make_policy(po, m, &autos), po, pre, t.answer);
+        const Answer a = greedy_answer(m, make_policy(po, m, &autos), po, pre, t);
         const double score = answer_score(t, a.text);
         const bool exact = answer_exact(t, a.text);
         if (answers) answers->push_back({t.id, t.type, runs[r].name, runs[r].variant, budget, t.answer, a.text, score});

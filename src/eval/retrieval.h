@@ -17,7 +17,14 @@ struct RetrievalTask {
   // Its context is text as any prompt's, not look-alike needles or a word list: an automatic profile
   // (kept for the run and cached per model) may be measured on it.
   bool natural_context = true;
+  // The prompt is a user turn in the model's chat format (in_chat_format): an instruct model answers in
+  // a sentence, so the answer counts wherever it stands in the reply, as a whole word.
+  bool chat = false;
 };
+
+// The tasks as an instruct model is asked: each prompt a user turn in the model's chat format (its
+// template, ending where the assistant's reply begins), answers judged anywhere in the reply.
+std::vector<RetrievalTask> in_chat_format(const Model& m, std::vector<RetrievalTask> tasks);
 
 // The tasks whose answer takes at least `min_tokens` tokens after the prompt (prompt, a space and the
 // answer encoded together, less the prompt's own tokens; the prompt's trailing whitespace left out).
@@ -25,10 +32,11 @@ struct RetrievalTask {
 // those out shows where policies differ. Throws fasa::Error when none is left or min_tokens < 1.
 std::vector<RetrievalTask> tasks_with_answers_of_at_least(const Model& m, std::vector<RetrievalTask> tasks, int min_tokens);
 
-// A greedy answer's score in [0, 1]: whether `text` starts with the task's answer, or for a task with
-// values the share of them found anywhere in `text` as whole words (RULER's string_match_all).
+// A greedy answer's score in [0, 1]: whether `text` starts with the task's answer (a chat task: holds it
+// as whole words), or for a task with values the share of them found anywhere in `text` as whole words
+// (RULER's string_match_all).
 double answer_score(const RetrievalTask& t, const std::string& text);
-// Whether `text`, leading whitespace removed, starts with the whole answer.
+// Whether `text`, leading whitespace removed, starts with the whole answer (a chat task: holds it).
 bool answer_exact(const RetrievalTask& t, const std::string& text);
 
 // Throws fasa::Error naming the file and line on a malformed task. At most `per_type` tasks of each
