@@ -60,6 +60,9 @@ def test_a_fasa_conversation_on_the_chat_page(browser):
         budget = browser.find_element(By.ID, "budget")
         budget.clear()
         budget.send_keys("16")
+        temperature = browser.find_element(By.ID, "temperature")
+        temperature.clear()
+        temperature.send_keys("0")
         browser.find_element(By.ID, "input").send_keys("Ge1:1 In the beginning", Keys.ENTER)
         stats = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".assistant .stats"))
         reply = browser.execute_script("return document.querySelector('.assistant').firstChild.textContent")
@@ -74,7 +77,7 @@ def test_a_fasa_conversation_on_the_chat_page(browser):
         assert SECOND.match(stats[0].text), stats[0].text
         second = json.loads(browser.execute_script("return window.sent[window.sent.length - 1]"))
         assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
-        assert (second["attn"], second["budget"]) == ("stream", "16")
+        assert (second["attn"], second["budget"], second["temperature"]) == ("stream", "16", 0)
         errors = [e for e in browser.get_log("browser") if e["source"] == "javascript"]  # (not the favicon's 404)
         assert not errors, errors
         browser.save_screenshot(os.path.join(os.environ.get("FASA_SCREENSHOT_DIR", "."), "chat-page.png"))
