@@ -220,6 +220,7 @@ py::object eval_records(const char* own, const py::kwargs& settings, const std::
 std::vector<std::string> budget_texts(const py::iterable& budgets, const py::kwargs& settings) {
   py::object given = budgets;
   if (settings.contains("budget")) {
+    if (!budgets.equal(py::make_tuple(64))) throw Error("give budgets= or budget= (the CLI's name), not both");
     given = settings.attr("pop")("budget");
     if (!py::isinstance<py::list>(given) && !py::isinstance<py::tuple>(given)) given = py::make_tuple(given);
   }

@@ -470,8 +470,12 @@ TEST(EvalRetrieval, ChatFormatAsksAUserTurnAndFindsTheAnswerAnywhere) {
   EXPECT_EQ(answer_score(chat, " The pass key is 123456."), 0);  // whole words only
   EXPECT_EQ(answer_score(key, " The pass key is 12345."), 0);     // a completion must start with it
   // Through the evaluation: every policy answers in the format and is scored by it
-  const auto records = eval_retrieval(*m, {chat}, {"full"}, {"16"}, PolicyOptions{});
-  EXPECT_EQ(records.front().n, 1);
+  std::vector<RetrievalAnswer> answers;
+  const auto records = eval_retrieval(*m, {chat}, {"full"}, {"16"}, PolicyOptions{}, &answers);
+  ASSERT_EQ(answers.size(), 1u);
+  ASSERT_FALSE(records.empty());
+  EXPECT_EQ(records.front().metric, "accuracy");
+  EXPECT_EQ(records.front().value, answer_score(chat, answers[0].answer)) << answers[0].answer;
 }
 
 // Retrieval shares one dense prefill among policies: starting from it must equal prefilling oneself.

@@ -3,7 +3,7 @@
 
 Checked: markdown links to files of the repository (relative to the page), and code spans that start
 with one of the repository's folders (`tools/...`, `src/...`; relative to the root). Not checked: spans
-with a placeholder (`*`, `{}`, `<>`, `$`, a word in capitals such as NAME) and what follows `:` or `(`
+with a placeholder (`*`, `{}`, `<>`, `$`, a last name in capitals such as NAME.cpp) and what follows `:` or `(`
 (`src/x.cpp:42`, `f(...)`). Run from the repository root (ctest does); prints each missing path with its
 page and exits 1 when there is one.
 """
@@ -30,10 +30,10 @@ def missing(page):
                 yield target
     for m in re.finditer(r"`([^`\s]+)`", text):
         span = re.sub(r"[:(].*$", "", m.group(1).rstrip(".,;"))
-        if not span.startswith(FOLDERS) or re.search(r"[*{}<>$]", span) or re.search(r"[A-Z]{3,}", span.split("/")[-1]):
+        if not span.startswith(FOLDERS) or os.path.exists(span):
             continue
-        if not os.path.exists(span):
-            yield span
+        if not (re.search(r"[*{}<>$]", span) or re.fullmatch(r"[A-Z_]{3,}(\.\w+)?", span.rstrip("/").split("/")[-1])):
+            yield span  # (a placeholder: a glob, or a name in capitals such as NAME.cpp)
 
 
 def main():

@@ -139,7 +139,8 @@ struct ContextStats {
   double prompt_seconds = 0;
   double decode_seconds = 0;
   uint64_t kv_bytes_read = 0;    // KV cache bytes attention and the policy's selection read (prefill included)
-  uint64_t decode_kv_bytes_read = 0;  // of them, by decode steps (one token each: what a policy saves)
+  uint64_t decode_kv_bytes_read = 0;  // of them, by this context's own one-token steps (generate, decode_tokens;
+                                      // not steps a Batch takes for it): what a policy saves
   int64_t decode_steps = 0;
 };
 

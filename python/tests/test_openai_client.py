@@ -84,7 +84,7 @@ def test_policy_through_extra_body(client, model):
     args = dict(model=model, prompt=prompt, max_tokens=8, temperature=0)
     full = client.completions.create(**args)
     covering = client.completions.create(**args, extra_body={"attn": "fasa", "budget": 100000, "fcs": 8})
-    assert covering.choices[0].text == full.choices[0].text  # a budget covering the context is dense attention
+    assert covering.choices[0].text == full.choices[0].text
     # Each reply says what attended: FASA on a prompt too short to measure its profile ran full attention
     assert full.timings["policy"] == "full"
     assert re.match(r"fasa: full attention \(no profile of this model yet.* it needs 1024 tokens\)$", covering.timings["policy"])

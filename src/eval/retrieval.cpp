@@ -173,7 +173,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
       unnatural = true;
       continue;
     }
-    natural.push_back(m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos()));
+    natural.push_back(m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos(), tasks[i].chat));
     tokens += natural.back().size();
   }
   if (wanted && natural.empty() && unnatural)

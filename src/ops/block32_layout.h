@@ -61,7 +61,7 @@ inline __m256i block32_quants(const uint8_t* p) {
   return q;
 }
 
-// A block's 32 weights q - bias as bytes (0..31 or -16..15).
+// A block's 32 weights q - bias as bytes (Q4_0 -8..7, Q4_1 0..15, Q5_0 -16..15, Q5_1 0..31).
 template <Block32Layout L>
 inline __m256i block32_weights(const uint8_t* p) {
   const __m256i q = block32_quants<L>(p);
