@@ -216,11 +216,11 @@ py::object eval_records(const char* own, const py::kwargs& settings, const std::
 }
 
 // Budgets as the CLI's --budget list gives them (16, 0.5, "50%" -> "16", "0.5", "50%"): `budgets`, or
-// the CLI's name for them among the settings (budget=16, budget=[16, 0.5]), taken out of them.
-std::vector<std::string> budget_texts(const py::iterable& budgets, const py::kwargs& settings) {
-  py::object given = budgets;
+// the CLI's name for them among the settings (budget=16, budget=[16, 0.5]), taken out of them; neither: 64.
+std::vector<std::string> budget_texts(const py::object& budgets, const py::kwargs& settings) {
+  py::object given = budgets.is_none() ? py::make_tuple(64) : budgets;
   if (settings.contains("budget")) {
-    if (!budgets.equal(py::make_tuple(64))) throw Error("give budgets= or budget= (the CLI's name), not both");
+    if (!budgets.is_none()) throw Error("give budgets= or budget= (the CLI's name), not both");
     given = settings.attr("pop")("budget");
     if (!py::isinstance<py::list>(given) && !py::isinstance<py::tuple>(given)) given = py::make_tuple(given);
   }
@@ -430,7 +430,7 @@ PYBIND11_MODULE(_fasa, m) {
   py::module_ eval = m.def_submodule("eval", "Evaluations as `fasa eval` runs them, records as its --json writes them.");
   eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,
                            const std::vector<int64_t>& lengths, int n, uint64_t seed, const std::string& haystack,
-                           int limit, const std::vector<std::string>& attn, const py::iterable& budgets, bool distractors,
+                           int limit, const std::vector<std::string>& attn, const py::object& budgets, bool distractors,
                            const std::string& qa_entries, bool answers, int min_answer_tokens, bool chat,
                            const py::kwargs& settings) -> py::object {
     std::vector<RetrievalAnswer> got;
@@ -461,27 +461,28 @@ PYBIND11_MODULE(_fasa, m) {
     return py::make_tuple(records, out);
   }, py::arg("engine"), py::arg("tasks") = py::none(), py::arg("generate") = std::vector<std::string>{},
      py::arg("lengths") = std::vector<int64_t>{4096}, py::arg("n") = 20, py::arg("seed") = 0, py::arg("haystack") = "",
-     py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
+     py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::none(),
      py::arg("distractors") = false, py::arg("qa_entries") = "", py::arg("answers") = false,
      py::arg("min_answer_tokens") = 1, py::arg("chat") = false,
      "`fasa eval retrieval`: tasks from a JSON-lines file or generated (distractors=True: look-alike needles; "
      "kind qa asks the dictionary entries of qa_entries=FILE; min_answer_tokens=2 leaves out one-token answers; "
      "chat=True asks each as a user turn in the model's chat format, the answer counted anywhere in the reply); "
-     "every attn x budget (attn entries may carry settings, 'fasa:fcs=4'; a list for a setting such as "
+     "every attn x budget (budgets, or budget= as the CLI's --budget; default [64]) (attn entries may carry settings, 'fasa:fcs=4'; a list for a setting such as "
      "fcs=[4, 8] gives a variant each); the other keywords as engine.context's. Returns the records (a list of dicts), as --json writes them; with answers=True, "
      "(records, answers): each task's greedy answer beside the expected one, as --answers writes them.");
 
   // ppl and ca: every window of `text` decoded token by token against full attention's reference.
   eval.def("ppl", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
-                     const std::vector<std::string>& attn, const py::iterable& budgets, const py::kwargs& settings) {
+                     const std::vector<std::string>& attn, const py::object& budgets, const py::kwargs& settings) {
     return eval_records("engine, text, window, windows, score_from, attn, budgets (or budget), threads", settings, attn, [&, budgets = budget_texts(budgets, settings)](const PolicyOptions& policy,
                                                                                  const std::vector<std::string>& policies) {
       const TextEvalOptions o{window, windows, score_from};
       return eval_perplexity(e.model(), reference_run(e.model(), text, o), policies, budgets, policy, o);
     });
   }, py::arg("engine"), py::arg("text"), py::arg("window") = 0, py::arg("windows") = 8, py::arg("score_from") = 0,
-     py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
-     "`fasa eval ppl` on `text` (a string): nll, ppl, kld and top1 against full attention per attn x budget; "
+     py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::none(),
+     "`fasa eval ppl` on `text` (a string): nll, ppl, kld and top1 against full attention per attn x budget "
+     "(budgets, or budget= as the CLI's --budget; default [64]); "
      "window: tokens per window (0: the model's context). Returns the records, as --json writes them.");
   eval.def("ca", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
                     const std::vector<std::string>& attn, const std::vector<int>& top_k, const py::kwargs& settings) {
@@ -494,7 +495,7 @@ PYBIND11_MODULE(_fasa, m) {
      "`fasa eval ca` on `text`: the share of the exact top-K each policy selects. Returns the records.");
 
   eval.def("continuation", [](const Engine& e, const std::string& text, int64_t prompt_tokens, int prompts, int tokens,
-                              int first, const std::vector<std::string>& attn, const py::iterable& budgets,
+                              int first, const std::vector<std::string>& attn, const py::object& budgets,
                               const py::kwargs& settings) {
     return eval_records("engine, text, prompt_tokens, prompts, tokens, first, attn, budgets (or budget), threads", settings, attn, [&, budgets = budget_texts(budgets, settings)](const PolicyOptions& policy,
                                                                                  const std::vector<std::string>& policies) {
@@ -502,9 +503,10 @@ PYBIND11_MODULE(_fasa, m) {
       return eval_continuation(e.model(), continuation_prompts(e.model(), text, o), policies, budgets, policy, o);
     });
   }, py::arg("engine"), py::arg("text"), py::arg("prompt_tokens") = 4096, py::arg("prompts") = 50, py::arg("tokens") = 64,
-     py::arg("first") = 16, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::make_tuple(64),
+     py::arg("first") = 16, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::none(),
      "`fasa eval continuation` on `text`: greedy continuations of `prompts` windows of it, the leading tokens each "
-     "attn x budget shares with full attention's (shared: median; shared_mean; first_equal). Returns the records.");
+     "attn x budget (budgets, or budget=; default [64]) shares with full attention's (shared: median; shared_mean; "
+     "first_equal). Returns the records.");
 
   py::class_<TextStream>(m, "TextStream", "context.stream(...)'s iterator: each next() is the next piece of text "
                                           "(whole UTF-8 characters); dropping it early cancels the generation.")

@@ -22,11 +22,14 @@ def serve(*args):
                                 stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "XDG_CACHE_HOME": cache})
         try:
             deadline = time.time() + 60
-            while not (m := re.search(r" on http://[^:]+:(\d+) ", open(log.name).read())):  # the model loads first
+            def text():
+                log.seek(0)
+                return log.read()
+            while not (m := re.search(r" on http://[^:]+:(\d+) ", text())):  # the model loads first
                 if proc.poll() is not None:
-                    pytest.fail(f"fasa serve exited with {proc.returncode}: {open(log.name).read()}")
+                    pytest.fail(f"fasa serve exited with {proc.returncode}: {text()}")
                 if time.time() > deadline:
-                    pytest.fail(f"fasa serve did not start in 60 s: {open(log.name).read()}")
+                    pytest.fail(f"fasa serve did not start in 60 s: {text()}")
                 time.sleep(0.1)
             yield f"http://127.0.0.1:{m.group(1)}"
         finally:

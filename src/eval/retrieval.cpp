@@ -47,11 +47,18 @@ std::vector<RetrievalTask> load_retrieval_tasks(const std::string& path, int per
   return tasks;
 }
 
+namespace {
+
+// A task's prompt without its trailing whitespace (the space an answer follows).
+std::string prompt_text(const RetrievalTask& t) { return t.prompt.substr(0, t.prompt.find_last_not_of(" \t\r\n") + 1); }
+
+}  // namespace
+
 std::vector<RetrievalTask> tasks_with_answers_of_at_least(const Model& m, std::vector<RetrievalTask> tasks, int min_tokens) {
   if (min_tokens < 1) throw Error("min_answer_tokens: must be at least 1, not " + std::to_string(min_tokens));
   if (min_tokens == 1) return tasks;
   std::erase_if(tasks, [&](const RetrievalTask& t) {
-    const std::string prompt = t.prompt.substr(0, t.prompt.find_last_not_of(" \t\r\n") + 1);  // answers follow a space
+    const std::string prompt = prompt_text(t);  // answers follow a space
     const size_t alone = m.tokenizer.encode(prompt, true).size();
     return m.tokenizer.encode(prompt + " " + t.answer, true).size() < alone + (size_t)min_tokens;
   });
@@ -75,7 +82,7 @@ bool contains_word(const std::string& text, const std::string& v) {
 std::vector<RetrievalTask> in_chat_format(const Model& m, std::vector<RetrievalTask> tasks) {
   const ChatStyle style = chat_style(m);
   for (RetrievalTask& t : tasks) {
-    t.prompt = render_chat(style, {{"user", t.prompt.substr(0, t.prompt.find_last_not_of(" \t\r\n") + 1)}});
+    t.prompt = render_chat(style, {{"user", prompt_text(t)}});
     t.chat = true;
   }
   return tasks;
