@@ -1,4 +1,4 @@
-// `fasa eval ppl|ca|retrieval|continuation`: quality of every policy against full attention, on the same windows
+// `fasa eval ppl|ca|retrieval|choice|continuation`: quality of every policy against full attention, on the same windows
 // and tasks, with the same options for every policy. Markdown on stdout; --json / --csv for scripts.
 #include <omp.h>
 
@@ -7,6 +7,7 @@
 #include "calib/auto_profile.h"
 #include "cli/commands.h"
 #include "cli/llama_flags.h"
+#include "eval/choice.h"
 #include "eval/continuation.h"
 #include "eval/decode_eval.h"
 #include "draw/plot.h"
@@ -32,6 +33,7 @@ struct EvalOptions {
   TaskGenOptions gen;
   bool generate = false;
   bool chat = false;  // retrieval: each prompt a user turn in the model's chat format
+  bool no_bos = false;  // retrieval, choice: no BOS before the prompts (as a harness sends token ids)
   std::string json, csv, plot, plot_metric, answers;
   int threads = 0;
   PolicyOptions policy;
@@ -69,6 +71,12 @@ void add_common(CLI::App* cmd, EvalOptions& o) {
   add_threads_option(cmd, o.threads);
   add_policy_options(cmd, o.policy, kOffload, &o.lists);
   add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags);
+}
+
+void add_no_bos_flag(CLI::App* cmd, EvalOptions& o) {
+  cmd->add_flag("--no-bos", o.no_bos,
+                "No BOS token before each prompt even where the model asks for one: as lm-evaluation-harness sends "
+                "token ids to a completions API (to compare with its scores)");
 }
 
 void add_text(CLI::App* cmd, EvalOptions& o) {
@@ -129,6 +137,16 @@ Command add_eval_command(CLI::App& app) {
                 "fasa chat renders it), and count the answer wherever it stands in the reply");
   ret->add_option("--limit", o->per_type, "At most this many tasks per type (0: all)")->capture_default_str()->needs(tasks_opt);
 
+  add_no_bos_flag(ret, *o);
+
+  CLI::App* choice = eval->add_subcommand(
+      "choice", "Multiple-choice items by log-likelihood, as lm-evaluation-harness scores them: accuracy");
+  add_common(choice, *o);
+  choice->add_option("--items", o->tasks_file, "Items (JSON lines: context, choices, gold)")->required();
+  choice->add_option("--budget", o->budgets, "Budgets, comma-separated")->delimiter(',')->capture_default_str();
+  choice->add_option("--answers", o->answers, "Also write every item's log-likelihoods and choice, per policy and budget (JSON lines)");
+  add_no_bos_flag(choice, *o);
+
   CLI::App* cont = eval->add_subcommand(
       "continuation", "Free generation: greedy continuations of text windows, the leading tokens each policy shares with full attention's");
   add_common(cont, *o);
@@ -141,10 +159,10 @@ Command add_eval_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cont->add_option("--budget", o->budgets, "Budgets, comma-separated")->delimiter(',')->capture_default_str();
 
-  auto run = [o, ppl, ca, ret, cont, gen_opt]() -> int {
+  auto run = [o, ppl, ca, ret, choice, cont, gen_opt]() -> int {
     if (o->threads > 0) omp_set_num_threads(o->threads);
     // Without --attn: full attention, and FASA beside it where a profile was given (it needs one).
-    const CLI::App* sub = ret->parsed() ? ret : ppl->parsed() ? ppl : cont->parsed() ? cont : ca;
+    const CLI::App* sub = ret->parsed() ? ret : ppl->parsed() ? ppl : cont->parsed() ? cont : choice->parsed() ? choice : ca;
     if (sub->count("--attn") == 0 && o->policy.profile.empty() && !o->policy.synthetic_profile) {
       o->attn = {"full"};
       std::fprintf(stderr, "note: full attention only; add --profile FILE (from fasa calibrate) or --profile auto for fasa, or --attn "
@@ -182,6 +200,7 @@ Command add_eval_command(CLI::App& app) {
         source += ", answers of " + std::to_string(o->min_answer_tokens) + "+ tokens (" + std::to_string(tasks.size()) +
                   " of " + std::to_string(all) + ")";
       }
+      for (RetrievalTask& t : tasks) t.bos = !o->no_bos;
       if (o->chat) {
         tasks = in_chat_format(*model, std::move(tasks));
         source += ", asked in the model's chat format";
@@ -190,6 +209,14 @@ Command add_eval_command(CLI::App& app) {
       auto records = eval_retrieval(*model, tasks, o->attn, o->budgets, o->policy, o->answers.empty() ? nullptr : &answers);
       if (!o->answers.empty()) write_retrieval_answers(answers, o->answers);
       return report(*o, source + ": " + std::to_string(tasks.size()) + " tasks, greedy", records, "accuracy");
+    }
+    if (choice->parsed()) {
+      const std::vector<ChoiceItem> items = load_choice_items(o->tasks_file);
+      std::vector<ChoiceAnswer> answers;
+      auto records = eval_choice(*model, items, o->attn, o->budgets, o->policy, !o->no_bos, o->answers.empty() ? nullptr : &answers);
+      if (!o->answers.empty()) write_choice_answers(answers, o->answers);
+      return report(*o, o->tasks_file + ": " + std::to_string(items.size()) + " items, every token decoded with the policy" +
+                            (o->no_bos ? ", no BOS" : ""), records, "accuracy");
     }
     if (cont->parsed()) {
       const ContinuationOptions& c = o->continuation;

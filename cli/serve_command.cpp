@@ -56,6 +56,9 @@ Command add_serve_command(CLI::App& app) {
   add_n_predict_option(cmd, s.limits.max_tokens, "max_tokens of a request that gives none", 1);
   cmd->add_option("--max-tokens-limit", s.limits.max_tokens_limit, "Largest max_tokens a request may ask for")
       ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  cmd->add_flag("--echo-policy", s.limits.echo_policy,
+                "An echoed prompt's log-probabilities from decode steps under the request's policy unless it says "
+                "\"echo_policy\": false (for harnesses such as lm-evaluation-harness that cannot send the field)");
   add_threads_option(cmd, s.threads, "Threads of the forward passes all slots share (default: all cores)");
   cmd->add_option("-b,--batch-size", s.batch_tokens,
                   "Tokens per forward pass: every generating slot's next token, then prompt chunks in the room left")

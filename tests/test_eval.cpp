@@ -12,6 +12,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "eval/choice.h"
 #include "eval/continuation.h"
 #include "eval/decode_eval.h"
 #include "eval/policy_runs.h"
@@ -562,6 +563,58 @@ std::vector<uint32_t> png_pixels(const std::string& path, int& w, int& h) {
 }
 
 // A head's chosen chunk is outlined: marking one cell changes the picture inside that one cell only.
+// `eval choice`: each choice's log-likelihood is that of its tokens after the context's, the context's
+// trailing space moved onto the choice (lm-evaluation-harness's split), equal to the dense prefill's
+// logits of the whole text; a budget covering every item is full attention, a small one is not.
+TEST(EvalChoice, LogLikelihoodsOfTheContinuationTokensAndTheBestChoice) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const std::string dir = test::temp_dir();
+  test::write_file(dir + "/items.jsonl",
+                   nlohmann::json{{"id", "light"}, {"context", kText + " And God said, Let there be "},
+                                  {"choices", {"darkness: and there was darkness", "light: and there was light"}}, {"gold", 1}}.dump() + "\n");
+  const std::vector<ChoiceItem> items = load_choice_items(dir + "/items.jsonl");
+  for (bool bos : {true, false}) {
+    std::vector<ChoiceAnswer> a;
+    PolicyOptions base;
+    base.dense_layers = {};
+    auto r = eval_choice(*m, items, {"full", "stream"}, {"1000", "6"}, base, bos, &a);
+    ASSERT_EQ(a.size(), 4u);  // full and stream, each at 1000 and 6
+    EXPECT_EQ(a[0].chosen, 1);
+    EXPECT_EQ(value(r, "full", "accuracy", "1000"), 1.0);
+    EXPECT_EQ(a[2].loglikelihoods, a[0].loglikelihoods);  // stream with room for every row is full
+    EXPECT_GT(std::abs(a[3].loglikelihoods[1] - a[0].loglikelihoods[1]), 1e-2);
+    // The reference: the whole text prefilled densely, the continuation's tokens scored at their positions.
+    const std::string context = kText + " And God said, Let there be";
+    for (int c = 0; c < 2; ++c) {
+      const bool b = bos && m->tokenizer.add_bos();
+      const std::vector<int32_t> ctx = m->tokenizer.encode(context, b);
+      std::vector<int32_t> whole = m->tokenizer.encode(context + " " + items[0].choices[c], b);
+      Session s(*m, session_options(PolicyOptions{}, (int64_t)whole.size()));
+      std::vector<float> logits;  // [whole.size(), n_vocab]
+      s.prefill(whole, &logits);
+      const int V = m->config.n_vocab;
+      double sum = 0;
+      for (size_t i = ctx.size(); i < whole.size(); ++i) {
+        const std::span<const float> l(&logits[(i - 1) * V], V);
+        double z = 0;
+        for (float x : l) z += std::exp((double)x - l[0]);
+        sum += (double)l[whole[i]] - l[0] - std::log(z);
+      }
+      EXPECT_NEAR(a[0].loglikelihoods[c], sum, 2e-3) << "bos " << bos << " choice " << c;
+    }
+  }
+  for (auto [text, expect] : {std::pair<std::string, std::string>{"{\"context\":\"x\",\"choices\":[\"a\"],\"gold\":0}", "line 1: 'choices'"},
+                              {"{\"context\":\"x\",\"choices\":[\"a\",\"b\"],\"gold\":2}", "line 1: 'gold'"},
+                              {"{\"choices\":[\"a\",\"b\"],\"gold\":0}", "line 1: missing string field 'context'"},
+                              {"[1]", "line 1: not a JSON object"},
+                              {"\n", "no items"}}) {
+    test::write_file(dir + "/bad.jsonl", text);
+    const std::string message = test::error_message([&] { load_choice_items(dir + "/bad.jsonl"); });
+    EXPECT_NE(message.find(dir + "/bad.jsonl"), std::string::npos) << message;
+    EXPECT_NE(message.find(expect), std::string::npos) << message;
+  }
+}
+
 TEST(EvalReports, HeatmapOutlinesTheChosenChunks) {
   Heatmap hm;
   hm.title = "mean CA";

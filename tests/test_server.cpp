@@ -146,6 +146,11 @@ TEST_F(ServerTest, CompletionAtTemperatureZeroEqualsTheApi) {
   const json ids = post_json(s, "/v1/completions",
                              {{"prompt", engine_->tokenize(kPrompt, true)}, {"max_tokens", 24}, {"temperature", 0}});
   EXPECT_EQ(ids["choices"][0]["text"], r["choices"][0]["text"]);
+  // ... and as a batch of one (lm-evaluation-harness's form); a batch of two is refused.
+  const json batch = post_json(s, "/v1/completions",
+                               {{"prompt", json::array({engine_->tokenize(kPrompt, true)})}, {"max_tokens", 24}, {"temperature", 0}});
+  EXPECT_EQ(batch["choices"][0]["text"], r["choices"][0]["text"]);
+  post_json(s, "/v1/completions", {{"prompt", json::array({json::array({1, 2}), json::array({1, 2})})}, {"max_tokens", 1}}, 400);
 }
 
 TEST_F(ServerTest, StreamingSendsTheSameTextAsOneReply) {
@@ -418,6 +423,19 @@ TEST_F(ServerTest, LlamaServerEndpointsSeedsAndTheMaxTokensCap) {
   EXPECT_EQ(post_json(s, "/detokenize", {{"tokens", ids["tokens"]}})["content"], kPrompt);
   post_json(s, "/detokenize", {{"tokens", {1 << 30}}}, 400);
   post_json(s, "/tokenize", {{"text", "x"}}, 400);
+  // vLLM's fields, which lm-evaluation-harness's remote tokenizer sends, and its /tokenizer_info.
+  const json vllm = post_json(s, "/tokenize", {{"prompt", kPrompt}, {"add_special_tokens", false}});
+  EXPECT_EQ(vllm["tokens"], ids["tokens"]);
+  EXPECT_EQ(vllm["count"], ids["tokens"].size());
+  EXPECT_EQ(post_json(s, "/tokenize", {{"prompt", kPrompt}})["tokens"].get<std::vector<int32_t>>(), engine_->tokenize(kPrompt, true));
+  EXPECT_EQ(post_json(s, "/detokenize", {{"tokens", ids["tokens"]}})["prompt"], kPrompt);
+  auto info = s.client().Get("/tokenizer_info");
+  ASSERT_TRUE(info);
+  const json tok = json::parse(info->body);
+  EXPECT_EQ(post_json(s, "/tokenize", {{"prompt", tok["eos_token"]}, {"add_special_tokens", false}})["tokens"],
+            json::array({engine_->model().tokenizer.eos()}));
+  EXPECT_EQ(post_json(s, "/tokenize", {{"prompt", tok["bos_token"]}, {"add_special_tokens", false}})["tokens"],
+            json::array({engine_->model().tokenizer.bos()}));
   auto props = s.client().Get("/props");
   ASSERT_TRUE(props);
   EXPECT_EQ(json::parse(props->body)["total_slots"], 2);
@@ -819,6 +837,17 @@ TEST_F(ServerTest, EchoScoredUnderTheRequestsPolicy) {
   }
   EXPECT_GT(largest_gap, 1e-2);  // the policy changed the scores
   post_json(s, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 1}, {"echo_policy", true}}, 400);
+
+  // fasa serve --echo-policy: the same without the field (a harness cannot send it), the dense
+  // prefill's where a request says "echo_policy": false; a request that echoes nothing is unaffected.
+  ServerOptions o = options();
+  o.limits.echo_policy = true;
+  TestServer harness(*engine_, o);
+  EXPECT_EQ(post_json(harness, "/v1/completions", body)["choices"][0]["logprobs"]["token_logprobs"], policy_lp);
+  json dense = body;
+  dense["echo_policy"] = false;
+  EXPECT_EQ(post_json(harness, "/v1/completions", dense)["choices"][0]["logprobs"]["token_logprobs"], dense_lp);
+  post_json(harness, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 1}}, 200);
 }
 
 TEST_F(ServerTest, ChatLogprobsAndTheDeveloperRole) {

@@ -8,6 +8,7 @@
 #include "calib/auto_profile.h"
 #include "eval/policy_runs.h"
 #include "eval/decode_eval.h"
+#include "eval/json_lines.h"
 #include "eval/shared_prefill.h"
 #include "model/chat_template.h"
 #include "model/sampler.h"
@@ -18,32 +19,18 @@
 namespace fasa {
 
 std::vector<RetrievalTask> load_retrieval_tasks(const std::string& path, int per_type) {
-  std::ifstream in(path);
-  if (!in) fail(path, "cannot open tasks");
   std::vector<RetrievalTask> tasks;
   std::map<std::string, int> count;
-  std::string line;
-  for (int ln = 1; std::getline(in, line); ++ln) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      fail(path, "line " + std::to_string(ln) + ": not valid JSON: " + e.what());
-    }
+  for_each_json_line(path, "tasks", [&](const nlohmann::json& j, int ln) {
     RetrievalTask t;
-    for (auto [key, field] : {std::pair<const char*, std::string*>{"type", &t.type}, {"prompt", &t.prompt},
-                              {"answer", &t.answer}}) {
-      if (!j.is_object() || !j.contains(key) || !j[key].is_string())
-        fail(path, "line " + std::to_string(ln) + ": missing string field '" + key + "'");
-      *field = j[key].get<std::string>();
-    }
-    t.id = !j.contains("id") ? std::to_string(ln) : j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump();
-    if (t.answer.empty()) fail(path, "line " + std::to_string(ln) + ": empty answer");
-    if (per_type > 0 && count[t.type]++ >= per_type) continue;
+    t.type = string_field(j, "type", path, ln);
+    t.prompt = string_field(j, "prompt", path, ln);
+    t.answer = string_field(j, "answer", path, ln);
+    t.id = line_id(j, ln);
+    if (t.answer.empty()) fail_line(path, ln, "empty answer");
+    if (per_type > 0 && count[t.type]++ >= per_type) return;
     tasks.push_back(std::move(t));
-  }
-  if (tasks.empty()) fail(path, "no tasks");
+  });
   return tasks;
 }
 
@@ -110,7 +97,7 @@ namespace {
 SharedPrefill prefill(const Model& m, const RetrievalTask& t) {
   const Tokenizer& tok = m.tokenizer;
   const int answer = (int)tok.encode(t.answer, false).size();
-  return prefill_for_policies(m, tok.encode(t.prompt, tok.add_bos(), t.chat), std::min<int>(96, answer + (t.chat ? 24 : 2)));
+  return prefill_for_policies(m, tok.encode(t.prompt, t.bos && tok.add_bos(), t.chat), std::min<int>(96, answer + (t.chat ? 24 : 2)));
 }
 
 // A greedy answer, and the KV bytes its decode steps read (attention and selection: ops/kv_traffic.h).
@@ -180,7 +167,7 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
       unnatural = true;
       continue;
     }
-    natural.push_back(m.tokenizer.encode(tasks[i].prompt, m.tokenizer.add_bos(), tasks[i].chat));
+    natural.push_back(m.tokenizer.encode(tasks[i].prompt, tasks[i].bos && m.tokenizer.add_bos(), tasks[i].chat));
     tokens += natural.back().size();
   }
   if (wanted && natural.empty() && unnatural)

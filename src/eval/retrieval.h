@@ -20,6 +20,7 @@ struct RetrievalTask {
   // The prompt is a user turn in the model's chat format (in_chat_format): an instruct model answers in
   // a sentence, so the answer counts wherever it stands in the reply, as a whole word.
   bool chat = false;
+  bool bos = true;  // a BOS before the prompt where the model asks for one (false: as a harness sends token ids)
 };
 
 // The tasks as an instruct model is asked: each prompt a user turn in the model's chat format (its

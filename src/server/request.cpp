@@ -92,14 +92,14 @@ std::vector<ChatMessage> get_messages(const json& body) {
   return out;
 }
 
-// OpenAI's `prompt`: a string, an array holding one string, or an array of token ids.
+// OpenAI's `prompt`: a string or an array of token ids, alone or as the one element of an array (a
+// batch of one, as lm-evaluation-harness sends). One prompt per request: a longer batch is refused.
 void get_prompt(const json& body, CompletionRequest& r) {
   const json* v = field(body, "prompt");
   if (!v) bad("prompt", "is required");
+  if (v->is_array() && v->size() == 1 && ((*v)[0].is_string() || (*v)[0].is_array())) v = &(*v)[0];
   if (v->is_string()) {
     r.prompt = v->get<std::string>();
-  } else if (v->is_array() && v->size() == 1 && (*v)[0].is_string()) {
-    r.prompt = (*v)[0].get<std::string>();
   } else if (v->is_array() && !v->empty() && (*v)[0].is_number_integer()) {
     for (const json& t : *v) {
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
@@ -107,7 +107,7 @@ void get_prompt(const json& body, CompletionRequest& r) {
       r.prompt_ids.push_back((int32_t)t.get<int64_t>());
     }
   } else {
-    bad("prompt", "must be a string, an array of one string, or an array of token ids");
+    bad("prompt", "must be a string or an array of token ids, alone or in an array of one (one prompt per request)");
   }
 }
 
@@ -141,7 +141,7 @@ void check_fields(const json& body, bool chat) {
 
 // llama-server's /completion body in OpenAI's terms: n_predict (-1: as many as allowed) is max_tokens,
 // temperature defaults to llama-server's 0.8; its fields that mean "off" are dropped, others refused.
-json openai_fields(json body, const RequestLimits& limits) {
+json openai_fields(json body, const RequestDefaults& limits) {
   if (field(body, "max_tokens")) bad("max_tokens", "is /v1/completions' field: /completion takes 'n_predict'");
   for (const char* openai_only : {"echo", "echo_policy", "logprobs", "n", "stream_options"})
     if (field(body, openai_only)) bad(openai_only, "is /v1/completions' field, not /completion's");
@@ -156,7 +156,7 @@ json openai_fields(json body, const RequestLimits& limits) {
 
 }  // namespace
 
-CompletionRequest parse_completion_request(std::string_view text, Endpoint endpoint, const RequestLimits& limits,
+CompletionRequest parse_completion_request(std::string_view text, Endpoint endpoint, const RequestDefaults& limits,
                                            const PolicyOptions& defaults) {
   json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) throw BadRequest("the request body is not valid JSON");
@@ -197,8 +197,10 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
   } else if (field(body, "top_logprobs")) {
     bad("top_logprobs", "needs 'logprobs': true");
   }
-  r.echo_policy = get_bool(body, "echo_policy", false);
-  if (r.echo_policy && !(r.echo && g.logprobs >= 0)) bad("echo_policy", "needs 'echo': true and 'logprobs'");
+  // echo_policy scores an echoed prompt; the server's default applies only to requests that echo one.
+  const bool echo_scored = r.echo && g.logprobs >= 0;
+  r.echo_policy = get_bool(body, "echo_policy", limits.echo_policy && echo_scored);
+  if (r.echo_policy && !echo_scored) bad("echo_policy", "needs 'echo': true and 'logprobs'");
   // OpenAI's defaults: temperature 1, no top-p cut; top_k is an extension (0: off).
   g.sampling.temperature = (float)get_number(body, "temperature", 1.0, 0.0, 100.0);
   g.sampling.top_p = (float)get_number(body, "top_p", 1.0, 1e-6, 1.0);

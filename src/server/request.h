@@ -19,9 +19,11 @@ class BadRequest : public std::runtime_error {
   std::string param;  // the request field at fault (OpenAI's error "param"), or empty
 };
 
-struct RequestLimits {
+// What a request gets where it says nothing, and the most it may ask for.
+struct RequestDefaults {
   int max_tokens = 256;         // default when a request gives none
   int max_tokens_limit = 4096;  // largest max_tokens a request may ask for
+  bool echo_policy = false;     // echo_policy's default (fasa serve --echo-policy: for harnesses that cannot send it)
 };
 
 // Which API a request came in by: it decides the reply's shape.
@@ -44,7 +46,7 @@ struct CompletionRequest {
 
 // `defaults`: the server's policy. Throws BadRequest, also for an OpenAI field the server does not
 // honour (tools, response_format, penalties...) unless it holds the value that means "off".
-CompletionRequest parse_completion_request(std::string_view body, Endpoint endpoint, const RequestLimits& limits,
+CompletionRequest parse_completion_request(std::string_view body, Endpoint endpoint, const RequestDefaults& limits,
                                            const PolicyOptions& defaults);
 
 }  // namespace fasa

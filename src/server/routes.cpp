@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "model/model.h"
 #include "server/chat_page.h"
 #include "sparse/policy.h"
 
@@ -60,14 +61,19 @@ void Server::Impl::routes() {
   get("/slots", guarded([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump(slots_json()), "application/json");
   }));
-  // llama-server's own: text to token ids and back, and the server's settings.
+  // Text to token ids and back, in llama-server's fields ("content", "add_special") and vLLM's ("prompt",
+  // "add_special_tokens"; lm-evaluation-harness's remote tokenizer), and the server's settings.
   post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     try {
       const json body = json::parse(req.body);
-      const json content = body.value("content", json());
-      if (!content.is_string()) return send_error(res, 400, "'content' must be a string");
-      const bool bos = body.value("add_special", false), special = body.value("parse_special", true);
-      res.set_content(dump({{"tokens", engine.tokenize(content.get<std::string>(), bos, special)}}), "application/json");
+      const bool vllm = body.contains("prompt");
+      const json text = body.value(vllm ? "prompt" : "content", json());
+      if (!text.is_string()) return send_error(res, 400, "'content' (or 'prompt') must be a string");
+      const bool bos = vllm ? body.value("add_special_tokens", true) : body.value("add_special", false);
+      const std::vector<int32_t> ids = engine.tokenize(text.get<std::string>(), bos, body.value("parse_special", true));
+      json reply = {{"tokens", ids}};
+      if (vllm) reply.update({{"count", ids.size()}, {"max_model_len", slot_ctx}});
+      res.set_content(dump(reply), "application/json");
     } catch (const json::exception& e) {
       send_error(res, 400, std::string("the request body is not the JSON expected: ") + e.what());
     }
@@ -77,11 +83,19 @@ void Server::Impl::routes() {
       const std::vector<int32_t> ids = json::parse(req.body).at("tokens").get<std::vector<int32_t>>();
       for (int32_t t : ids)
         if (t < 0 || t >= engine.info().n_vocab) return send_error(res, 400, "token id " + std::to_string(t) + " is outside the vocabulary");
-      res.set_content(dump({{"content", engine.detokenize(ids)}}), "application/json");
+      const std::string text = engine.detokenize(ids);
+      res.set_content(dump({{"content", text}, {"prompt", text}}), "application/json");
     } catch (const json::exception& e) {
       send_error(res, 400, std::string("'tokens' must be a list of token ids: ") + e.what());
     }
   });
+  get("/tokenizer_info", guarded([this](const httplib::Request&, httplib::Response& res) {  // vLLM's
+    const Tokenizer& tok = engine.model().tokenizer;
+    const auto text_of = [&](int id) { return id >= 0 ? json(tok.piece(id)) : json(); };  // "</s>": /tokenize reads it back
+    res.set_content(dump({{"tokenizer_class", "fasa"}, {"bos_token", text_of(tok.bos())}, {"eos_token", text_of(tok.eos())},
+                          {"pad_token", json()}, {"add_bos_token", tok.add_bos()}, {"model_max_length", slot_ctx}}),
+                    "application/json");
+  }));
   if (opts.web_ui)  // the page itself asks for nothing secret; what it fetches needs the key where one is set
     get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
   get("/props", guarded([this](const httplib::Request&, httplib::Response& res) {

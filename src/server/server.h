@@ -26,7 +26,7 @@ struct ServerOptions {
   int ubatch_tokens = 0;       // one slot's prompt tokens per pass (llama.cpp's -ub); 0: batch_tokens
   int max_pause_ms = 500;      // while slots stream, a pass takes the prompt tokens that fit this long; 0: no limit
   size_t max_body_bytes = 1 << 20;
-  RequestLimits limits;
+  RequestDefaults limits;
   PolicyOptions policy;        // the default policy; requests may change attn, budget, fcs, fc_sharing, fc_rank
   std::string model_name;      // reported by /v1/models and in responses
   std::string api_key;         // non-empty: requests but GET /health need "Authorization: Bearer <key>"
