@@ -411,7 +411,7 @@ TEST_F(ServerTest, SlotsAndMetricsShowTheBatch) {
 
 // llama-server's habits: /tokenize, /detokenize and /props; a JSON body sent as a form; unseeded (or
 // seed -1) sampling differs from request to request while a seed repeats; max_tokens above the cap is
-// clamped to it.
+// clamped to it, and to the room the context has.
 TEST_F(ServerTest, LlamaServerEndpointsSeedsAndTheMaxTokensCap) {
   ServerOptions o = options();
   o.limits.max_tokens_limit = 5;
@@ -460,6 +460,14 @@ TEST_F(ServerTest, LlamaServerEndpointsSeedsAndTheMaxTokensCap) {
   for (int i = 0; i < 4; ++i) unseeded.insert(sample(nullptr)), random.insert(sample(-1));
   EXPECT_GT(unseeded.size(), 1u);
   EXPECT_GT(random.size(), 1u);
+
+  // max_tokens beyond what the context has room for: the reply stops where the context ends, "length".
+  ServerOptions small = options(1);
+  small.n_ctx = 48;
+  TestServer tight(*engine_, small);
+  const json full = post_json(tight, "/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 4000}, {"ignore_eos", true}});
+  EXPECT_EQ(full["usage"]["completion_tokens"].get<int64_t>(), 48 - (int64_t)engine_->tokenize(kPrompt, true).size());
+  EXPECT_EQ(full["choices"][0]["finish_reason"], "length");
 }
 
 // llama-server's /completion: n_predict, its reply's fields, a stream of {"content", "stop"} events.
