@@ -122,8 +122,8 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts, Setting
               name_of(o.fc_sharing));
   add_setting(cmd, "--dense-layers", t, "dense_layers", "Layers kept dense, comma-separated; \"\" for none",
               layer_list_str(o.dense_layers));
-  add_setting(cmd, "--sink", t, "sink", "FASA: first tokens always attended, inside the budget (stream: its sink count, default 8)");
-  add_setting(cmd, "--recent", t, "recent", "FASA: most recent tokens always attended, inside the budget");
+  add_setting(cmd, "--sink", t, "sink", "FASA: first tokens always attended, inside the budget (default 1; with --recent at most half the budget; stream: its sink count, default 8)");
+  add_setting(cmd, "--recent", t, "recent", "FASA: most recent tokens always attended, inside the budget (default 15; --sink 0 --recent 0: the paper's FASA)");
   add_setting(cmd, "--tip-mass", t, "tip_mass",
               "FASA: adaptive budget (Twilight's top-p): of the budget's top rows keep the fewest whose softmax "
               "weights on TIP's scores sum to this share, e.g. 0.95 (default 0: the whole budget)");

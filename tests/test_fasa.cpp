@@ -15,6 +15,7 @@
 #include "model/session.h"
 #include "ops/elementwise.h"
 #include "sparse/doublesparse.h"
+#include "sparse/baselines.h"
 #include "sparse/fasa.h"
 #include "test_util.h"
 #include "fasa/error.h"
@@ -489,20 +490,25 @@ TEST(FasaDecoding, GoldenPromptsWithHugeBudgetMatchFullAttention) {
 }
 
 // The policy's choice equals top-N of S_j = sum over the head's chunks of q.k on those dims,
-// computed here from model-order keys.
+// computed here from model-order keys, beside the forced rows: 2 sink and 3 recent in a budget of 20;
+// asked for 4 and 16 in a budget of 12, at most half of it: 4 and 2, TIP choosing the other 6.
 TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   const Profile prof = load_profile(bundled_profile());
   const FcLayout fcs(m->config);
   const int D = m->config.head_dim, T = 300;
+  struct Forced {
+    int budget, sink, recent, kept_sink, kept_recent;
+  };
   for (auto [sh, rank] : {std::pair{FcSharing::Group, FcRank::Agreement}, std::pair{FcSharing::Head, FcRank::Agreement},
-                           std::pair{FcSharing::Group, FcRank::Magnitude}}) {
+                           std::pair{FcSharing::Group, FcRank::Magnitude}})
+  for (Forced f : {Forced{20, 2, 3, 2, 3}, Forced{12, 4, 16, 4, 2}}) {
     FasaOptions o;
-    o.budget = {20, false};
+    o.budget = Budget::count(f.budget);
     o.sharing = sh;
     o.rank = rank;
-    o.sink = 2;
-    o.recent = 3;
+    o.sink = f.sink;
+    o.recent = f.recent;
     FasaPolicy policy(prof, m->config, o);
     const int layer = 3, head = 1, kvh = head / 2;
     const KeyLayout layout = policy.key_layout(layer, kvh);
@@ -524,18 +530,39 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     // Reference.
     const auto chunks = prof.dominant_fcs(layer, head, prof.n_tip, sh, rank);
     std::vector<std::pair<float, int>> s;
-    for (int j = 2; j < T - 3; ++j) {
+    for (int j = f.kept_sink; j < T - f.kept_recent; ++j) {
       float v = 0;
       for (int f : chunks)
         for (int d : fcs.dims(f)) v += q[d] * keys[j * D + d];
       s.push_back({-v, j});
     }
     std::sort(s.begin(), s.end());
-    std::set<int32_t> want = {0, 1, T - 3, T - 2, T - 1};
-    for (int i = 0; i < 15; ++i) want.insert(s[i].second);
-    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << name_of(sh) << " " << name_of(rank);
-    EXPECT_EQ(rows.size(), 20u);
+    std::set<int32_t> want;
+    for (int j = 0; j < f.kept_sink; ++j) want.insert(j);
+    for (int j = T - f.kept_recent; j < T; ++j) want.insert(j);
+    for (int i = 0; i < f.budget - f.kept_sink - f.kept_recent; ++i) want.insert(s[i].second);
+    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << name_of(sh) << " " << name_of(rank) << " budget " << f.budget;
+    EXPECT_EQ(rows.size(), (size_t)f.budget);
   }
+}
+
+// fasa's defaults force the first token and the last 15 in (the summary says so); --sink 0 --recent 0
+// is the paper's FASA, and stream keeps its 8 sinks.
+TEST(FasaDecoding, DefaultsForceTheFirstTokenAndTheLast15) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  const Profile prof = load_profile(bundled_profile());
+  PolicyOptions o;
+  o.attn = "fasa";
+  o.budget = Budget::count(64);
+  const auto defaults = make_fasa_policy_from(prof, o, *m);
+  EXPECT_EQ(defaults->device_selection(m->config.n_layer)->sink, 1);
+  EXPECT_EQ(defaults->device_selection(m->config.n_layer)->recent, 15);
+  EXPECT_NE(defaults->summary().find("the first 1 and last 15 tokens kept"), std::string::npos) << defaults->summary();
+  o.sink = o.recent = 0;
+  const auto paper = make_fasa_policy_from(prof, o, *m);
+  EXPECT_EQ(paper->device_selection(m->config.n_layer)->sink, 0);
+  EXPECT_EQ(paper->summary().find("tokens kept"), std::string::npos);
+  EXPECT_EQ(stream_sink(PolicyOptions{}), 8);
 }
 
 // The adaptive budget (tip_mass, Twilight's top-p): the fewest of the budget's top TIP rows whose softmax

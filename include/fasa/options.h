@@ -73,8 +73,8 @@ struct PolicyOptions {
   FcAlloc fc_alloc = FcAlloc::Uniform;
   FcRank fc_rank = FcRank::Auto;
   std::vector<int> dense_layers = {0};  // model layers kept dense
-  int sink = 0;
-  int recent = 0;
+  int sink = -1;    // first tokens always attended, inside the budget; -1: the policy's default (fasa 1, stream 8)
+  int recent = -1;  // FASA: last tokens always attended, inside the budget; -1: its default (15)
   double tip_mass = 0;             // FASA: adaptive budget, the fewest top rows holding this softmax mass of TIP's scores; 0 = off
   uint64_t seed = 1;               // random policy
   int sparq_r = 0;                 // SparQ query dims; 0 = head_dim / 4

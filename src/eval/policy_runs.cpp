@@ -7,6 +7,7 @@
 #include "fasa/error.h"
 #include "sparse/baselines.h"
 #include "sparse/doublesparse.h"
+#include "sparse/fasa.h"
 
 namespace fasa {
 
@@ -61,7 +62,8 @@ std::string policy_variant(const PolicyOptions& o, const Model& m) {
   if (policy == "fasa") {
     if (o.fc_alloc != FcAlloc::Uniform) v = "alloc=" + std::string(name_of(o.fc_alloc)) + " " + v;
     if (o.fc_rank != FcRank::Auto) v = "rank=" + std::string(name_of(o.fc_rank)) + " " + v;
-    if (o.sink || o.recent) v += " sink=" + std::to_string(o.sink) + " recent=" + std::to_string(o.recent);
+    if (fasa_sink(o) != FasaOptions::kDefaultSink || fasa_recent(o) != FasaOptions::kDefaultRecent)
+      v += " sink=" + std::to_string(fasa_sink(o)) + " recent=" + std::to_string(fasa_recent(o));
     if (o.tip_mass > 0) {
       char mass[32];
       std::snprintf(mass, sizeof mass, " mass=%g", o.tip_mass);

@@ -24,12 +24,23 @@ struct DeviceSelection {
   std::vector<KeyLayout> layouts;        // [n_layer * n_head_kv] the K_dom plane: model dims perm[0..n_dom)
   std::vector<std::vector<int>> scored;  // [n_layer * n_head] the plane's slots each query head scores on
   Budget budget;
-  int sink = 0, recent = 0;  // FASA's
+  int sink = 0, recent = 0;  // FASA's (forced_rows)
   int page = 16;             // Quest's page of positions
   // FASA-M: the sparse layers' K and V in host memory, the device reading only the chosen rows from
   // there; the K_dom planes and the dense layers stay in the device's memory. (Set by the session.)
   bool host_kv = false;
 };
+
+// FASA's forced rows at a step whose budget is `budget` rows (below the cache's): the first `sink` and
+// the last `recent` tokens, together at most half the budget, so that TIP always chooses at least half
+// (a small budget is not all sink and window). The device's shaders apply the same rule (step.glsl).
+struct ForcedRows {
+  int64_t sink, recent;
+};
+inline ForcedRows forced_rows(int64_t sink, int64_t recent, int64_t budget) {
+  const int64_t half = budget / 2, s = std::min(sink, half);
+  return {s, std::min(recent, half - s)};
+}
 
 // What a policy sees for one (layer, query head) at one decode step.
 struct AttentionQuery {

@@ -96,6 +96,9 @@ std::string FasaPolicy::summary() const {
         chunks.append(" (").append(std::to_string(by[(int)r])).append(by[(int)r] == 1 ? " layer)" : " layers)");
     }
   if (rank_ == FcRank::Auto && !settings_.empty()) chunks += profile_chose_ ? " (the profile's choice)" : " (the profile has no choice: agreement)";
+  if (sink_ > 0 || recent_ > 0)  // forced rows: what differs from the paper's FASA
+    chunks.append(", the first ").append(std::to_string(sink_)).append(" and last ").append(std::to_string(recent_))
+        .append(" tokens kept (at most half the budget)");
   return SparsePolicy::summary() + buf + chunks;
 }
 
@@ -125,9 +128,9 @@ std::optional<DeviceSelection> FasaPolicy::device_selection(int n_layer) const {
 void FasaPolicy::pick(const AttentionQuery* queries, int n_q, const KvHeadView& kv, int64_t budget,
                       std::vector<int32_t>* rows) {
   const int64_t n = kv.n_tokens;
-  // Forced rows count inside the budget: sink first, then recent; TIP fills the rest from between.
-  const int64_t sink = std::min<int64_t>(sink_, budget);
-  const int64_t recent = std::min<int64_t>(recent_, budget - sink);
+  // Forced rows count inside the budget, at most half of it: sink first, then recent; TIP fills the
+  // rest from between.
+  const auto [sink, recent] = forced_rows(sink_, recent_, budget);
   for (int i = 0; i < n_q; ++i) {
     for (int64_t r = 0; r < sink; ++r) rows[i].push_back((int32_t)r);
     for (int64_t r = n - recent; r < n; ++r) rows[i].push_back((int32_t)r);
@@ -177,6 +180,9 @@ void tip_top_rows(const float* q_dom, int n_q, const KvHeadView& kv, int64_t lo,
   }
 }
 
+int fasa_sink(const PolicyOptions& o) { return o.sink >= 0 ? o.sink : FasaOptions::kDefaultSink; }
+int fasa_recent(const PolicyOptions& o) { return o.recent >= 0 ? o.recent : FasaOptions::kDefaultRecent; }
+
 std::unique_ptr<FasaPolicy> make_fasa_policy_from(const Profile& p, const PolicyOptions& o, const Model& model) {
   FasaOptions f;
   f.budget = o.budget;
@@ -185,8 +191,8 @@ std::unique_ptr<FasaPolicy> make_fasa_policy_from(const Profile& p, const Policy
   f.rank = o.fc_rank;
   f.adaptive = o.fc_alloc == FcAlloc::Adaptive;
   f.dense_layers = o.dense_layers;
-  f.sink = o.sink;
-  f.recent = o.recent;
+  f.sink = fasa_sink(o);
+  f.recent = fasa_recent(o);
   f.mass = o.tip_mass;
   return std::make_unique<FasaPolicy>(p, model.config, f);
 }

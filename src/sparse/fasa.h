@@ -19,8 +19,11 @@ struct FasaOptions {
   bool adaptive = false;                // chunks per head by concentration (adaptive_chunk_counts), n_tip on average
                                         // (with Auto: each layer's chosen ranking, not its chosen count)
   std::vector<int> dense_layers = {0};  // layers that keep full attention
-  int sink = 0;                         // first tokens always kept (inside the budget)
-  int recent = 0;                       // last tokens always kept (inside the budget)
+  int sink = 0;    // first tokens always kept, inside the budget (forced_rows: at most half of it); 0 here, as the paper
+  int recent = 0;  // last tokens always kept, inside the budget; 0 here, as the paper
+  // fasa's defaults where PolicyOptions leaves them (-1): the first token, where attention sinks, and the
+  // last 15 rows. On SmolLM2-135M they halve KL at 256 of 4096 tokens (docs/RESULTS.md).
+  static constexpr int kDefaultSink = 1, kDefaultRecent = 15;
   double mass = 0;                      // > 0: adaptive budget, TIP's top rows up to this softmax mass (tip_top_rows)
 };
 
@@ -73,5 +76,8 @@ Profile policy_profile(const PolicyOptions& opts, const Model& model, const Auto
 
 // FASA with `profile` and the rest of `opts` (budget, chunks, sharing, dense layers, sink, recent).
 std::unique_ptr<FasaPolicy> make_fasa_policy_from(const Profile& profile, const PolicyOptions& opts, const Model& model);
+// The forced rows FASA runs with under `o`: its settings, or FasaOptions' defaults where they are -1.
+int fasa_sink(const PolicyOptions& o);
+int fasa_recent(const PolicyOptions& o);
 
 }  // namespace fasa

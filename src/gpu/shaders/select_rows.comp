@@ -1,6 +1,7 @@
 #version 450
 // FASA's rows for one query head: every row while the budget covers the cache (pos + 1 rows);
-// else the sink rows, the recent rows, and TIP's top (budget - sink - recent) of the rows between,
+// else the sink rows, the recent rows (forced_rows: at most half the budget), and TIP's top
+// (budget - sink - recent) of the rows between,
 // found by a radix select on the scores (radix_select.glsl), these in row order. One workgroup
 // per query head. Bindings: 0 scores ([heads, n_ctx]), 1 step, 2 rows ([heads, n_ctx]), 3 counts ([heads]).
 #extension GL_GOOGLE_include_directive : require
@@ -26,7 +27,8 @@ void main() {
     if (tid == 0u) counts[h] = n;
     return;
   }
-  const uint sink = min(p.sink, budget), recent = min(p.recent, budget - sink);
+  const uvec2 forced = forced_rows(p.sink, p.recent, budget);
+  const uint sink = forced.x, recent = forced.y;
   const uint lo = sink, hi = n - recent, want = min(budget - sink - recent, hi - lo);
   for (uint t = tid; t < sink; t += 64u) rows[base + t] = t;
   for (uint t = tid; t < recent; t += 64u) rows[base + sink + t] = hi + t;

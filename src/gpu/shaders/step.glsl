@@ -15,3 +15,10 @@ layout(std430, binding = 1) readonly buffer Step {
   float step_cos_sin[];
 };
 #define STEP step_tokens[gl_WorkGroupID.y]
+
+// FASA's forced rows at a step with `budget` rows: sink and recent, together at most half the budget
+// (forced_rows in select/attention_policy.h, the CPU's).
+uvec2 forced_rows(uint sink, uint recent, uint budget) {
+  const uint half_budget = budget / 2u, s = min(sink, half_budget);
+  return uvec2(s, min(recent, half_budget - s));
+}

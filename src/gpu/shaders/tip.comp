@@ -1,6 +1,6 @@
 #version 450
 // TIP: each query head's partial scores on its dominant chunks, S_t = q_dom . k_dom_t, for the rows
-// sink..pos-recent of its KV head's K_dom plane. q_dom[j] = q[dims[g][j]] where the head scores on
+// sink..pos-recent of its KV head's K_dom plane (forced_rows at the step's budget). q_dom[j] = q[dims[g][j]] where the head scores on
 // slot j (mask[h][j] = 1), else 0. `split` workgroups per head share its rows. Bindings: 0 q, 1 step,
 // 2 plane ([heads_kv, n_ctx, n_dom] F16), 3 dims ([heads_kv, n_dom]), 4 mask ([heads, n_dom]),
 // 5 scores ([heads, n_ctx]).
@@ -27,7 +27,9 @@ void main() {
     q_dom[j] = d < 0 ? 0.0 : mask[h * nd + j] * q[h * p.head_dim + uint(d)];
   }
   barrier();
-  const uint n = uint(STEP.pos) + 1u, lo = min(p.sink, n), hi = max(lo, n - min(p.recent, n));
+  // (where the budget covers the cache, select_rows takes every row and these scores go unread)
+  const uvec2 forced = forced_rows(p.sink, p.recent, uint(STEP.budget));
+  const uint n = uint(STEP.pos) + 1u, lo = min(forced.x, n), hi = max(lo, n - min(forced.y, n));
   for (uint t = lo + part * 64u + tid; t < hi; t += p.split * 64u) {
     float s = 0.0;
     const uint row = (g * p.n_ctx + t) * nd;
