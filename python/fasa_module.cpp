@@ -28,9 +28,11 @@ namespace {
 std::string setting_text(const py::handle& v) {
   if (py::isinstance<py::bool_>(v)) return v.cast<bool>() ? "true" : "false";
   if (py::isinstance<py::str>(v)) return v.cast<std::string>();
-  // ints and floats, NumPy's too (numpy.int64 has __index__; repr(numpy.float64) is not a number)
+  // ints and floats, NumPy's too (numpy.int64 has __index__; repr(numpy.float64) is not a number, and
+  // NumPy 2's float64 is a float: its value goes through a plain Python float)
   if (PyIndex_Check(v.ptr())) return py::str(py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()))).cast<std::string>();
-  if (PyFloat_Check(v.ptr()) || py::hasattr(v, "__float__")) return py::repr(py::float_(py::reinterpret_borrow<py::object>(v))).cast<std::string>();
+  if (PyFloat_Check(v.ptr()) || py::hasattr(v, "__float__"))
+    return py::repr(py::float_(py::reinterpret_borrow<py::object>(v).cast<double>())).cast<std::string>();
   if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
     std::string s;
     for (const py::handle& item : v) {

@@ -94,8 +94,11 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
       // layer 0 stays dense; each head of the sparse layer reads its own selected rows
       dense_rows += (double)HKV * rows * (key + value) + (double)H * budget * (key + value);
       fasa_rows += (double)HKV * rows * (key + value) + (double)H * budget * (split_key + value);
-      tip += (double)HKV * rows * kv_row_bytes(type, nd);          // the K_dom plane, once per group
-      tip8 += (double)HKV * rows * kv_row_bytes(DType::Q8_0, nd);  // its int8 copy
+      // the K_dom plane, once per group, but for the forced rows (fasa's defaults: the first token and
+      // the last 7, at most half the budget of 16)
+      const int scanned = rows - 1 - std::min(15, budget / 2 - 1);
+      tip += (double)HKV * scanned * kv_row_bytes(type, nd);
+      tip8 += (double)HKV * scanned * kv_row_bytes(DType::Q8_0, nd);  // its int8 copy
       head_scans += (double)H * rows * key;  // every whole key, scanned by each query head for itself
     }
     EXPECT_DOUBLE_EQ(counted("full", FcSharing::Group), full / n_gen);

@@ -87,7 +87,12 @@ struct BruteForce {
       const ChunkSetting chosen = profile.setting(q.layer, FcRank::Auto, 0);
       for (int f : profile.dominant_fcs(q.layer, q.q_head, chosen.n_fc, FcSharing::Group, chosen.rank))
         for (int d : fcs.dims(f)) dims.push_back(d);
-      return top([&](int64_t j) { return dot(j, dims); }, 0, n, kBudget);
+      // fasa's defaults: the first token and the last 15, together at most half the budget; TIP the rest
+      const int64_t sink = 1, recent = std::min<int64_t>(15, kBudget / 2 - sink);
+      std::set<int32_t> s = top([&](int64_t j) { return dot(j, dims); }, sink, n - recent, kBudget - sink - recent);
+      s.insert(0);
+      for (int64_t j = n - recent; j < n; ++j) s.insert((int32_t)j);
+      return s;
     }
     if (policy == "doublesparse") {  // the KV head's 2 n_tip channels of largest summed statistic score every key
       const int group = c.n_head / c.n_head_kv;
