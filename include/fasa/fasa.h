@@ -54,6 +54,8 @@ struct ModelInfo {
   size_t packed_weight_bytes = 0;  // of that, the copy packed for this CPU (its rows' file pages dropped)
   size_t vocab_bytes = 0;          // the tokenizer's tables in memory (counted once, at load)
   std::string device = "CPU";  // where the forward pass runs: "CPU", or the GPU and what it holds
+  std::string bos_token, eos_token;  // their vocabulary pieces ("<s>", "<|im_end|>"; tokenize reads them back), empty where none
+  bool add_bos = false;              // whether tokenize adds a BOS when asked to (the model wants one)
 };
 
 struct EngineOptions {

@@ -31,10 +31,12 @@ Engine::Engine(const std::string& model_path, const EngineOptions& opts)
       auto_profiles_(std::make_unique<AutoProfileStore>(*model_)) {
   const ModelConfig& c = model_->config;
   device_ = gpu::load_device_model(*model_, opts.gpu_layers, opts.device);
+  const Tokenizer& tok = model_->tokenizer;
+  auto piece = [&](int id) { return id >= 0 ? tok.piece(id) : std::string(); };
   info_ = {model_->path, model_->format, c.arch, model_->n_params(), c.n_ctx_train, c.n_vocab,
            chat_format_name(chat_style(*model_).format), model_->weight_bytes(),
-           model_->held_weight_bytes(), model_->packed_weight_bytes(), model_->tokenizer.memory_bytes(),
-           device_ ? device_->describe() : "CPU"};
+           model_->held_weight_bytes(), model_->packed_weight_bytes(), tok.memory_bytes(),
+           device_ ? device_->describe() : "CPU", piece(tok.bos()), piece(tok.eos()), tok.add_bos()};
 }
 
 Engine::~Engine() = default;

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "model/model.h"
 #include "server/chat_page.h"
 #include "sparse/policy.h"
 
@@ -90,10 +89,10 @@ void Server::Impl::routes() {
     }
   });
   get("/tokenizer_info", guarded([this](const httplib::Request&, httplib::Response& res) {  // vLLM's
-    const Tokenizer& tok = engine.model().tokenizer;
-    const auto text_of = [&](int id) { return id >= 0 ? json(tok.piece(id)) : json(); };  // "</s>": /tokenize reads it back
-    res.set_content(dump({{"tokenizer_class", "fasa"}, {"bos_token", text_of(tok.bos())}, {"eos_token", text_of(tok.eos())},
-                          {"pad_token", json()}, {"add_bos_token", tok.add_bos()}, {"model_max_length", slot_ctx}}),
+    const ModelInfo& m = engine.info();
+    const auto text_of = [](const std::string& piece) { return piece.empty() ? json() : json(piece); };
+    res.set_content(dump({{"tokenizer_class", "fasa"}, {"bos_token", text_of(m.bos_token)}, {"eos_token", text_of(m.eos_token)},
+                          {"pad_token", json()}, {"add_bos_token", m.add_bos}, {"model_max_length", slot_ctx}}),
                     "application/json");
   }));
   if (opts.web_ui)  // the page itself asks for nothing secret; what it fetches needs the key where one is set
