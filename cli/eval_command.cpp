@@ -170,6 +170,8 @@ Command add_eval_command(CLI::App& app) {
     }
     for (const std::string& out : {o->json, o->csv, o->plot, o->answers})  // before the work, not after it
       if (!out.empty()) check_writable(out);
+    std::vector<ChoiceItem> items;  // a malformed file is reported before the model loads
+    if (choice->parsed()) items = load_choice_items(o->tasks_file);
     auto model = load_model(o->model);
     o->attn = cross_settings(o->attn, o->lists);
     AutoProfileStore autos(*model);  // the model's cached automatic profile, if any
@@ -211,7 +213,6 @@ Command add_eval_command(CLI::App& app) {
       return report(*o, source + ": " + std::to_string(tasks.size()) + " tasks, greedy", records, "accuracy");
     }
     if (choice->parsed()) {
-      const std::vector<ChoiceItem> items = load_choice_items(o->tasks_file);
       std::vector<ChoiceAnswer> answers;
       auto records = eval_choice(*model, items, o->attn, o->budgets, o->policy, !o->no_bos, o->answers.empty() ? nullptr : &answers);
       if (!o->answers.empty()) write_choice_answers(answers, o->answers);

@@ -8,8 +8,9 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update
 # shellcheck disable=SC2046
 $SUDO apt-get install -y --no-install-recommends $(cat "$(dirname "$0")/debian-packages.txt")
-# The test suite's Python packages from PyPI (python/requirements-test.txt: the openai client, Selenium), in the
-# project's venv .venv/ (Debian's python3, whose NumPy and pytest it sees; never system-wide). ctest runs
+# The test suite's Python packages from PyPI (python/requirements-test.txt: the openai client, Selenium,
+# lm-evaluation-harness, pinned with NumPy and pandas), in the project's venv .venv/ (Debian's python3,
+# whose pytest it sees; never system-wide). ctest runs
 # pytest from there; where PyPI is out of reach those tests skip with a message.
 root="$(cd "$(dirname "$0")/.." && pwd)"
 /usr/bin/python3 -m venv --system-site-packages "$root/.venv"

@@ -562,7 +562,6 @@ std::vector<uint32_t> png_pixels(const std::string& path, int& w, int& h) {
   return px;
 }
 
-// A head's chosen chunk is outlined: marking one cell changes the picture inside that one cell only.
 // `eval choice`: each choice's log-likelihood is that of its tokens after the context's, the context's
 // trailing space moved onto the choice (lm-evaluation-harness's split), equal to the dense prefill's
 // logits of the whole text; a budget covering every item is full attention, a small one is not.
@@ -613,8 +612,13 @@ TEST(EvalChoice, LogLikelihoodsOfTheContinuationTokensAndTheBestChoice) {
     EXPECT_NE(message.find(dir + "/bad.jsonl"), std::string::npos) << message;
     EXPECT_NE(message.find(expect), std::string::npos) << message;
   }
+  // A context of whitespace alone has no tokens without a BOS: an error naming the item's file and line.
+  test::write_file(dir + "/blank.jsonl", "{\"context\":\"\\n\",\"choices\":[\"a\",\"b\"],\"gold\":0}\n");
+  const std::string message = test::error_message([&] { eval_choice(*m, load_choice_items(dir + "/blank.jsonl"), {"full"}, {"8"}, {}, false); });
+  EXPECT_NE(message.find(dir + "/blank.jsonl: line 1: the context has no tokens"), std::string::npos) << message;
 }
 
+// A head's chosen chunk is outlined: marking one cell changes the picture inside that one cell only.
 TEST(EvalReports, HeatmapOutlinesTheChosenChunks) {
   Heatmap hm;
   hm.title = "mean CA";

@@ -502,13 +502,13 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
   };
   for (auto [sh, rank] : {std::pair{FcSharing::Group, FcRank::Agreement}, std::pair{FcSharing::Head, FcRank::Agreement},
                            std::pair{FcSharing::Group, FcRank::Magnitude}})
-  for (Forced f : {Forced{20, 2, 3, 2, 3}, Forced{12, 4, 16, 4, 2}}) {
+  for (Forced forced : {Forced{20, 2, 3, 2, 3}, Forced{12, 4, 16, 4, 2}}) {
     FasaOptions o;
-    o.budget = Budget::count(f.budget);
+    o.budget = Budget::count(forced.budget);
     o.sharing = sh;
     o.rank = rank;
-    o.sink = f.sink;
-    o.recent = f.recent;
+    o.sink = forced.sink;
+    o.recent = forced.recent;
     FasaPolicy policy(prof, m->config, o);
     const int layer = 3, head = 1, kvh = head / 2;
     const KeyLayout layout = policy.key_layout(layer, kvh);
@@ -530,7 +530,7 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     // Reference.
     const auto chunks = prof.dominant_fcs(layer, head, prof.n_tip, sh, rank);
     std::vector<std::pair<float, int>> s;
-    for (int j = f.kept_sink; j < T - f.kept_recent; ++j) {
+    for (int j = forced.kept_sink; j < T - forced.kept_recent; ++j) {
       float v = 0;
       for (int f : chunks)
         for (int d : fcs.dims(f)) v += q[d] * keys[j * D + d];
@@ -538,11 +538,11 @@ TEST(FasaDecoding, SelectionEqualsBruteForceTip) {
     }
     std::sort(s.begin(), s.end());
     std::set<int32_t> want;
-    for (int j = 0; j < f.kept_sink; ++j) want.insert(j);
-    for (int j = T - f.kept_recent; j < T; ++j) want.insert(j);
-    for (int i = 0; i < f.budget - f.kept_sink - f.kept_recent; ++i) want.insert(s[i].second);
-    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << name_of(sh) << " " << name_of(rank) << " budget " << f.budget;
-    EXPECT_EQ(rows.size(), (size_t)f.budget);
+    for (int j = 0; j < forced.kept_sink; ++j) want.insert(j);
+    for (int j = T - forced.kept_recent; j < T; ++j) want.insert(j);
+    for (int i = 0; i < forced.budget - forced.kept_sink - forced.kept_recent; ++i) want.insert(s[i].second);
+    EXPECT_EQ(std::set<int32_t>(rows.begin(), rows.end()), want) << name_of(sh) << " " << name_of(rank) << " budget " << forced.budget;
+    EXPECT_EQ(rows.size(), (size_t)forced.budget);
   }
 }
 

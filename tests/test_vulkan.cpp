@@ -291,12 +291,12 @@ std::pair<int, int> compare_chosen_rows(const Model& model, const DeviceModel& d
 // near-ties; the logits agree as closely as full attention's do across the two (1e-3), where full and
 // FASA differ by far more; at a budget covering
 // the context the device's FASA is its dense attention, exactly. Per-head and group chunk sets, with
-// sink and recent rows forced in and without.
+// sink and recent rows forced in (the defaults held to half the budget among them) and without.
 TEST_F(VulkanTinyLlama, FasaSelectsOnTheDeviceAsOnTheCpu) {
   const Profile profile = synthetic_profile(*model, 3, 11);
   auto fasa = [&](PolicyOptions o) -> std::shared_ptr<AttentionPolicy> { return make_fasa_policy_from(profile, o, *model); };
   for (FcSharing sharing : {FcSharing::Group, FcSharing::Head})
-    for (auto [sink, recent] : {std::pair{0, 0}, {4, 8}}) {
+    for (auto [sink, recent] : {std::pair{0, 0}, {4, 8}, {-1, -1}}) {  // (-1: the defaults, 1 + 15 held to 1 + 11 of 24)
       PolicyOptions o;
       o.budget = Budget::count(24);
       o.fc_sharing = sharing;

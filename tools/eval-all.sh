@@ -22,11 +22,11 @@ for text in heldout_kjv heldout_gcide; do
     --json "$OUT/ppl-$text.json" > "$OUT/ppl-$text.md"
 done
 
-# FASA variants: per-head vs group-shared chunks, 8 vs 16 chunks, with and without 4 sink + 16 recent.
+# FASA variants: per-head vs group-shared chunks, 8 vs 16 chunks, without forced rows (the paper's) and with 4 sink + 16 recent.
 for fcs in 8 16; do
   for sharing in group head; do
-    for forced in "" "--sink 4 --recent 16"; do
-      name="fasa-fcs$fcs-$sharing${forced:+-sink4-recent16}"
+    for forced in "--sink 0 --recent 0" "--sink 4 --recent 16"; do
+      name="fasa-fcs$fcs-$sharing-$(echo $forced | tr -d - | tr " " -)"
       # shellcheck disable=SC2086
       $FASA eval ppl -m $MODEL -f "$SHARED/eval/heldout_kjv.txt" --windows 8 --attn fasa --budget $BUDGETS $P \
         --fcs $fcs --fc-sharing $sharing $forced --json "$OUT/ppl-heldout_kjv-$name.json" > "$OUT/ppl-heldout_kjv-$name.md"

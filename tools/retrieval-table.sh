@@ -22,11 +22,11 @@ for hay in heldout_kjv heldout_gcide; do
   $FASA eval retrieval -m $MODEL $GEN --haystack "$SHARED/eval/$hay.txt" --attn $POLICIES --budget $BUDGETS $P \
     --json "$OUT/generated-$hay.json" --plot "$OUT/generated-$hay.png" > "$OUT/generated-$hay.md"
 done
-# FASA variants on one haystack: per-head vs group-shared chunks, 8 vs 16 chunks, +- 4 sink + 16 recent.
+# FASA variants on one haystack: per-head vs group-shared chunks, 8 vs 16 chunks, no forced rows (the paper's) or 4 sink + 16 recent.
 for fcs in 8 16; do
   for sharing in group head; do
-    for forced in "" "--sink 4 --recent 16"; do
-      name="fasa-fcs$fcs-$sharing${forced:+-sink4-recent16}"
+    for forced in "--sink 0 --recent 0" "--sink 4 --recent 16"; do
+      name="fasa-fcs$fcs-$sharing-$(echo $forced | tr -d - | tr " " -)"
       # shellcheck disable=SC2086
       $FASA eval retrieval -m $MODEL $GEN --haystack "$SHARED/eval/heldout_kjv.txt" --attn fasa --budget $BUDGETS $P \
         --fcs $fcs --fc-sharing $sharing $forced --json "$OUT/generated-heldout_kjv-$name.json" > "$OUT/generated-heldout_kjv-$name.md"

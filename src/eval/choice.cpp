@@ -20,6 +20,7 @@ std::vector<ChoiceItem> load_choice_items(const std::string& path) {
   for_each_json_line(path, "items", [&](const nlohmann::json& j, int ln) {
     ChoiceItem it;
     it.id = line_id(j, ln);
+    it.where = path + ": line " + std::to_string(ln);
     it.context = string_field(j, "context", path, ln);
     if (it.context.empty()) fail_line(path, ln, "empty context");
     const auto choices = j.find("choices");
@@ -49,23 +50,26 @@ struct Encoded {
 
 Encoded encode_item(const Tokenizer& tok, const ChoiceItem& it, bool bos) {
   // The context's trailing whitespace belongs to the continuation (it tokenizes with the next word).
-  const size_t keep = it.context.find_last_not_of(" \t\r\n") + 1;
+  const size_t keep = it.context.find_last_not_of(" \t\r\n\v\f") + 1;
   const std::string context = it.context.substr(0, keep), moved = it.context.substr(keep);
   Encoded e;
   const bool add_bos = bos && tok.add_bos();
-  e.context = tok.encode(context, add_bos);
+  // (control tokens written in the text are those tokens, as the server's /tokenize reads them)
+  e.context = tok.encode(context, add_bos, true);
+  if (e.context.empty()) throw Error(it.where + ": the context has no tokens");
   for (const std::string& choice : it.choices) {
-    std::vector<int32_t> whole = tok.encode(context + moved + choice, add_bos);
+    std::vector<int32_t> whole = tok.encode(context + moved + choice, add_bos, true);
     // (a merge across the boundary can make the whole shorter than the context: then nothing is scored
     // but what follows the context's length, as the harness does)
     whole.erase(whole.begin(), whole.begin() + (ptrdiff_t)std::min(whole.size(), e.context.size()));
-    if (whole.empty()) throw Error("item " + it.id + ": choice '" + choice + "' adds no token to the context");
+    if (whole.empty()) throw Error(it.where + ": choice '" + choice + "' adds no token to the context");
     e.choices.push_back(std::move(whole));
   }
   return e;
 }
 
-// Sum of log p(continuation) with every token decoded under `policy` from the start.
+// Sum of log p(continuation) with every token decoded under `policy` from the start (the context again
+// for each choice: as the server scores each of the harness's requests).
 double continuation_loglikelihood(const Model& m, std::shared_ptr<AttentionPolicy> policy, const PolicyOptions& po,
                                   const std::vector<int32_t>& context, const std::vector<int32_t>& cont) {
   Session session(m, session_options(po, (int64_t)(context.size() + cont.size())), std::move(policy));

@@ -16,6 +16,7 @@ namespace fasa {
 
 struct ChoiceItem {
   std::string id, context;
+  std::string where;  // "FILE: line N", for errors about the item
   std::vector<std::string> choices;
   int gold = 0;  // index of the right choice
 };

@@ -37,7 +37,7 @@ class StreamPolicy final : public SparsePolicy {
   int sink_;
 };
 // Its sink count with these options: --sink, else the default.
-inline int stream_sink(const PolicyOptions& o) { return o.sink > 0 ? o.sink : StreamPolicy::kDefaultSink; }
+inline int stream_sink(const PolicyOptions& o) { return o.sink >= 0 ? o.sink : StreamPolicy::kDefaultSink; }
 
 // Uniformly random tokens, seeded by (seed, layer, head, position): reproducible.
 class RandomPolicy final : public SparsePolicy {
