@@ -1,7 +1,6 @@
 #include "eval/choice.h"
 
 #include <algorithm>
-#include <cmath>
 #include <fstream>
 #include <map>
 
@@ -9,6 +8,7 @@
 #include "eval/decode_eval.h"
 #include "eval/json_lines.h"
 #include "eval/policy_runs.h"
+#include "model/sampler.h"
 #include "model/session.h"
 #include "fasa/error.h"
 #include "util/progress.h"
@@ -77,10 +77,7 @@ double continuation_loglikelihood(const Model& m, std::shared_ptr<AttentionPolic
   for (int32_t t : context) logits = session.decode(t);
   double sum = 0;
   for (size_t i = 0; i < cont.size(); ++i) {
-    const float top = *std::max_element(logits.begin(), logits.end());
-    double z = 0;
-    for (float l : logits) z += std::exp((double)l - top);
-    sum += (double)logits[cont[i]] - top - std::log(z);
+    sum += token_logprob(logits, cont[i], 0).logprob;  // as the server's echoed logprobs
     if (i + 1 < cont.size()) logits = session.decode(cont[i]);
   }
   return sum;
