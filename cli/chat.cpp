@@ -1,14 +1,13 @@
 #include "cli/chat.h"
 
 #include <omp.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/interrupt.h"
+#include "cli/line_reader.h"
 #include "cli/speed_lines.h"
 
 namespace fasa::cli {
@@ -64,7 +63,7 @@ int chat(ChatOptions o) {
   co.n_ctx = chat_context(o.n_ctx, engine.info().n_ctx_train);
   Context ctx(engine, co);
   catch_interrupts();  // from here on Ctrl-C stops a reply (while the model loaded, it ended the program)
-  const bool terminal = isatty(STDIN_FILENO);
+  LineReader input;
   std::fprintf(stderr, "chat with %s (%s format, context %lld tokens): /exit or end of input quits; "
                "Ctrl-C stops a reply\n", o.model.c_str(), engine.info().chat_format.c_str(), (long long)ctx.n_ctx());
 
@@ -87,10 +86,11 @@ int chat(ChatOptions o) {
     if (first && o.has_first_message) {
       line = o.first_message;
     } else {
-      std::fputs("\n> ", stdout);
-      std::fflush(stdout);
-      if (!std::getline(std::cin, line) || take_interrupt()) break;
-      if (!terminal) {  // a pipe: the turn in the transcript, before any note about it on stderr
+      std::fputc('\n', stdout);
+      std::optional<std::string> got = input.read("> ");
+      if (!got) break;
+      line = std::move(*got);
+      if (!input.terminal()) {  // a pipe: the turn in the transcript, before any note about it on stderr
         std::printf("%s\n", line.c_str());
         std::fflush(stdout);
       }

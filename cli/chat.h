@@ -22,8 +22,9 @@ struct ChatOptions {
   bool seed_given = false;
 };
 
-// Reads the user's turns a line at a time from standard input ("> " on a terminal; on a pipe each
-// line is echoed after "> " so the output reads as the conversation) until end of input, `/exit`, or
+// Reads the user's turns a line at a time from standard input ("> " on a terminal, where the line can be
+// edited and earlier turns recalled (cli/line_reader.h); on a pipe each line is echoed after "> " so the
+// output reads as the conversation) until end of input, `/exit`, or
 // Ctrl-C at the prompt; Ctrl-C during a reply ends that reply only. Each turn prefills only what the
 // context does not hold yet; when the conversation outgrows the context its oldest turns are dropped,
 // with a note. Speeds go to stderr at the end.

@@ -1,0 +1,49 @@
+#include "cli/line_reader.h"
+
+#include <unistd.h>
+
+#include <clocale>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/interrupt.h"
+
+#if FASA_HAVE_LIBEDIT
+#include <editline/readline.h>
+#endif
+
+namespace fasa::cli {
+
+#if FASA_HAVE_LIBEDIT
+LineReader::LineReader() : terminal_(isatty(STDIN_FILENO)), editing_(terminal_) {
+  if (!editing_) return;
+  std::setlocale(LC_CTYPE, "");  // libedit reads multibyte (UTF-8) keys by the locale's character type
+  using_history();
+}
+#else
+LineReader::LineReader() : terminal_(isatty(STDIN_FILENO)), editing_(false) {}
+#endif
+
+std::optional<std::string> LineReader::read(const char* prompt) {
+#if FASA_HAVE_LIBEDIT
+  if (editing_) {
+    char* got = readline(prompt);
+    if (!got || take_interrupt()) {
+      std::free(got);
+      return std::nullopt;
+    }
+    std::string line(got);
+    std::free(got);
+    if (!line.empty()) add_history(line.c_str());
+    return line;
+  }
+#endif
+  std::fputs(prompt, stdout);
+  std::fflush(stdout);
+  std::string line;
+  if (!std::getline(std::cin, line) || take_interrupt()) return std::nullopt;
+  return line;
+}
+
+}  // namespace fasa::cli
