@@ -8,6 +8,8 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/session.h"
+#include "select/attention_policy.h"
+#include "sparse/policy.h"
 #include "test_util.h"
 
 namespace fasa {
@@ -139,6 +141,53 @@ TEST_F(ApiTest, TruncateBackToThePromptRepliesAsBefore) {
   ctx.feed_tokens({prompt.begin() + 3, prompt.end()});
   EXPECT_EQ(ctx.generate(greedy(8)).text, a.text);
   EXPECT_THROW(ctx.truncate(ctx.n_past() + 1), Error);
+}
+
+// A context goes on under another policy from what it holds, as a fresh context with that policy does
+// after the same prompt: FASA's K_dom plane comes from the cached keys. Policies that vote with the
+// queries they saw, a Python-style custom policy and another KV type cannot take over.
+TEST_F(ApiTest, SwitchPolicyGoesOnAsAFreshContextWithThatPolicy) {
+  const std::string prompt = std::string(kPrompt) + " Ge1:2 And the earth was without form, and void;";
+  auto policy = [](const char* attn) {
+    PolicyOptions p;
+    p.attn = attn;
+    p.budget = Budget::count(8);
+    p.synthetic_profile = true;  // FASA without a calibrated profile
+    return p;
+  };
+  auto context = [&](const char* attn) {
+    ContextOptions co;
+    co.policy = policy(attn);
+    return std::make_unique<Context>(*engine_, co);
+  };
+  for (const char* attn : {"fasa", "stream", "quest", "sparq", "full"}) {
+    auto fresh = context(attn), switched = context("h2o");
+    fresh->feed(prompt);
+    switched->feed(prompt);
+    ASSERT_TRUE(switched->can_switch_policy(policy(attn))) << attn;
+    ASSERT_TRUE(switched->switch_policy(policy(attn))) << attn;
+    EXPECT_EQ(switched->options().policy.attn, attn);
+    EXPECT_EQ(switched->generate(greedy(12)).text, fresh->generate(greedy(12)).text) << attn;
+  }
+  auto full = context("full");
+  Context& ctx = *full;
+  ctx.feed(prompt);
+  for (const char* voter : {"h2o", "snapkv"}) EXPECT_FALSE(ctx.switch_policy(policy(voter))) << voter;
+  PolicyOptions q8 = policy("fasa");
+  q8.cache.key_type = KvType::Q8_0;
+  EXPECT_FALSE(ctx.switch_policy(q8));
+  EXPECT_EQ(ctx.options().policy.attn, "full");  // unchanged by a refusal
+}
+
+// The registry's `votes` column says what each policy's truncate_is_exact() says (one decides whether a
+// context takes over a cache, the other whether a truncated cache is reused).
+TEST_F(ApiTest, RegistryVotesColumnMatchesEachPolicy) {
+  for (const PolicyInfo& row : policy_registry()) {
+    PolicyOptions p;
+    p.attn = row.name;
+    p.synthetic_profile = true;
+    EXPECT_EQ(make_policy(p, engine_->model(), nullptr)->truncate_is_exact(), !row.votes) << row.name;
+  }
 }
 
 // Log-probabilities of fed tokens: chunked evaluation gives what one token at a time gives.

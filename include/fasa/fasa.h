@@ -260,6 +260,15 @@ class Context {
   // Whether decoding attends to every token (full attention): then generated tokens' KV rows are what
   // a prefill of them would write, and a prompt cache may reuse them too.
   bool decode_is_dense() const;
+  // Whether switch_policy(policy) keeps the cached rows: same cache settings (and none offloaded), the
+  // CPU, and a built-in or registered policy whose state is the cache's rows alone (not H2O or SnapKV,
+  // which vote with the queries they saw; not FASA still waiting for an automatic profile).
+  bool can_switch_policy(const PolicyOptions& policy) const;
+  // Goes on with `policy` over the rows this context holds, as a context made with it would go on
+  // after a dense prefill of them (the rows move into its key layout, e.g. FASA's K_dom plane). Rows
+  // an earlier sparse policy decoded keep the keys its passes made: truncate() to what was prefilled
+  // for an exact start. Returns false, changing nothing, where can_switch_policy is false.
+  bool switch_policy(const PolicyOptions& policy);
   ContextStats stats() const;
   const ContextOptions& options() const { return opts_; }
   KvMemory kv_memory() const;  // where the KV cache lives now

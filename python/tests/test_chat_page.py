@@ -2,7 +2,7 @@
 loads with the server's policies and the model's name, a message sent with FASA at a budget streams a
 reply whose statistics line says what ran (a short first prompt: full attention until a prompt is long
 enough to measure FASA's profile, and why), the speed and KV bytes read per token, and a second turn,
-with StreamingLLM, sends the whole conversation and runs as asked. A screenshot goes to $FASA_SCREENSHOT_DIR (ctest: the build folder).
+with StreamingLLM, sends the whole conversation, runs as asked and finds the first turn's prompt cached. A screenshot goes to $FASA_SCREENSHOT_DIR (ctest: the build folder).
 
 Needs Debian's chromium and chromium-driver and Selenium (python/requirements-test.txt); where one is
 missing the test skips with a message, FASA_REQUIRE_TEST_DEPS=1 (CI) makes that a failure.
@@ -75,6 +75,8 @@ def test_a_fasa_conversation_on_the_chat_page(browser):
         browser.find_element(By.ID, "send").click()
         stats = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".assistant .stats")[1:])
         assert SECOND.match(stats[0].text), stats[0].text
+        # only the policy changed: the first turn's prompt stays cached (StreamingLLM's state is the cache)
+        assert int(re.search(r"\((\d+) cached\)", stats[0].text).group(1)) > 0, stats[0].text
         second = json.loads(browser.execute_script("return window.sent[window.sent.length - 1]"))
         assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
         assert (second["attn"], second["budget"], second["temperature"]) == ("stream", "16", 0)

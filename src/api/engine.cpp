@@ -24,6 +24,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Where a policy made with a profile ready found it: an automatic one was another prompt's.
+std::string profile_note(const PolicyOptions& policy) {
+  return policy_info(policy.attn).has_k_dom && wants_auto_profile(policy) ? "automatic profile of an earlier prompt" : "";
+}
+
 }  // namespace
 
 Engine::Engine(const std::string& model_path, const EngineOptions& opts)
@@ -70,8 +75,7 @@ Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(eng
     if (so.n_ctx >= PromptProfiler::kMinTokens) profiler_ = std::make_unique<PromptProfiler>(m);
   } else {
     policy_ = make_policy(opts.policy, m, autos);
-    if (policy_info(opts.policy.attn).has_k_dom && wants_auto_profile(opts.policy))
-      profile_note_ = "automatic profile of an earlier prompt";
+    profile_note_ = profile_note(opts.policy);
   }
   session_ = std::make_unique<Session>(m, so, policy_);
   session_->set_observer(profiler_.get());
@@ -235,6 +239,27 @@ void Context::truncate(int64_t n) {
 bool Context::prefix_reuse_is_exact() const { return policy_->truncate_is_exact(); }
 
 bool Context::decode_is_dense() const { return !opts_.custom_policy && policy_info(opts_.policy.attn).dense; }
+
+bool Context::can_switch_policy(const PolicyOptions& policy) const {
+  if (policy == opts_.policy && !opts_.custom_policy) return true;
+  return !opts_.custom_policy && !engine_.device() && policy.cache == opts_.policy.cache &&
+         !policy.cache.offload.offloaded() && !policy_info(policy.attn).votes &&
+         !auto_profile_pending(policy, &engine_.auto_profiles());
+}
+
+bool Context::switch_policy(const PolicyOptions& policy) {
+  if (!can_switch_policy(policy)) return false;
+  if (policy == opts_.policy) return true;
+  std::shared_ptr<AttentionPolicy> next = make_policy(policy, engine_.model(), &engine_.auto_profiles());
+  session_->set_policy(next);
+  policy_ = std::move(next);
+  opts_.policy = policy;
+  session_->set_observer(nullptr);  // an automatic profile being measured for the old policy: not now
+  profiler_.reset();
+  auto_pending_ = false;
+  profile_note_ = profile_note(policy);
+  return true;
+}
 
 std::unique_ptr<Context::Generation> Context::start_generation(const GenerationOptions& opts, const TextCallback& on_text) {
   if (!unevaluated_.empty()) feed_tokens({});

@@ -78,7 +78,6 @@ struct SlotView {
 // A slot: one generation at a time. Its context stays after the request (prompt cache).
 struct SlotState {
   std::unique_ptr<Context> ctx;
-  PolicyOptions policy;   // the one ctx was made with
   int64_t reusable = 0;   // tokens of ctx a later prompt may reuse: those prefilled densely (or all, for full attention)
   uint64_t last_used = 0;
 };

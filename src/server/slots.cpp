@@ -49,11 +49,12 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, Endpoint 
   // The reply ends with finish_reason "length" where the context runs out.
   r.gen.max_tokens = (int)std::min<int64_t>(r.gen.max_tokens, slot_ctx - n);
 
-  // The free slot whose cache holds the longest start of this prompt under the same policy; among
-  // equals, the one used least recently (its cache is the least likely to be wanted again).
+  // The free slot whose cache holds the longest start of this prompt that the request's policy can go
+  // on from (its own, or one it may take over: Context::can_switch_policy); among equals, the one used
+  // least recently (its cache is the least likely to be wanted again).
   const int slot = admission.enter([&](int s) {
     const SlotState& st = slots[s];
-    const int64_t shared = st.ctx && st.policy == r.policy ? common_prefix(st.ctx->tokens(), job->prompt) : 0;
+    const int64_t shared = st.ctx && st.ctx->can_switch_policy(r.policy) ? common_prefix(st.ctx->tokens(), job->prompt) : 0;
     return std::min(shared, st.reusable) * (int64_t)1'000'000'000 - (int64_t)(st.last_used % 1'000'000'000);
   });
   if (slot < 0) throw HttpError(503, "the server is busy: all slots and the queue are taken; retry later");
@@ -67,21 +68,21 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, Endpoint 
 
 // The slot's context for the job, holding what it already held of the prompt's start; `to_feed` gets
 // the rest (for the scheduler to prefill), or nothing when the prompt's log-probabilities are wanted
-// (echo), which are fed here, token by token. A new context when the request's policy differs from the
-// slot's or the prompt and reply outgrow it (contexts grow in powers of two up to the slot's share, so
-// short requests do not allocate a whole slot's KV cache).
+// (echo), which are fed here, token by token. The slot's context goes on under the request's policy
+// where it can take over the cache (the chat page's policy menu keeps the conversation's prefill); a
+// new context where it cannot, or where the prompt and reply outgrow it (contexts grow in powers of two
+// up to the slot's share, so short requests do not allocate a whole slot's KV cache).
 Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
   SlotState& slot = slots[job.slot->index];
   const CompletionRequest& r = job.request;
   const int64_t n = (int64_t)job.prompt.size(), need = n + r.gen.max_tokens;
-  if (!slot.ctx || !(slot.policy == r.policy) || slot.ctx->n_ctx() < need) {
+  if (!slot.ctx || slot.ctx->n_ctx() < need || !slot.ctx->switch_policy(r.policy)) {
     slot.ctx.reset();
     ContextOptions co;
     co.policy = r.policy;
     co.n_ctx = std::min<int64_t>(slot_ctx, (int64_t)std::bit_ceil((uint64_t)std::max<int64_t>(need, 512)));
     co.threads = opts.threads;  // its own passes (an echo prompt's log-probabilities); the batch has its own
     slot.ctx = std::make_unique<Context>(engine, co);
-    slot.policy = r.policy;
   }
   Context& ctx = *slot.ctx;
   const bool echo_logprobs = r.echo && r.gen.logprobs >= 0;  // every prompt token's logits are needed

@@ -64,7 +64,7 @@ std::unique_ptr<AttentionPolicy> make_full_policy(const PolicyOptions&, const Mo
 }
 
 // Each row's factory, defined in the policy's own file; throws fasa::Error on a bad option/profile.
-#define FASA_POLICY(name, description, dense, has_k_dom) \
+#define FASA_POLICY(name, description, dense, has_k_dom, votes) \
   std::unique_ptr<AttentionPolicy> make_##name##_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos);
 #include "sparse/policies.inc"
 #undef FASA_POLICY
@@ -75,7 +75,7 @@ namespace {
 struct Registry {
   std::mutex lock;
   std::vector<PolicyInfo> rows = {
-#define FASA_POLICY(name, description, dense, has_k_dom) {#name, description, dense, has_k_dom, make_##name##_policy},
+#define FASA_POLICY(name, description, dense, has_k_dom, votes) {#name, description, dense, has_k_dom, make_##name##_policy, votes},
 #include "sparse/policies.inc"
 #undef FASA_POLICY
   };

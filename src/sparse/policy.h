@@ -56,6 +56,7 @@ struct PolicyInfo {
   bool dense;      // attends to every token: no budget, and any cached prefix is exact to reuse
   bool has_k_dom;  // scores on a K_dom plane chosen by a profile (FASA, DoubleSparse): see policies.inc
   std::function<std::unique_ptr<AttentionPolicy>(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos)> make;
+  bool votes = false;  // remembers the queries it saw (H2O, SnapKV): see policies.inc
 };
 // Copies of the rows (a row may be added while another thread reads them).
 std::vector<PolicyInfo> policy_registry();
