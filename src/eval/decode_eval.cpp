@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <span>
 
 #include "calib/agreement.h"
 #include "calib/auto_profile.h"
@@ -65,18 +67,47 @@ struct Scores {
   int64_t top1 = 0, n = 0;
 };
 
-// Feeds a window token by token, on a cache of the policy options' KV types; scores each prediction
-// against the reference logits.
+// Full attention's logits after each position of a window, from a dense prefill of it, a chunk at a
+// time (whole ubatches: the same passes, so the same logits, as one prefill of the window).
+class ReferenceLogits {
+ public:
+  ReferenceLogits(const Model& m, const std::vector<int32_t>& w) : session_(m, dense_options(w)), w_(w) {}
+  // [n_vocab] after position i; i only ascends.
+  const float* at(int64_t i) {
+    while (i >= end_) {
+      const int64_t n = std::min<int64_t>(SessionOptions{}.n_ubatch, (int64_t)w_.size() - end_);
+      session_.prefill(std::span<const int32_t>(w_).subspan(end_, n), &chunk_);
+      begin_ = end_, end_ += n;
+    }
+    return &chunk_[(i - begin_) * session_.model().config.n_vocab];
+  }
+
+ private:
+  static SessionOptions dense_options(const std::vector<int32_t>& w) {
+    SessionOptions so;
+    so.n_ctx = (int64_t)w.size();
+    return so;
+  }
+  Session session_;
+  const std::vector<int32_t>& w_;
+  std::vector<float> chunk_;  // [end_ - begin_, n_vocab]
+  int64_t begin_ = 0, end_ = 0;
+};
+
+// Feeds a window token by token, on a cache of the policy options' KV types; with `score`, scores each
+// prediction against full attention's.
 void decode_window(const Model& m, std::shared_ptr<AttentionPolicy> policy, const PolicyOptions& po,
-                   const std::vector<int32_t>& w, const std::vector<float>& ref, int64_t score_from, Scores& s,
-                   ProgressBar& bar) {
+                   const std::vector<int32_t>& w, int64_t score_from, Scores* score, ProgressBar& bar) {
   Session session(m, session_options(po, (int64_t)w.size()), std::move(policy));
+  std::optional<ReferenceLogits> ref;
+  if (score) ref.emplace(m, w);
   const int V = m.config.n_vocab;
   for (size_t i = 0; i + 1 < w.size(); ++i) {
     auto logits = session.decode(w[i]);
     bar.advance();
-    if ((int64_t)i < score_from) continue;
-    const float* r = &ref[i * V];
+    if (!score || (int64_t)i < score_from) continue;
+    Scores& s = *score;
+    const float* r = ref->at((int64_t)i);
     // log-softmax of both in double
     double mp = -INFINITY, mr = -INFINITY;
     for (int v = 0; v < V; ++v) {
@@ -115,13 +146,7 @@ ReferenceRun reference_run(const Model& m, const std::string& text, const TextEv
   ReferenceRun ref;
   for (auto& w : token_windows(tokens, n_ctx, m.tokenizer.bos())) {
     if ((int)ref.windows.size() >= o.windows) break;
-    if (w.size() < 2) continue;
-    SessionOptions so;
-    so.n_ctx = (int64_t)w.size();
-    Session s(m, so);
-    ref.logits.emplace_back();
-    s.prefill(w, &ref.logits.back());
-    ref.windows.push_back(std::move(w));
+    if (w.size() >= 2) ref.windows.push_back(std::move(w));
   }
   if (ref.windows.empty()) throw Error("the text gives no window of at least 2 tokens");
   return ref;
@@ -176,7 +201,7 @@ std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref,
       } else {
         ProgressBar bar("ppl " + run.name + " @ " + budget, total_steps(ref));
         for (size_t w = 0; w < ref.windows.size(); ++w)
-          decode_window(m, make_policy(po, m, &autos), po, ref.windows[w], ref.logits[w], o.score_from, s, bar);
+          decode_window(m, make_policy(po, m, &autos), po, ref.windows[w], o.score_from, &s, bar);
         full_scores = s;
         full_done = policy_info(run.name).dense;
       }
@@ -207,10 +232,9 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
       ProgressBar bar("ca " + run.name + " @ K=" + std::to_string(k), total_steps(ref));
       double hits = 0;
       int64_t queries = 0;
-      Scores ignored;
       for (size_t w = 0; w < ref.windows.size(); ++w) {
         auto probe = std::make_shared<ShadowProbe>(make_policy(po, m, &autos), k);
-        decode_window(m, probe, po, ref.windows[w], ref.logits[w], o.score_from, ignored, bar);
+        decode_window(m, probe, po, ref.windows[w], o.score_from, nullptr, bar);
         hits += probe->agreement() * (double)probe->queries();
         queries += probe->queries();
       }

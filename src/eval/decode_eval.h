@@ -20,10 +20,11 @@ struct TextEvalOptions {
   int64_t score_from = 0;  // positions before this are fed but not scored
 };
 
-// Windows of a text and full attention's logits for every position of each.
+// Windows of a text, each scored against full attention's logits from a dense prefill of it (made a
+// chunk at a time as the positions are scored: a whole window's would be n * n_vocab floats, 34 GB for
+// Gemma 3's 262K vocabulary at 32K tokens).
 struct ReferenceRun {
   std::vector<std::vector<int32_t>> windows;  // [W][n]
-  std::vector<std::vector<float>> logits;     // [W][n * n_vocab]
 };
 ReferenceRun reference_run(const Model& m, const std::string& text, const TextEvalOptions& o);
 
