@@ -177,6 +177,12 @@ TEST_F(ApiTest, SwitchPolicyGoesOnAsAFreshContextWithThatPolicy) {
   q8.cache.key_type = KvType::Q8_0;
   EXPECT_FALSE(ctx.switch_policy(q8));
   EXPECT_EQ(ctx.options().policy.attn, "full");  // unchanged by a refusal
+  ContextOptions co;  // int8 key blocks would be quantized again in another key order
+  co.policy = q8;
+  co.policy.attn = "stream";
+  Context q8_ctx(*engine_, co);
+  q8_ctx.feed(prompt);
+  EXPECT_FALSE(q8_ctx.switch_policy(q8));
 }
 
 // The registry's `votes` column says what each policy's truncate_is_exact() says (one decides whether a

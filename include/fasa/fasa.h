@@ -260,9 +260,10 @@ class Context {
   // Whether decoding attends to every token (full attention): then generated tokens' KV rows are what
   // a prefill of them would write, and a prompt cache may reuse them too.
   bool decode_is_dense() const;
-  // Whether switch_policy(policy) keeps the cached rows: same cache settings (and none offloaded), the
-  // CPU, and a built-in or registered policy whose state is the cache's rows alone (not H2O or SnapKV,
-  // which vote with the queries they saw; not FASA still waiting for an automatic profile).
+  // Whether switch_policy(policy) keeps the cached rows: the same cache settings, with f16 or f32 keys
+  // (int8 blocks would be quantized again in the new key order) and none offloaded, the CPU, and a
+  // built-in or registered policy whose state is the cache's rows alone (not H2O or SnapKV, which vote
+  // with the queries they saw; not FASA still waiting for an automatic profile).
   bool can_switch_policy(const PolicyOptions& policy) const;
   // Goes on with `policy` over the rows this context holds, as a context made with it would go on
   // after a dense prefill of them (the rows move into its key layout, e.g. FASA's K_dom plane). Rows

@@ -12,6 +12,8 @@ import time
 import pytest
 
 CLI = os.environ.get("FASA_CLI")
+if os.environ.get("FASA_CHAT_LINE_EDITING") == "0" and not os.environ.get("FASA_REQUIRE_TEST_DEPS"):
+    pytest.skip("fasa was built without libedit (Debian: libedit-dev): fasa chat reads plain lines", allow_module_level=True)
 CHAT = ["chat", "--temp", "0", "-n", "6", "-t", "1"]
 LEFT, UP = "\x1b[D", "\x1b[A"
 
@@ -27,7 +29,7 @@ class Terminal:
     def __init__(self, args):
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: fasa on the terminal's other side
-            os.execv(CLI, [CLI, *args])
+            os.execve(CLI, [CLI, *args], {**os.environ, "TERM": "xterm"})
         self.seen, self.pos = "", 0  # what the terminal showed; where the last text waited for ended
 
     def read_until(self, text, timeout=120):
@@ -69,13 +71,28 @@ def test_chat_edits_the_line_and_recalls_earlier_turns_on_a_terminal():
     try:
         term.read_until("> ")
         term.type("who made the eaven" + LEFT * 5 + "h\r")  # the missing letter typed where it belongs
+        term.read_until("\n")  # the typed line's end; then the reply
         term.read_until(expected[0], timeout=30)
         term.read_until("> ")
         term.type(UP + "\r")  # the same turn again, from the history
+        term.read_until("\n")
         term.read_until(expected[1], timeout=30)
         term.read_until("> ")
         term.type("/exit\r")
         term.read_until("decode")  # the speed lines at the end
+    finally:
+        code = term.close()
+    assert code == 0
+
+
+def test_ctrl_c_at_the_prompt_ends_the_chat_on_a_terminal():
+    if not CLI:
+        pytest.skip("FASA_CLI (the fasa binary) is not set: run through ctest")
+    term = Terminal(CHAT)
+    try:
+        term.read_until("> ")
+        term.type("half a line\x03")  # Ctrl-C (the terminal sends SIGINT)
+        term.read_until("decode", timeout=30)  # the speed lines at the end
     finally:
         code = term.close()
     assert code == 0

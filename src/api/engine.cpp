@@ -242,8 +242,11 @@ bool Context::decode_is_dense() const { return !opts_.custom_policy && policy_in
 
 bool Context::can_switch_policy(const PolicyOptions& policy) const {
   if (policy == opts_.policy && !opts_.custom_policy) return true;
-  return !opts_.custom_policy && !engine_.device() && policy.cache == opts_.policy.cache &&
-         !policy.cache.offload.offloaded() && !policy_info(policy.attn).votes &&
+  // The rows move into another key order: exact for f16 and f32 keys, not for int8 blocks of 32
+  // (Q8_0 keys, TIP's int8 copy), which would be quantized again from quantized values.
+  const CacheOptions& c = policy.cache;
+  return !opts_.custom_policy && !engine_.device() && c == opts_.policy.cache && !c.offload.offloaded() &&
+         c.key_type != KvType::Q8_0 && !c.tip_int8 && !policy_info(policy.attn).votes &&
          !auto_profile_pending(policy, &engine_.auto_profiles());
 }
 

@@ -76,8 +76,26 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
   SlotState& slot = slots[job.slot->index];
   const CompletionRequest& r = job.request;
   const int64_t n = (int64_t)job.prompt.size(), need = n + r.gen.max_tokens;
-  if (!slot.ctx || slot.ctx->n_ctx() < need || !slot.ctx->switch_policy(r.policy)) {
-    slot.ctx.reset();
+  if (slot.ctx && (slot.ctx->n_ctx() < need || !slot.ctx->can_switch_policy(r.policy))) slot.ctx.reset();
+  const bool echo_logprobs = r.echo && r.gen.logprobs >= 0;  // every prompt token's logits are needed
+  // Reused: the shared start, at most what was prefilled densely (a sparse policy's decoded tokens have
+  // keys of a sparse pass), and never all of the prompt: its last token is evaluated again for its
+  // logits, and truncate() evaluates the one before it again too, both prefilled as in a fresh context.
+  // (A policy taking the cache over keeps no votes: a truncated cache is exact for it.)
+  auto reused = [&](const Context& ctx) -> int64_t {
+    const bool exact = ctx.options().policy == r.policy ? ctx.prefix_reuse_is_exact() : true;
+    if (!r.cache_prompt || echo_logprobs || !exact) return 0;
+    return std::max<int64_t>(0, std::min({common_prefix(ctx.tokens(), job.prompt), slot.reusable, n - 1}));
+  };
+  if (slot.ctx && !(slot.ctx->options().policy == r.policy)) {
+    try {  // only the rows this prompt keeps move into the new policy's layout
+      slot.ctx->truncate(reused(*slot.ctx));
+      slot.ctx->switch_policy(r.policy);
+    } catch (...) {  // e.g. the new layout over --kv-fast-limit: a fresh context instead
+      slot.ctx.reset();
+    }
+  }
+  if (!slot.ctx) {
     ContextOptions co;
     co.policy = r.policy;
     co.n_ctx = std::min<int64_t>(slot_ctx, (int64_t)std::bit_ceil((uint64_t)std::max<int64_t>(need, 512)));
@@ -85,13 +103,7 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
     slot.ctx = std::make_unique<Context>(engine, co);
   }
   Context& ctx = *slot.ctx;
-  const bool echo_logprobs = r.echo && r.gen.logprobs >= 0;  // every prompt token's logits are needed
-  // Reused: the shared start, at most what was prefilled densely (a sparse policy's decoded tokens have
-  // keys of a sparse pass), and never all of the prompt: its last token is evaluated again for its
-  // logits, and truncate() evaluates the one before it again too, both prefilled as in a fresh context.
-  int64_t keep = r.cache_prompt && !echo_logprobs && ctx.prefix_reuse_is_exact()
-                     ? std::min(common_prefix(ctx.tokens(), job.prompt), slot.reusable) : 0;
-  keep = std::max<int64_t>(0, std::min(keep, n - 1));
+  const int64_t keep = reused(ctx);
   int64_t cached = 0;  // positions kept in the cache (the last kept token is evaluated again; a sliding window may keep none)
   try {
     ctx.truncate(keep);
