@@ -125,7 +125,12 @@ TEST(EvalPolicyRuns, SpecsListsAndOneRunPerVariant) {
   EXPECT_EQ(runs[3].options.attn, "stream");
   EXPECT_EQ(policy_runs(*m, {"full:kv_type=q8_0"}, base)[0].variant, "kv=q8_0");  // the cache shows too
   // Settings outside the lists keep runs apart even where the variant does not name them.
-  EXPECT_EQ(policy_runs(*m, {"fasa", "fasa:tip_int8=true", "random:seed_policy=1", "random:seed_policy=2"}, base).size(), 4u);
+  const auto apart = policy_runs(*m, {"fasa", "fasa:tip_int8=true", "random:seed_policy=1", "random:seed_policy=2"}, base);
+  ASSERT_EQ(apart.size(), 4u);
+  // ... and their labels name what differs, so that each is a row of its own (two profiles alike)
+  EXPECT_EQ(apart[2].variant, "dense=0 seed_policy=1");
+  EXPECT_EQ(apart[3].variant, "dense=0 seed_policy=2");
+  EXPECT_EQ(apart[0].variant, "fcs=8 sharing=group dense=0");
   EXPECT_EQ(cross_settings({"fasa:fcs=16"}, {{"fcs", {"4", "8"}}}), std::vector<std::string>{"fasa:fcs=16"});
   // The chunk ranking: a FASA variant of its own, nothing to Quest.
   const auto ranked = policy_runs(*m, cross_settings({"fasa", "quest"}, {{"fc_rank", {"agreement", "magnitude"}}}), base);

@@ -83,6 +83,7 @@ bool is_list_setting(const std::string& name) {
 
 std::vector<PolicyRun> policy_runs(const Model& m, const std::vector<std::string>& specs, const PolicyOptions& base) {
   std::vector<PolicyRun> runs;
+  std::vector<std::string> settings;  // [runs] each run's spec after its name ("profile=a.json:fcs=4")
   for (const std::string& spec : specs) {
     PolicyRun r{"", base, ""};
     r.name = apply_spec(spec, r.options);
@@ -94,8 +95,19 @@ std::vector<PolicyRun> policy_runs(const Model& m, const std::vector<std::string
       copy_list_settings(base, other);
       return o.variant == r.variant && other == unlisted;
     });
-    if (!seen) runs.push_back(std::move(r));
+    if (seen) continue;
+    runs.push_back(std::move(r));
+    std::string own = spec.size() > runs.back().name.size() ? spec.substr(runs.back().name.size() + 1) : "";
+    std::replace(own.begin(), own.end(), ':', ' ');
+    settings.push_back(std::move(own));
   }
+  // Runs apart by a setting the variant does not show (two profiles, two seeds) would share a label and
+  // so a row of the tables: each of those labels adds its spec's own settings ("profile=b.json").
+  std::vector<std::string> labels(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) labels[i] = runs[i].name + " " + runs[i].variant;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (std::count(labels.begin(), labels.end(), labels[i]) > 1 && !settings[i].empty())
+      runs[i].variant += (runs[i].variant.empty() ? "" : " ") + settings[i];
   return runs;
 }
 
