@@ -15,18 +15,17 @@
 
 namespace fasa::cli {
 
+LineReader::LineReader() : terminal_(isatty(STDIN_FILENO)), editing_(false) {
 #if FASA_HAVE_LIBEDIT
-LineReader::LineReader() : terminal_(isatty(STDIN_FILENO)), editing_(terminal_) {
+  editing_ = terminal_;
   if (!editing_) return;
   std::setlocale(LC_CTYPE, "");  // libedit reads multibyte (UTF-8) keys by the locale's character type
   // Ctrl-C at the prompt: fasa's own handler (cli/interrupt.cpp; no SA_RESTART) ends the read, rather
   // than libedit's, which would send SIGINT on to the whole process group.
   rl_catch_signals = 0;
   using_history();
-}
-#else
-LineReader::LineReader() : terminal_(isatty(STDIN_FILENO)), editing_(false) {}
 #endif
+}
 
 std::optional<std::string> LineReader::read(const char* prompt) {
 #if FASA_HAVE_LIBEDIT

@@ -83,11 +83,11 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
   // logits, and truncate() evaluates the one before it again too, both prefilled as in a fresh context.
   // (A policy taking the cache over keeps no votes: a truncated cache is exact for it.)
   auto reused = [&](const Context& ctx) -> int64_t {
-    const bool exact = ctx.options().policy == r.policy ? ctx.prefix_reuse_is_exact() : true;
+    const bool exact = ctx.options().policy != r.policy || ctx.prefix_reuse_is_exact();
     if (!r.cache_prompt || echo_logprobs || !exact) return 0;
     return std::max<int64_t>(0, std::min({common_prefix(ctx.tokens(), job.prompt), slot.reusable, n - 1}));
   };
-  if (slot.ctx && !(slot.ctx->options().policy == r.policy)) {
+  if (slot.ctx && slot.ctx->options().policy != r.policy) {
     try {  // only the rows this prompt keeps move into the new policy's layout
       slot.ctx->truncate(reused(*slot.ctx));
       slot.ctx->switch_policy(r.policy);
