@@ -34,7 +34,7 @@ struct EvalOptions {
   bool generate = false;
   bool chat = false;  // retrieval: each prompt a user turn in the model's chat format
   bool no_bos = false;  // retrieval, choice: no BOS before the prompts (as a harness sends token ids)
-  std::string json, csv, plot, plot_metric, answers;
+  std::string json, csv, plot, plot_metric, plot_x, answers;
   int threads = 0;
   PolicyOptions policy;
   SettingLists lists;  // list flags (--fcs 4,8,16): every policy of --attn crossed with their values
@@ -45,7 +45,7 @@ int report(const EvalOptions& o, const std::string& title, const std::vector<Eva
   std::printf("## %s\n%s", title.c_str(), records_markdown(records).c_str());
   if (!o.json.empty()) write_records_json(records, o.json);
   if (!o.csv.empty()) write_records_csv(records, o.csv);
-  if (!o.plot.empty()) write_records_plot(records, o.plot_metric.empty() ? default_metric : o.plot_metric, o.plot);
+  if (!o.plot.empty()) write_records_plot(records, o.plot_metric.empty() ? default_metric : o.plot_metric, o.plot, o.plot_x);
   return 0;
 }
 
@@ -68,6 +68,8 @@ void add_common(CLI::App* cmd, EvalOptions& o) {
   cmd->add_option("--csv", o.csv, "Also write the records as CSV");
   cmd->add_option("--plot", o.plot, "Also plot a metric against the budget (PNG)");
   cmd->add_option("--plot-metric", o.plot_metric, "Metric to plot (default: kld, ca, accuracy or shared)");
+  cmd->add_option("--plot-x", o.plot_x, "Plot against this metric instead of the budget, on a log axis (kv_kib: KV read "
+                  "per step, from eval ppl and retrieval)");
   add_threads_option(cmd, o.threads);
   add_policy_options(cmd, o.policy, kOffload, &o.lists);
   add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags);

@@ -57,6 +57,11 @@ TEST(EvalPpl, FullMatchesItselfAndRandomIsWorseThanOracle) {
   EXPECT_LT(value(r, "oracle", "kld", "8"), value(r, "random", "kld", "8"));
   EXPECT_GT(value(r, "random", "kld", "8"), 0.01);
   EXPECT_LE(value(r, "oracle", "kld", "16"), value(r, "oracle", "kld", "8") + 1e-3);
+  // KV read per step: full's whatever the budget, a selection's grows with its budget and stays below full's
+  EXPECT_GT(value(r, "full", "kv_kib", "8"), 0.0);
+  EXPECT_EQ(value(r, "full", "kv_kib", "8"), value(r, "full", "kv_kib", "16"));
+  EXPECT_LT(value(r, "random", "kv_kib", "8"), value(r, "random", "kv_kib", "16"));
+  EXPECT_LT(value(r, "random", "kv_kib", "16"), value(r, "full", "kv_kib", "16"));
   for (auto& x : r) EXPECT_EQ(x.n, (int64_t)ref.windows[0].size() - 1);
 }
 
@@ -730,6 +735,12 @@ TEST(EvalReports, MarkdownJsonCsv) {
   write_records_plot(r, "kld", dir + "/kld.png");
   EXPECT_EQ(test::read_file(dir + "/kld.png").substr(1, 3), "PNG");
   EXPECT_THROW(write_records_plot(r, "nll", dir + "/none.png"), Error);
+  EXPECT_THROW(write_records_plot(r, "kld", dir + "/none.png", "kv_kib"), Error);  // no kv_kib records
+  r.push_back({"ppl", "fasa", "fcs=8", "64", "kv_kib", "", 0, 20, 10});
+  r.push_back({"ppl", "fasa", "fcs=8", "128", "kv_kib", "", 0, 36, 10});
+  write_records_plot(r, "kld", dir + "/kld_bytes.png", "kv_kib");
+  int w = 0, h = 0;
+  EXPECT_NE(png_pixels(dir + "/kld_bytes.png", w, h), png_pixels(dir + "/kld.png", w, h));
   write_records_csv(r, dir + "/r.csv");
   const std::string csv = test::read_file(dir + "/r.csv");
   EXPECT_EQ(csv.rfind("eval,policy,variant,budget,budget_unit,metric,task_type,topk,value,unit,n\n", 0), 0u);

@@ -10,77 +10,128 @@
 
 namespace fasa {
 
-void write_records_plot(const std::vector<EvalRecord>& records, const std::string& metric, const std::string& path) {
-  std::vector<std::string> budgets, series;
-  std::map<std::string, std::map<std::string, double>> y;  // series -> budget -> value
-  auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
-    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
-  };
+namespace {
+
+struct Point {
+  double x, y;  // x: the budget's column, or the x metric's value
+};
+
+// A line per policy (and variant): its points in the order they are drawn.
+struct Series {
+  std::vector<std::string> names;
+  std::map<std::string, std::vector<Point>> points;
+  std::vector<std::string> budgets;  // x tick labels where x is the budget's column
+};
+
+bool plotted(const EvalRecord& r) { return r.task_type.empty() || r.task_type == "all"; }
+std::string series_name(const EvalRecord& r) { return r.policy + (r.variant.empty() ? "" : " [" + r.variant + "]"); }
+
+Series collect(const std::vector<EvalRecord>& records, const std::string& metric, const std::string& x_metric) {
+  Series s;
+  std::map<std::string, double> x_of;  // series name + budget -> the x metric's value
+  for (const auto& r : records)
+    if (plotted(r) && r.metric == x_metric) x_of[series_name(r) + '\n' + r.budget] = r.value;
   const bool percent = metric_in_percent(metric);  // as the tables show them
   for (const auto& r : records) {
-    if (r.metric != metric || (!r.task_type.empty() && r.task_type != "all")) continue;
-    const std::string name = r.policy + (r.variant.empty() ? "" : " [" + r.variant + "]");
-    add_unique(budgets, r.budget);
-    add_unique(series, name);
-    y[name][r.budget] = percent ? 100 * r.value : r.value;
+    if (r.metric != metric || !plotted(r)) continue;
+    const std::string name = series_name(r);
+    double x = 0;
+    if (x_metric.empty()) {
+      auto it = std::find(s.budgets.begin(), s.budgets.end(), r.budget);
+      x = (double)(it - s.budgets.begin());
+      if (it == s.budgets.end()) s.budgets.push_back(r.budget);
+    } else {
+      auto it = x_of.find(name + '\n' + r.budget);
+      if (it == x_of.end() || !(it->second > 0)) continue;  // log axis: only positive values
+      x = std::log2(it->second);
+    }
+    if (!s.points.count(name)) s.names.push_back(name);
+    s.points[name].push_back({x, percent ? 100 * r.value : r.value});
   }
-  if (series.empty()) fail(path, "no '" + metric + "' records to plot");
-  double lo = INFINITY, hi = -INFINITY;
-  for (auto& [s, pts] : y)
-    for (auto& [b, v] : pts) lo = std::min(lo, v), hi = std::max(hi, v);
-  const std::vector<double> ticks = nice_ticks(lo, hi);
-  lo = ticks.front(), hi = ticks.back();
+  for (auto& [name, pts] : s.points) std::sort(pts.begin(), pts.end(), [](Point a, Point b) { return a.x < b.x; });
+  return s;
+}
 
-  const bool ca = metric == "ca";
-  const std::string x_axis = ca ? "top-K (tokens each policy selects)" : "budget (tokens per head, or share of the context)";
-  const std::string y_axis = metric + (percent ? " (%)" : metric == "kld" ? " (nats)" : "");
-  Figure probe(1, 1);
-  double legend_w = 0;
-  for (auto& s : series) legend_w = std::max(legend_w, probe.text_width(s, 12));
-  const double left = 80, top = 48, pw = 520, ph = 340;
-  Figure f((int)(left + pw + legend_w + 60), (int)(top + ph + 70));
-  f.text(left, 28, metric + " vs " + (ca ? "top-K" : "budget"), 16);
-  f.line(left, top, left, top + ph, {0, 0, 0});
-  f.line(left, top + ph, left + pw, top + ph, {0, 0, 0});
-  auto px = [&](size_t i) { return left + (i + 0.5) * pw / budgets.size(); };
-  auto py = [&](double v) { return top + (hi - v) / (hi - lo) * ph; };
-  for (double v : ticks) {  // y ticks and light grid lines
-    f.line(left + 1, py(v), left + pw, py(v), {0.9, 0.9, 0.9}, 1);
-    f.line(left - 5, py(v), left, py(v), {0, 0, 0}, 1);
-    f.text(left - 8, py(v) + 4, tick_label(v, ticks[1] - ticks[0]), 11, 1);
-  }
-  for (size_t i = 0; i < budgets.size(); ++i) {
-    f.line(px(i), top + ph, px(i), top + ph + 5, {0, 0, 0}, 1);
-    f.text(px(i), top + ph + 19, budgets[i], 11, 0.5);
-  }
-  f.text(left + pw / 2, top + ph + 44, x_axis, 13, 0.5);
-  f.text(22, top + ph / 2, y_axis, 13, 0.5, {0, 0, 0}, -1.5707963);
+// The plotting area: its place on the figure and the data range it shows.
+struct Frame {
+  double left, top, pw, ph;
+  double x_lo, x_hi, y_lo, y_hi;
+  double px(double x) const { return left + (x - x_lo) / (x_hi - x_lo) * pw; }
+  double py(double y) const { return top + (y_hi - y) / (y_hi - y_lo) * ph; }
+};
+
+// Each series as a line with dots at its points, and its entry in the legend right of the frame.
+void draw_lines(const Figure& f, const Frame& fr, const Series& s) {
   static const Rgb palette[] = {{0.12, 0.47, 0.71}, {1.0, 0.5, 0.05},  {0.17, 0.63, 0.17}, {0.84, 0.15, 0.16},
                                 {0.58, 0.4, 0.74},  {0.55, 0.34, 0.29}, {0.89, 0.47, 0.76}, {0.5, 0.5, 0.5},
                                 {0.74, 0.74, 0.13}, {0.09, 0.75, 0.81}};
   cairo_t* cr = f.cr();
-  for (size_t s = 0; s < series.size(); ++s) {
-    const Rgb col = palette[s % 10];
+  for (size_t i = 0; i < s.names.size(); ++i) {
+    const Rgb col = palette[i % 10];
+    const auto& pts = s.points.at(s.names[i]);
     f.color(col);
     cairo_set_line_width(cr, 2.5);
-    bool started = false;
-    for (size_t i = 0; i < budgets.size(); ++i) {
-      auto it = y[series[s]].find(budgets[i]);
-      if (it == y[series[s]].end()) continue;
-      started ? cairo_line_to(cr, px(i), py(it->second)) : cairo_move_to(cr, px(i), py(it->second));
-      started = true;
-    }
+    for (size_t j = 0; j < pts.size(); ++j)
+      j ? cairo_line_to(cr, fr.px(pts[j].x), fr.py(pts[j].y)) : cairo_move_to(cr, fr.px(pts[j].x), fr.py(pts[j].y));
     cairo_stroke(cr);
-    for (size_t i = 0; i < budgets.size(); ++i) {
-      auto it = y[series[s]].find(budgets[i]);
-      if (it == y[series[s]].end()) continue;
-      cairo_arc(cr, px(i), py(it->second), 4, 0, 2 * M_PI);
+    for (Point p : pts) {
+      cairo_arc(cr, fr.px(p.x), fr.py(p.y), 4, 0, 2 * M_PI);
       cairo_fill(cr);
     }
-    const double ly = top + 12 + s * 22;
-    f.line(left + pw + 16, ly - 4, left + pw + 38, ly - 4, col, 2.5);
-    f.text(left + pw + 44, ly, series[s], 12);
+    const double ly = fr.top + 12 + i * 22;
+    f.line(fr.left + fr.pw + 16, ly - 4, fr.left + fr.pw + 38, ly - 4, col, 2.5);
+    f.text(fr.left + fr.pw + 44, ly, s.names[i], 12);
   }
+}
+
+std::string y_label(const std::string& metric) {
+  return metric + (metric_in_percent(metric) ? " (%)" : metric == "kld" ? " (nats)" : "");
+}
+
+}  // namespace
+
+void write_records_plot(const std::vector<EvalRecord>& records, const std::string& metric, const std::string& path,
+                        const std::string& x_metric) {
+  const Series s = collect(records, metric, x_metric);
+  if (s.names.empty())
+    fail(path, "no '" + metric + "' records" + (x_metric.empty() ? "" : " with a positive '" + x_metric + "'") + " to plot");
+  double lo = INFINITY, hi = -INFINITY, x_lo = INFINITY, x_hi = -INFINITY;
+  for (auto& [name, pts] : s.points)
+    for (Point p : pts) lo = std::min(lo, p.y), hi = std::max(hi, p.y), x_lo = std::min(x_lo, p.x), x_hi = std::max(x_hi, p.x);
+  const std::vector<double> ticks = nice_ticks(lo, hi);
+  lo = ticks.front(), hi = ticks.back();
+  // x: the budgets as evenly spaced columns, or log2 of the x metric with a tick at each power of two
+  const bool by_budget = x_metric.empty();
+  if (by_budget) x_lo = -0.5, x_hi = (double)s.budgets.size() - 0.5;
+  else x_lo = std::floor(x_lo), x_hi = std::max(std::ceil(x_hi), x_lo + 1);
+
+  const bool ca = metric == "ca";
+  const std::string x_name = !by_budget ? x_metric : ca ? "top-K" : "budget";
+  const std::string x_axis = !by_budget ? x_metric + " (log scale)"
+                             : ca       ? "top-K (tokens each policy selects)"
+                                        : "budget (tokens per head, or share of the context)";
+  Figure probe(1, 1);
+  double legend_w = 0;
+  for (auto& n : s.names) legend_w = std::max(legend_w, probe.text_width(n, 12));
+  const Frame fr{80, 48, 520, 340, x_lo, x_hi, lo, hi};
+  Figure f((int)(fr.left + fr.pw + legend_w + 60), (int)(fr.top + fr.ph + 70));
+  f.text(fr.left, 28, metric + " vs " + x_name, 16);
+  f.line(fr.left, fr.top, fr.left, fr.top + fr.ph, {0, 0, 0});
+  f.line(fr.left, fr.top + fr.ph, fr.left + fr.pw, fr.top + fr.ph, {0, 0, 0});
+  for (double v : ticks) {  // y ticks and light grid lines
+    f.line(fr.left + 1, fr.py(v), fr.left + fr.pw, fr.py(v), {0.9, 0.9, 0.9}, 1);
+    f.line(fr.left - 5, fr.py(v), fr.left, fr.py(v), {0, 0, 0}, 1);
+    f.text(fr.left - 8, fr.py(v) + 4, tick_label(v, ticks[1] - ticks[0]), 11, 1);
+  }
+  const int n_x = by_budget ? (int)s.budgets.size() : (int)(x_hi - x_lo) + 1;
+  for (int i = 0; i < n_x; ++i) {
+    const double x = by_budget ? i : x_lo + i;
+    f.line(fr.px(x), fr.top + fr.ph, fr.px(x), fr.top + fr.ph + 5, {0, 0, 0}, 1);
+    f.text(fr.px(x), fr.top + fr.ph + 19, by_budget ? s.budgets[i] : tick_label(std::exp2(x), std::min(1.0, std::exp2(x) / 10)), 11, 0.5);
+  }
+  f.text(fr.left + fr.pw / 2, fr.top + fr.ph + 44, x_axis, 13, 0.5);
+  f.text(22, fr.top + fr.ph / 2, y_label(metric), 13, 0.5, {0, 0, 0}, -1.5707963);
+  draw_lines(f, fr, s);
   f.save_png(path);
 }
 

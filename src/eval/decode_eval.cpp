@@ -65,6 +65,7 @@ class ShadowProbe final : public AttentionPolicy {
 struct Scores {
   double nll = 0, kld = 0;
   int64_t top1 = 0, n = 0;
+  uint64_t kv_bytes = 0;  // KV read by the scored steps (attention and selection: ops/kv_traffic.h)
 };
 
 // Full attention's logits after each position of a window, from a dense prefill of it, a chunk at a
@@ -103,10 +104,12 @@ void decode_window(const Model& m, std::shared_ptr<AttentionPolicy> policy, cons
   if (score) ref.emplace(m, w);
   const int V = m.config.n_vocab;
   for (size_t i = 0; i + 1 < w.size(); ++i) {
+    const uint64_t read_before = session.cache().bytes_read();
     auto logits = session.decode(w[i]);
     bar.advance();
     if (!score || (int64_t)i < score_from) continue;
     Scores& s = *score;
+    s.kv_bytes += session.cache().bytes_read() - read_before;
     const float* r = ref->at((int64_t)i);
     // log-softmax of both in double
     double mp = -INFINITY, mr = -INFINITY;
@@ -208,7 +211,8 @@ std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref,
       if (s.n == 0) throw Error("no position was scored (is --score-from past the window length?)");
       const double nll = s.nll / s.n;
       for (auto [metric, value] : {std::pair<const char*, double>{"nll", nll}, {"ppl", std::exp(nll)},
-                                   {"kld", s.kld / s.n}, {"top1", (double)s.top1 / s.n}})
+                                   {"kld", s.kld / s.n}, {"top1", (double)s.top1 / s.n},
+                                   {"kv_kib", (double)s.kv_bytes / 1024.0 / (double)s.n}})
         out.push_back({"ppl", run.name, run.variant, budget, metric, "", 0, value, s.n});
     }
   }

@@ -28,7 +28,8 @@ struct ReferenceRun {
 };
 ReferenceRun reference_run(const Model& m, const std::string& text, const TextEvalOptions& o);
 
-// `eval ppl`: one record per metric (nll, ppl, kld, top1) for every policy x budget. `policies` are
+// `eval ppl`: one record per metric (nll, ppl, kld, top1, and kv_kib: KV read per scored step) for every
+// policy x budget. `policies` are
 // specs over `base` ("fasa", "fasa:fcs=4": policy_runs.h), here and in every evaluation.
 std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref, const std::vector<std::string>& policies,
                                         const std::vector<std::string>& budgets, const PolicyOptions& base,
