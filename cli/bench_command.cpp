@@ -33,7 +33,7 @@ struct BenchOptions {
   std::vector<std::string> offloads = {"none"};  // FASA rows per KV placement: none, ram, file:DIR
   std::vector<std::string> prefetches = {"off"};  // ... and with the prefetch thread on and/or off
   PolicyOptions policy;
-  EngineOptions gpu;  // -ngl, --device
+  EngineOptions gpu;  // -ngl, --device, and the mapping flags
 };
 
 int membw(int repetitions) {
@@ -54,7 +54,7 @@ int bench(BenchOptions o) {
   if (o.fill != "prefill" && o.fill != "random") throw Error("--fill must be 'prefill' or 'random'");
   if (o.output != "md" && o.output != "csv" && o.output != "json" && o.output != "jsonl")
     throw Error("-o must be md, csv, json or jsonl");
-  auto model = load_model(o.model, {.pack_for_cpu = o.gpu.gpu_layers == 0});
+  auto model = load_model(o.model, {.pack_for_cpu = o.gpu.gpu_layers == 0, .mmap = o.gpu.mmap, .mlock = o.gpu.mlock});
   const auto device = gpu::load_device_model(*model, o.gpu.gpu_layers, o.gpu.device);
   if (device) std::fprintf(stderr, "device: %s\n", device->describe().c_str());
 
@@ -122,7 +122,8 @@ Command add_bench_command(CLI::App& app) {
                 "Time one layer's decode attention (all its heads, random K/V at each depth) for -n steps");
   add_policy_options(cmd, o->policy, kBudget);
   add_gpu_options(cmd, o->gpu);
-  add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags | kBatchFlags);
+  add_mapping_options(cmd, o->gpu);
+  add_ignored_llama_options(cmd, kGpuFlags | kBatchFlags);
   cmd->add_option("--kv-offload", o->offloads,
                   "FASA rows per KV placement, comma-separated: none (resident, FASA-C), ram, file:DIR (FASA-M)")
       ->delimiter(',')->capture_default_str();

@@ -46,6 +46,8 @@ void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given);
 
 // -ngl/--n-gpu-layers and --device (llama.cpp's): the Vulkan device and how many layers go there.
 void add_gpu_options(CLI::App* cmd, EngineOptions& engine);
+// --no-mmap, --mmap 0|1 (-mmp), --mlock: how the weights are held (EngineOptions::mmap, mlock).
+void add_mapping_options(CLI::App* cmd, EngineOptions& engine);
 
 // What the commands that generate take (run, chat): -t, -ngl/--device (the GPU), the policy options,
 // llama.cpp's flags that mean nothing here (-fa, --mlock, -b, -np, ...; cli/llama_flags.h) and the

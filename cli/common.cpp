@@ -177,12 +177,20 @@ void add_gpu_options(CLI::App* cmd, EngineOptions& engine) {
       "The Vulkan device for -ngl: Vulkan0 (default), Vulkan1, ... (vulkaninfo's order)");
 }
 
+void add_mapping_options(CLI::App* cmd, EngineOptions& engine) {
+  cmd->add_flag_callback("--no-mmap", [&engine] { engine.mmap = false; },
+                         "Read the model's files into memory instead of mapping them (llama.cpp's)");
+  cmd->add_option("--mmap", engine.mmap, "1: map the model's files (default), 0: read them (llama-bench's -mmp 0|1)");
+  cmd->add_flag("--mlock", engine.mlock, "Lock the weights decoding reads in RAM (llama.cpp's; may need `ulimit -l`)");
+}
+
 void add_generation_options(CLI::App* cmd, int& threads, EngineOptions& engine, PolicyOptions& policy,
                             SamplerOptions& sampling, bool& seed_given) {
   add_threads_option(cmd, threads);
   add_gpu_options(cmd, engine);
+  add_mapping_options(cmd, engine);
   add_policy_options(cmd, policy);
-  add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags | kBatchFlags | kParallelFlag);
+  add_ignored_llama_options(cmd, kGpuFlags | kBatchFlags | kParallelFlag);
   add_sampling_options(cmd, sampling, seed_given);
 }
 

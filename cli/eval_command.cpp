@@ -36,6 +36,7 @@ struct EvalOptions {
   bool no_bos = false;  // retrieval, choice: no BOS before the prompts (as a harness sends token ids)
   std::string json, csv, plot, plot_metric, plot_x, answers;
   int threads = 0;
+  EngineOptions load;  // the mapping flags'
   PolicyOptions policy;
   SettingLists lists;  // list flags (--fcs 4,8,16): every policy of --attn crossed with their values
 };
@@ -72,7 +73,8 @@ void add_common(CLI::App* cmd, EvalOptions& o) {
                   "per step, from eval ppl and retrieval)");
   add_threads_option(cmd, o.threads);
   add_policy_options(cmd, o.policy, kOffload, &o.lists);
-  add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags);
+  add_mapping_options(cmd, o.load);
+  add_ignored_llama_options(cmd, kGpuFlags);
 }
 
 void add_no_bos_flag(CLI::App* cmd, EvalOptions& o) {
@@ -174,7 +176,7 @@ Command add_eval_command(CLI::App& app) {
       if (!out.empty()) check_writable(out);
     std::vector<ChoiceItem> items;  // a malformed file is reported before the model loads
     if (choice->parsed()) items = load_choice_items(o->tasks_file);
-    auto model = load_model(o->model);
+    auto model = load_model(o->model, {.mmap = o->load.mmap, .mlock = o->load.mlock});
     o->attn = cross_settings(o->attn, o->lists);
     AutoProfileStore autos(*model);  // the model's cached automatic profile, if any
     for (const PolicyRun& run : policy_runs(*model, o->attn, o->policy)) {  // fail on a bad option before hours of work

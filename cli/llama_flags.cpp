@@ -83,12 +83,6 @@ void add_ignored_llama_options(CLI::App* cmd, unsigned groups) {
     if (!gpu) ignored(cmd, "--n-gpu-layers", true, "Ignored (llama.cpp's -ngl N): CPU only", note);
     ignored(cmd, "--flash-attn", true, "Ignored (llama.cpp's -fa on|off|auto)", note);
   }
-  if (groups & kMappingFlags) {
-    const char* note = "--mlock / --no-mmap / -mmp are ignored: fasa maps the file and packs what decoding reads into its own memory once";
-    ignored(cmd, "--mlock", false, "Ignored (llama.cpp's): the weights decoding reads are packed into fasa's own memory", note);
-    ignored(cmd, "--no-mmap", false, "Ignored (llama.cpp's): as --mlock", note);
-    ignored(cmd, "--mmap", true, "Ignored (llama-bench's -mmp 0|1): as --mlock", note);
-  }
   if (groups & kBatchFlags) {
     const std::string chunks = "chunks of " + std::to_string(SessionOptions{}.n_ubatch) + " tokens";
     const std::string note = "-b / -ub are ignored: a prompt goes through in " + chunks;

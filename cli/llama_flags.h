@@ -19,7 +19,6 @@ std::shared_ptr<CLI::FormatterBase> help_with_llama_names();
 // Groups of llama.cpp options a command accepts and ignores.
 enum IgnoredFlags : unsigned {
   kGpuFlags = 1,       // -ngl N (where the command declares none: it runs on the CPU), -fa on|off|auto
-  kMappingFlags = 2,   // --mlock, --no-mmap: the weights decoded from are packed into fasa's own memory
   kBatchFlags = 4,     // -b N, -ub N: a prompt goes through in fasa's own chunks
   kParallelFlag = 8,   // -np N: one sequence (`fasa serve --parallel` serves several)
   kServerFlags = 16,   // --jinja, --metrics: the chat format, /metrics are always on

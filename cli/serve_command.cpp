@@ -14,6 +14,7 @@ namespace {
 struct ServeOptions {
   std::string model = FASA_DEFAULT_MODEL;
   ServerOptions server;
+  EngineOptions engine;  // the mapping flags' (serve runs on the CPU)
 };
 
 Server* running_server = nullptr;
@@ -21,7 +22,7 @@ Server* running_server = nullptr;
 int serve(ServeOptions o, bool attn_given) {
   // A profile (a file or 'auto') without --attn means the user wants FASA served.
   if (!attn_given && !o.server.policy.profile.empty()) o.server.policy.attn = "fasa";
-  Engine engine(o.model);
+  Engine engine(o.model, o.engine);
   o.server.model_name = std::filesystem::path(o.model).filename().string();
   Server server(engine, o.server);
   const int port = server.bind();
@@ -77,7 +78,8 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_flag_callback("--log-disable", [o] { o->server.log_requests = false; }, "No line per request on stderr");
   cmd->add_flag_callback("--no-webui", [o] { o->server.web_ui = false; }, "No chat page at / (llama-server's --no-webui)");
   add_policy_options(cmd, s.policy);
-  add_ignored_llama_options(cmd, kGpuFlags | kMappingFlags | kServerFlags);
+  add_mapping_options(cmd, o->engine);
+  add_ignored_llama_options(cmd, kGpuFlags | kServerFlags);
   return {cmd, [o, cmd] { return serve(*o, cmd->count("--attn") > 0); }};
 }
 

@@ -27,9 +27,11 @@ void print_speed_lines(const Engine& engine, const Context& ctx, const std::stri
                st.decode_steps > 0 ? (double)st.decode_kv_bytes_read / 1024.0 / (double)st.decode_steps : 0.0);
   std::fprintf(stderr, "%s\n", kv_memory_line(ctx.kv_memory()).c_str());
   const MemoryEstimate e = ctx.memory_estimate();
-  const std::string held = engine.info().device != "CPU"
-                               ? "the device holds them"
-                               : mib_text((double)engine.info().packed_weight_bytes) + " of it packed for this CPU";
+  const ModelInfo& info = engine.info();
+  const std::string held =
+      info.device != "CPU" ? "the device holds them"
+                           : mib_text((double)info.packed_weight_bytes) + " of it packed for this CPU" +
+                                 (info.locked_weight_bytes ? ", " + mib_text((double)info.locked_weight_bytes) + " locked in RAM" : "");
   std::fprintf(stderr, "memory: weights %s (%s) + vocabulary %s + KV %s + scratch %s = %s estimated, peak RSS %s\n",
                mib_text((double)e.weights).c_str(), held.c_str(), mib_text((double)e.vocab).c_str(),
                mib_text((double)e.kv).c_str(), mib_text((double)e.scratch).c_str(), mib_text((double)e.total()).c_str(),

@@ -353,22 +353,24 @@ PYBIND11_MODULE(_fasa, m) {
      "profile, kv_type, ...). Returns the rows as `fasa bench -o json` prints them (a list of dicts).");
 
   py::class_<Engine>(m, "Engine", "A loaded model; fasa.Engine(model=None) loads the bundled one.")
-      .def(py::init([](const std::string& model, int gpu_layers, int device) {
-             return std::make_unique<Engine>(model, EngineOptions{.gpu_layers = gpu_layers, .device = device});
+      .def(py::init([](const std::string& model, int gpu_layers, int device, bool mmap, bool mlock) {
+             return std::make_unique<Engine>(model, EngineOptions{.gpu_layers = gpu_layers, .device = device,
+                                                                  .mmap = mmap, .mlock = mlock});
            }),
-           py::arg("model"), py::arg("gpu_layers") = 0, py::arg("device") = 0, py::call_guard<py::gil_scoped_release>())
+           py::arg("model"), py::arg("gpu_layers") = 0, py::arg("device") = 0, py::arg("mmap") = true,
+           py::arg("mlock") = false, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("info", [](const Engine& e) {  // (docstring below)
         const ModelInfo& i = e.info();
         py::dict d;
         d["path"] = i.path, d["format"] = i.format, d["arch"] = i.arch, d["n_params"] = i.n_params;
         d["n_ctx_train"] = i.n_ctx_train, d["n_vocab"] = i.n_vocab, d["chat_format"] = i.chat_format;
         d["weight_bytes"] = i.weight_bytes, d["held_weight_bytes"] = i.held_weight_bytes;
-        d["packed_weight_bytes"] = i.packed_weight_bytes;
+        d["packed_weight_bytes"] = i.packed_weight_bytes, d["locked_weight_bytes"] = i.locked_weight_bytes;
         d["device"] = i.device;
         return d;
       }, "The model: path, format, arch, n_params, n_ctx_train, n_vocab, chat_format, weight_bytes (the "
          "matrices' bytes in the file), held_weight_bytes (what they hold in memory), packed_weight_bytes (of that, "
-         "the copy packed for this CPU), device (where it runs: 'CPU', or the Vulkan device with gpu_layers).")
+         "the copy packed for this CPU), locked_weight_bytes (of that, locked in RAM: mlock=True), device (where it runs: 'CPU', or the Vulkan device with gpu_layers).")
       .def("tokenize", [](const Engine& e, const std::string& text, bool add_bos, bool parse_special) {
         return e.tokenize(text, add_bos, parse_special);
       }, py::arg("text"), py::arg("add_bos") = true, py::arg("parse_special") = false,

@@ -1,6 +1,6 @@
-// Memory checks: a stated limit is what the loaders and the KV cache see; weights whose packed copy
-// would not fit are read in place with the same logits; a KV cache over the limit is refused with its
-// sizes (never an out-of-memory kill).
+// Memory checks: a stated limit is what the loaders and the KV cache see; weights or a KV cache over it
+// are refused with their sizes (never an out-of-memory kill); weights packed, read in place or read into
+// memory (--no-mmap) give the same logits; --mlock locks them.
 #include <malloc.h>
 
 #include <algorithm>
@@ -78,42 +78,85 @@ TEST(Memory, AKvCacheOverTheLimitIsRefusedWithItsSizes) {
   }
 }
 
-// The same quantized model loaded with room for its packed copy and without: the second reads its
-// weights in place from the file, saying so with both sizes, and every logit is the same (the packed
-// kernels are bit-identical).
-TEST(Memory, WeightsReadInPlaceGiveThePackedLogits) {
+// The same quantized model packed from its mapped file, packed from the file read into memory
+// (--no-mmap: the packed rows' bytes freed, as the mapping's pages are dropped) and read in place:
+// every logit is the same (the packed kernels are bit-identical; a freed row read again would not be).
+TEST(Memory, PackedReadInAndInPlaceWeightsGiveTheSameLogits) {
   FASA_REQUIRE_SHARED();
   for (const char* file : {"kjv-tiny-Q8_0.gguf", "kjv-tiny-Q4_0.gguf", "kjv-tiny-Q4_K_M.gguf"}) {
     const std::string path = test::shared_dir() + "/models/kjv-tiny/quant/" + file;
     const auto packed = load_model(path);
-    std::unique_ptr<Model> in_place;
-    {
-      StatedLimit limit("0.001");
-      testing::internal::CaptureStderr();
-      in_place = load_model(path);
-      const std::string note = testing::internal::GetCapturedStderr();
-      if (packed->packed_weight_bytes() > 0) {  // the note names the file and both sizes
-        const std::string packed_size = mib_text((double)packed->packed_weight_bytes());
-        EXPECT_NE(note.find(path + ": the weights packed for this CPU would take " + packed_size), std::string::npos) << note;
-        EXPECT_NE(note.find("more than the 0.0 MiB of memory available; they are read in place"), std::string::npos) << note;
-      }
-    }
+    const auto read_in = load_model(path, {.mmap = false});
+    const auto in_place = load_model(path, {.pack_for_cpu = false});
+    EXPECT_EQ(read_in->packed_weight_bytes(), packed->packed_weight_bytes()) << file;
     EXPECT_EQ(in_place->packed_weight_bytes(), 0u) << file;
     if (packed->packed_weight_bytes() == 0)
-      std::printf("note: %s: this CPU packs no weights (no VNNI kernels), so both loads read in place\n", file);
+      std::printf("note: %s: this CPU packs no weights (no VNNI kernels), so every load reads in place\n", file);
+    EXPECT_EQ(read_in->weights.sampled_hash, packed->weights.sampled_hash) << file;  // the profiles' fingerprint
     const auto tokens = packed->tokenizer.encode("Ge1:1 In the beginning God created the heaven and the earth. And the "
                                                  "earth was without form, and void; and darkness was upon the face of "
                                                  "the deep.", true);
-    Session a(*packed, {}), b(*in_place, {});
-    std::vector<float> la, lb;  // every prompt position's logits: batches of 40+ tokens take the tiles
+    Session a(*packed, {}), b(*read_in, {}), c(*in_place, {});
+    std::vector<float> la, lb, lc;  // every prompt position's logits: batches of 40+ tokens take the tiles
     a.prefill(tokens, &la);
     b.prefill(tokens, &lb);
+    c.prefill(tokens, &lc);
     ASSERT_EQ(la, lb) << file;
+    ASSERT_EQ(la, lc) << file;
     for (int32_t t : {5, 17, 99}) {
-      const auto da = a.decode(t), db = b.decode(t);
+      const auto da = a.decode(t), db = b.decode(t), dc = c.decode(t);
       ASSERT_TRUE(std::equal(da.begin(), da.end(), db.begin(), db.end())) << file << " decoding " << t;
+      ASSERT_TRUE(std::equal(da.begin(), da.end(), dc.begin(), dc.end())) << file << " decoding " << t;
     }
   }
+}
+
+// Weights over what is available are refused before they are read, naming the file and both sizes,
+// mapped or read into memory (--no-mmap).
+TEST(Memory, WeightsOverTheLimitAreRefusedWithTheirSizes) {
+  StatedLimit limit("1");
+  for (bool mmap : {true, false}) {
+    try {
+      load_model(FASA_BUNDLED_MODEL, {.mmap = mmap});
+      FAIL() << "the bundled model was loaded under a 1 MiB limit (mmap " << mmap << ")";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(FASA_BUNDLED_MODEL), std::string::npos) << what;
+      EXPECT_NE(what.find(mmap ? "its weights would take " : "the model's files read into memory would take "),
+                std::string::npos) << what;
+      EXPECT_NE(what.find("more than 90 % of the 1.0 MiB of memory available"), std::string::npos) << what;
+    }
+  }
+}
+
+size_t locked_kib() {  // /proc/self/status's VmLck
+  std::ifstream status("/proc/self/status");
+  for (std::string key; status >> key;)
+    if (key == "VmLck:") {
+      size_t kib = 0;
+      status >> kib;
+      return kib;
+    }
+  return 0;
+}
+
+// --mlock locks what decoding reads: the packed copies and the rest of the rows (the system's count of
+// locked memory grows by at least the packed copies), or says why it could not.
+TEST(Memory, MlockLocksTheWeightsDecodingReads) {
+  FASA_REQUIRE_SHARED();
+  const std::string path = test::shared_dir() + "/models/kjv-tiny/quant/kjv-tiny-Q4_0.gguf";
+  const size_t before = locked_kib();
+  testing::internal::CaptureStderr();
+  const auto m = load_model(path, {.mlock = true});
+  const std::string said = testing::internal::GetCapturedStderr();
+  if (m->weights.locked_bytes == 0) {  // refused (RLIMIT_MEMLOCK without CAP_IPC_LOCK): a warning says so
+    EXPECT_NE(said.find(path + ": --mlock: cannot lock"), std::string::npos) << said;
+    GTEST_SKIP() << "this process may not lock memory: " << said;
+  }
+  EXPECT_GE(m->weights.locked_bytes, m->packed_weight_bytes());
+  EXPECT_GT(m->weights.locked_bytes, m->weight_bytes() / 2);
+  EXPECT_GE((locked_kib() - before) * 1024, m->packed_weight_bytes());
+  EXPECT_EQ(load_model(path)->weights.locked_bytes, 0u);
 }
 
 // The estimate a context reports (weights as held, KV cache, scratch) against the resident memory a

@@ -52,6 +52,7 @@ struct ModelInfo {
   size_t held_weight_bytes = 0;    // what they hold in memory, once: the packed copy and the rest read in place
                                    // (with every layer on a device: none; the device holds them)
   size_t packed_weight_bytes = 0;  // of that, the copy packed for this CPU (its rows' file pages dropped)
+  size_t locked_weight_bytes = 0;  // of that, locked in RAM (EngineOptions::mlock)
   size_t vocab_bytes = 0;          // the tokenizer's tables in memory (counted once, at load)
   std::string device = "CPU";  // where the forward pass runs: "CPU", or the GPU and what it holds
   std::string bos_token, eos_token;  // their vocabulary pieces ("<s>", "<|im_end|>"; tokenize reads them back), empty where none
@@ -64,6 +65,12 @@ struct EngineOptions {
   // full attention (this version puts all layers there or none).
   int gpu_layers = 0;
   int device = 0;  // the Vulkan device's index, in vulkaninfo's order
+  // llama.cpp's --no-mmap (false): the model's files read into memory instead of mapped, so nothing
+  // refers to them once loaded. Either way, weights that would not fit the memory available are refused.
+  bool mmap = true;
+  // llama.cpp's --mlock: what decoding reads locked in RAM (ModelInfo::locked_weight_bytes); where
+  // the system refuses (RLIMIT_MEMLOCK), a warning on stderr.
+  bool mlock = false;
 };
 
 class Engine {

@@ -45,8 +45,9 @@ def bundled_model():
 class Engine(_Engine):
     """A loaded model (a .gguf file or a Hugging Face directory; the bundled model by default).
     gpu_layers: as `fasa run -ngl` (0: the CPU; -1 or the layer count: the whole model on the Vulkan
-    device `device`, 0 the first; docs/GPU.md says what runs there)."""
+    device `device`, 0 the first; docs/GPU.md says what runs there). mmap=False: the files read into
+    memory instead of mapped (`--no-mmap`); mlock=True: the weights locked in RAM (`--mlock`)."""
 
-    def __init__(self, model=None, gpu_layers=0, device=0):
-        super().__init__(bundled_model() if model is None else os.fspath(model), gpu_layers, device)
+    def __init__(self, model=None, gpu_layers=0, device=0, mmap=True, mlock=False):
+        super().__init__(bundled_model() if model is None else os.fspath(model), gpu_layers, device, mmap, mlock)
 

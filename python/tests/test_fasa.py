@@ -45,6 +45,14 @@ def test_fasa_with_the_same_settings_equals_the_cli(engine):
     assert got == run.stdout.rstrip("\n")
 
 
+def test_a_model_read_into_memory_and_locked_generates_the_mapped_ones_text(engine):
+    # mmap=False, mlock=True as `fasa run --no-mmap --mlock`
+    read_in = fasa.Engine(mmap=False, mlock=True)
+    assert read_in.info["locked_weight_bytes"] > 0 or os.geteuid() != 0  # root may always lock memory
+    assert engine.info["locked_weight_bytes"] == 0
+    assert read_in.context().generate(PROMPT, max_tokens=12) == engine.context().generate(PROMPT, max_tokens=12)
+
+
 def test_the_engine_on_the_gpu_generates_the_cpus_text(engine):
     # gpu_layers as `fasa run -ngl`: the whole model on Vulkan device 0 (Mesa's lavapipe in CI).
     try:
@@ -375,7 +383,7 @@ def test_ppl_and_ca_records_equal_the_clis_json(engine, tmp_path):
     assert run.returncode == 0, run.stderr
     got = fasa.eval.ppl(engine, text, window=128, windows=2, attn=["full", "stream"], budgets=[16, 0.5], threads=2)
     assert got == json.loads((tmp_path / "p.json").read_text())
-    assert {r["metric"] for r in got} == {"nll", "ppl", "kld", "top1"}
+    assert {r["metric"] for r in got} == {"nll", "ppl", "kld", "top1", "kv_kib"}
     # the CLI's name for the budgets works too; a mistaken keyword's error lists the function's own beside the settings
     assert fasa.eval.ppl(engine, text, window=128, windows=2, attn=["full", "stream"], budget=[16, 0.5], threads=2) == got
     with pytest.raises(fasa.Error, match=r"no setting 'windowz' .*own keywords: engine, text, window, windows, score_from"):

@@ -32,7 +32,7 @@ std::string profile_note(const PolicyOptions& policy) {
 }  // namespace
 
 Engine::Engine(const std::string& model_path, const EngineOptions& opts)
-    : model_(load_model(model_path, {.pack_for_cpu = opts.gpu_layers == 0})),
+    : model_(load_model(model_path, {.pack_for_cpu = opts.gpu_layers == 0, .mmap = opts.mmap, .mlock = opts.mlock})),
       auto_profiles_(std::make_unique<AutoProfileStore>(*model_)) {
   const ModelConfig& c = model_->config;
   device_ = gpu::load_device_model(*model_, opts.gpu_layers, opts.device);
@@ -40,7 +40,7 @@ Engine::Engine(const std::string& model_path, const EngineOptions& opts)
   auto piece = [&](int id) { return id >= 0 ? tok.piece(id) : std::string(); };
   info_ = {model_->path, model_->format, c.arch, model_->n_params(), c.n_ctx_train, c.n_vocab,
            chat_format_name(chat_style(*model_).format), model_->weight_bytes(),
-           model_->held_weight_bytes(), model_->packed_weight_bytes(), tok.memory_bytes(),
+           model_->held_weight_bytes(), model_->packed_weight_bytes(), model_->weights.locked_bytes, tok.memory_bytes(),
            device_ ? device_->describe() : "CPU", piece(tok.bos()), piece(tok.eos()), tok.add_bos()};
 }
 

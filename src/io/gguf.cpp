@@ -143,7 +143,7 @@ const char* gguf_type_name(GgufType t) {
   return i < 13 ? names[i] : "unknown";
 }
 
-GgufFile::GgufFile(const std::string& path) : file_(std::make_shared<MappedFile>(path)) {
+GgufFile::GgufFile(const std::string& path, bool map) : file_(std::make_shared<MappedFile>(path, map)) {
   Reader r(*file_);
   if (file_->size() < 4 || std::memcmp(file_->data(), "GGUF", 4) != 0)
     fail(path, "not a GGUF file (bad magic)");

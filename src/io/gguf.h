@@ -43,7 +43,8 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  explicit GgufFile(const std::string& path);  // parses and validates; throws fasa::Error
+  // Parses and validates; throws fasa::Error. `map`: MappedFile's (false: the file read into memory).
+  explicit GgufFile(const std::string& path, bool map = true);
 
   const std::string& path() const { return file_->path(); }
   std::shared_ptr<const MappedFile> mapping() const { return file_; }  // keeps tensor data alive

@@ -28,7 +28,7 @@ DType parse_dtype(const std::string& s, const std::string& path, const std::stri
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_shared<MappedFile>(path)) {
+SafetensorsFile::SafetensorsFile(const std::string& path, bool map) : file_(std::make_shared<MappedFile>(path, map)) {
   const size_t size = file_->size();
   if (size < 8) fail(path, "truncated: no safetensors header length");
   uint64_t header_len;
@@ -89,7 +89,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_shar
       fail(path, "tensor data ranges overlap at offset " + std::to_string(ranges[i].first));
 }
 
-SafetensorsModel::SafetensorsModel(const std::string& dir) {
+SafetensorsModel::SafetensorsModel(const std::string& dir, bool map) {
   namespace fs = std::filesystem;
   std::vector<std::string> shard_paths;
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
@@ -113,7 +113,7 @@ SafetensorsModel::SafetensorsModel(const std::string& dir) {
     fail(dir, "no model.safetensors or model.safetensors.index.json");
   }
   for (auto& p : shard_paths) {
-    files_.push_back(std::make_unique<SafetensorsFile>(p));
+    files_.push_back(std::make_unique<SafetensorsFile>(p, map));
     for (auto& ti : files_.back()->tensors())
       if (!tensors_.emplace(ti.name, ti).second)
         fail(p, "tensor '" + ti.name + "' also appears in another shard");

@@ -23,7 +23,7 @@ struct SafetensorInfo {
 
 class SafetensorsFile {
  public:
-  explicit SafetensorsFile(const std::string& path);
+  explicit SafetensorsFile(const std::string& path, bool map = true);  // map: MappedFile's
   const std::string& path() const { return file_->path(); }
   std::shared_ptr<const MappedFile> mapping() const { return file_; }
   const std::vector<SafetensorInfo>& tensors() const { return tensors_; }
@@ -37,7 +37,7 @@ class SafetensorsFile {
 // model.safetensors.index.json. Keeps every shard mapped.
 class SafetensorsModel {
  public:
-  explicit SafetensorsModel(const std::string& dir);
+  explicit SafetensorsModel(const std::string& dir, bool map = true);
   const SafetensorInfo* find(const std::string& name) const;
   const std::map<std::string, SafetensorInfo>& tensors() const { return tensors_; }
   std::vector<std::shared_ptr<const MappedFile>> mappings() const;

@@ -49,8 +49,8 @@ void gemma3_gguf_params(const GgufFile& f, ModelConfig& c) {
   c.final_softcap = (float)f.get_float(a + "final_logit_softcapping", 0.0);
 }
 
-std::unique_ptr<Model> load_gguf_model(const std::string& path) {
-  GgufFile f(path);
+std::unique_ptr<Model> load_gguf_model(const std::string& path, bool map) {
+  GgufFile f(path, map);
   auto m = std::make_unique<Model>();
   m->path = path;
   m->format = "gguf";

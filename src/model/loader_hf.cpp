@@ -93,7 +93,7 @@ void mixtral_hf_names(const ModelConfig& c, TensorNames& n) {
 
 namespace {
 
-std::unique_ptr<Model> read_hf_model(const std::string& dir) {
+std::unique_ptr<Model> read_hf_model(const std::string& dir, bool map) {
   namespace fs = std::filesystem;
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   json j = read_json_file(cfg_path);
@@ -143,7 +143,7 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
   }
   c.validate(cfg_path);
 
-  SafetensorsModel st(dir);
+  SafetensorsModel st(dir, map);
   std::map<std::string, TensorRef> refs;
   for (auto& [name, t] : st.tensors()) {
     TensorRef r{name, t.file, t.type, std::vector<int64_t>(t.shape.rbegin(), t.shape.rend()), t.data};
@@ -214,8 +214,8 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir) {
 
 }  // namespace
 
-std::unique_ptr<Model> load_hf_model(const std::string& dir) {
-  return with_json_errors(dir, [&] { return read_hf_model(dir); });
+std::unique_ptr<Model> load_hf_model(const std::string& dir, bool map) {
+  return with_json_errors(dir, [&] { return read_hf_model(dir, map); });
 }
 
 }  // namespace fasa

@@ -1,8 +1,10 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include <sys/mman.h>
@@ -194,16 +196,20 @@ std::vector<Matrix> bind_experts(const TensorLookup& lookup, const std::string& 
   return experts;
 }
 
-// Drops the pages of n bytes at p from memory where they are the model file's (a read-only private
-// mapping: a row read again comes back from the file); a heap copy in `owned` is kept. Returns the
-// bytes released: n, or 0 for a heap copy.
-size_t release_file_pages(const uint8_t* p, size_t n, const std::vector<std::vector<uint8_t>>& owned) {
-  for (const auto& o : owned)
-    if (p >= o.data() && p < o.data() + o.size()) return 0;
-  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  const uintptr_t begin = ((uintptr_t)p + page - 1) / page * page, end = ((uintptr_t)p + n) / page * page;
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-  return n;
+// Drops the pages of n bytes at p from memory where they are one of the model's files: in a mapping
+// (read-only, private), a row read again comes back from the file; in a file read into memory
+// (--no-mmap) they are freed, so only rows `never_read_again` (packed) go. Bytes elsewhere (a heap
+// copy in `owned`) are kept. Returns the bytes released: n, or 0.
+size_t release_file_pages(const uint8_t* p, size_t n, const ModelWeights& w, bool never_read_again) {
+  for (const auto& f : w.mappings) {
+    if (!f->contains(p)) continue;
+    if (!f->mapped() && !never_read_again) return 0;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t begin = ((uintptr_t)p + page - 1) / page * page, end = ((uintptr_t)p + n) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    return n;
+  }
+  return 0;
 }
 
 // The bytes of m's rows packed for the decode matmul (ops/packed_rows.h), or 0 where this CPU has no
@@ -229,41 +235,50 @@ std::vector<Matrix*> layer_matrices(ModelWeights& w) {
 // memory as soon as it is packed. The peak holds the packed copies plus one matrix's file pages, and the
 // model's resident size stays what the file is. One buffer, not one per matrix: a 2 MiB-page buffer per
 // expert would round each up (a qwen3-30b-a3b shape at Q4_0 took more than 24 GiB for its 17 GB).
-void pack_for_decode(const std::vector<Matrix*>& matrices, ModelWeights& w, const std::string& source) {
-  auto slot_bytes = [](const Matrix& m) {  // each matrix's packed rows start on a cache line
-    constexpr size_t kAlign = 64;
-    return (packed_bytes(m) + kAlign - 1) / kAlign * kAlign;
-  };
+size_t packed_slot_bytes(const Matrix& m) {  // each matrix's packed rows start on a cache line
+  constexpr size_t kAlign = 64;
+  return (packed_bytes(m) + kAlign - 1) / kAlign * kAlign;
+}
+
+size_t packed_total(const std::vector<Matrix*>& matrices) {
   size_t total = 0;
-  for (const Matrix* m : matrices) total += slot_bytes(*m);
+  for (const Matrix* m : matrices) total += packed_slot_bytes(*m);
+  return total;
+}
+
+void pack_for_decode(const std::vector<Matrix*>& matrices, ModelWeights& w) {
+  const size_t total = packed_total(matrices);
   if (total == 0) return;
-  if (const size_t have = available_memory_bytes(); over_available((double)total, have)) {
-    std::fprintf(stderr,
-                 "note: %s: the weights packed for this CPU would take %s, more than the %s of memory available; "
-                 "they are read in place from the file instead (slower; the system pages them in and out as "
-                 "needed)\n", source.c_str(), mib_text((double)total).c_str(), mib_text((double)have).c_str());
-    return;
-  }
   uint8_t* out = w.packed.emplace(total).data();
   for (Matrix* m : matrices) {
     if (packed_bytes(*m) == 0) continue;
     const int64_t groups = m->rows / kDirectRows;
-    const size_t group_bytes = packed_group_bytes(m->type, m->cols);
+    const size_t group_bytes = packed_group_bytes(m->type, m->cols), file_group_bytes = kDirectRows * m->row_bytes;
+    // A few MiB of the file's rows at a time, their pages dropped once packed: the output matrix alone
+    // is 250 MiB at Q8_0 in a 1B model, and its file pages beside the packed copies were the peak.
+    const int64_t chunk = std::max<int64_t>(1, (int64_t)((size_t(4) << 20) / file_group_bytes));
+    for (int64_t g0 = 0; g0 < groups; g0 += chunk) {
+      const int64_t g1 = std::min(groups, g0 + chunk);
 #pragma omp parallel for schedule(static)
-    for (int64_t g = 0; g < groups; ++g) {
-      const void* rows[kDirectRows];
-      for (int i = 0; i < kDirectRows; ++i) rows[i] = m->row(g * kDirectRows + i);
-      pack_rows(m->type, rows, m->cols, out + g * group_bytes);
+      for (int64_t g = g0; g < g1; ++g) {
+        const void* rows[kDirectRows];
+        for (int i = 0; i < kDirectRows; ++i) rows[i] = m->row(g * kDirectRows + i);
+        pack_rows(m->type, rows, m->cols, out + g * group_bytes);
+      }
+      // every row packed so far (a page across two chunks goes with the second; the pages dropped before
+      // cost nothing to name again)
+      if (release_file_pages(m->data, g1 * file_group_bytes, w, true) > 0) w.dropped_file_bytes += (g1 - g0) * file_group_bytes;
     }
     m->packed = out;
-    w.dropped_file_bytes += release_file_pages(m->data, (size_t)(groups * kDirectRows) * m->row_bytes, w.owned);
-    out += slot_bytes(*m);
+    out += packed_slot_bytes(*m);
   }
 }
 
 // FNV-1a over the shapes and 64 evenly spaced 64-byte samples of every weight matrix (calib's model
-// fingerprint): tells two checkpoints of the same shape apart without reading gigabytes. Taken before
-// the packing drops the file's pages: sampling them later paged 64 KiB back in around each sample.
+// fingerprint): tells two checkpoints of the same shape apart without reading gigabytes. Each matrix's
+// pages are dropped once sampled: where the page cache holds the file in 2 MiB folios, a sample maps
+// its whole folio, and 64 of them per matrix held most of the file (peak RSS 1541 MiB for a 1256 MiB
+// Q8_0 file, 1302 MiB since).
 uint64_t hash_weights(const ModelWeights& w, bool experts) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](const void* p, size_t n) {
@@ -278,6 +293,7 @@ uint64_t hash_weights(const ModelWeights& w, bool experts) {
       const size_t at = bytes > 64 ? (bytes - 64) * i / 63 : 0;
       mix(m.data + at, std::min<size_t>(64, bytes));
     }
+    release_file_pages(m.data, bytes, w, false);  // the samples' pages (a 2 MiB folio each, mapped whole)
   };
   sample(w.tok_embd);
   for (auto& L : w.layers) {
@@ -346,7 +362,6 @@ ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, cons
     L.w_down = bind_matrix(lookup, n(names.w_down), cfg.n_embd, cfg.n_ff, src, w.owned);
     w.layers.push_back(std::move(L));
   }
-  w.sampled_hash = hash_weights(w, cfg.n_expert > 0);
   return w;
 }
 
@@ -365,21 +380,75 @@ static void dequantize_matrices(ModelWeights& w) {
   if (tied) w.tok_embd = w.output;
 }
 
+namespace {
+
+// The bytes of the model's files: a GGUF file, or a directory's safetensors shards.
+size_t model_file_bytes(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return (size_t)fs::file_size(path, ec);
+  size_t bytes = 0;
+  for (const auto& e : fs::directory_iterator(path, ec))
+    if (e.path().extension() == ".safetensors") bytes += (size_t)e.file_size(ec);
+  return bytes;
+}
+
+// Weights that would take more memory than is available are refused with the sizes, before they are
+// read (as a KV cache is): mapped, the system would page them in and out at every token.
+void refuse_weights_over_available(const std::string& path, size_t bytes, const char* what) {
+  if (const size_t have = available_memory_bytes(); over_available((double)bytes, have))
+    fail(path, std::string(what) + " would take " + mib_text((double)bytes) + ", more than 90 % of the " +
+                   mib_text((double)have) + " of memory available (MemAvailable, a container's limit or "
+                   "FASA_MEMORY_LIMIT_MIB): not loaded");
+}
+
+// --mlock: what decoding reads locked in RAM: the packed copies and the rows read from the file (the
+// norms are small heap copies, touched every step). A refusal (RLIMIT_MEMLOCK) is a warning, as llama.cpp's.
+void lock_weights(ModelWeights& w, const std::string& path) {
+  std::vector<std::pair<const void*, size_t>> ranges;
+  if (w.packed) ranges.emplace_back(w.packed->data(), w.packed->size());
+  std::vector<Matrix*> all = layer_matrices(w);
+  if (!w.tok_embd.packed && w.tok_embd.data != w.output.data) all.push_back(&w.tok_embd);
+  for (LayerWeights& L : w.layers) all.push_back(&L.router);
+  for (const Matrix* m : all) {
+    const int64_t first = m->packed ? m->rows / kDirectRows * kDirectRows : 0;  // rows past the packed groups
+    if (m->rows > first) ranges.emplace_back(m->row(first), (size_t)(m->rows - first) * m->row_bytes);
+  }
+  for (auto [p, n] : ranges) {
+    if (mlock(p, n) != 0) {
+      std::fprintf(stderr, "warning: %s: --mlock: cannot lock %s of weights in RAM (%s); raise the limit "
+                   "(`ulimit -l`, RLIMIT_MEMLOCK) to lock them\n", path.c_str(), mib_text((double)n).c_str(),
+                   std::strerror(errno));
+      return;
+    }
+    w.locked_bytes += n;
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opts) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const bool directory = fs::is_directory(path, ec);
   if (!directory && !fs::exists(path, ec)) fail(path, "no such file or directory");
-  std::unique_ptr<Model> m = directory ? load_hf_model(path) : load_gguf_model(path);
+  if (!opts.mmap) refuse_weights_over_available(path, model_file_bytes(path), "the model's files read into memory");
+  std::unique_ptr<Model> m = directory ? load_hf_model(path, opts.mmap) : load_gguf_model(path, opts.mmap);
+  ModelWeights& w = m->weights;
+  const std::vector<Matrix*> matrices = layer_matrices(w);
+  const bool pack = opts.pack_for_cpu && !opts.dequantize;
+  if (pack)  // (a device holds them in its own memory)
+    refuse_weights_over_available(path, std::max(m->weight_bytes(), packed_total(matrices)), "its weights");
+  w.sampled_hash = hash_weights(w, m->config.n_expert > 0);
   if (opts.dequantize) {
-    dequantize_matrices(m->weights);
-  } else if (opts.pack_for_cpu) {
-    ModelWeights& w = m->weights;
-    pack_for_decode(layer_matrices(w), w, path);
+    dequantize_matrices(w);
+  } else if (pack) {
+    pack_for_decode(matrices, w);
     // A tied embedding is the output's packed rows too: its lookups unpack them (ops/packed_rows.h's
     // file_row), so the file's pages of the largest matrix are not read back in token by token.
     if (w.tok_embd.data == w.output.data) w.tok_embd.packed = w.output.packed;
   }
+  if (opts.mlock) lock_weights(w, path);
   return m;
 }
 
@@ -388,7 +457,7 @@ void Model::drop_file_pages() {
   if (weights.tok_embd.data != weights.output.data) all.push_back(&weights.tok_embd);
   for (LayerWeights& L : weights.layers) all.push_back(&L.router);
   for (const Matrix* m : all)  // (a packed matrix's pages are gone already)
-    if (!m->packed) weights.dropped_file_bytes += release_file_pages(m->data, (size_t)m->rows * m->row_bytes, weights.owned);
+    if (!m->packed) weights.dropped_file_bytes += release_file_pages(m->data, (size_t)m->rows * m->row_bytes, weights, false);
 }
 
 int64_t Model::n_params() const {

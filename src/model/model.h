@@ -45,9 +45,16 @@ struct LoadOptions {
   // Every matrix dequantized to F32 (no packing): the values llama-quantize writes when it turns the
   // file into F32, multiplied with float activations (tests against llama.cpp's run of such a file).
   bool dequantize = false;
+  // llama.cpp's --no-mmap (false): the files read into memory instead of mapped; the packed rows'
+  // bytes are freed once packed, as a mapping's pages are dropped.
+  bool mmap = true;
+  // llama.cpp's --mlock: what decoding reads locked in RAM (ModelWeights::locked_bytes; where the
+  // system refuses, a warning).
+  bool mlock = false;
 };
 
-// `path` is a .gguf file or a Hugging Face model directory. Throws fasa::Error naming the file.
+// `path` is a .gguf file or a Hugging Face model directory. Throws fasa::Error naming the file, also
+// where the weights would take more than the memory available (util/memory.h), before reading them.
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& opts = {});
 
 // --- shared by the two loaders --------------------------------------------------------------
@@ -84,7 +91,8 @@ struct TensorNames {
 ModelWeights bind_weights(const ModelConfig& cfg, const TensorNames& names, const TensorLookup& lookup,
                           const std::string& source);
 
-std::unique_ptr<Model> load_gguf_model(const std::string& path);
-std::unique_ptr<Model> load_hf_model(const std::string& dir);
+// `map`: the files mapped (false: read into memory, LoadOptions::mmap).
+std::unique_ptr<Model> load_gguf_model(const std::string& path, bool map = true);
+std::unique_ptr<Model> load_hf_model(const std::string& dir, bool map = true);
 
 }  // namespace fasa

@@ -47,6 +47,7 @@ struct ModelWeights {
   std::optional<HugeBuffer> packed;  // the matrices' packed copies, one after another (Matrix::packed)
   size_t dropped_file_bytes = 0;     // the file's bytes whose pages were dropped (packed there, or on a device)
   uint64_t sampled_hash = 0;         // of samples of every matrix's file bytes (calib's model fingerprint)
+  size_t locked_bytes = 0;           // locked in RAM (LoadOptions::mlock)
 };
 
 }  // namespace fasa
