@@ -29,120 +29,128 @@ bool Server::Impl::authorized(const httplib::Request& req, httplib::Response& re
 }
 
 void Server::Impl::routes() {
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    request_log = {Clock::now()};
-    if (!opts.cors_origin.empty() && req.method == "OPTIONS") {  // a browser's preflight
-      res.status = 204;
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-      res.set_header("Access-Control-Max-Age", "86400");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return preflight(req, res); });
   http.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
     if (!opts.cors_origin.empty()) res.set_header("Access-Control-Allow-Origin", opts.cors_origin);
   });
-  get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
-  });
-  get("/v1/models", guarded([this](const httplib::Request&, httplib::Response& res) {
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  get("/health", [](Req, Res res) { res.set_content(R"({"status":"ok"})", "application/json"); });
+  get("/v1/models", guarded([this](Req, Res res) {
     res.set_content(dump({{"object", "list"}, {"data", json::array({model_object()})}}), "application/json");
   }));
-  get(R"(/v1/models/(.+))", guarded([this](const httplib::Request& req, httplib::Response& res) {
+  get(R"(/v1/models/(.+))", guarded([this](Req req, Res res) {
     if (req.matches[1] != opts.model_name) return send_error(res, 404, "no model '" + std::string(req.matches[1]) + "' here");
     res.set_content(dump(model_object()), "application/json");
   }));
-  get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
+  get("/metrics", guarded([this](Req, Res res) {
     res.set_content(metrics.render(admission.active(), admission.waiting(), batch_members, batch_prefilling),
                     "text/plain; version=0.0.4");
   }));
-  get("/slots", guarded([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(dump(slots_json()), "application/json");
-  }));
-  // Text to token ids and back, in llama-server's fields ("content", "add_special") and vLLM's ("prompt",
-  // "add_special_tokens"; lm-evaluation-harness's remote tokenizer), and the server's settings.
-  post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    try {
-      const json body = json::parse(req.body);
-      const bool vllm = body.contains("prompt");
-      const json text = body.value(vllm ? "prompt" : "content", json());
-      if (!text.is_string()) return send_error(res, 400, "'content' (or 'prompt') must be a string");
-      const bool bos = vllm ? body.value("add_special_tokens", true) : body.value("add_special", false);
-      const std::vector<int32_t> ids = engine.tokenize(text.get<std::string>(), bos, body.value("parse_special", true));
-      json reply = {{"tokens", ids}};
-      if (vllm) reply.update({{"count", ids.size()}, {"max_model_len", slot_ctx}});
-      res.set_content(dump(reply), "application/json");
-    } catch (const json::exception& e) {
-      send_error(res, 400, std::string("the request body is not the JSON expected: ") + e.what());
-    }
-  });
-  post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    try {
-      const std::vector<int32_t> ids = json::parse(req.body).at("tokens").get<std::vector<int32_t>>();
-      for (int32_t t : ids)
-        if (t < 0 || t >= engine.info().n_vocab) return send_error(res, 400, "token id " + std::to_string(t) + " is outside the vocabulary");
-      const std::string text = engine.detokenize(ids);
-      res.set_content(dump({{"content", text}, {"prompt", text}}), "application/json");
-    } catch (const json::exception& e) {
-      send_error(res, 400, std::string("'tokens' must be a list of token ids: ") + e.what());
-    }
-  });
-  get("/tokenizer_info", guarded([this](const httplib::Request&, httplib::Response& res) {  // vLLM's
-    const ModelInfo& m = engine.info();
-    const auto text_of = [](const std::string& piece) { return piece.empty() ? json() : json(piece); };
-    res.set_content(dump({{"tokenizer_class", "fasa"}, {"bos_token", text_of(m.bos_token)}, {"eos_token", text_of(m.eos_token)},
-                          {"pad_token", json()}, {"add_bos_token", m.add_bos}, {"model_max_length", slot_ctx}}),
-                    "application/json");
-  }));
+  get("/slots", guarded([this](Req, Res res) { res.set_content(dump(slots_json()), "application/json"); }));
+  post("/tokenize", [this](Req req, Res res) { tokenize(req, res); });
+  post("/detokenize", [this](Req req, Res res) { detokenize(req, res); });
+  get("/tokenizer_info", guarded([this](Req, Res res) { res.set_content(dump(tokenizer_info()), "application/json"); }));
   if (opts.web_ui)  // the page itself asks for nothing secret; what it fetches needs the key where one is set
-    get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
-  get("/props", guarded([this](const httplib::Request&, httplib::Response& res) {
-    json policies = json::array();
-    for (const PolicyInfo& p : policy_registry()) policies.push_back(p.name);
-    res.set_content(dump({{"total_slots", opts.parallel}, {"model_path", engine.info().path}, {"policies", policies},
-                          {"default_generation_settings", {{"n_ctx", slot_ctx}, {"n_predict", opts.limits.max_tokens}}},
-                          {"n_ctx", opts.n_ctx}, {"batch_size", opts.batch_tokens}, {"attn", opts.policy.attn},
-                          {"chat_format", engine.info().chat_format}, {"build_info", "fasa " FASA_VERSION}}),
-                    "application/json");
-  }));
-  post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, Endpoint::completions); });
-  post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, Endpoint::chat); });
+    get("/", [](Req, Res res) { res.set_content(kChatPage, "text/html; charset=utf-8"); });
+  get("/props", guarded([this](Req, Res res) { res.set_content(dump(props()), "application/json"); }));
+  post("/v1/completions", [this](Req req, Res res) { complete(req, res, Endpoint::completions); });
+  post("/v1/chat/completions", [this](Req req, Res res) { complete(req, res, Endpoint::chat); });
   for (const char* path : {"/completion", "/completions"})  // llama-server's own
-    post(path, [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, Endpoint::llama_completion); });
-  // Unknown paths, oversized bodies and the like: the same JSON error shape as our own errors. A known
-  // path asked with another method (POST /v1/models, PUT /v1/completions) is a 405 naming the one it takes,
-  // as OpenAI's API answers.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    if (const std::string allow = methods_of(req.path); res.status == 404 && !allow.empty()) {
-      res.set_header("Allow", allow);
-      send_error(res, 405, "this endpoint takes " + allow);
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    send_error(res, res.status, res.status == 404   ? "no such endpoint"
-                                : res.status == 413 ? "request body too large"
-                                                    : "request failed (HTTP " + std::to_string(res.status) + ")");
+    post(path, [this](Req req, Res res) { complete(req, res, Endpoint::llama_completion); });
+  http.set_error_handler(
+      httplib::Server::HandlerWithResponse([this](Req req, Res res) { return http_error(req, res); }));
+  http.set_exception_handler([](Req, Res res, std::exception_ptr) { send_error(res, 500, "internal error"); });
+  http.set_logger([this](Req req, const httplib::Response& res) { log_request(req, res); });
+}
+
+// A browser's CORS preflight, answered before routing.
+httplib::Server::HandlerResponse Server::Impl::preflight(const httplib::Request& req, httplib::Response& res) const {
+  request_log = {Clock::now()};
+  if (opts.cors_origin.empty() || req.method != "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
+  res.status = 204;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+  res.set_header("Access-Control-Max-Age", "86400");
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+// Text to token ids and back, in llama-server's fields ("content", "add_special") and vLLM's ("prompt",
+// "add_special_tokens"; lm-evaluation-harness's remote tokenizer), and the server's settings.
+void Server::Impl::tokenize(const httplib::Request& req, httplib::Response& res) const {
+  try {
+    const json body = json::parse(req.body);
+    const bool vllm = body.contains("prompt");
+    const json text = body.value(vllm ? "prompt" : "content", json());
+    if (!text.is_string()) return send_error(res, 400, "'content' (or 'prompt') must be a string");
+    const bool bos = vllm ? body.value("add_special_tokens", true) : body.value("add_special", false);
+    const std::vector<int32_t> ids = engine.tokenize(text.get<std::string>(), bos, body.value("parse_special", true));
+    json reply = {{"tokens", ids}};
+    if (vllm) reply.update({{"count", ids.size()}, {"max_model_len", slot_ctx}});
+    res.set_content(dump(reply), "application/json");
+  } catch (const json::exception& e) {
+    send_error(res, 400, std::string("the request body is not the JSON expected: ") + e.what());
+  }
+}
+
+void Server::Impl::detokenize(const httplib::Request& req, httplib::Response& res) const {
+  try {
+    const std::vector<int32_t> ids = json::parse(req.body).at("tokens").get<std::vector<int32_t>>();
+    for (int32_t t : ids)
+      if (t < 0 || t >= engine.info().n_vocab) return send_error(res, 400, "token id " + std::to_string(t) + " is outside the vocabulary");
+    const std::string text = engine.detokenize(ids);
+    res.set_content(dump({{"content", text}, {"prompt", text}}), "application/json");
+  } catch (const json::exception& e) {
+    send_error(res, 400, std::string("'tokens' must be a list of token ids: ") + e.what());
+  }
+}
+
+json Server::Impl::tokenizer_info() const {  // vLLM's
+  const ModelInfo& m = engine.info();
+  const auto text_of = [](const std::string& piece) { return piece.empty() ? json() : json(piece); };
+  return {{"tokenizer_class", "fasa"}, {"bos_token", text_of(m.bos_token)}, {"eos_token", text_of(m.eos_token)},
+          {"pad_token", json()}, {"add_bos_token", m.add_bos}, {"model_max_length", slot_ctx}};
+}
+
+json Server::Impl::props() const {  // llama-server's
+  json policies = json::array();
+  for (const PolicyInfo& p : policy_registry()) policies.push_back(p.name);
+  return {{"total_slots", opts.parallel}, {"model_path", engine.info().path}, {"policies", policies},
+          {"default_generation_settings", {{"n_ctx", slot_ctx}, {"n_predict", opts.limits.max_tokens}}},
+          {"n_ctx", opts.n_ctx}, {"batch_size", opts.batch_tokens}, {"attn", opts.policy.attn},
+          {"chat_format", engine.info().chat_format}, {"build_info", "fasa " FASA_VERSION}};
+}
+
+// Unknown paths, oversized bodies and the like: the same JSON error shape as our own errors. A known
+// path asked with another method (POST /v1/models, PUT /v1/completions) is a 405 naming the one it takes,
+// as OpenAI's API answers.
+httplib::Server::HandlerResponse Server::Impl::http_error(const httplib::Request& req, httplib::Response& res) const {
+  if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+  if (const std::string allow = methods_of(req.path); res.status == 404 && !allow.empty()) {
+    res.set_header("Allow", allow);
+    send_error(res, 405, "this endpoint takes " + allow);
     return httplib::Server::HandlerResponse::Handled;
-  }));
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    send_error(res, 500, "internal error");
-  });
-  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    const RequestLog l = request_log;
-    const int status = l.cancelled ? 499 : res.status;
-    metrics.count_response(status);
-    request_log = {};  // a response written without routing (a malformed request line) logs no stale figures
-    if (!opts.log_requests) return;
-    char tokens[96] = "", time[32] = "";
-    if (l.prompt_tokens >= 0)
-      std::snprintf(tokens, sizeof tokens, " prompt %lld (cached %lld) + %lld generated", (long long)l.prompt_tokens,
-                    (long long)l.cached_tokens, (long long)l.generated_tokens);
-    if (l.start != Clock::time_point{})
-      std::snprintf(time, sizeof time, " %.0f ms", std::chrono::duration<double, std::milli>(Clock::now() - l.start).count());
-    std::fprintf(stderr, "%s %s %s %d%s%s%s\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(), status,
-                 l.cancelled ? " (cancelled)" : "", tokens, time);
-  });
+  }
+  send_error(res, res.status, res.status == 404   ? "no such endpoint"
+                              : res.status == 413 ? "request body too large"
+                                                  : "request failed (HTTP " + std::to_string(res.status) + ")");
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+void Server::Impl::log_request(const httplib::Request& req, const httplib::Response& res) {
+  const RequestLog l = request_log;
+  const int status = l.cancelled ? 499 : res.status;
+  metrics.count_response(status);
+  request_log = {};  // a response written without routing (a malformed request line) logs no stale figures
+  if (!opts.log_requests) return;
+  char tokens[96] = "", time[32] = "";
+  if (l.prompt_tokens >= 0)
+    std::snprintf(tokens, sizeof tokens, " prompt %lld (cached %lld) + %lld generated", (long long)l.prompt_tokens,
+                  (long long)l.cached_tokens, (long long)l.generated_tokens);
+  if (l.start != Clock::time_point{})
+    std::snprintf(time, sizeof time, " %.0f ms", std::chrono::duration<double, std::milli>(Clock::now() - l.start).count());
+  std::fprintf(stderr, "%s %s %s %d%s%s%s\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(), status,
+               l.cancelled ? " (cancelled)" : "", tokens, time);
 }
 
 // A route that needs the API key (checked once the body is read: refusing earlier would leave the

@@ -146,6 +146,13 @@ struct Server::Impl {
 
   // routes.cpp
   void routes();
+  httplib::Server::HandlerResponse preflight(const httplib::Request& req, httplib::Response& res) const;
+  void tokenize(const httplib::Request& req, httplib::Response& res) const;
+  void detokenize(const httplib::Request& req, httplib::Response& res) const;
+  json tokenizer_info() const;
+  json props() const;
+  httplib::Server::HandlerResponse http_error(const httplib::Request& req, httplib::Response& res) const;
+  void log_request(const httplib::Request& req, const httplib::Response& res);
   json model_object() const;
   bool authorized(const httplib::Request& req, httplib::Response& res) const;
   httplib::Server::Handler guarded(httplib::Server::Handler handler) const;
