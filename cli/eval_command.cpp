@@ -35,6 +35,7 @@ struct EvalOptions {
   bool chat = false;  // retrieval: each prompt a user turn in the model's chat format
   bool no_bos = false;  // retrieval, choice: no BOS before the prompts (as a harness sends token ids)
   std::string json, csv, plot, plot_metric, plot_x, answers;
+  std::vector<std::string> plot_inputs;  // eval plot's JSON files
   int threads = 0;
   EngineOptions load;  // the mapping flags'
   PolicyOptions policy;
@@ -176,6 +177,33 @@ CLI::App* add_continuation(CLI::App* eval, EvalOptions& o) {
   return cont;
 }
 
+CLI::App* add_plot(CLI::App* eval, EvalOptions& o) {
+  CLI::App* plot = eval->add_subcommand("plot", "Plot records that earlier runs wrote with --json, together (PNG)");
+  plot->add_option("records", o.plot_inputs, "JSON files from --json")->required()->check(CLI::ExistingFile);
+  plot->add_option("--plot,-o", o.plot, "The PNG to write")->required();
+  plot->add_option("--plot-metric", o.plot_metric, "Metric to plot (default: kld, ca, accuracy or shared, by the first record)");
+  plot->add_option("--plot-x", o.plot_x, "Plot against this metric instead of the budget, on a log axis (kv_kib)");
+  return plot;
+}
+
+int run_plot(const EvalOptions& o) {
+  std::vector<EvalRecord> records;
+  for (const std::string& f : o.plot_inputs) {
+    const std::vector<EvalRecord> more = read_records_json(f);
+    records.insert(records.end(), more.begin(), more.end());
+  }
+  if (records.empty()) throw Error("eval plot: the files hold no records");
+  const std::string& e = records[0].eval;
+  const std::string metric = !o.plot_metric.empty() ? o.plot_metric
+                             : e == "ppl"           ? "kld"
+                             : e == "ca"            ? "ca"
+                             : e == "continuation"  ? "shared"
+                                                    : "accuracy";
+  write_records_plot(records, metric, o.plot, o.plot_x);
+  std::printf("wrote %s: %s of %zu records from %zu files\n", o.plot.c_str(), metric.c_str(), records.size(), o.plot_inputs.size());
+  return 0;
+}
+
 // What every evaluation does before its work: the default policies (with a note), the output files
 // writable, the model loaded and every policy x budget checked (a bad option fails before hours of work).
 std::unique_ptr<Model> prepare(EvalOptions& o, const CLI::App* sub) {
@@ -267,7 +295,9 @@ Command add_eval_command(CLI::App& app) {
   CLI::App* ret = add_retrieval(eval, *o);
   CLI::App* choice = add_choice(eval, *o);
   CLI::App* cont = add_continuation(eval, *o);
-  auto run = [o, ppl, ca, ret, choice, cont]() -> int {
+  CLI::App* plot = add_plot(eval, *o);
+  auto run = [o, ppl, ca, ret, choice, cont, plot]() -> int {
+    if (plot->parsed()) return run_plot(*o);
     const CLI::App* sub = ret->parsed() ? ret : ppl->parsed() ? ppl : cont->parsed() ? cont : choice->parsed() ? choice : ca;
     std::vector<ChoiceItem> items;  // a malformed file is reported before the model loads
     if (choice->parsed()) items = load_choice_items(o->tasks_file);

@@ -186,13 +186,16 @@ TEST_F(ApiTest, SwitchPolicyGoesOnAsAFreshContextWithThatPolicy) {
 }
 
 // The registry's `votes` column says what each policy's truncate_is_exact() says (one decides whether a
-// context takes over a cache, the other whether a truncated cache is reused).
-TEST_F(ApiTest, RegistryVotesColumnMatchesEachPolicy) {
+// context takes over a cache, the other whether a truncated cache is reused), and its `gpu` column what
+// its device_selection() says (the list a CPU-only policy's -ngl error names).
+TEST_F(ApiTest, RegistryColumnsMatchEachPolicy) {
   for (const PolicyInfo& row : policy_registry()) {
     PolicyOptions p;
     p.attn = row.name;
     p.synthetic_profile = true;
-    EXPECT_EQ(make_policy(p, engine_->model(), nullptr)->truncate_is_exact(), !row.votes) << row.name;
+    const auto made = make_policy(p, engine_->model(), nullptr);
+    EXPECT_EQ(made->truncate_is_exact(), !row.votes) << row.name;
+    EXPECT_EQ(made->device_selection(engine_->model().config.n_layer).has_value(), row.gpu) << row.name;
   }
 }
 

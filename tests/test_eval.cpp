@@ -741,6 +741,22 @@ TEST(EvalReports, MarkdownJsonCsv) {
   write_records_plot(r, "kld", dir + "/kld_bytes.png", "kv_kib");
   int w = 0, h = 0;
   EXPECT_NE(png_pixels(dir + "/kld_bytes.png", w, h), png_pixels(dir + "/kld.png", w, h));
+  // read back as written: the same records, a share budget spelled as a percentage
+  write_records_json(r, dir + "/all.json");
+  const std::vector<EvalRecord> back = read_records_json(dir + "/all.json");
+  ASSERT_EQ(back.size(), r.size());
+  for (size_t i = 0; i < r.size(); ++i) {
+    EXPECT_EQ(back[i].policy + back[i].variant + back[i].metric + back[i].task_type, r[i].policy + r[i].variant + r[i].metric + r[i].task_type);
+    EXPECT_EQ(Budget::parse(back[i].budget).value, Budget::parse(r[i].budget).value) << back[i].budget;
+    EXPECT_EQ(Budget::parse(back[i].budget).fraction, Budget::parse(r[i].budget).fraction) << back[i].budget;
+    EXPECT_DOUBLE_EQ(back[i].value, r[i].value);
+    EXPECT_EQ(back[i].n, r[i].n);
+  }
+  const std::vector<EvalRecord> shares = {{"ppl", "fasa", "", "1.0", "kld", "", 0, 0.5, 10}};  // all of the context
+  write_records_json(shares, dir + "/share.json");
+  EXPECT_TRUE(Budget::parse(read_records_json(dir + "/share.json")[0].budget).fraction);
+  test::write_file(dir + "/bad.json", R"([{"eval": "ppl"}])");
+  EXPECT_NE(test::error_message([&] { read_records_json(dir + "/bad.json"); }).find(dir + "/bad.json"), std::string::npos);
   write_records_csv(r, dir + "/r.csv");
   const std::string csv = test::read_file(dir + "/r.csv");
   EXPECT_EQ(csv.rfind("eval,policy,variant,budget,budget_unit,metric,task_type,topk,value,unit,n\n", 0), 0u);

@@ -64,6 +64,12 @@ Context::Context(const Engine& engine, const ContextOptions& opts) : engine_(eng
   AutoProfileStore* autos = &engine.auto_profiles();
   SessionOptions so = session_options(opts.policy, opts.n_ctx > 0 ? opts.n_ctx : m.config.n_ctx_train);
   so.device = engine.device();
+  if (so.device && !opts.custom_policy && !policy_info(opts.policy.attn).gpu) {
+    std::string on_gpu;  // the registry's rows that select on the device
+    for (const PolicyInfo& p : policy_registry())
+      if (p.gpu) on_gpu += (on_gpu.empty() ? "" : ", ") + p.name;
+    throw Error("--attn " + opts.policy.attn + " runs on the CPU only in this version (" + on_gpu + " run on the GPU): drop -ngl");
+  }
   auto_pending_ = !opts.custom_policy && auto_profile_pending(opts.policy, autos);
   if (opts.custom_policy) {
     policy_ = opts.custom_policy;

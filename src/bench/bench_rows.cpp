@@ -12,6 +12,7 @@
 #include "api/kv_memory_report.h"
 #include "fasa/error.h"
 #include "model/session.h"
+#include "sparse/fasa.h"
 
 namespace fasa {
 

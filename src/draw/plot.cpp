@@ -92,14 +92,26 @@ std::string y_label(const std::string& metric) {
 
 void write_records_plot(const std::vector<EvalRecord>& records, const std::string& metric, const std::string& path,
                         const std::string& x_metric) {
-  const Series s = collect(records, metric, x_metric);
+  Series s = collect(records, metric, x_metric);
   if (s.names.empty())
     fail(path, "no '" + metric + "' records" + (x_metric.empty() ? "" : " with a positive '" + x_metric + "'") + " to plot");
   double lo = INFINITY, hi = -INFINITY, x_lo = INFINITY, x_hi = -INFINITY;
   for (auto& [name, pts] : s.points)
     for (Point p : pts) lo = std::min(lo, p.y), hi = std::max(hi, p.y), x_lo = std::min(x_lo, p.x), x_hi = std::max(x_hi, p.x);
-  const std::vector<double> ticks = nice_ticks(lo, hi);
+  // y: linear, or log10 with a tick at each power of ten where the values span more than two of them
+  const bool log_y = lo > 0 && hi > 100 * lo;
+  std::vector<double> ticks;
+  if (log_y) {
+    for (auto& [name, pts] : s.points)
+      for (Point& p : pts) p.y = std::log10(p.y);
+    for (double d = std::floor(std::log10(lo)); d <= std::ceil(std::log10(hi)); ++d) ticks.push_back(d);
+  } else {
+    ticks = nice_ticks(lo, hi);
+  }
   lo = ticks.front(), hi = ticks.back();
+  auto y_tick = [&](double v) {
+    return log_y ? tick_label(std::pow(10, v), std::min(1.0, std::pow(10, v) / 10)) : tick_label(v, ticks[1] - ticks[0]);
+  };
   // x: the budgets as evenly spaced columns, or log2 of the x metric with a tick at each power of two
   const bool by_budget = x_metric.empty();
   if (by_budget) x_lo = -0.5, x_hi = (double)s.budgets.size() - 0.5;
@@ -121,7 +133,7 @@ void write_records_plot(const std::vector<EvalRecord>& records, const std::strin
   for (double v : ticks) {  // y ticks and light grid lines
     f.line(fr.left + 1, fr.py(v), fr.left + fr.pw, fr.py(v), {0.9, 0.9, 0.9}, 1);
     f.line(fr.left - 5, fr.py(v), fr.left, fr.py(v), {0, 0, 0}, 1);
-    f.text(fr.left - 8, fr.py(v) + 4, tick_label(v, ticks[1] - ticks[0]), 11, 1);
+    f.text(fr.left - 8, fr.py(v) + 4, y_tick(v), 11, 1);
   }
   const int n_x = by_budget ? (int)s.budgets.size() : (int)(x_hi - x_lo) + 1;
   for (int i = 0; i < n_x; ++i) {
@@ -130,7 +142,7 @@ void write_records_plot(const std::vector<EvalRecord>& records, const std::strin
     f.text(fr.px(x), fr.top + fr.ph + 19, by_budget ? s.budgets[i] : tick_label(std::exp2(x), std::min(1.0, std::exp2(x) / 10)), 11, 0.5);
   }
   f.text(fr.left + fr.pw / 2, fr.top + fr.ph + 44, x_axis, 13, 0.5);
-  f.text(22, fr.top + fr.ph / 2, y_label(metric), 13, 0.5, {0, 0, 0}, -1.5707963);
+  f.text(22, fr.top + fr.ph / 2, y_label(metric) + (log_y ? ", log scale" : ""), 13, 0.5, {0, 0, 0}, -1.5707963);
   draw_lines(f, fr, s);
   f.save_png(path);
 }

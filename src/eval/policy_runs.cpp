@@ -45,35 +45,15 @@ std::string apply_spec(const std::string& spec, PolicyOptions& o) {
 }  // namespace
 
 std::string policy_variant(const PolicyOptions& o, const Model& m) {
-  const std::string& policy = o.attn;
   std::string kv;  // the cache's element types, where not llama.cpp's default
   if (o.cache.key_type != KvType::F16 || o.cache.value_type != KvType::F16)
     kv = std::string("kv=") + name_of(o.cache.key_type) +
          (o.cache.value_type == o.cache.key_type ? "" : std::string("/") + name_of(o.cache.value_type));
-  const PolicyInfo& info = policy_info(policy);
+  const PolicyInfo info = policy_info(o.attn);
   if (info.dense) return kv;
-  std::string v = "dense=" + (o.dense_layers.empty() ? std::string("none") : layer_list_str(o.dense_layers));
-  if (policy == "doublesparse") v = "channels=" + std::to_string(doublesparse_channels(o, m.config)) + " " + v;
-  if (policy == "fasa") {
-    const int fcs = fasa_chunks(o, m);
-    v = "fcs=" + (fcs ? std::to_string(fcs) : std::string("chosen")) + " sharing=" + name_of(o.fc_sharing) + " " + v;
-  }
-  if (info.has_k_dom && wants_auto_profile(o)) v = "profile=auto " + v;
-  if (policy == "fasa") {
-    if (o.fc_alloc != FcAlloc::Uniform) v = "alloc=" + std::string(name_of(o.fc_alloc)) + " " + v;
-    if (o.fc_rank != FcRank::Auto) v = "rank=" + std::string(name_of(o.fc_rank)) + " " + v;
-    if (fasa_sink(o) != FasaOptions::kDefaultSink || fasa_recent(o) != FasaOptions::kDefaultRecent)
-      v += " sink=" + std::to_string(fasa_sink(o)) + " recent=" + std::to_string(fasa_recent(o));
-    if (o.tip_mass > 0) {
-      char mass[32];
-      std::snprintf(mass, sizeof mass, " mass=%g", o.tip_mass);
-      v += mass;
-    }
-  }
-  if (policy == "stream") v = "sink=" + std::to_string(stream_sink(o)) + " " + v;
-  if (policy == "sparq" && o.sparq_r > 0) v = "r=" + std::to_string(o.sparq_r) + " " + v;
-  if (const PolicyOptions d; policy == "snapkv" && (o.snapkv_window != d.snapkv_window || o.snapkv_every != d.snapkv_every))
-    v = "window=" + std::to_string(o.snapkv_window) + " every=" + std::to_string(o.snapkv_every) + " " + v;
+  std::string v = info.has_k_dom && wants_auto_profile(o) ? "profile=auto " : "";
+  if (const std::string own = info.settings ? info.settings(o, m) : ""; !own.empty()) v += own + " ";
+  v += "dense=" + (o.dense_layers.empty() ? std::string("none") : layer_list_str(o.dense_layers));
   return kv.empty() ? v : v + " " + kv;
 }
 

@@ -9,6 +9,7 @@
 
 #include "fasa/error.h"
 #include "fasa/options.h"
+#include "io/json_file.h"
 
 namespace fasa {
 
@@ -89,6 +90,27 @@ std::string records_json(const std::vector<EvalRecord>& records) {
     j.push_back(e);
   }
   return j.dump(1) + "\n";
+}
+
+std::vector<EvalRecord> read_records_json(const std::string& path) {
+  const nlohmann::json j = read_json_file(path, "records");
+  return with_json_errors(path, [&] {
+    if (!j.is_array()) fail(path, "not a JSON array of records (as --json writes them)");
+    std::vector<EvalRecord> out;
+    for (const auto& e : j) {
+      EvalRecord r{e.at("eval"), e.at("policy"), e.at("variant"), "", e.at("metric"), e.value("task_type", ""),
+                   e.value("topk", 0), e.at("value").get<double>(), e.at("n").get<int64_t>()};
+      const double b = e.at("budget").get<double>();
+      char budget[32];  // a share as a percentage: "1" would read back as one token
+      if (e.at("budget_unit") == "share") std::snprintf(budget, sizeof budget, "%g%%", 100 * b);
+      else std::snprintf(budget, sizeof budget, "%lld", (long long)b);
+      r.budget = budget;
+      Budget::parse(r.budget);  // (throws on a budget out of range)
+      if (in_percent(r)) r.value /= 100;
+      out.push_back(std::move(r));
+    }
+    return out;
+  });
 }
 
 void write_records_json(const std::vector<EvalRecord>& records, const std::string& path) {

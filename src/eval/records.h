@@ -26,6 +26,9 @@ std::string records_markdown(const std::vector<EvalRecord>& records);
 // The records as `--json` writes them (and Python's fasa.eval returns them): a JSON array text.
 std::string records_json(const std::vector<EvalRecord>& records);
 void write_records_json(const std::vector<EvalRecord>& records, const std::string& path);
+// Records a `--json` file holds, as they were (a share budget spelled as a percentage); fasa::Error
+// naming the file where it is not such a file.
+std::vector<EvalRecord> read_records_json(const std::string& path);
 void write_records_csv(const std::vector<EvalRecord>& records, const std::string& path);
 
 }  // namespace fasa

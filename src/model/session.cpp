@@ -37,9 +37,7 @@ std::unique_ptr<DeviceSession> start_on_device(const DeviceModel& device, const 
     throw Error("the GPU keeps an F16 KV cache, in its memory or (--kv-offload ram) in host memory, in this version: "
                 "drop --kv-type, --tip-int8, --kv-fast-limit and --kv-offload file:DIR, or -ngl");
   std::optional<DeviceSelection> selection = policy.device_selection(n_layer);
-  if (!selection)
-    throw Error("--attn " + std::string(policy.name()) +
-                " runs on the CPU only in this version (full, fasa and quest run on the GPU): drop -ngl");
+  if (!selection) throw Error("--attn " + std::string(policy.name()) + " runs on the CPU only in this version: drop -ngl");
   selection->host_kv = opts.offload.offloaded();  // (session_options let only FASA and DoubleSparse offload)
   return device.start(n_ctx, *selection);
 }

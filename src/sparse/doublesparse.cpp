@@ -62,4 +62,8 @@ std::unique_ptr<AttentionPolicy> make_doublesparse_policy(const PolicyOptions& o
                                                 doublesparse_channels(o, model.config));
 }
 
+std::string doublesparse_settings(const PolicyOptions& o, const Model& model) {
+  return "channels=" + std::to_string(doublesparse_channels(o, model.config));
+}
+
 }  // namespace fasa

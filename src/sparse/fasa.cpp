@@ -217,4 +217,29 @@ std::unique_ptr<AttentionPolicy> make_fasa_policy(const PolicyOptions& o, const 
   return make_fasa_policy_from(policy_profile(o, model, autos), o, model);
 }
 
+int fasa_chunks(const PolicyOptions& o, const Model& model) {
+  if (o.attn != "fasa") return 0;
+  if (o.fcs > 0) return o.fcs;
+  if (o.profile.empty() && o.synthetic_profile) return default_n_tip(model.config);  // (no choice in it)
+  const bool chosen = o.fc_rank == FcRank::Auto;  // each layer as the profile chose, where it did
+  if (o.profile.empty() || o.profile == "auto") return chosen ? 0 : default_n_tip(model.config);
+  const Profile p = load_profile(o.profile);
+  return chosen && p.choice ? 0 : p.n_tip;
+}
+
+std::string fasa_settings(const PolicyOptions& o, const Model& model) {
+  const int fcs = fasa_chunks(o, model);
+  std::string v = "fcs=" + (fcs ? std::to_string(fcs) : std::string("chosen")) + " sharing=" + name_of(o.fc_sharing);
+  if (o.fc_alloc != FcAlloc::Uniform) v = "alloc=" + std::string(name_of(o.fc_alloc)) + " " + v;
+  if (o.fc_rank != FcRank::Auto) v = "rank=" + std::string(name_of(o.fc_rank)) + " " + v;
+  if (fasa_sink(o) != FasaOptions::kDefaultSink || fasa_recent(o) != FasaOptions::kDefaultRecent)
+    v += " sink=" + std::to_string(fasa_sink(o)) + " recent=" + std::to_string(fasa_recent(o));
+  if (o.tip_mass > 0) {
+    char mass[32];
+    std::snprintf(mass, sizeof mass, " mass=%g", o.tip_mass);
+    v += mass;
+  }
+  return v;
+}
+
 }  // namespace fasa

@@ -84,4 +84,6 @@ std::unique_ptr<AttentionPolicy> make_h2o_policy(const PolicyOptions& o, const M
   return std::make_unique<H2oPolicy>(o.budget, o.dense_layers, m.config.n_layer, m.config.n_head);
 }
 
+std::string h2o_settings(const PolicyOptions&, const Model&) { return ""; }
+
 }  // namespace fasa

@@ -18,4 +18,6 @@ std::unique_ptr<AttentionPolicy> make_oracle_policy(const PolicyOptions& o, cons
   return std::make_unique<OraclePolicy>(o.budget, o.dense_layers, m.config.n_layer);
 }
 
+std::string oracle_settings(const PolicyOptions&, const Model&) { return ""; }
+
 }  // namespace fasa

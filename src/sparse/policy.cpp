@@ -49,23 +49,16 @@ KeyLayout SparsePolicy::key_layout(int layer, int kv_head) const {
   return dense_[layer] ? KeyLayout{} : sparse_key_layout(layer, kv_head);
 }
 
-int fasa_chunks(const PolicyOptions& o, const Model& model) {
-  if (o.attn != "fasa") return 0;
-  if (o.fcs > 0) return o.fcs;
-  if (o.profile.empty() && o.synthetic_profile) return default_n_tip(model.config);  // (no choice in it)
-  const bool chosen = o.fc_rank == FcRank::Auto;  // each layer as the profile chose, where it did
-  if (o.profile.empty() || o.profile == "auto") return chosen ? 0 : default_n_tip(model.config);
-  const Profile p = load_profile(o.profile);
-  return chosen && p.choice ? 0 : p.n_tip;
-}
-
 std::unique_ptr<AttentionPolicy> make_full_policy(const PolicyOptions&, const Model&, AutoProfileStore*) {
   return std::make_unique<FullAttention>();
 }
+std::string full_settings(const PolicyOptions&, const Model&) { return ""; }
 
-// Each row's factory, defined in the policy's own file; throws fasa::Error on a bad option/profile.
-#define FASA_POLICY(name, description, dense, has_k_dom, votes) \
-  std::unique_ptr<AttentionPolicy> make_##name##_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos);
+// Each row's factory and settings, defined in the policy's own file; the factory throws fasa::Error on a
+// bad option/profile.
+#define FASA_POLICY(name, description, dense, has_k_dom, votes, gpu)                                                   \
+  std::unique_ptr<AttentionPolicy> make_##name##_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos); \
+  std::string name##_settings(const PolicyOptions& opts, const Model& model);
 #include "sparse/policies.inc"
 #undef FASA_POLICY
 
@@ -75,7 +68,8 @@ namespace {
 struct Registry {
   std::mutex lock;
   std::vector<PolicyInfo> rows = {
-#define FASA_POLICY(name, description, dense, has_k_dom, votes) {#name, description, dense, has_k_dom, make_##name##_policy, votes},
+#define FASA_POLICY(name, description, dense, has_k_dom, votes, gpu) \
+  {#name, description, dense, has_k_dom, make_##name##_policy, votes, gpu, name##_settings},
 #include "sparse/policies.inc"
 #undef FASA_POLICY
   };

@@ -57,6 +57,10 @@ struct PolicyInfo {
   bool has_k_dom;  // scores on a K_dom plane chosen by a profile (FASA, DoubleSparse): see policies.inc
   std::function<std::unique_ptr<AttentionPolicy>(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos)> make;
   bool votes = false;  // remembers the queries it saw (H2O, SnapKV): see policies.inc
+  bool gpu = false;    // selects on the Vulkan device too: see policies.inc
+  // The settings that shape its choices, as evaluations label a run ("fcs=8 sharing=group"; "" for none;
+  // may be empty for a registered policy).
+  std::function<std::string(const PolicyOptions& opts, const Model& model)> settings = {};
 };
 // Copies of the rows (a row may be added while another thread reads them).
 std::vector<PolicyInfo> policy_registry();
@@ -80,10 +84,5 @@ void check_policy(const PolicyOptions& opts, const Model& model, AutoProfileStor
 // The cache options of `policy` for a context of n_ctx tokens (0: the model's); throws fasa::Error
 // on a bad value, or offloading without a policy that scores on a K_dom plane.
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx);
-// The frequency chunks per head FASA scores on with these options: --fcs, else 0 where each layer
-// takes the count its profile chose (--fc-rank auto with a profile that has a choice, or the automatic
-// profile), else the profile's n_tip (a synthetic profile's: calibration's default); 0 for other
-// policies. For the records of a run ("fcs=chosen").
-int fasa_chunks(const PolicyOptions& opts, const Model& model);
 
 }  // namespace fasa

@@ -85,4 +85,6 @@ std::unique_ptr<AttentionPolicy> make_quest_policy(const PolicyOptions& o, const
   return std::make_unique<QuestPolicy>(o.budget, o.dense_layers, m.config.n_layer, m.config.n_head_kv);
 }
 
+std::string quest_settings(const PolicyOptions&, const Model&) { return ""; }
+
 }  // namespace fasa

@@ -23,4 +23,6 @@ std::unique_ptr<AttentionPolicy> make_random_policy(const PolicyOptions& o, cons
   return std::make_unique<RandomPolicy>(o.budget, o.dense_layers, m.config.n_layer, o.seed);
 }
 
+std::string random_settings(const PolicyOptions&, const Model&) { return ""; }
+
 }  // namespace fasa

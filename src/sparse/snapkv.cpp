@@ -87,4 +87,9 @@ std::unique_ptr<AttentionPolicy> make_snapkv_policy(const PolicyOptions& o, cons
                                           o.snapkv_window, o.snapkv_every);
 }
 
+std::string snapkv_settings(const PolicyOptions& o, const Model&) {
+  if (const PolicyOptions d; o.snapkv_window == d.snapkv_window && o.snapkv_every == d.snapkv_every) return "";
+  return "window=" + std::to_string(o.snapkv_window) + " every=" + std::to_string(o.snapkv_every);
+}
+
 }  // namespace fasa

@@ -33,4 +33,8 @@ std::unique_ptr<AttentionPolicy> make_sparq_policy(const PolicyOptions& o, const
   return std::make_unique<SparqPolicy>(o.budget, o.dense_layers, m.config.n_layer, o.sparq_r);
 }
 
+std::string sparq_settings(const PolicyOptions& o, const Model&) {
+  return o.sparq_r > 0 ? "r=" + std::to_string(o.sparq_r) : "";
+}
+
 }  // namespace fasa

@@ -15,4 +15,6 @@ std::unique_ptr<AttentionPolicy> make_stream_policy(const PolicyOptions& o, cons
   return std::make_unique<StreamPolicy>(o.budget, o.dense_layers, m.config.n_layer, stream_sink(o));
 }
 
+std::string stream_settings(const PolicyOptions& o, const Model&) { return "sink=" + std::to_string(stream_sink(o)); }
+
 }  // namespace fasa
