@@ -252,142 +252,186 @@ class Dictionary {
   std::vector<Entry> entries_;
 };
 
-Skeleton skeleton(const std::string& kind, int64_t length, Rng& r, const Dictionary& dict) {
-  Skeleton s;
-  if (kind == "passkey") {
-    const std::string k = r.number(5);
-    s.intro = "There is a pass key hidden in this text. Find it and remember it.\n";
-    s.needles = {"The pass key is " + k + ". Remember it. " + k + " is the pass key.\n"};
-    s.question = "What is the pass key? The pass key is";
-    s.answer = k;
-    s.lookalike = [k](Rng& g) {  // the pass key has no key to vary: other numbers, said not to be it
-      return "The number " + draw_other_than<std::string>([&] { return g.number(5); }, {k}) + " is not the pass key.\n";
-    };
-  } else if (kind == "multikey") {
-    const std::vector<int64_t> keys = distinct_keys(r, 6);
-    const size_t asked = (size_t)r.range(0, 5);
-    s.answer = records(s, r, keys, false)[asked];
-    const std::string k = std::to_string(keys[asked]);
-    s.question = "What is the number of Record " + k + "? Record " + k + ":";
-  } else if (kind == "multiquery") {  // RULER's multi-query: several keys asked at once
-    const std::vector<int64_t> keys = distinct_keys(r, 8);
-    std::vector<size_t> order = {0, 1, 2, 3, 4, 5, 6, 7};
-    r.shuffle(order);
-    order.resize(3);
-    const std::vector<std::string> values = records(s, r, keys, true);
-    std::vector<std::string> asked_keys;  // values in the question's order, not the text's
-    for (size_t i : order) {
-      asked_keys.push_back(std::to_string(keys[i]));
-      s.values.push_back(values[i]);
-    }
-    s.answer = join(s.values);
-    s.question = "What are the numbers of Records " + asked_keys[0] + ", " + asked_keys[1] + " and " + asked_keys[2] +
-                 "? The numbers are";
-  } else if (kind == "word") {
-    keyed_needle(s, r, "magic word", [](Rng& g) { return g.word(); });
-  } else if (kind == "uuid") {
-    keyed_needle(s, r, "code", [](Rng& g) {
-      return g.hex(8) + "-" + g.hex(4) + "-" + g.hex(4) + "-" + g.hex(4) + "-" + g.hex(12);
-    });
-  } else if (kind == "cwe") {  // RULER's common-word extraction: ten words 3 % of the list each, the rest once
-    s.intro = "Below is a list of words. Some words appear many times. Remember the ten words that appear most often.\n";
-    s.question = "What are the ten words that appear most often in the list above? The ten most common words are";
-    s.top = 10, s.min_lines = 40;  // the ten words' 3 lines each, and others
-    // Its words drawn once, enough for a list that fits (a line is at least 2 tokens), so that lists
-    // planned again for other lengths keep their token counts; a first, too long plan repeats them.
-    s.list = [words = r.distinct_words((size_t)std::min<int64_t>(length / 2 + 11, 100000))](Rng& g, size_t n) {
-      std::vector<std::string> lines;
-      for (size_t c = 0; c < 10; ++c)
-        for (size_t i = 0; i < std::max<size_t>(3, n * 3 / 100); ++i) lines.push_back(words[c] + "\n");
-      for (size_t w = 0; lines.size() < n; ++w) lines.push_back(words[10 + w % (words.size() - 10)] + "\n");
-      g.shuffle(lines);
-      lines.resize(n);
-      return lines;
-    };
-  } else if (kind == "fwe") {  // RULER's frequent-word extraction: coded words as often as Zipf's law (alpha 2) says
-    s.intro = "Read the coded text below and count how often each coded word appears.\n";
-    s.question = "What are the three most frequent coded words in the text above? The three most frequent coded words are";
-    s.top = 3, s.min_lines = 8;  // 80 words: the first four ranks 49, 12, 5, 3
-    s.list = [words = r.distinct_words(40)](Rng& g, size_t n) {  // n lines of 10 words; word k makes 1/k^2 of them
-      double sum = 0;
-      for (size_t k = 1; k <= words.size(); ++k) sum += 1.0 / double(k * k);
-      std::vector<std::string> text;
-      for (size_t k = 1; k <= words.size(); ++k)
-        text.insert(text.end(), (size_t)(double(n * 10) / double(k * k) / sum), words[k - 1]);
-      for (size_t k = words.size(); text.size() < n * 10; k = k > 5 ? k - 1 : words.size()) text.push_back(words[k - 1]);
-      g.shuffle(text);
-      std::vector<std::string> lines(n);
-      for (size_t i = 0; i < text.size(); ++i) lines[i / 10] += text[i] + (i % 10 == 9 ? "\n" : " ");
-      return lines;
-    };
-  } else if (kind == "multivalue") {
-    const auto names = r.names(3);
-    std::vector<std::string> who = {names[0], names[0], names[0], names[1], names[2]};
-    r.shuffle(who);
-    s.intro = "Each name below has one or more numbers.\n";
-    std::vector<std::string> drawn;  // distinct, so that no answer earns a value twice or another name's
-    for (const auto& n : who) {
-      std::string v;
-      do v = r.number(4);
-      while (std::find(drawn.begin(), drawn.end(), v) != drawn.end());
-      drawn.push_back(v);
-      s.needles.push_back("One number of " + n + " is " + v + ".\n");
-      if (n == names[0]) {
-        s.answer += (s.answer.empty() ? "" : ", ") + v;
-        s.values.push_back(v);
-      }
-    }
-    s.question = "What are all the numbers of " + names[0] + "? The numbers of " + names[0] + " are";
-    s.lookalike = [asked = names[0]](Rng& g) { return "One number of " + g.name_other_than(asked) + " is " + g.number(4) + ".\n"; };
-  } else if (kind == "multineedle") {
-    const auto names = r.names(4);
-    const size_t asked = (size_t)r.range(0, 3);
-    s.intro = "Here are some favourite numbers.\n";
-    for (size_t i = 0; i < names.size(); ++i) {
-      const std::string v = r.number(4);
-      s.needles.push_back("The favourite number of " + names[i] + " is " + v + ".\n");
-      if (i == asked) s.answer = v;
-    }
-    s.question = "What is the favourite number of " + names[asked] + "? The favourite number of " + names[asked] + " is";
-    s.lookalike = [name = names[asked]](Rng& g) {
-      return "The favourite number of " + g.name_other_than(name) + " is " + g.number(4) + ".\n";
-    };
-  } else if (kind == "vartrack") {
-    const std::string a = r.var(), b = r.var(), c = r.var(), d = r.var(), e = r.var();
-    const std::string v = r.number(5), w = r.number(5);
-    std::vector<std::string> chain = {"VAR " + a + " = " + v + ".\n", "VAR " + b + " = VAR " + a + ".\n",
-                                      "VAR " + c + " = VAR " + b + ".\n"};
-    std::vector<std::string> other = {"VAR " + d + " = " + w + ".\n", "VAR " + e + " = VAR " + d + ".\n"};
-    size_t i = 0, j = 0;  // a random merge of the two chains, each defined before it is used
-    while (i < chain.size() || j < other.size())
-      s.needles.push_back(i < chain.size() && (j == other.size() || r.range(0, 9) < 6) ? chain[i++] : other[j++]);
-    s.intro = "Follow the chain of variables.\n";
-    s.question = "What is the value of VAR " + c + "? VAR " + c + " =";
-    s.answer = "VAR " + b + " = VAR " + a + " = " + v;
-    s.lookalike = [used = std::vector<std::string>{a, b, c, d, e}](Rng& g) {  // assignments of other variables
-      return "VAR " + draw_other_than<std::string>([&] { return g.var(); }, used) + " = " + g.number(5) + ".\n";
-    };
-  } else if (kind == "qa") {  // RULER's QA: a question about one document among many (dictionary entries)
-    if (dict.empty())
-      fail("--generate", "kind qa needs --qa-entries FILE (dictionary entries in GCIDE's format, e.g. "
-                         "../shared/eval/heldout_gcide.txt, held out from training)");
-    const size_t gold = (size_t)r.range(0, (int64_t)dict.size() - 1);
-    const auto& e = dict[gold];
-    s.intro = "Here are entries of a dictionary.\n\n";
-    s.needles = {e.text};
-    s.question = "Which word does the dictionary above define as \"" + e.quote + "\"? The word is";
-    s.answer = e.headword;
-    s.list = [&dict, gold](Rng& g, size_t n) {  // the entries that follow a random one, without the asked one
-      std::vector<std::string> out;
-      for (size_t at = (size_t)g.range(0, (int64_t)dict.size() - 1); out.size() < std::min(n, dict.size() - 1); ++at)
-        if (at % dict.size() != gold) out.push_back(dict[at % dict.size()].text);
-      return out;
-    };
-    s.min_lines = 1;
-  } else {
-    fail("--generate", "unknown task kind '" + kind + "' (kinds: " + join(every_task_kind()) + ", qa)");
+void passkey_task(Skeleton& s, int64_t, Rng& r, const Dictionary&) {
+  const std::string k = r.number(5);
+  s.intro = "There is a pass key hidden in this text. Find it and remember it.\n";
+  s.needles = {"The pass key is " + k + ". Remember it. " + k + " is the pass key.\n"};
+  s.question = "What is the pass key? The pass key is";
+  s.answer = k;
+  s.lookalike = [k](Rng& g) {  // the pass key has no key to vary: other numbers, said not to be it
+    return "The number " + draw_other_than<std::string>([&] { return g.number(5); }, {k}) + " is not the pass key.\n";
+  };
+}
+
+void multikey_task(Skeleton& s, int64_t, Rng& r, const Dictionary&) {
+  const std::vector<int64_t> keys = distinct_keys(r, 6);
+  const size_t asked = (size_t)r.range(0, 5);
+  s.answer = records(s, r, keys, false)[asked];
+  const std::string k = std::to_string(keys[asked]);
+  s.question = "What is the number of Record " + k + "? Record " + k + ":";
+}
+
+// RULER's multi-query: several keys asked at once
+void multiquery_task(Skeleton& s, int64_t, Rng& r, const Dictionary&) {
+  const std::vector<int64_t> keys = distinct_keys(r, 8);
+  std::vector<size_t> order = {0, 1, 2, 3, 4, 5, 6, 7};
+  r.shuffle(order);
+  order.resize(3);
+  const std::vector<std::string> values = records(s, r, keys, true);
+  std::vector<std::string> asked_keys;  // values in the question's order, not the text's
+  for (size_t i : order) {
+    asked_keys.push_back(std::to_string(keys[i]));
+    s.values.push_back(values[i]);
   }
-  return s;
+  s.answer = join(s.values);
+  s.question = "What are the numbers of Records " + asked_keys[0] + ", " + asked_keys[1] + " and " + asked_keys[2] +
+               "? The numbers are";
+}
+
+void word_task(Skeleton& s, int64_t, Rng& r, const Dictionary&) {
+  keyed_needle(s, r, "magic word", [](Rng& g) { return g.word(); });
+}
+
+void uuid_task(Skeleton& s, int64_t, Rng& r, const Dictionary&) {
+  keyed_needle(s, r, "code", [](Rng& g) {
+    return g.hex(8) + "-" + g.hex(4) + "-" + g.hex(4) + "-" + g.hex(4) + "-" + g.hex(12);
+  });
+}
+
+// RULER's common-word extraction: ten words 3 % of the list each, the rest once
+void cwe_task(Skeleton& s, int64_t length, Rng& r, const Dictionary&) {
+  s.intro = "Below is a list of words. Some words appear many times. Remember the ten words that appear most often.\n";
+  s.question = "What are the ten words that appear most often in the list above? The ten most common words are";
+  s.top = 10, s.min_lines = 40;  // the ten words' 3 lines each, and others
+  // Its words drawn once, enough for a list that fits (a line is at least 2 tokens), so that lists
+  // planned again for other lengths keep their token counts; a first, too long plan repeats them.
+  s.list = [words = r.distinct_words((size_t)std::min<int64_t>(length / 2 + 11, 100000))](Rng& g, size_t n) {
+    std::vector<std::string> lines;
+    for (size_t c = 0; c < 10; ++c)
+      for (size_t i = 0; i < std::max<size_t>(3, n * 3 / 100); ++i) lines.push_back(words[c] + "\n");
+    for (size_t w = 0; lines.size() < n; ++w) lines.push_back(words[10 + w % (words.size() - 10)] + "\n");
+    g.shuffle(lines);
+    lines.resize(n);
+    return lines;
+  };
+}
+
+// RULER's frequent-word extraction: coded words as often as Zipf's law (alpha 2) says
+void fwe_task(Skeleton& s, int64_t, Rng& r, const Dictionary&) {
+  s.intro = "Read the coded text below and count how often each coded word appears.\n";
+  s.question = "What are the three most frequent coded words in the text above? The three most frequent coded words are";
+  s.top = 3, s.min_lines = 8;  // 80 words: the first four ranks 49, 12, 5, 3
+  s.list = [words = r.distinct_words(40)](Rng& g, size_t n) {  // n lines of 10 words; word k makes 1/k^2 of them
+    double sum = 0;
+    for (size_t k = 1; k <= words.size(); ++k) sum += 1.0 / double(k * k);
+    std::vector<std::string> text;
+    for (size_t k = 1; k <= words.size(); ++k)
+      text.insert(text.end(), (size_t)(double(n * 10) / double(k * k) / sum), words[k - 1]);
+    for (size_t k = words.size(); text.size() < n * 10; k = k > 5 ? k - 1 : words.size()) text.push_back(words[k - 1]);
+    g.shuffle(text);
+    std::vector<std::string> lines(n);
+    for (size_t i = 0; i < text.size(); ++i) lines[i / 10] += text[i] + (i % 10 == 9 ? "\n" : " ");
+    return lines;
+  };
+}
+
+void multivalue_task(Skeleton& s, int64_t, Rng& r, const Dictionary&) {
+  const auto names = r.names(3);
+  std::vector<std::string> who = {names[0], names[0], names[0], names[1], names[2]};
+  r.shuffle(who);
+  s.intro = "Each name below has one or more numbers.\n";
+  std::vector<std::string> drawn;  // distinct, so that no answer earns a value twice or another name's
+  for (const auto& n : who) {
+    std::string v;
+    do v = r.number(4);
+    while (std::find(drawn.begin(), drawn.end(), v) != drawn.end());
+    drawn.push_back(v);
+    s.needles.push_back("One number of " + n + " is " + v + ".\n");
+    if (n == names[0]) {
+      s.answer += (s.answer.empty() ? "" : ", ") + v;
+      s.values.push_back(v);
+    }
+  }
+  s.question = "What are all the numbers of " + names[0] + "? The numbers of " + names[0] + " are";
+  s.lookalike = [asked = names[0]](Rng& g) { return "One number of " + g.name_other_than(asked) + " is " + g.number(4) + ".\n"; };
+}
+
+void multineedle_task(Skeleton& s, int64_t, Rng& r, const Dictionary&) {
+  const auto names = r.names(4);
+  const size_t asked = (size_t)r.range(0, 3);
+  s.intro = "Here are some favourite numbers.\n";
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string v = r.number(4);
+    s.needles.push_back("The favourite number of " + names[i] + " is " + v + ".\n");
+    if (i == asked) s.answer = v;
+  }
+  s.question = "What is the favourite number of " + names[asked] + "? The favourite number of " + names[asked] + " is";
+  s.lookalike = [name = names[asked]](Rng& g) {
+    return "The favourite number of " + g.name_other_than(name) + " is " + g.number(4) + ".\n";
+  };
+}
+
+void vartrack_task(Skeleton& s, int64_t, Rng& r, const Dictionary&) {
+  const std::string a = r.var(), b = r.var(), c = r.var(), d = r.var(), e = r.var();
+  const std::string v = r.number(5), w = r.number(5);
+  std::vector<std::string> chain = {"VAR " + a + " = " + v + ".\n", "VAR " + b + " = VAR " + a + ".\n",
+                                    "VAR " + c + " = VAR " + b + ".\n"};
+  std::vector<std::string> other = {"VAR " + d + " = " + w + ".\n", "VAR " + e + " = VAR " + d + ".\n"};
+  size_t i = 0, j = 0;  // a random merge of the two chains, each defined before it is used
+  while (i < chain.size() || j < other.size())
+    s.needles.push_back(i < chain.size() && (j == other.size() || r.range(0, 9) < 6) ? chain[i++] : other[j++]);
+  s.intro = "Follow the chain of variables.\n";
+  s.question = "What is the value of VAR " + c + "? VAR " + c + " =";
+  s.answer = "VAR " + b + " = VAR " + a + " = " + v;
+  s.lookalike = [used = std::vector<std::string>{a, b, c, d, e}](Rng& g) {  // assignments of other variables
+    return "VAR " + draw_other_than<std::string>([&] { return g.var(); }, used) + " = " + g.number(5) + ".\n";
+  };
+}
+
+// RULER's QA: a question about one document among many (dictionary entries)
+void qa_task(Skeleton& s, int64_t, Rng& r, const Dictionary& dict) {
+  if (dict.empty())
+    fail("--generate", "kind qa needs --qa-entries FILE (dictionary entries in GCIDE's format, e.g. "
+                       "../shared/eval/heldout_gcide.txt, held out from training)");
+  const size_t gold = (size_t)r.range(0, (int64_t)dict.size() - 1);
+  const auto& e = dict[gold];
+  s.intro = "Here are entries of a dictionary.\n\n";
+  s.needles = {e.text};
+  s.question = "Which word does the dictionary above define as \"" + e.quote + "\"? The word is";
+  s.answer = e.headword;
+  s.list = [&dict, gold](Rng& g, size_t n) {  // the entries that follow a random one, without the asked one
+    std::vector<std::string> out;
+    for (size_t at = (size_t)g.range(0, (int64_t)dict.size() - 1); out.size() < std::min(n, dict.size() - 1); ++at)
+      if (at % dict.size() != gold) out.push_back(dict[at % dict.size()].text);
+    return out;
+  };
+  s.min_lines = 1;
+}
+
+// Each kind's skeleton, one row each (every_task_kind() lists all but qa, which needs a file).
+using SkeletonBuilder = void (*)(Skeleton& s, int64_t length, Rng& r, const Dictionary& dict);
+constexpr std::pair<std::string_view, SkeletonBuilder> kTaskKinds[] = {
+    {"passkey", passkey_task},
+    {"multikey", multikey_task},
+    {"multiquery", multiquery_task},
+    {"word", word_task},
+    {"uuid", uuid_task},
+    {"cwe", cwe_task},
+    {"fwe", fwe_task},
+    {"multivalue", multivalue_task},
+    {"multineedle", multineedle_task},
+    {"vartrack", vartrack_task},
+    {"qa", qa_task},
+};
+
+Skeleton skeleton(const std::string& kind, int64_t length, Rng& r, const Dictionary& dict) {
+  for (const auto& [name, build] : kTaskKinds) {
+    if (name != kind) continue;
+    Skeleton s;
+    build(s, length, r, dict);
+    return s;
+  }
+  fail("--generate", "unknown task kind '" + kind + "' (kinds: " + join(every_task_kind()) + ", qa)");
 }
 
 // Haystack lines: from `text` starting at a random line (wrapping), or the noise sentence.
