@@ -93,20 +93,30 @@ void mixtral_hf_names(const ModelConfig& c, TensorNames& n) {
 
 namespace {
 
-std::unique_ptr<Model> read_hf_model(const std::string& dir, bool map) {
-  namespace fs = std::filesystem;
-  const std::string cfg_path = (fs::path(dir) / "config.json").string();
-  json j = read_json_file(cfg_path);
-  if (!j.is_object()) fail(cfg_path, "not a JSON object");
-  auto m = std::make_unique<Model>();
-  m->path = dir;
-  m->format = "safetensors";
-  ModelConfig& c = m->config;
-  const std::string type = j.value("model_type", std::string());
-  const Architecture* arch = find_hf_architecture(type);
-  if (!arch)
-    fail(cfg_path, "model_type '" + type + "' is not supported (supported: " + supported_hf_model_types() + ")");
-  arch->apply(c, true);
+// rope_scaling: llama3's per-frequency factors, or Gemma 3's linear factor.
+void read_hf_rope_scaling(const json& j, const std::string& cfg_path, const Architecture& arch, ModelConfig& c) {
+  if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return;
+  const json& rs = j["rope_scaling"];
+  if (!rs.is_object()) fail(cfg_path, "rope_scaling is not an object");
+  const std::string rt = rs.value("rope_type", rs.value("type", std::string()));
+  if (rt == "linear" && arch.gemma_blocks) {
+    const float factor = (float)num_field(rs, "factor", cfg_path, 1.0);
+    if (!(factor > 0)) fail(cfg_path, "rope_scaling factor must be positive");
+    c.rope_freq_factors.assign(c.n_rot / 2, factor);
+    return;
+  }
+  if (rt != "llama3") fail(cfg_path, "rope_scaling type '" + rt + "' is not supported (supported: llama3; linear for gemma3)");
+  const float factor = (float)num_field(rs, "factor", cfg_path, 8.0);
+  const float lo = (float)num_field(rs, "low_freq_factor", cfg_path, 1.0);
+  const float hi = (float)num_field(rs, "high_freq_factor", cfg_path, 4.0);
+  const int orig = int_field(rs, "original_max_position_embeddings", cfg_path, 8192);
+  if (!(factor > 0) || !(hi > lo) || orig <= 0) fail(cfg_path, "rope_scaling parameters are inconsistent");
+  c.rope_freq_factors = llama3_rope_factors(c.n_rot, c.rope_base, factor, lo, hi, orig);
+}
+
+// config.json's fields into `c` (the architecture's own after the common ones).
+void read_hf_config(const json& j, const std::string& cfg_path, const Architecture& arch, ModelConfig& c) {
+  arch.apply(c, true);
   c.n_layer = int_field(j, "num_hidden_layers", cfg_path);
   c.n_embd = int_field(j, "hidden_size", cfg_path);
   c.n_ff = int_field(j, "intermediate_size", cfg_path);
@@ -121,35 +131,13 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir, bool map) {
   c.rope_base = (float)num_field(j, "rope_theta", cfg_path, 10000.0);
   c.qkv_bias = c.qkv_bias || j.value("attention_bias", false);
   c.tied_output = j.value("tie_word_embeddings", false);
-  if (arch->hf_params) arch->hf_params(j, cfg_path, c);
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    const json& rs = j["rope_scaling"];
-    if (!rs.is_object()) fail(cfg_path, "rope_scaling is not an object");
-    const std::string rt = rs.value("rope_type", rs.value("type", std::string()));
-    if (rt == "linear" && arch->gemma_blocks) {
-      const float factor = (float)num_field(rs, "factor", cfg_path, 1.0);
-      if (!(factor > 0)) fail(cfg_path, "rope_scaling factor must be positive");
-      c.rope_freq_factors.assign(c.n_rot / 2, factor);
-    } else if (rt != "llama3") {
-      fail(cfg_path, "rope_scaling type '" + rt + "' is not supported (supported: llama3; linear for gemma3)");
-    } else {
-    const float factor = (float)num_field(rs, "factor", cfg_path, 8.0);
-    const float lo = (float)num_field(rs, "low_freq_factor", cfg_path, 1.0);
-    const float hi = (float)num_field(rs, "high_freq_factor", cfg_path, 4.0);
-    const int orig = int_field(rs, "original_max_position_embeddings", cfg_path, 8192);
-    if (!(factor > 0) || !(hi > lo) || orig <= 0) fail(cfg_path, "rope_scaling parameters are inconsistent");
-    c.rope_freq_factors = llama3_rope_factors(c.n_rot, c.rope_base, factor, lo, hi, orig);
-    }
-  }
+  if (arch.hf_params) arch.hf_params(j, cfg_path, c);
+  read_hf_rope_scaling(j, cfg_path, arch, c);
   c.validate(cfg_path);
+}
 
-  SafetensorsModel st(dir, map);
-  std::map<std::string, TensorRef> refs;
-  for (auto& [name, t] : st.tensors()) {
-    TensorRef r{name, t.file, t.type, std::vector<int64_t>(t.shape.rbegin(), t.shape.rend()), t.data};
-    refs.emplace(name, std::move(r));
-  }
-  if (!c.tied_output && !refs.count("lm_head.weight")) c.tied_output = true;  // some exports omit it when tied
+// The Hugging Face names of each tensor ("{}": the layer), the architecture's own changes applied.
+TensorNames hf_tensor_names(const Architecture& arch, const ModelConfig& c) {
   TensorNames names{.tok_embd = "model.embed_tokens.weight", .output_norm = "model.norm.weight",
                     .output = "lm_head.weight", .attn_norm = "model.layers.{}.input_layernorm.weight",
                     .wq = "model.layers.{}.self_attn.q_proj.weight", .wk = "model.layers.{}.self_attn.k_proj.weight",
@@ -162,7 +150,7 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir, bool map) {
                     .w_gate = "model.layers.{}.mlp.gate_proj.weight", .w_up = "model.layers.{}.mlp.up_proj.weight",
                     .w_down = "model.layers.{}.mlp.down_proj.weight",
                     .wqkv = "model.layers.{}.self_attn.qkv_proj.weight",
-                    .w_gate_up = arch->fused_matrices ? "model.layers.{}.mlp.gate_up_proj.weight" : "",
+                    .w_gate_up = arch.fused_matrices ? "model.layers.{}.mlp.gate_up_proj.weight" : "",
                     // a mixture of experts: one tensor per expert ("{e}")
                     .router = "model.layers.{}.mlp.gate.weight",
                     .exp_gate = "model.layers.{}.mlp.experts.{e}.gate_proj.weight",
@@ -170,21 +158,24 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir, bool map) {
                     .exp_down = "model.layers.{}.mlp.experts.{e}.down_proj.weight",
                     .post_attn_norm = "model.layers.{}.post_attention_layernorm.weight",  // (Gemma's)
                     .post_ffn_norm = "model.layers.{}.post_feedforward_layernorm.weight"};
-  if (arch->hf_names) arch->hf_names(c, names);
-  m->weights = bind_weights(c, names, [&](const std::string& n) -> const TensorRef* {
-    auto it = refs.find(n);
-    return it == refs.end() ? nullptr : &it->second;
-  }, dir);
-  m->weights.mappings = st.mappings();
-  if (arch->gemma_blocks) {  // Gemma's norms multiply by 1 + w (GGUF files store the sum)
-    auto shift = [](std::vector<float>& w) {
-      for (float& x : w) x += 1.0f;
-    };
-    shift(m->weights.output_norm);
-    for (LayerWeights& L : m->weights.layers)
-      for (auto* w : {&L.attn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm, &L.ffn_norm, &L.post_ffn_norm}) shift(*w);
-  }
+  if (arch.hf_names) arch.hf_names(c, names);
+  return names;
+}
 
+// Gemma's norms multiply by 1 + w (GGUF files store the sum).
+void shift_gemma_norms(ModelWeights& w) {
+  auto shift = [](std::vector<float>& v) {
+    for (float& x : v) x += 1.0f;
+  };
+  shift(w.output_norm);
+  for (LayerWeights& L : w.layers)
+    for (auto* v : {&L.attn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm, &L.ffn_norm, &L.post_ffn_norm}) shift(*v);
+}
+
+// tokenizer_config.json (add_bos_token, chat_template) and tokenizer.model or tokenizer.json.
+void read_hf_tokenizer(const std::string& dir, Model& m) {
+  namespace fs = std::filesystem;
+  const ModelConfig& c = m.config;
   bool add_bos = true;
   const fs::path tok_cfg = fs::path(dir) / "tokenizer_config.json";
   if (fs::exists(tok_cfg)) {
@@ -193,22 +184,53 @@ std::unique_ptr<Model> read_hf_model(const std::string& dir, bool map) {
       add_bos = tc["add_bos_token"].get<bool>();
     // A string, or a list of named templates ({name, template}) of which "default" is used.
     const json tpl = tc.is_object() ? tc.value("chat_template", json()) : json();
-    if (tpl.is_string()) m->chat_template = tpl.get<std::string>();
+    if (tpl.is_string()) m.chat_template = tpl.get<std::string>();
     else if (tpl.is_array())
       for (const json& t : tpl)
         if (t.is_object() && t.value("name", json()) == "default" && t.value("template", json()).is_string())
-          m->chat_template = t["template"].get<std::string>();
+          m.chat_template = t["template"].get<std::string>();
   }
   const fs::path spm = fs::path(dir) / "tokenizer.model", tok_json = fs::path(dir) / "tokenizer.json";
   if (fs::exists(spm)) {
-    m->tokenizer = Tokenizer::from_sentencepiece(spm.string(), add_bos, c.n_vocab);
-    m->tokenizer_kind = m->tokenizer.describe() + " from tokenizer.model";
+    m.tokenizer = Tokenizer::from_sentencepiece(spm.string(), add_bos, c.n_vocab);
+    m.tokenizer_kind = m.tokenizer.describe() + " from tokenizer.model";
   } else if (fs::exists(tok_json)) {
-    m->tokenizer = Tokenizer::from_tokenizer_json(tok_json.string(), tok_cfg.string(), c.n_vocab);
-    m->tokenizer_kind = m->tokenizer.describe() + " from tokenizer.json";
+    m.tokenizer = Tokenizer::from_tokenizer_json(tok_json.string(), tok_cfg.string(), c.n_vocab);
+    m.tokenizer_kind = m.tokenizer.describe() + " from tokenizer.json";
   } else {
     fail(dir, "no tokenizer.model (SentencePiece) or tokenizer.json in the model directory");
   }
+}
+
+std::unique_ptr<Model> read_hf_model(const std::string& dir, bool map) {
+  namespace fs = std::filesystem;
+  const std::string cfg_path = (fs::path(dir) / "config.json").string();
+  json j = read_json_file(cfg_path);
+  if (!j.is_object()) fail(cfg_path, "not a JSON object");
+  auto m = std::make_unique<Model>();
+  m->path = dir;
+  m->format = "safetensors";
+  ModelConfig& c = m->config;
+  const std::string type = j.value("model_type", std::string());
+  const Architecture* arch = find_hf_architecture(type);
+  if (!arch)
+    fail(cfg_path, "model_type '" + type + "' is not supported (supported: " + supported_hf_model_types() + ")");
+  read_hf_config(j, cfg_path, *arch, c);
+
+  SafetensorsModel st(dir, map);
+  std::map<std::string, TensorRef> refs;
+  for (auto& [name, t] : st.tensors()) {
+    TensorRef r{name, t.file, t.type, std::vector<int64_t>(t.shape.rbegin(), t.shape.rend()), t.data};
+    refs.emplace(name, std::move(r));
+  }
+  if (!c.tied_output && !refs.count("lm_head.weight")) c.tied_output = true;  // some exports omit it when tied
+  m->weights = bind_weights(c, hf_tensor_names(*arch, c), [&](const std::string& n) -> const TensorRef* {
+    auto it = refs.find(n);
+    return it == refs.end() ? nullptr : &it->second;
+  }, dir);
+  m->weights.mappings = st.mappings();
+  if (arch->gemma_blocks) shift_gemma_norms(m->weights);
+  read_hf_tokenizer(dir, *m);
   return m;
 }
 
