@@ -296,18 +296,10 @@ py::dict stats_dict(Context& c) {
 
 }  // namespace
 
-PYBIND11_MODULE(_fasa, m) {
-  m.doc() = "fasa: long-context decoding with Frequency-Aware Sparse Attention";
-  py::register_exception<Error>(m, "Error", PyExc_ValueError);
-  m.attr("Error").attr("__doc__") = "A bad setting, file or request: the library's message (a ValueError).";
-  py::class_<Floats>(m, "Floats", py::buffer_protocol(), "float32 values (logits(), a policy's queries and keys) as a buffer")
-      .def_buffer(&Floats::buffer);
-  try {
-    numpy_asarray() = py::module_::import("numpy").attr("asarray");
-  } catch (py::error_already_set&) {  // no NumPy: memoryviews instead
-  }
-  m.attr("source_model") = FASA_DEFAULT_MODEL;  // the bundled model in the checkout it was built from
+namespace {
 
+// fasa.policies, register_policy, settings and bench.
+void bind_functions(py::module_& m) {
   m.def("policies", [] {
     py::list out;
     for (const PolicyInfo& p : policy_registry()) {
@@ -352,6 +344,9 @@ PYBIND11_MODULE(_fasa, m) {
      "runs them; parallel: sequences together (-npl); the other keywords as engine.context's (threads, budget, "
      "profile, kv_type, ...). Returns the rows as `fasa bench -o json` prints them (a list of dicts).");
 
+}
+
+void bind_engine(py::module_& m) {
   py::class_<Engine>(m, "Engine", "A loaded model; fasa.Engine(model=None) loads the bundled one.")
       .def(py::init([](const std::string& model, int gpu_layers, int device, bool mmap, bool mlock) {
              return std::make_unique<Engine>(model, EngineOptions{.gpu_layers = gpu_layers, .device = device,
@@ -384,6 +379,9 @@ PYBIND11_MODULE(_fasa, m) {
       }, py::keep_alive<0, 1>(), "A context: n_ctx, threads, and any of fasa.settings() as keywords (as `fasa run`'s flags); "
          "attn may name a policy from fasa.register_policy.");
 
+}
+
+void bind_context(py::module_& m) {
   py::class_<Context>(m, "Context",
                       "A context of an engine: its own KV cache, policy and threads (engine.context(...)). One "
                       "call at a time: a stream in progress owns it until it ends or is dropped.")
@@ -431,7 +429,13 @@ PYBIND11_MODULE(_fasa, m) {
            "kv_fast_bytes (the KV cache's fast memory), memory_estimate_bytes (weights as held, vocabulary, KV "
            "cache and scratch: about the process's resident memory) and policy (what the context attends with).");
 
-  py::module_ eval = m.def_submodule("eval", "Evaluations as `fasa eval` runs them, records as its --json writes them.");
+  py::class_<TextStream>(m, "TextStream", "context.stream(...)'s iterator: each next() is the next piece of text "
+                                          "(whole UTF-8 characters); dropping it early cancels the generation.")
+      .def("__iter__", [](TextStream& s) -> TextStream& { return s; })
+      .def("__next__", &TextStream::next, "The next piece of text; StopIteration at the end.");
+}
+
+void bind_eval_retrieval(py::module_& eval) {
   eval.def("retrieval", [](const Engine& e, const std::optional<std::string>& tasks, const std::vector<std::string>& generate,
                            const std::vector<int64_t>& lengths, int n, uint64_t seed, const std::string& haystack,
                            int limit, const std::vector<std::string>& attn, const py::object& budgets, bool distractors,
@@ -475,6 +479,9 @@ PYBIND11_MODULE(_fasa, m) {
      "fcs=[4, 8] gives a variant each); the other keywords as engine.context's. Returns the records (a list of dicts), as --json writes them; with answers=True, "
      "(records, answers): each task's greedy answer beside the expected one, as --answers writes them.");
 
+}
+
+void bind_eval_text(py::module_& eval) {
   // ppl and ca: every window of `text` decoded token by token against full attention's reference.
   eval.def("ppl", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
                      const std::vector<std::string>& attn, const py::object& budgets, const py::kwargs& settings) {
@@ -485,7 +492,7 @@ PYBIND11_MODULE(_fasa, m) {
     });
   }, py::arg("engine"), py::arg("text"), py::arg("window") = 0, py::arg("windows") = 8, py::arg("score_from") = 0,
      py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::none(),
-     "`fasa eval ppl` on `text` (a string): nll, ppl, kld and top1 against full attention per attn x budget "
+     "`fasa eval ppl` on `text` (a string): nll, ppl, kld, top1 and kv_kib (KV read per step) against full attention per attn x budget "
      "(budgets, or budget= as the CLI's --budget; default [64]); "
      "window: tokens per window (0: the model's context). Returns the records, as --json writes them.");
   eval.def("ca", [](const Engine& e, const std::string& text, int64_t window, int windows, int64_t score_from,
@@ -512,8 +519,26 @@ PYBIND11_MODULE(_fasa, m) {
      "attn x budget (budgets, or budget=; default [64]) shares with full attention's (shared: median; shared_mean; "
      "first_equal). Returns the records.");
 
-  py::class_<TextStream>(m, "TextStream", "context.stream(...)'s iterator: each next() is the next piece of text "
-                                          "(whole UTF-8 characters); dropping it early cancels the generation.")
-      .def("__iter__", [](TextStream& s) -> TextStream& { return s; })
-      .def("__next__", &TextStream::next, "The next piece of text; StopIteration at the end.");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_fasa, m) {
+  m.doc() = "fasa: long-context decoding with Frequency-Aware Sparse Attention";
+  py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  m.attr("Error").attr("__doc__") = "A bad setting, file or request: the library's message (a ValueError).";
+  py::class_<Floats>(m, "Floats", py::buffer_protocol(), "float32 values (logits(), a policy's queries and keys) as a buffer")
+      .def_buffer(&Floats::buffer);
+  try {
+    numpy_asarray() = py::module_::import("numpy").attr("asarray");
+  } catch (py::error_already_set&) {  // no NumPy: memoryviews instead
+  }
+  m.attr("source_model") = FASA_DEFAULT_MODEL;  // the bundled model in the checkout it was built from
+
+  bind_functions(m);
+  bind_engine(m);
+  bind_context(m);
+  py::module_ eval = m.def_submodule("eval", "Evaluations as `fasa eval` runs them, records as its --json writes them.");
+  bind_eval_retrieval(eval);
+  bind_eval_text(eval);
 }
