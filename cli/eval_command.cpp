@@ -211,8 +211,10 @@ std::unique_ptr<Model> prepare(EvalOptions& o, const CLI::App* sub) {
   // Without --attn: full attention, and FASA beside it where a profile was given (it needs one).
   if (sub->count("--attn") == 0 && o.policy.profile.empty() && !o.policy.synthetic_profile) {
     o.attn = {"full"};
+    std::string others;  // the registry's names
+    for (const std::string& n : policy_names()) others += (others.empty() ? "" : ", ") + n;
     std::fprintf(stderr, "note: full attention only; add --profile FILE (from fasa calibrate) or --profile auto for fasa, or --attn "
-                         "with other policies (stream, snapkv, quest, h2o, sparq, oracle, random)\n");
+                         "with other policies (%s)\n", others.c_str());
   }
   for (const std::string& out : {o.json, o.csv, o.plot, o.answers})  // before the work, not after it
     if (!out.empty()) check_writable(out);

@@ -108,12 +108,12 @@ TEST_P(BatchedDecode, EqualsEachSequenceAlone) {
   o.dense_layers = {};
   o.synthetic_profile = true;
   std::vector<PolicyOptions> variants;
-  for (KvType kv : {KvType::F16, KvType::Q8_0}) {
+  for (DType kv : {DType::F16, DType::Q8_0}) {
     o.cache.key_type = o.cache.value_type = kv;
     variants.push_back(o);
   }
   if (policy_info(o.attn).has_k_dom) {  // FASA-M: K_rest and V in the slow tier
-    o.cache.key_type = o.cache.value_type = KvType::F16;
+    o.cache.key_type = o.cache.value_type = DType::F16;
     o.cache.offload.tier = KvOffloadOptions::Tier::Ram;
     variants.push_back(o);
   }

@@ -70,9 +70,9 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
   t.random_fill = true;
   t.repetitions = 1;
   const int nd = 2 * fcs;  // FASA's K_dom width with group sharing
-  for (const KvType kv_type : {KvType::F16, KvType::F32, KvType::Q8_0}) {
+  for (const DType kv_type : {DType::F16, DType::F32, DType::Q8_0}) {
     SCOPED_TRACE(name_of(kv_type));
-    const DType type = kv_dtype(kv_type);
+    const DType type = kv_type;
     auto counted = [&](const std::string& attn, FcSharing sharing, bool tip_int8 = false) {
       PolicyOptions p;
       p.attn = attn;
@@ -129,7 +129,7 @@ TEST(BenchCounting, PromptThenDecodeCountsTheDecodedTokens) {
   t.repetitions = 2;
   PolicyOptions p;
   p.attn = "full";
-  p.cache.key_type = p.cache.value_type = KvType::F32;
+  p.cache.key_type = p.cache.value_type = DType::F32;
   const BenchResult r = run_bench_test(*m, p, t, 1);
   double want = 0;
   for (int i = 0; i < n_gen; ++i) want += (double)L * HKV * (n_prompt + i + 1) * 2 * D * 4;

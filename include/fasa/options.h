@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "fasa/dtype.h"
+
 namespace fasa {
 
 // A token budget: a count of rows ("256") or a share of the current context ("0.5", "50%", "1.0").
@@ -39,8 +41,6 @@ enum class FcSharing { Head, Group };
 enum class FcRank { Auto, Agreement, Magnitude };
 // FASA's chunks per head: `uniform` (fcs each) or `adaptive` (fcs on average, by the profile).
 enum class FcAlloc { Uniform, Adaptive };
-// KV cache elements: f16 (llama.cpp's default), f32 (exact) or q8_0 (int8 blocks of 32).
-enum class KvType { F16, F32, Q8_0 };
 
 // FASA-M: where K_rest and V of FASA's heads live, and the fast memory the KV cache may use.
 struct KvOffloadOptions {
@@ -55,8 +55,10 @@ struct KvOffloadOptions {
 
 // The KV cache's layout, read by every policy.
 struct CacheOptions {
-  KvType key_type = KvType::F16;
-  KvType value_type = KvType::F16;
+  // KV cache elements: F16 (llama.cpp's default), F32 (exact) or Q8_0 (int8 blocks of 32), the element
+  // types the kernels read (fasa/dtype.h)
+  DType key_type = DType::F16;
+  DType value_type = DType::F16;
   bool tip_int8 = false;  // FASA: TIP scans a Q8_0 copy of K_dom (no-op with q8_0 keys)
   KvOffloadOptions offload;
   bool operator==(const CacheOptions&) const = default;
@@ -96,7 +98,7 @@ const std::vector<std::string>& policy_option_names();
 const char* name_of(FcSharing s);  // "head", "group"
 const char* name_of(FcAlloc a);    // "uniform", "adaptive"
 const char* name_of(FcRank r);     // "auto", "agreement", "magnitude"
-const char* name_of(KvType t);     // "f16", "f32", "q8_0"
+const char* name_of(DType t);      // a KV element type's setting: "f16", "f32", "q8_0"
 std::string layer_list_str(const std::vector<int>& layers);  // "0,2"; "" for none
 std::string offload_str(const KvOffloadOptions& o);         // "", "ram" or "file:DIR"
 

@@ -46,7 +46,7 @@ std::string apply_spec(const std::string& spec, PolicyOptions& o) {
 
 std::string policy_variant(const PolicyOptions& o, const Model& m) {
   std::string kv;  // the cache's element types, where not llama.cpp's default
-  if (o.cache.key_type != KvType::F16 || o.cache.value_type != KvType::F16)
+  if (o.cache.key_type != DType::F16 || o.cache.value_type != DType::F16)
     kv = std::string("kv=") + name_of(o.cache.key_type) +
          (o.cache.value_type == o.cache.key_type ? "" : std::string("/") + name_of(o.cache.value_type));
   const PolicyInfo info = policy_info(o.attn);

@@ -395,6 +395,5 @@ void kv_weighted_rows(const float* w, int n_q, const void* const* rows, int n_ro
 #endif
 }
 
-DType kv_dtype(KvType t) { return t == KvType::F16 ? DType::F16 : t == KvType::F32 ? DType::F32 : DType::Q8_0; }
 
 }  // namespace fasa

@@ -94,6 +94,5 @@ void kv_weighted_rows_reference(const float* w, int n_q, const void* const* rows
                                 float* out);
 
 // The element type of a KV cache of this type.
-DType kv_dtype(KvType t);
 
 }  // namespace fasa

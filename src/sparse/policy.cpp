@@ -140,8 +140,8 @@ void check_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* 
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {
   SessionOptions so;
   so.n_ctx = n_ctx;
-  so.kv_types.k = kv_dtype(policy.cache.key_type);
-  so.kv_types.v = kv_dtype(policy.cache.value_type);
+  so.kv_types.k = policy.cache.key_type;
+  so.kv_types.v = policy.cache.value_type;
   so.kv_types.tip_int8 = policy.cache.tip_int8;
   so.offload = policy.cache.offload;
   if (so.offload.offloaded() && !policy_info(policy.attn).has_k_dom)

@@ -55,7 +55,7 @@ Enum read_enum(std::string_view setting, std::string_view text, const Enum (&val
 constexpr FcSharing kSharings[] = {FcSharing::Head, FcSharing::Group};
 constexpr FcAlloc kAllocs[] = {FcAlloc::Uniform, FcAlloc::Adaptive};
 constexpr FcRank kRanks[] = {FcRank::Auto, FcRank::Agreement, FcRank::Magnitude};
-constexpr KvType kKvTypes[] = {KvType::F16, KvType::F32, KvType::Q8_0};
+constexpr DType kKvTypes[] = {DType::F16, DType::F32, DType::Q8_0};
 
 using Setter = std::function<void(PolicyOptions&, std::string_view name, std::string_view text)>;
 
@@ -173,7 +173,9 @@ const char* name_of(FcAlloc a) { return a == FcAlloc::Uniform ? "uniform" : "ada
 const char* name_of(FcRank r) {
   return r == FcRank::Auto ? "auto" : r == FcRank::Agreement ? "agreement" : "magnitude";
 }
-const char* name_of(KvType t) { return t == KvType::F16 ? "f16" : t == KvType::F32 ? "f32" : "q8_0"; }
+const char* name_of(DType t) {
+  return t == DType::F16 ? "f16" : t == DType::F32 ? "f32" : t == DType::Q8_0 ? "q8_0" : "(not a KV type)";
+}
 
 std::string layer_list_str(const std::vector<int>& layers) {
   std::string s;

@@ -1,0 +1,14 @@
+#pragma once
+// Element types of tensors, numbered as ggml numbers them (so GGUF values map directly): the weights'
+// types, and the KV cache's (CacheOptions: F16, F32 or Q8_0). Their kernels are src/ops/dtype.h's.
+#include <cstdint>
+
+namespace fasa {
+
+enum class DType : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
+  I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30,
+};
+
+}  // namespace fasa
