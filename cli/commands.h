@@ -50,8 +50,8 @@ void add_gpu_options(CLI::App* cmd, EngineOptions& engine);
 void add_mapping_options(CLI::App* cmd, EngineOptions& engine);
 
 // What the commands that generate take (run, chat): -t, -ngl/--device (the GPU), the policy options,
-// llama.cpp's flags that mean nothing here (-fa, --mlock, -b, -np, ...; cli/llama_flags.h) and the
-// sampling options.
+// the mapping flags (--no-mmap, --mlock), llama.cpp's flags that mean nothing here (-fa, -b, -np, ...;
+// cli/llama_flags.h) and the sampling options.
 void add_generation_options(CLI::App* cmd, int& threads, EngineOptions& engine, PolicyOptions& policy,
                             SamplerOptions& sampling, bool& seed_given);
 

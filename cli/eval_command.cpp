@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "calib/auto_profile.h"
 #include "cli/commands.h"
@@ -189,7 +190,9 @@ CLI::App* add_plot(CLI::App* eval, EvalOptions& o) {
 int run_plot(const EvalOptions& o) {
   std::vector<EvalRecord> records;
   for (const std::string& f : o.plot_inputs) {
-    const std::vector<EvalRecord> more = read_records_json(f);
+    std::vector<EvalRecord> more = read_records_json(f);
+    if (o.plot_inputs.size() > 1)  // each file's lines apart, named by the file
+      for (EvalRecord& r : more) r.variant += (r.variant.empty() ? "" : " ") + std::filesystem::path(f).stem().string();
     records.insert(records.end(), more.begin(), more.end());
   }
   if (records.empty()) throw Error("eval plot: the files hold no records");

@@ -101,11 +101,16 @@ std::vector<EvalRecord> read_records_json(const std::string& path) {
       EvalRecord r{e.at("eval"), e.at("policy"), e.at("variant"), "", e.at("metric"), e.value("task_type", ""),
                    e.value("topk", 0), e.at("value").get<double>(), e.at("n").get<int64_t>()};
       const double b = e.at("budget").get<double>();
+      if (!(b > 0 && b <= 1e12)) fail(path, "a record's budget " + std::to_string(b) + " is not a budget");
       char budget[32];  // a share as a percentage: "1" would read back as one token
       if (e.at("budget_unit") == "share") std::snprintf(budget, sizeof budget, "%g%%", 100 * b);
       else std::snprintf(budget, sizeof budget, "%lld", (long long)b);
       r.budget = budget;
-      Budget::parse(r.budget);  // (throws on a budget out of range)
+      try {
+        Budget::parse(r.budget);
+      } catch (const Error& err) {
+        fail(path, err.what());
+      }
       if (in_percent(r)) r.value /= 100;
       out.push_back(std::move(r));
     }

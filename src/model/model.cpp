@@ -386,10 +386,14 @@ namespace {
 size_t model_file_bytes(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(path, ec)) return (size_t)fs::file_size(path, ec);
+  if (!fs::is_directory(path, ec)) {
+    const auto n = fs::file_size(path, ec);
+    return ec ? 0 : (size_t)n;  // (unknown: the loader's own error follows)
+  }
   size_t bytes = 0;
   for (const auto& e : fs::directory_iterator(path, ec))
-    if (e.path().extension() == ".safetensors") bytes += (size_t)e.file_size(ec);
+    if (e.path().extension() == ".safetensors")
+      if (const auto n = e.file_size(ec); !ec) bytes += (size_t)n;
   return bytes;
 }
 
@@ -437,7 +441,7 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
   ModelWeights& w = m->weights;
   const std::vector<Matrix*> matrices = layer_matrices(w);
   const bool pack = opts.pack_for_cpu && !opts.dequantize;
-  if (pack)  // (a device holds them in its own memory)
+  if (pack && opts.mmap)  // (read in, they were checked above and are part of what is used now; a device holds its own)
     refuse_weights_over_available(path, std::max(m->weight_bytes(), packed_total(matrices)), "its weights");
   w.sampled_hash = hash_weights(w, m->config.n_expert > 0);
   if (opts.dequantize) {
@@ -448,7 +452,7 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
     // file_row), so the file's pages of the largest matrix are not read back in token by token.
     if (w.tok_embd.data == w.output.data) w.tok_embd.packed = w.output.packed;
   }
-  if (opts.mlock) lock_weights(w, path);
+  if (opts.mlock && opts.pack_for_cpu) lock_weights(w, path);  // (on a device: its memory, not RAM, holds them)
   return m;
 }
 

@@ -93,6 +93,5 @@ void kv_weighted_rows(const float* w, int n_q, const void* const* rows, int n_ro
 void kv_weighted_rows_reference(const float* w, int n_q, const void* const* rows, int n_rows, DType t, int d,
                                 float* out);
 
-// The element type of a KV cache of this type.
 
 }  // namespace fasa

@@ -7,15 +7,23 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 
 namespace fasa {
 
 namespace {
-// A cgroup v2 limit's headroom (memory.max - memory.current), or 0 where there is none.
+// A cgroup v2 limit's headroom (memory.max less what it holds but its page cache, which the kernel
+// reclaims: a model file read before is charged there), or 0 where there is none.
 size_t cgroup_headroom() {
   std::ifstream max_file("/sys/fs/cgroup/memory.max"), current_file("/sys/fs/cgroup/memory.current");
   size_t max = 0, current = 0;
   if (!(max_file >> max) || !(current_file >> current)) return 0;  // "max" (no limit) fails to parse
+  std::ifstream stat("/sys/fs/cgroup/memory.stat");
+  for (std::string key; stat >> key;) {
+    size_t bytes = 0;
+    if (!(stat >> bytes)) break;
+    if (key == "file") current -= std::min(current, bytes);
+  }
   return max > current ? max - current : 1;
 }
 }  // namespace
