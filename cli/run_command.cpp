@@ -97,50 +97,40 @@ bool wants_conversation(const RunOptions& o) {
   return o.conversation == C::On || chat_flags || (!prompt && isatty(STDIN_FILENO));
 }
 
-int run(RunOptions o) {
-  if (wants_conversation(o)) return chat(chat_options(o));
-  const std::string prompt = read_prompt(o);
-  if (o.threads > 0) omp_set_num_threads(o.threads);
-  pick_seed(o.sampling, o.seed_given);
-
-  Engine engine(o.model, o.engine);
-  std::vector<int32_t> ids = engine.tokenize(prompt, true);
-  if (ids.empty()) throw Error("the prompt is empty and the model adds no BOS token");
-  const int64_t n_train = engine.info().n_ctx_train;
+// The context for the prompt and -n: its size (-c, else the prompt and -n up to the model's), the
+// prompt cut to fit where --truncate-prompt asks (its first token and the newest), and -n cut to the
+// context's end otherwise.
+struct FittedContext {
+  int64_t n_ctx = 0;
+  bool truncated = false, stops_at_context_end = false;
+};
+FittedContext fit_context(RunOptions& o, std::vector<int32_t>& ids, int64_t n_train) {
   if (o.n_ctx > n_train && n_train > 0)
     std::fprintf(stderr, "warning: -c %lld is above the %lld tokens the model was trained on; quality usually falls past it\n",
                  (long long)o.n_ctx, (long long)n_train);
   const int64_t n_prompt = (int64_t)ids.size();
-  const int64_t n_ctx = o.n_ctx > 0                        ? o.n_ctx
-                        : o.n_ctx == 0 || o.n_predict < 0 ? n_train  // -c 0: the model's, as llama.cpp
-                                                           : std::min<int64_t>(n_train, n_prompt + o.n_predict);
-  const bool truncate = o.truncate_prompt && o.n_predict >= 0 && n_prompt + o.n_predict > n_ctx && n_ctx - o.n_predict >= 2;
-  bool stops_at_context_end = false;
-  if (truncate) {
+  FittedContext f;
+  f.n_ctx = o.n_ctx > 0                        ? o.n_ctx
+            : o.n_ctx == 0 || o.n_predict < 0 ? n_train  // -c 0: the model's, as llama.cpp
+                                               : std::min<int64_t>(n_train, n_prompt + o.n_predict);
+  f.truncated = o.truncate_prompt && o.n_predict >= 0 && n_prompt + o.n_predict > f.n_ctx && f.n_ctx - o.n_predict >= 2;
+  if (f.truncated) {
     // Keep the first token (BOS) and the most recent ones.
-    const size_t keep = n_ctx - o.n_predict - 1, before = ids.size();
+    const size_t keep = f.n_ctx - o.n_predict - 1, before = ids.size();
     ids.erase(ids.begin() + 1, ids.end() - keep);
     std::fprintf(stderr, "prompt truncated: kept the first and the last %zu of %zu tokens\n", keep, before);
-  } else if (o.n_predict < 0 || n_prompt + o.n_predict > n_ctx) {  // generation stops at the end of the context
-    if (n_prompt > n_ctx || (n_prompt == n_ctx && o.n_predict != 0))
+  } else if (o.n_predict < 0 || n_prompt + o.n_predict > f.n_ctx) {  // generation stops at the end of the context
+    if (n_prompt > f.n_ctx || (n_prompt == f.n_ctx && o.n_predict != 0))
       throw Error("prompt (" + std::to_string(n_prompt) + " tokens) leaves no room in the context size " +
-                  std::to_string(n_ctx) + (o.truncate_prompt ? " (raise -c)" : " (raise -c, or --truncate-prompt)"));
-    o.n_predict = (int)std::max<int64_t>(0, n_ctx - n_prompt);
-    stops_at_context_end = true;
+                  std::to_string(f.n_ctx) + (o.truncate_prompt ? " (raise -c)" : " (raise -c, or --truncate-prompt)"));
+    o.n_predict = (int)std::max<int64_t>(0, f.n_ctx - n_prompt);
+    f.stops_at_context_end = true;
   }
-  ContextOptions co;
-  co.policy = o.policy;
-  co.n_ctx = n_ctx;
-  Context ctx(engine, co);
+  return f;
+}
 
-  catch_interrupts();  // Ctrl-C ends the generation: what came, then the speed lines
-  const std::string shown = truncate ? "..." + engine.detokenize(ids) : prompt;  // the text the model sees
-  if (o.display_prompt) std::fputs(shown.c_str(), stdout);
-  std::fflush(stdout);
-  GenerationOptions gen;
-  gen.max_tokens = o.n_predict;
-  gen.sampling = o.sampling;
-  gen.ignore_eos = o.ignore_eos;
+// Feeds the prompt and streams the continuation to stdout until its end or Ctrl-C.
+GenerationResult stream_to_stdout(Context& ctx, const std::vector<int32_t>& ids, const GenerationOptions& gen) {
   GenerationResult r;
   try {
     ctx.feed_tokens(ids);
@@ -156,21 +146,49 @@ int run(RunOptions o) {
   }
   std::fputc('\n', stdout);
   std::fflush(stdout);
-  if (r.finish_reason == FinishReason::Length && stops_at_context_end && o.n_predict > 0)
-    std::fprintf(stderr, "note: generation stopped at the end of the context (%lld tokens; raise -c)\n", (long long)n_ctx);
+  return r;
+}
 
+void write_stats_json(const RunOptions& o, const Context& ctx, int64_t n_ctx, int64_t decode_steps) {
   const ContextStats st = ctx.stats();
+  nlohmann::json j = kv_memory_json(ctx.kv_memory());
+  j.update({{"model", o.model}, {"attn", ctx.policy_summary()}, {"kv_offload", offload_str(o.policy.cache.offload)},
+            {"n_ctx", n_ctx}, {"prompt_tokens", st.prompt_tokens}, {"prompt_seconds", st.prompt_seconds},
+            {"decode_tokens", decode_steps}, {"decode_seconds", st.decode_seconds}});
+  std::ofstream out(o.stats_json);
+  if (!(out << j.dump(2) << "\n")) fail(o.stats_json, "cannot write the stats");
+}
+
+int run(RunOptions o) {
+  if (wants_conversation(o)) return chat(chat_options(o));
+  const std::string prompt = read_prompt(o);
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  pick_seed(o.sampling, o.seed_given);
+
+  Engine engine(o.model, o.engine);
+  std::vector<int32_t> ids = engine.tokenize(prompt, true);
+  if (ids.empty()) throw Error("the prompt is empty and the model adds no BOS token");
+  const FittedContext fit = fit_context(o, ids, engine.info().n_ctx_train);
+  ContextOptions co;
+  co.policy = o.policy;
+  co.n_ctx = fit.n_ctx;
+  Context ctx(engine, co);
+
+  catch_interrupts();  // Ctrl-C ends the generation: what came, then the speed lines
+  const std::string shown = fit.truncated ? "..." + engine.detokenize(ids) : prompt;  // the text the model sees
+  if (o.display_prompt) std::fputs(shown.c_str(), stdout);
+  std::fflush(stdout);
+  GenerationOptions gen;
+  gen.max_tokens = o.n_predict;
+  gen.sampling = o.sampling;
+  gen.ignore_eos = o.ignore_eos;
+  const GenerationResult r = stream_to_stdout(ctx, ids, gen);
+  if (r.finish_reason == FinishReason::Length && fit.stops_at_context_end && o.n_predict > 0)
+    std::fprintf(stderr, "note: generation stopped at the end of the context (%lld tokens; raise -c)\n", (long long)fit.n_ctx);
+
   const int64_t decode_steps = decoded_steps(r);
   print_speed_lines(engine, ctx, o.model, decode_steps);
-  const KvMemory mem = ctx.kv_memory();
-  if (!o.stats_json.empty()) {
-    nlohmann::json j = kv_memory_json(mem);
-    j.update({{"model", o.model}, {"attn", ctx.policy_summary()}, {"kv_offload", offload_str(o.policy.cache.offload)},
-              {"n_ctx", n_ctx}, {"prompt_tokens", st.prompt_tokens}, {"prompt_seconds", st.prompt_seconds},
-              {"decode_tokens", decode_steps}, {"decode_seconds", st.decode_seconds}});
-    std::ofstream out(o.stats_json);
-    if (!(out << j.dump(2) << "\n")) fail(o.stats_json, "cannot write the stats");
-  }
+  if (!o.stats_json.empty()) write_stats_json(o, ctx, fit.n_ctx, decode_steps);
   return 0;
 }
 
