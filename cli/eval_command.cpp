@@ -43,12 +43,18 @@ struct EvalOptions {
   SettingLists lists;  // list flags (--fcs 4,8,16): every policy of --attn crossed with their values
 };
 
-int report(const EvalOptions& o, const std::string& title, const std::vector<EvalRecord>& records,
-           const std::string& default_metric) {
+// --plot-metric, else the evaluation's headline metric (that of the first record's).
+std::string plot_metric(const EvalOptions& o, const std::vector<EvalRecord>& records) {
+  if (!o.plot_metric.empty() || records.empty()) return o.plot_metric;
+  const std::string& e = records[0].eval;
+  return e == "ppl" ? "kld" : e == "ca" ? "ca" : e == "continuation" ? "shared" : "accuracy";
+}
+
+int report(const EvalOptions& o, const std::string& title, const std::vector<EvalRecord>& records) {
   std::printf("## %s\n%s", title.c_str(), records_markdown(records).c_str());
   if (!o.json.empty()) write_records_json(records, o.json);
   if (!o.csv.empty()) write_records_csv(records, o.csv);
-  if (!o.plot.empty()) write_records_plot(records, o.plot_metric.empty() ? default_metric : o.plot_metric, o.plot, o.plot_x);
+  if (!o.plot.empty()) write_records_plot(records, plot_metric(o, records), o.plot, o.plot_x);
   return 0;
 }
 
@@ -196,12 +202,7 @@ int run_plot(const EvalOptions& o) {
     records.insert(records.end(), more.begin(), more.end());
   }
   if (records.empty()) throw Error("eval plot: the files hold no records");
-  const std::string& e = records[0].eval;
-  const std::string metric = !o.plot_metric.empty() ? o.plot_metric
-                             : e == "ppl"           ? "kld"
-                             : e == "ca"            ? "ca"
-                             : e == "continuation"  ? "shared"
-                                                    : "accuracy";
+  const std::string metric = plot_metric(o, records);
   write_records_plot(records, metric, o.plot, o.plot_x);
   std::printf("wrote %s: %s of %zu records from %zu files\n", o.plot.c_str(), metric.c_str(), records.size(), o.plot_inputs.size());
   return 0;
@@ -262,7 +263,7 @@ int run_retrieval(EvalOptions& o, const Model& model, bool generated) {
   std::vector<RetrievalAnswer> answers;
   auto records = eval_retrieval(model, tasks, o.attn, o.budgets, o.policy, o.answers.empty() ? nullptr : &answers);
   if (!o.answers.empty()) write_retrieval_answers(answers, o.answers);
-  return report(o, source + ": " + std::to_string(tasks.size()) + " tasks, greedy", records, "accuracy");
+  return report(o, source + ": " + std::to_string(tasks.size()) + " tasks, greedy", records);
 }
 
 int run_choice(const EvalOptions& o, const Model& model, const std::vector<ChoiceItem>& items) {
@@ -270,7 +271,7 @@ int run_choice(const EvalOptions& o, const Model& model, const std::vector<Choic
   auto records = eval_choice(model, items, o.attn, o.budgets, o.policy, !o.no_bos, o.answers.empty() ? nullptr : &answers);
   if (!o.answers.empty()) write_choice_answers(answers, o.answers);
   return report(o, o.tasks_file + ": " + std::to_string(items.size()) + " items, every token decoded with the policy" +
-                       (o.no_bos ? ", no BOS" : ""), records, "accuracy");
+                       (o.no_bos ? ", no BOS" : ""), records);
 }
 
 int run_continuation(const EvalOptions& o, const Model& model) {
@@ -278,15 +279,15 @@ int run_continuation(const EvalOptions& o, const Model& model) {
   const auto prompts = continuation_prompts(model, read_text_file(o.text_file), c);
   return report(o, o.text_file + ": " + std::to_string(prompts.size()) + " prompts of " + std::to_string(c.prompt_tokens) +
                        " tokens, " + std::to_string(c.tokens) + " greedy tokens each",
-                eval_continuation(model, prompts, o.attn, o.budgets, o.policy, c), "shared");
+                eval_continuation(model, prompts, o.attn, o.budgets, o.policy, c));
 }
 
 // ppl, or ca (shadow selection on the dense trajectory).
 int run_text(const EvalOptions& o, const Model& model, bool ppl) {
   const ReferenceRun ref = reference_run(model, read_text_file(o.text_file), o.text);
-  if (ppl) return report(o, text_title(o, ref), eval_perplexity(model, ref, o.attn, o.budgets, o.policy, o.text), "kld");
+  if (ppl) return report(o, text_title(o, ref), eval_perplexity(model, ref, o.attn, o.budgets, o.policy, o.text));
   return report(o, text_title(o, ref) + "; dense trajectory, policies choose in shadow",
-                eval_selection_agreement(model, ref, o.attn, o.top_k, o.policy, o.text), "ca");
+                eval_selection_agreement(model, ref, o.attn, o.top_k, o.policy, o.text));
 }
 
 }  // namespace

@@ -84,6 +84,9 @@ void draw_lines(const Figure& f, const Frame& fr, const Series& s) {
   }
 }
 
+// A log axis's tick at `value` (a power of two or ten): whole numbers as such, fractions to their digit.
+std::string log_tick_label(double value) { return tick_label(value, std::min(1.0, value / 10)); }
+
 std::string y_label(const std::string& metric) {
   return metric + (metric_in_percent(metric) ? " (%)" : metric == "kld" ? " (nats)" : "");
 }
@@ -110,7 +113,7 @@ void write_records_plot(const std::vector<EvalRecord>& records, const std::strin
   }
   lo = ticks.front(), hi = ticks.back();
   auto y_tick = [&](double v) {
-    return log_y ? tick_label(std::pow(10, v), std::min(1.0, std::pow(10, v) / 10)) : tick_label(v, ticks[1] - ticks[0]);
+    return log_y ? log_tick_label(std::pow(10, v)) : tick_label(v, ticks[1] - ticks[0]);
   };
   // x: the budgets as evenly spaced columns, or log2 of the x metric with a tick at each power of two
   const bool by_budget = x_metric.empty();
@@ -139,7 +142,7 @@ void write_records_plot(const std::vector<EvalRecord>& records, const std::strin
   for (int i = 0; i < n_x; ++i) {
     const double x = by_budget ? i : x_lo + i;
     f.line(fr.px(x), fr.top + fr.ph, fr.px(x), fr.top + fr.ph + 5, {0, 0, 0}, 1);
-    f.text(fr.px(x), fr.top + fr.ph + 19, by_budget ? s.budgets[i] : tick_label(std::exp2(x), std::min(1.0, std::exp2(x) / 10)), 11, 0.5);
+    f.text(fr.px(x), fr.top + fr.ph + 19, by_budget ? s.budgets[i] : log_tick_label(std::exp2(x)), 11, 0.5);
   }
   f.text(fr.left + fr.pw / 2, fr.top + fr.ph + 44, x_axis, 13, 0.5);
   f.text(22, fr.top + fr.ph / 2, y_label(metric) + (log_y ? ", log scale" : ""), 13, 0.5, {0, 0, 0}, -1.5707963);

@@ -230,9 +230,17 @@ std::vector<Matrix*> layer_matrices(ModelWeights& w) {
   return matrices;
 }
 
+// Every matrix decoding reads: layer_matrices', the embedding where it is not the output's, the routers.
+std::vector<Matrix*> all_matrices(ModelWeights& w) {
+  std::vector<Matrix*> all = layer_matrices(w);
+  if (w.tok_embd.data != w.output.data) all.push_back(&w.tok_embd);
+  for (LayerWeights& L : w.layers) all.push_back(&L.router);
+  return all;
+}
+
 // Every packable matrix's rows, packed one matrix after another into one buffer: a packed matrix serves
 // every batch (matmul.cpp; Q8_0's tiles read the packed copy too), so the file's copy of its rows leaves
-// memory as soon as it is packed. The peak holds the packed copies plus one matrix's file pages, and the
+// memory as soon as it is packed. The peak holds the packed copies plus 4 MiB of the file's rows, and the
 // model's resident size stays what the file is. One buffer, not one per matrix: a 2 MiB-page buffer per
 // expert would round each up (a qwen3-30b-a3b shape at Q4_0 took more than 24 GiB for its 17 GB).
 size_t packed_slot_bytes(const Matrix& m) {  // each matrix's packed rows start on a cache line
@@ -411,10 +419,7 @@ void refuse_weights_over_available(const std::string& path, size_t bytes, const 
 void lock_weights(ModelWeights& w, const std::string& path) {
   std::vector<std::pair<const void*, size_t>> ranges;
   if (w.packed) ranges.emplace_back(w.packed->data(), w.packed->size());
-  std::vector<Matrix*> all = layer_matrices(w);
-  if (!w.tok_embd.packed && w.tok_embd.data != w.output.data) all.push_back(&w.tok_embd);
-  for (LayerWeights& L : w.layers) all.push_back(&L.router);
-  for (const Matrix* m : all) {
+  for (const Matrix* m : all_matrices(w)) {
     const int64_t first = m->packed ? m->rows / kDirectRows * kDirectRows : 0;  // rows past the packed groups
     if (m->rows > first) ranges.emplace_back(m->row(first), (size_t)(m->rows - first) * m->row_bytes);
   }
@@ -457,10 +462,7 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
 }
 
 void Model::drop_file_pages() {
-  std::vector<Matrix*> all = layer_matrices(weights);
-  if (weights.tok_embd.data != weights.output.data) all.push_back(&weights.tok_embd);
-  for (LayerWeights& L : weights.layers) all.push_back(&L.router);
-  for (const Matrix* m : all)  // (a packed matrix's pages are gone already)
+  for (const Matrix* m : all_matrices(weights))  // (a packed matrix's pages are gone already)
     if (!m->packed) weights.dropped_file_bytes += release_file_pages(m->data, (size_t)m->rows * m->row_bytes, weights, false);
 }
 

@@ -76,12 +76,12 @@ Profile policy_profile(const PolicyOptions& opts, const Model& model, const Auto
 
 // FASA with `profile` and the rest of `opts` (budget, chunks, sharing, dense layers, sink, recent).
 std::unique_ptr<FasaPolicy> make_fasa_policy_from(const Profile& profile, const PolicyOptions& opts, const Model& model);
-// The forced rows FASA runs with under `o`: its settings, or FasaOptions' defaults where they are -1.
 // The frequency chunks per head FASA scores on with these options: --fcs, else 0 where each layer
 // takes the count its profile chose (--fc-rank auto with a profile that has a choice, or the automatic
 // profile), else the profile's n_tip (a synthetic profile's: calibration's default); 0 for other
 // policies. For the records of a run ("fcs=chosen").
 int fasa_chunks(const PolicyOptions& opts, const Model& model);
+// The forced rows FASA runs with under `o`: its settings, or FasaOptions' defaults where they are -1.
 int fasa_sink(const PolicyOptions& o);
 int fasa_recent(const PolicyOptions& o);
 
