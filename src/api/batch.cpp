@@ -25,7 +25,51 @@ struct Batch::Member {
   std::unique_ptr<Context::Generation> gen;  // once the prompt is in
   int32_t next = -1;                         // generating: the token the next pass evaluates
   Clock::time_point prompt_start = Clock::now();
+
+  // The pass's entry for this member's decode step (its generation's next token).
+  SessionTokens decode_step() const { return {ctx->session_.get(), {&next, 1}, true}; }
+  // Its prompt's next tokens, at most `room` and max_chunk, as a feed alone evaluates them: dense
+  // prefill, or the decode step of a pending generated token.
+  SessionTokens next_chunk(int64_t room, int64_t max_chunk) const {
+    const std::vector<int32_t>& tokens = prompt.tokens;
+    const size_t n = std::min<size_t>(std::min<int64_t>(room, max_chunk), tokens.size() - fed);
+    return {ctx->session_.get(), {tokens.data() + fed, n}, prompt.decode};
+  }
+  // After a pass that evaluated n of its tokens: false while its prompt has more to feed; else the
+  // context takes the step in (after_eval) and true: the member's generation goes on or starts.
+  bool after_pass(size_t n) {
+    if (gen) {
+      ctx->after_eval(false);
+      return true;
+    }
+    fed += n;
+    if (fed < prompt.tokens.size()) return false;
+    ctx->after_eval(!prompt.decode);
+    return true;
+  }
 };
+
+namespace {
+
+// Runs the pass (the caller bounded its size) and returns how long it took.
+double timed_eval(const std::vector<SessionTokens>& pass) {
+  const int64_t n = std::accumulate(pass.begin(), pass.end(), (int64_t)0,
+                                    [](int64_t a, const SessionTokens& t) { return a + (int64_t)t.tokens.size(); });
+  const auto t0 = Clock::now();
+  eval_together(pass, (int)std::max<int64_t>(n, 1));  // one pass: its size was bounded above
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Folds a pass of `seconds` with n_prompt prompt tokens into the smoothed timings prompt_chunk() plans with.
+void learn_pass_time(double seconds, int64_t n_prompt, bool generating, double& decode_pass_seconds,
+                     double& prompt_token_seconds) {
+  auto smooth = [](double& avg, double x) { avg = avg > 0 ? 0.7 * avg + 0.3 * x : x; };
+  if (n_prompt == 0) smooth(decode_pass_seconds, seconds);
+  else if (generating && n_prompt >= kMinPromptChunk)  // (while no decode pass alone was timed: all of it)
+    smooth(prompt_token_seconds, std::max(seconds - decode_pass_seconds, 1e-9) / (double)n_prompt);
+}
+
+}  // namespace
 
 bool Batch::advance(Member& m) {
   m.next = m.ctx->next_token(*m.gen);
@@ -79,7 +123,7 @@ bool Batch::step() {
   int64_t room = opts_.max_pass_tokens;
   for (const auto& m : members_)
     if (m->gen) {
-      pass.push_back({m->ctx->session_.get(), {&m->next, 1}, true});
+      pass.push_back(m->decode_step());
       in_pass.push_back(m.get());
       --room;
     }
@@ -89,13 +133,11 @@ bool Batch::step() {
   int64_t n_prompt = 0;
   for (const auto& m : members_)
     if (!m->gen && room > 0) {
-      const std::vector<int32_t>& prompt = m->prompt.tokens;
-      const size_t n = std::min<size_t>(std::min<int64_t>(room, opts_.max_prompt_chunk), prompt.size() - m->fed);
-      // As a feed alone evaluates them: dense prefill, or the decode step of a pending generated token.
-      pass.push_back({m->ctx->session_.get(), {prompt.data() + m->fed, n}, m->prompt.decode});
+      pass.push_back(m->next_chunk(room, opts_.max_prompt_chunk));
       in_pass.push_back(m.get());
-      room -= (int64_t)n;
-      n_prompt += (int64_t)n;
+      const int64_t n = (int64_t)pass.back().tokens.size();
+      room -= n;
+      n_prompt += n;
     }
   if (opts_.threads > 0) omp_set_num_threads(opts_.threads);
   std::vector<const Member*> done;
@@ -104,15 +146,8 @@ bool Batch::step() {
     done.push_back(&m);
   };
   try {
-    const int64_t n = std::accumulate(pass.begin(), pass.end(), (int64_t)0,
-                                      [](int64_t a, const SessionTokens& t) { return a + (int64_t)t.tokens.size(); });
-    const auto t0 = Clock::now();
-    eval_together(pass, (int)std::max<int64_t>(n, 1));  // one pass: its size was bounded above
-    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    auto smooth = [](double& avg, double x) { avg = avg > 0 ? 0.7 * avg + 0.3 * x : x; };
-    if (n_prompt == 0) smooth(decode_pass_seconds_, seconds);
-    else if (generating && n_prompt >= kMinPromptChunk)  // (while no decode pass alone was timed: all of it)
-      smooth(prompt_token_seconds_, std::max(seconds - decode_pass_seconds_, 1e-9) / (double)n_prompt);
+    const double seconds = timed_eval(pass);
+    learn_pass_time(seconds, n_prompt, generating, decode_pass_seconds_, prompt_token_seconds_);
   } catch (...) {  // the pass's members are in no state to go on
     for (Member* m : in_pass) fail(*m, std::current_exception());
   }
@@ -120,15 +155,8 @@ bool Batch::step() {
     for (size_t i = 0; i < in_pass.size(); ++i) {
       Member& m = *in_pass[i];
       try {  // a member's own failure (its callback, its automatic profile) ends that member only
-        if (m.gen) {
-          m.ctx->after_eval(false);
-          if (!advance(m)) done.push_back(&m);
-          continue;
-        }
-        m.fed += pass[i].tokens.size();
-        if (m.fed < m.prompt.tokens.size()) continue;
-        m.ctx->after_eval(!m.prompt.decode);
-        if (!begin(m)) done.push_back(&m);
+        if (!m.after_pass(pass[i].tokens.size())) continue;
+        if (!(m.gen ? advance(m) : begin(m))) done.push_back(&m);
       } catch (...) {
         fail(m, std::current_exception());
       }

@@ -10,6 +10,57 @@
 
 namespace fasa {
 
+namespace {
+
+struct MeasuredQuery {
+  int64_t pos;
+  bool copy;  // in a probe's copies (else running text)
+};
+
+// The positions p0..p0+n-1 whose queries are measured: past the first copied tokens of each copy, and
+// every kTextStride-th of the running text, where there are enough distant keys to choose from.
+std::vector<MeasuredQuery> measured_queries(int64_t p0, int n, const RecallSettings& s, int64_t copies_from,
+                                            int64_t span) {
+  std::vector<MeasuredQuery> measured;
+  for (int64_t pos = p0; pos < p0 + n; ++pos) {
+    if (pos + 1 - s.window < 2 * s.pick) continue;  // too few distant keys to choose from
+    const bool copy = pos >= copies_from;
+    if (copy ? (pos - copies_from) % span >= RecallMeter::kCopyLead : pos % RecallMeter::kTextStride == 0)
+      measured.push_back({pos, copy});
+  }
+  return measured;
+}
+
+// The weight of a (query, head): its attention's share on the distant keys (the first n_far of T).
+// full: [T] its full scores
+double far_share(const std::vector<float>& full, int64_t T, int64_t n_far, float scale) {
+  const float top_score = *std::max_element(full.begin(), full.end());
+  double far = 0, all = 0;
+  for (int64_t j = 0; j < T; ++j) {
+    const double e = std::exp((double)(full[j] - top_score) * scale);
+    all += e;
+    if (j < n_far) far += e;
+  }
+  return far / all;
+}
+
+// How many of a candidate's top `pick` distant keys, scored on its chunks alone, are in full
+// attention's top ones (mask).   partial: [F, T] each chunk's scores; cand, idx: scratch
+int candidate_hits(const std::vector<int>& chunks, const std::vector<float>& partial, int64_t T, int64_t n_far, int pick,
+                   const std::vector<char>& mask, std::vector<float>& cand, std::vector<int32_t>& idx) {
+  cand.assign(n_far, 0.0f);
+  for (int f : chunks) {
+    const float* p = &partial[(size_t)f * T];
+    for (int64_t j = 0; j < n_far; ++j) cand[j] += p[j];
+  }
+  top_k_indices(cand.data(), n_far, pick, idx);
+  int hits = 0;
+  for (int r = 0; r < pick; ++r) hits += mask[idx[r]];
+  return hits;
+}
+
+}  // namespace
+
 std::vector<ChunkSetting> chunk_candidates(int n_fc, int n_only) {
   std::vector<ChunkSetting> out;
   for (int n : {n_fc / 4, n_fc / 2}) {
@@ -36,16 +87,7 @@ void RecallMeter::on_queries(int layer, int64_t p0, int n, const float* q, const
   const int D = c_.head_dim, H = c_.n_head, HKV = c_.n_head_kv, group = H / HKV, C = (int)cands_.size();
   const FcLayout fcs(c_);
   const int F = fcs.n_fc();
-  struct Query {
-    int64_t pos;
-    bool copy;
-  };
-  std::vector<Query> measured;
-  for (int64_t pos = p0; pos < p0 + n; ++pos) {
-    if (pos + 1 - s_.window < 2 * s_.pick) continue;  // too few distant keys to choose from
-    const bool copy = pos >= copies_from_;
-    if (copy ? (pos - copies_from_) % span_ >= kCopyLead : pos % kTextStride == 0) measured.push_back({pos, copy});
-  }
+  const std::vector<MeasuredQuery> measured = measured_queries(p0, n, s_, copies_from_, span_);
   if (measured.empty()) return;
   const int64_t n_rows = measured.back().pos + 1;
   std::vector<float> first, second;  // [HKV, F, n_rows] each
@@ -61,32 +103,18 @@ void RecallMeter::on_queries(int layer, int64_t p0, int n, const float* q, const
     double weight[2] = {0, 0};
 #pragma omp for schedule(dynamic)
     for (int i = 0; i < n_pairs; ++i) {
-      const Query& m = measured[i / HKV];
+      const MeasuredQuery& m = measured[i / HKV];
       const int kv_head = i % HKV;
       const int64_t T = m.pos + 1, n_far = T - s_.window;
       for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
         const float* qh = q + ((size_t)(m.pos - p0) * H + h) * D;
         chunk_scores(qh, fcs, &first[(size_t)kv_head * F * n_rows], &second[(size_t)kv_head * F * n_rows], n_rows, T,
                      partial, full);
-        // The weight of this (query, head): its attention's share on the distant keys.
-        const float top_score = *std::max_element(full.begin(), full.end());
-        double far = 0, all = 0;
-        for (int64_t j = 0; j < T; ++j) {
-          const double e = std::exp((double)(full[j] - top_score) * scale);
-          all += e;
-          if (j < n_far) far += e;
-        }
-        const double w = far / all;
+        const double w = far_share(full, T, n_far, scale);
         top_k_mask(full.data(), n_far, s_.top_k, top, mask);
         for (int c = 0; c < C; ++c) {
-          cand.assign(n_far, 0.0f);
-          for (int f : fcs_[((size_t)layer * HKV + kv_head) * C + c]) {
-            const float* p = &partial[(size_t)f * T];
-            for (int64_t j = 0; j < n_far; ++j) cand[j] += p[j];
-          }
-          top_k_indices(cand.data(), n_far, s_.pick, idx);
-          int hits = 0;
-          for (int r = 0; r < s_.pick; ++r) hits += mask[idx[r]];
+          const int hits = candidate_hits(fcs_[((size_t)layer * HKV + kv_head) * C + c], partial, T, n_far, s_.pick,
+                                          mask, cand, idx);
           sum[(size_t)c * 2 + !m.copy] += w * hits / s_.top_k;
         }
         weight[!m.copy] += w;

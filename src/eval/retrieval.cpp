@@ -141,28 +141,31 @@ struct Tally {
   bool has_values = false;  // some task asks for several values: "exact" differs from "accuracy"
 };
 
-}  // namespace
+// tally[run][budget][type]
+using Tallies = std::vector<std::map<std::string, std::map<std::string, Tally>>>;
 
-std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<RetrievalTask>& tasks,
-                                       const std::vector<std::string>& policies, const std::vector<std::string>& budgets,
-                                       const PolicyOptions& base, std::vector<RetrievalAnswer>* answers) {
-  // Types a task counts in: its own, "all", and for generated tasks ("KIND@LENGTH") "all@LENGTH".
-  auto groups = [](const RetrievalTask& t) {
-    std::vector<std::string> g = {t.type, "all"};
-    if (const size_t at = t.type.find('@'); at != std::string::npos) g.push_back("all" + t.type.substr(at));
-    return g;
-  };
+// Types a task counts in: its own, "all", and for generated tasks ("KIND@LENGTH") "all@LENGTH".
+std::vector<std::string> task_groups(const RetrievalTask& t) {
+  std::vector<std::string> g = {t.type, "all"};
+  if (const size_t at = t.type.find('@'); at != std::string::npos) g.push_back("all" + t.type.substr(at));
+  return g;
+}
+
+// Every type the tasks count in, in order of first appearance, "all" last.
+std::vector<std::string> reported_types(const std::vector<RetrievalTask>& tasks) {
   std::vector<std::string> types;
   for (auto& t : tasks)
-    for (const auto& g : groups(t))
+    for (const auto& g : task_groups(t))
       if (g != "all" && std::find(types.begin(), types.end(), g) == types.end()) types.push_back(g);
   types.push_back("all");
-  std::vector<std::vector<int32_t>> natural;  // prompts of running text, enough to make FASA's automatic profile
-  AutoProfileStore autos(m);  // this run's (with the model's cached file)
-  const std::vector<PolicyRun> runs = policy_runs(m, policies, base);
-  const bool wanted = auto_profile_wanted(autos, runs);
+  return types;
+}
+
+// Prompts of running text, enough to make FASA's automatic profile; throws where the tasks have none.
+std::vector<std::vector<int32_t>> profile_prompts(const Model& m, const std::vector<RetrievalTask>& tasks) {
+  std::vector<std::vector<int32_t>> natural;
   bool unnatural = false;  // a prompt of look-alike needles or a word list was passed over
-  for (size_t i = 0, tokens = 0; wanted && i < tasks.size() && (int64_t)tokens < PromptProfiler::kMinTokens; ++i) {
+  for (size_t i = 0, tokens = 0; i < tasks.size() && (int64_t)tokens < PromptProfiler::kMinTokens; ++i) {
     if (!tasks[i].natural_context) {
       unnatural = true;
       continue;
@@ -170,37 +173,43 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
     natural.push_back(m.tokenizer.encode(tasks[i].prompt, tasks[i].bos && m.tokenizer.add_bos(), tasks[i].chat));
     tokens += natural.back().size();
   }
-  if (wanted && natural.empty() && unnatural)
+  if (natural.empty() && unnatural)
     throw Error("no automatic profile yet, and these tasks' contexts are look-alike needles or word lists (cwe, fwe), "
                 "which would make a poor one (it is kept and cached for the model): give a profile (from `fasa "
                 "calibrate`), or run other tasks once without --distractors");
-  prepare_auto_profile(autos, runs, natural);
-  // tally[run][budget][type]. Each prompt is prefilled once for all policies.
-  std::vector<std::map<std::string, std::map<std::string, Tally>>> tally(runs.size());
-  ProgressBar bar("retrieval", (int64_t)tasks.size());
-  for (const auto& t : tasks) {
-    const SharedPrefill pre = prefill(m, t);
-    for (size_t r = 0; r < runs.size(); ++r)
-      for (const auto& budget : budgets) {
-        PolicyOptions po = runs[r].options;
-        po.budget = Budget::parse(budget);
-        const Answer a = greedy_answer(m, make_policy(po, m, &autos), po, pre, t);
-        const double score = answer_score(t, a.text);
-        const bool exact = answer_exact(t, a.text);
-        if (answers) answers->push_back({t.id, t.type, runs[r].name, runs[r].variant, budget, t.answer, a.text, score});
-        for (const std::string& type : groups(t)) {
-          Tally& y = tally[r][budget][type];
-          y.score += score;
-          y.exact += exact;
-          y.kv_bytes += a.kv_bytes;
-          y.steps += a.steps;
-          y.n += 1;
-          y.has_values |= !t.values.empty();
-        }
+  return natural;
+}
+
+// Task t answered by every run at every budget from one shared prefill, counted in `tally`.
+void eval_task(const Model& m, const RetrievalTask& t, const std::vector<PolicyRun>& runs,
+               const std::vector<std::string>& budgets, AutoProfileStore& autos, Tallies& tally,
+               std::vector<RetrievalAnswer>* answers) {
+  const SharedPrefill pre = prefill(m, t);
+  for (size_t r = 0; r < runs.size(); ++r)
+    for (const auto& budget : budgets) {
+      PolicyOptions po = runs[r].options;
+      po.budget = Budget::parse(budget);
+      const Answer a = greedy_answer(m, make_policy(po, m, &autos), po, pre, t);
+      const double score = answer_score(t, a.text);
+      const bool exact = answer_exact(t, a.text);
+      if (answers) answers->push_back({t.id, t.type, runs[r].name, runs[r].variant, budget, t.answer, a.text, score});
+      for (const std::string& type : task_groups(t)) {
+        Tally& y = tally[r][budget][type];
+        y.score += score;
+        y.exact += exact;
+        y.kv_bytes += a.kv_bytes;
+        y.steps += a.steps;
+        y.n += 1;
+        y.has_values |= !t.values.empty();
       }
-    bar.advance();
-  }
-  std::vector<EvalRecord> out, exact, read;  // the "exact" and "kv_kib" tables after the accuracy ones
+    }
+}
+
+// The records: every "accuracy" table, then the "exact" and "kv_kib" ones. (`tally` by value: a type
+// no task counted in reads as an empty Tally, as operator[] makes it.)
+std::vector<EvalRecord> tally_records(Tallies tally, const std::vector<PolicyRun>& runs,
+                                      const std::vector<std::string>& budgets, const std::vector<std::string>& types) {
+  std::vector<EvalRecord> out, exact, read;
   for (size_t r = 0; r < runs.size(); ++r)
     for (const auto& budget : budgets) {
       const std::string &name = runs[r].name, &variant = runs[r].variant;
@@ -215,6 +224,25 @@ std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<Retriev
   out.insert(out.end(), exact.begin(), exact.end());
   out.insert(out.end(), read.begin(), read.end());
   return out;
+}
+
+}  // namespace
+
+std::vector<EvalRecord> eval_retrieval(const Model& m, const std::vector<RetrievalTask>& tasks,
+                                       const std::vector<std::string>& policies, const std::vector<std::string>& budgets,
+                                       const PolicyOptions& base, std::vector<RetrievalAnswer>* answers) {
+  const std::vector<std::string> types = reported_types(tasks);
+  AutoProfileStore autos(m);  // this run's (with the model's cached file)
+  const std::vector<PolicyRun> runs = policy_runs(m, policies, base);
+  prepare_auto_profile(autos, runs, auto_profile_wanted(autos, runs) ? profile_prompts(m, tasks)
+                                                                      : std::vector<std::vector<int32_t>>{});
+  Tallies tally(runs.size());  // each prompt is prefilled once for all policies
+  ProgressBar bar("retrieval", (int64_t)tasks.size());
+  for (const auto& t : tasks) {
+    eval_task(m, t, runs, budgets, autos, tally, answers);
+    bar.advance();
+  }
+  return tally_records(std::move(tally), runs, budgets, types);
 }
 
 void write_retrieval_answers(const std::vector<RetrievalAnswer>& answers, const std::string& path) {

@@ -468,6 +468,97 @@ std::string lay_out(const Skeleton& s, const std::vector<std::string>& hay, cons
   return out + s.question;
 }
 
+// One stream per (seed, kind, length, index): a task does not change when others are added.
+Rng task_rng(uint64_t seed, const std::string& kind, int64_t length, int i) {
+  return Rng{std::mt19937_64(mix(mix(mix(mix(seed) ^ fnv1a(kind)) ^ (uint64_t)length) ^ (uint64_t)i))};
+}
+
+// The i-th task of `kind` at `length` tokens: its skeleton's needles at random depths among as many
+// context lines as fit. Every draw comes from the task's own stream, in a fixed order.
+class TaskMaker {
+ public:
+  TaskMaker(const Tokenizer& tok, const TaskGenOptions& o, const Haystack& hay, const Dictionary& dict,
+            const std::string& kind, int64_t length, int i)
+      : tok_(tok), o_(o), hay_(hay), kind_(kind), length_(length), i_(i), r_(task_rng(o.seed, kind, length, i)),
+        s_(skeleton(kind, length, r_, dict)) {}
+
+  RetrievalTask make() {
+    draw_depths();
+    const int64_t fixed = (int64_t)tok_.encode(lay_out(s_, {}, depths_), true).size();
+    if (fixed > room()) fail_too_short(std::to_string(fixed) + " without haystack");
+    std::vector<std::string> lines = first_guess_lines(fixed);
+    std::string prompt = trim_to_fit(lines);
+    // A word list planned again for the length it was cut to, until it fits uncut: its frequencies as planned.
+    for (size_t planned = 0; s_.top && lines.size() != planned;) {
+      lines = s_.list(r_, planned = lines.size());
+      prompt = trim_to_fit(lines);
+    }
+    if (s_.list && (s_.values.size() < s_.top || lines.size() < s_.min_lines))
+      fail_too_short(std::to_string(lines.size()) + " lines of its list fit");
+    if (kind_ == "qa" && (int64_t)tok_.encode(prompt, true).size() < room() * 8 / 10)
+      fail(o_.qa_entries_file, "too few dictionary entries to fill a " + std::to_string(length_) + "-token qa task");
+    // Dictionary entries are text as any prompt's; look-alike needles and word lists are not.
+    const bool natural = (!s_.list || kind_ == "qa") && !o_.distractors;
+    const std::string at = std::to_string(length_);
+    return {kind_ + "-" + at + "-" + std::to_string(i_), kind_ + "@" + at, prompt, s_.answer, s_.values, natural};
+  }
+
+ private:
+  [[noreturn]] void fail_too_short(const std::string& why) const {
+    fail("--length", std::to_string(length_) + " tokens is too short for a " + kind_ + " task (" + why + ")");
+  }
+  void draw_depths() {
+    depths_.resize(s_.needles.size());
+    for (auto& d : depths_) d = r_.unit();
+    std::sort(depths_.begin(), depths_.end());
+  }
+  // Tokens the prompt may take: the length less the answer's and two more.
+  int64_t room() const { return length_ - (int64_t)tok_.encode(" " + s_.answer, false).size() - 2; }
+  // The context's lines: the kind's own list (cwe, fwe, qa), look-alike needles, or the haystack.
+  std::vector<std::string> context_lines(size_t n) {
+    if (s_.list) return s_.list(r_, n);
+    if (!o_.distractors) return hay_.take(r_, n);
+    std::vector<std::string> lines(n);
+    for (auto& l : lines) l = s_.lookalike(r_);
+    return lines;
+  }
+  // Lines until the prompt fills the room: half again a guess from a sample (trim_to_fit cuts them).
+  std::vector<std::string> first_guess_lines(int64_t fixed) {
+    const std::vector<std::string> sample = context_lines(8);
+    int64_t sample_tokens = 0;
+    for (auto& l : sample) sample_tokens += (int64_t)tok_.encode(l, false).size();
+    return context_lines((size_t)((room() - fixed) * 12 / std::max<int64_t>(1, sample_tokens) + 4));
+  }
+  // A list's answer is its most frequent words, known once the list is cut to length.
+  std::string lay_out_and_answer(const std::vector<std::string>& lines) {
+    if (s_.top) {
+      s_.values = most_frequent(lines, s_.top);
+      s_.answer = join(s_.values);
+    }
+    return lay_out(s_, lines, depths_);
+  }
+  // The prompt, `lines` cut from the end until it fits the room.
+  std::string trim_to_fit(std::vector<std::string>& lines) {
+    std::string prompt = lay_out_and_answer(lines);
+    for (int64_t n_tok; (n_tok = (int64_t)tok_.encode(prompt, true).size()) > room() && !lines.empty();) {
+      const int64_t excess_lines = (n_tok - room()) * (int64_t)lines.size() / n_tok + 1;
+      lines.resize(lines.size() - (size_t)std::min<int64_t>(excess_lines, (int64_t)lines.size()));
+      prompt = lay_out_and_answer(lines);
+    }
+    return prompt;
+  }
+
+  const Tokenizer& tok_;
+  const TaskGenOptions& o_;
+  const Haystack& hay_;
+  const std::string& kind_;
+  const int64_t length_;
+  const int i_;
+  Rng r_;  // (before s_: the skeleton draws from it)
+  Skeleton s_;
+  std::vector<double> depths_;  // each needle's, sorted: see lay_out
+};
+
 }  // namespace
 
 std::vector<std::string> expand_task_kinds(const std::vector<std::string>& kinds) {
@@ -484,65 +575,7 @@ std::vector<RetrievalTask> generate_retrieval_tasks(const Tokenizer& tok, const 
   std::vector<RetrievalTask> tasks;
   for (int64_t length : o.lengths)
     for (const auto& kind : o.kinds)
-      for (int i = 0; i < o.n; ++i) {
-        // One stream per (seed, kind, length, index): a task does not change when others are added.
-        Rng r{std::mt19937_64(mix(mix(mix(mix(o.seed) ^ fnv1a(kind)) ^ (uint64_t)length) ^ (uint64_t)i))};
-        Skeleton s = skeleton(kind, length, r, dict);
-        // The context's lines: the kind's own list (cwe, fwe, qa), look-alike needles, or the haystack.
-        auto context_lines = [&](size_t n) {
-          if (s.list) return s.list(r, n);
-          if (!o.distractors) return hay.take(r, n);
-          std::vector<std::string> lines(n);
-          for (auto& l : lines) l = s.lookalike(r);
-          return lines;
-        };
-        // A list's answer is its most frequent words, known once the list is cut to length.
-        auto lay_out_and_answer = [&](const std::vector<std::string>& lines, const std::vector<double>& depths) {
-          if (s.top) {
-            s.values = most_frequent(lines, s.top);
-            s.answer = join(s.values);
-          }
-          return lay_out(s, lines, depths);
-        };
-        auto room = [&] { return length - (int64_t)tok.encode(" " + s.answer, false).size() - 2; };
-        std::vector<double> depths(s.needles.size());
-        for (auto& d : depths) d = r.unit();
-        std::sort(depths.begin(), depths.end());
-        const int64_t fixed = (int64_t)tok.encode(lay_out(s, {}, depths), true).size();
-        if (fixed > room())
-          fail("--length", std::to_string(length) + " tokens is too short for a " + kind + " task (" +
-                               std::to_string(fixed) + " without haystack)");
-        // Lines until the prompt fills the room: half again a guess from a sample, then trim.
-        const std::vector<std::string> sample = context_lines(8);
-        int64_t sample_tokens = 0;
-        for (auto& l : sample) sample_tokens += (int64_t)tok.encode(l, false).size();
-        std::vector<std::string> lines =
-            context_lines((size_t)((room() - fixed) * 12 / std::max<int64_t>(1, sample_tokens) + 4));
-        std::string prompt;
-        auto trim_to_fit = [&] {
-          prompt = lay_out_and_answer(lines, depths);
-          for (int64_t n_tok; (n_tok = (int64_t)tok.encode(prompt, true).size()) > room() && !lines.empty();) {
-            const int64_t excess_lines = (n_tok - room()) * (int64_t)lines.size() / n_tok + 1;
-            lines.resize(lines.size() - (size_t)std::min<int64_t>(excess_lines, (int64_t)lines.size()));
-            prompt = lay_out_and_answer(lines, depths);
-          }
-        };
-        trim_to_fit();
-        // A word list planned again for the length it was cut to, until it fits uncut: its frequencies as planned.
-        for (size_t planned = 0; s.top && lines.size() != planned;) {
-          lines = s.list(r, planned = lines.size());
-          trim_to_fit();
-        }
-        if (s.list && (s.values.size() < s.top || lines.size() < s.min_lines))
-          fail("--length", std::to_string(length) + " tokens is too short for a " + kind + " task (" +
-                               std::to_string(lines.size()) + " lines of its list fit)");
-        if (kind == "qa" && (int64_t)tok.encode(prompt, true).size() < room() * 8 / 10)
-          fail(o.qa_entries_file, "too few dictionary entries to fill a " + std::to_string(length) + "-token qa task");
-        // Dictionary entries are text as any prompt's; look-alike needles and word lists are not.
-        const bool natural = (!s.list || kind == "qa") && !o.distractors;
-        tasks.push_back({kind + "-" + std::to_string(length) + "-" + std::to_string(i), kind + "@" + std::to_string(length),
-                         prompt, s.answer, s.values, natural});
-      }
+      for (int i = 0; i < o.n; ++i) tasks.push_back(TaskMaker(tok, o, hay, dict, kind, length, i).make());
   return tasks;
 }
 

@@ -26,6 +26,107 @@ T make(VkStructureType s) {
 constexpr uint32_t kMaxPushBytes = 32;
 constexpr uint32_t kSetsPerPool = 256;
 
+// The instance, or a message saying what to install where there is no Vulkan 1.2 loader or driver.
+VkInstance create_instance() {
+  auto app = make<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
+  app.pApplicationName = "fasa";
+  app.apiVersion = VK_API_VERSION_1_2;
+  auto ici = make<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
+  ici.pApplicationInfo = &app;
+  VkInstance instance = VK_NULL_HANDLE;
+  if (vkCreateInstance(&ici, nullptr, &instance) != VK_SUCCESS)
+    throw Error("Vulkan: no Vulkan 1.2 loader or driver (install one, e.g. Debian's mesa-vulkan-drivers, or drop -ngl)");
+  return instance;
+}
+
+// GPUs first (discrete, integrated, virtual), CPU drivers such as lavapipe last.
+int device_rank(VkPhysicalDevice d) {
+  VkPhysicalDeviceProperties p;
+  vkGetPhysicalDeviceProperties(d, &p);
+  switch (p.deviceType) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 4;
+    default: return 3;
+  }
+}
+
+// The index-th device in device_rank's order: Vulkan0 is the GPU where a machine has one, whatever
+// order the loader lists them in.
+VkPhysicalDevice pick_device(VkInstance instance, int index) {
+  uint32_t n = 0;
+  vkEnumeratePhysicalDevices(instance, &n, nullptr);
+  std::vector<VkPhysicalDevice> all(n);
+  vkEnumeratePhysicalDevices(instance, &n, all.data());
+  std::stable_sort(all.begin(), all.end(),
+                   [](VkPhysicalDevice a, VkPhysicalDevice b) { return device_rank(a) < device_rank(b); });
+  if (n == 0) throw Error("Vulkan: no device found (install a driver, e.g. Debian's mesa-vulkan-drivers, or drop -ngl)");
+  if (index < 0 || (uint32_t)index >= n)
+    throw Error("Vulkan: no device " + std::to_string(index) + ": " + std::to_string(n) + " found (vulkaninfo --summary)");
+  return all[index];
+}
+
+// What the shaders need to read F16 and int8 weights from storage buffers and convert them, chained
+// for vkGetPhysicalDeviceFeatures2 and vkCreateDevice (not copyable: the chain points into it).
+struct ShaderFeatures {
+  VkPhysicalDevice8BitStorageFeatures s8 =
+      make<VkPhysicalDevice8BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES);
+  VkPhysicalDevice16BitStorageFeatures s16 =
+      make<VkPhysicalDevice16BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
+  VkPhysicalDeviceShaderFloat16Int8Features f16i8 =
+      make<VkPhysicalDeviceShaderFloat16Int8Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
+  VkPhysicalDeviceFeatures2 chain = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+
+  ShaderFeatures() {
+    s16.pNext = &s8;
+    f16i8.pNext = &s16;
+    chain.pNext = &f16i8;
+  }
+  ShaderFeatures(const ShaderFeatures&) = delete;
+  ShaderFeatures& operator=(const ShaderFeatures&) = delete;
+  bool all() const {
+    return s8.storageBuffer8BitAccess && s16.storageBuffer16BitAccess && f16i8.shaderFloat16 && f16i8.shaderInt8;
+  }
+};
+
+void require_shader_features(VkPhysicalDevice physical, const std::string& name) {
+  ShaderFeatures supported;
+  vkGetPhysicalDeviceFeatures2(physical, &supported.chain);
+  if (!supported.all())
+    throw Error("Vulkan: " + name + " lacks 8/16-bit storage buffers or float16/int8 shader arithmetic");
+}
+
+uint32_t compute_queue_family(VkPhysicalDevice physical, const std::string& name) {
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> families(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical, &n, families.data());
+  auto family = std::find_if(families.begin(), families.end(),
+                             [](const VkQueueFamilyProperties& f) { return f.queueFlags & VK_QUEUE_COMPUTE_BIT; });
+  if (family == families.end()) throw Error("Vulkan: " + name + " has no compute queue");
+  return (uint32_t)(family - families.begin());
+}
+
+// A device with one queue of `family`, and only the features the shaders use.
+VkDevice create_device(VkPhysicalDevice physical, uint32_t family) {
+  const float priority = 1.0f;
+  auto qci = make<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
+  qci.queueFamilyIndex = family;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+  ShaderFeatures enabled;
+  enabled.s8.storageBuffer8BitAccess = enabled.s16.storageBuffer16BitAccess = VK_TRUE;
+  enabled.f16i8.shaderFloat16 = enabled.f16i8.shaderInt8 = VK_TRUE;
+  auto dci = make<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
+  dci.pNext = &enabled.chain;
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  VkDevice device = VK_NULL_HANDLE;
+  check(vkCreateDevice(physical, &dci, nullptr, &device), "vkCreateDevice");
+  return device;
+}
+
 }  // namespace
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
@@ -54,36 +155,8 @@ VulkanDevice::VulkanDevice(int index) {
 }
 
 void VulkanDevice::open(int index) {
-  auto app = make<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
-  app.pApplicationName = "fasa";
-  app.apiVersion = VK_API_VERSION_1_2;
-  auto ici = make<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
-  ici.pApplicationInfo = &app;
-  if (vkCreateInstance(&ici, nullptr, &instance_) != VK_SUCCESS)
-    throw Error("Vulkan: no Vulkan 1.2 loader or driver (install one, e.g. Debian's mesa-vulkan-drivers, or drop -ngl)");
-  uint32_t n = 0;
-  vkEnumeratePhysicalDevices(instance_, &n, nullptr);
-  std::vector<VkPhysicalDevice> all(n);
-  vkEnumeratePhysicalDevices(instance_, &n, all.data());
-  // GPUs first (discrete, integrated, virtual), CPU drivers such as lavapipe last: Vulkan0 is the GPU
-  // where a machine has one, whatever order the loader lists them in.
-  auto rank = [](VkPhysicalDevice d) {
-    VkPhysicalDeviceProperties p;
-    vkGetPhysicalDeviceProperties(d, &p);
-    switch (p.deviceType) {
-      case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
-      case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
-      case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
-      case VK_PHYSICAL_DEVICE_TYPE_CPU: return 4;
-      default: return 3;
-    }
-  };
-  std::stable_sort(all.begin(), all.end(), [&](VkPhysicalDevice a, VkPhysicalDevice b) { return rank(a) < rank(b); });
-  if (n == 0) throw Error("Vulkan: no device found (install a driver, e.g. Debian's mesa-vulkan-drivers, or drop -ngl)");
-  if (index < 0 || (uint32_t)index >= n)
-    throw Error("Vulkan: no device " + std::to_string(index) + ": " + std::to_string(n) + " found (vulkaninfo --summary)");
-  physical_ = all[index];
-
+  instance_ = create_instance();
+  physical_ = pick_device(instance_, index);
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(physical_, &props);
   name_ = props.deviceName;
@@ -93,48 +166,10 @@ void VulkanDevice::open(int index) {
   if (props.apiVersion < VK_API_VERSION_1_2) throw Error("Vulkan: " + name_ + " supports Vulkan 1.1 or less; 1.2 is needed");
   max_buffer_bytes_ = props.limits.maxStorageBufferRange;
   vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
-
-  // The shaders read F16 and int8 weights from storage buffers and convert them.
-  auto s8 = make<VkPhysicalDevice8BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES);
-  auto s16 = make<VkPhysicalDevice16BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
-  auto f16i8 = make<VkPhysicalDeviceShaderFloat16Int8Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
-  s16.pNext = &s8;
-  f16i8.pNext = &s16;
-  auto features = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
-  features.pNext = &f16i8;
-  vkGetPhysicalDeviceFeatures2(physical_, &features);
-  if (!s8.storageBuffer8BitAccess || !s16.storageBuffer16BitAccess || !f16i8.shaderFloat16 || !f16i8.shaderInt8)
-    throw Error("Vulkan: " + name_ + " lacks 8/16-bit storage buffers or float16/int8 shader arithmetic");
-
-  vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, nullptr);
-  std::vector<VkQueueFamilyProperties> families(n);
-  vkGetPhysicalDeviceQueueFamilyProperties(physical_, &n, families.data());
-  auto family = std::find_if(families.begin(), families.end(),
-                             [](const VkQueueFamilyProperties& f) { return f.queueFlags & VK_QUEUE_COMPUTE_BIT; });
-  if (family == families.end()) throw Error("Vulkan: " + name_ + " has no compute queue");
-  queue_family_ = (uint32_t)(family - families.begin());
-
-  const float priority = 1.0f;
-  auto qci = make<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
-  qci.queueFamilyIndex = queue_family_;
-  qci.queueCount = 1;
-  qci.pQueuePriorities = &priority;
-  auto dci = make<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
-  // Only the features the shaders use (each of the chain's structs enabled with just those).
-  s8 = make<VkPhysicalDevice8BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES);
-  s16 = make<VkPhysicalDevice16BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
-  f16i8 = make<VkPhysicalDeviceShaderFloat16Int8Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
-  s8.storageBuffer8BitAccess = s16.storageBuffer16BitAccess = f16i8.shaderFloat16 = f16i8.shaderInt8 = VK_TRUE;
-  s16.pNext = &s8;
-  f16i8.pNext = &s16;
-  features = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
-  features.pNext = &f16i8;
-  dci.pNext = &features;
-  dci.queueCreateInfoCount = 1;
-  dci.pQueueCreateInfos = &qci;
-  check(vkCreateDevice(physical_, &dci, nullptr, &device_), "vkCreateDevice");
+  require_shader_features(physical_, name_);
+  queue_family_ = compute_queue_family(physical_, name_);
+  device_ = create_device(physical_, queue_family_);
   vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
-
   auto fci = make<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
   check(vkCreateFence(device_, &fci, nullptr, &fence_), "vkCreateFence");
 }

@@ -134,6 +134,109 @@ GgufValue read_value(Reader& r, GgufType t, const std::string& path, const std::
   return v;
 }
 
+// The header after the magic: the version (2 or 3) and the counts of metadata keys and tensors.
+struct Header {
+  uint32_t version = 0;
+  uint64_t n_tensors = 0, n_kv = 0;
+};
+
+Header read_header(Reader& r, const MappedFile& f, const std::string& path) {
+  if (f.size() < 4 || std::memcmp(f.data(), "GGUF", 4) != 0) fail(path, "not a GGUF file (bad magic)");
+  r.skip(4, "magic");
+  Header h;
+  h.version = r.read<uint32_t>("version");
+  if (h.version != 2 && h.version != 3)
+    fail(path, "unsupported GGUF version " + std::to_string(h.version) + " (supported: 2, 3)");
+  h.n_tensors = r.read<uint64_t>("tensor count");
+  h.n_kv = r.read<uint64_t>("metadata count");
+  if (h.n_tensors > kMaxTensors) fail(path, "tensor count " + std::to_string(h.n_tensors) + " is absurd");
+  if (h.n_kv > kMaxKeys) fail(path, "metadata count " + std::to_string(h.n_kv) + " is absurd");
+  return h;
+}
+
+std::map<std::string, GgufValue> read_metadata(Reader& r, uint64_t n_kv, const std::string& path) {
+  std::map<std::string, GgufValue> kv;
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key(r.read_string("metadata key"));
+    GgufType t = read_type(r, path, key);
+    GgufValue v = read_value(r, t, path, key);
+    if (!kv.emplace(key, std::move(v)).second) fail(path, "duplicate metadata key '" + key + "'");
+  }
+  return kv;
+}
+
+// general.alignment where the file sets one (a power of two up to 1 MiB), else `def`.
+size_t read_alignment(const GgufValue* a, size_t def, const std::string& path) {
+  if (!a) return def;
+  if (a->type != GgufType::U32 && a->type != GgufType::U64 && a->type != GgufType::I32)
+    fail(path, "general.alignment has type " + std::string(gguf_type_name(a->type)));
+  if (a->i <= 0 || a->i > (1 << 20) || (a->i & (a->i - 1)) != 0)
+    fail(path, "general.alignment " + std::to_string(a->i) + " is not a power of two");
+  return (size_t)a->i;
+}
+
+// A tensor's dimensions into ti.ne; returns its element count.
+int64_t read_shape(Reader& r, GgufTensorInfo& ti, size_t file_size, const std::string& path) {
+  uint32_t n_dims = r.read<uint32_t>("tensor dims");
+  if (n_dims == 0 || n_dims > kMaxDims)
+    fail(path, "tensor '" + ti.name + "': " + std::to_string(n_dims) + " dimensions (1.." +
+                   std::to_string(kMaxDims) + " allowed)");
+  int64_t n_elems = 1;
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    uint64_t ne = r.read<uint64_t>("tensor shape");
+    // No type stores fewer than 1/8 byte per element: bounds every shape by the file size.
+    const uint64_t max_elems = (uint64_t)file_size * 8;
+    if (ne == 0 || ne > max_elems || (uint64_t)n_elems > max_elems / ne)
+      fail(path, "tensor '" + ti.name + "': shape dimension " + std::to_string(ne) +
+                     " is impossible for a file of " + std::to_string(file_size) + " bytes");
+    ti.ne.push_back((int64_t)ne);
+    n_elems *= (int64_t)ne;
+  }
+  return n_elems;
+}
+
+// One tensor info: name, shape, type and offset (relative to the data section; `data` not yet set).
+GgufTensorInfo read_tensor_info(Reader& r, size_t file_size, size_t alignment, const std::string& path) {
+  GgufTensorInfo ti;
+  ti.name = std::string(r.read_string("tensor name"));
+  const int64_t n_elems = read_shape(r, ti, file_size, path);
+  uint32_t raw_type = r.read<uint32_t>("tensor type");
+  auto tr = dtype_traits(raw_type);
+  if (!tr) fail(path, "tensor '" + ti.name + "': unknown tensor type " + std::to_string(raw_type));
+  ti.type = (DType)raw_type;
+  if (ti.ne[0] % tr->block != 0)
+    fail(path, "tensor '" + ti.name + "': row length " + std::to_string(ti.ne[0]) +
+                   " is not a multiple of the " + tr->name + " block size " + std::to_string(tr->block));
+  ti.bytes = dtype_bytes(ti.type, n_elems);
+  ti.offset = r.read<uint64_t>("tensor offset");
+  if (ti.offset % alignment != 0)
+    fail(path, "tensor '" + ti.name + "': offset " + std::to_string(ti.offset) + " is not aligned to " +
+                   std::to_string(alignment));
+  return ti;
+}
+
+// Points each tensor at its data, which must lie inside the data section (from `data_start`, aligned
+// past the tensor infos) and not overlap another's.
+void place_tensor_data(std::vector<GgufTensorInfo>& tensors, const MappedFile& f, size_t data_start,
+                       const std::string& path) {
+  if (data_start > f.size() && !tensors.empty())
+    fail(path, "truncated: tensor data section starts past the end of the file");
+  size_t data_size = data_start <= f.size() ? f.size() - data_start : 0;
+  std::vector<std::pair<uint64_t, size_t>> ranges;
+  for (auto& ti : tensors) {
+    if (ti.offset > data_size || ti.bytes > data_size - ti.offset)
+      fail(path, "tensor '" + ti.name + "': data [" + std::to_string(ti.offset) + ", +" +
+                     std::to_string(ti.bytes) + ") runs past the end of the file (data section is " +
+                     std::to_string(data_size) + " bytes)");
+    ti.data = f.data() + data_start + ti.offset;
+    ranges.emplace_back(ti.offset, ti.bytes);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i - 1].first + ranges[i - 1].second > ranges[i].first)
+      fail(path, "tensor data ranges overlap at offset " + std::to_string(ranges[i].first));
+}
+
 }  // namespace
 
 const char* gguf_type_name(GgufType t) {
@@ -145,88 +248,20 @@ const char* gguf_type_name(GgufType t) {
 
 GgufFile::GgufFile(const std::string& path, bool map) : file_(std::make_shared<MappedFile>(path, map)) {
   Reader r(*file_);
-  if (file_->size() < 4 || std::memcmp(file_->data(), "GGUF", 4) != 0)
-    fail(path, "not a GGUF file (bad magic)");
-  r.skip(4, "magic");
-  version_ = r.read<uint32_t>("version");
-  if (version_ != 2 && version_ != 3)
-    fail(path, "unsupported GGUF version " + std::to_string(version_) + " (supported: 2, 3)");
-  uint64_t n_tensors = r.read<uint64_t>("tensor count");
-  uint64_t n_kv = r.read<uint64_t>("metadata count");
-  if (n_tensors > kMaxTensors) fail(path, "tensor count " + std::to_string(n_tensors) + " is absurd");
-  if (n_kv > kMaxKeys) fail(path, "metadata count " + std::to_string(n_kv) + " is absurd");
-
-  for (uint64_t i = 0; i < n_kv; ++i) {
-    std::string key(r.read_string("metadata key"));
-    GgufType t = read_type(r, path, key);
-    GgufValue v = read_value(r, t, path, key);
-    if (!kv_.emplace(key, std::move(v)).second) fail(path, "duplicate metadata key '" + key + "'");
-  }
-
-  if (const GgufValue* a = find("general.alignment")) {
-    if (a->type != GgufType::U32 && a->type != GgufType::U64 && a->type != GgufType::I32)
-      fail(path, "general.alignment has type " + std::string(gguf_type_name(a->type)));
-    if (a->i <= 0 || a->i > (1 << 20) || (a->i & (a->i - 1)) != 0)
-      fail(path, "general.alignment " + std::to_string(a->i) + " is not a power of two");
-    alignment_ = (size_t)a->i;
-  }
-
-  if (n_tensors > r.remaining() / 24)  // name length + n_dims + type + offset at the least
-    fail(path, "tensor count " + std::to_string(n_tensors) + " does not fit in the file");
-  tensors_.reserve(n_tensors);
-  for (uint64_t i = 0; i < n_tensors; ++i) {
-    GgufTensorInfo ti;
-    ti.name = std::string(r.read_string("tensor name"));
-    uint32_t n_dims = r.read<uint32_t>("tensor dims");
-    if (n_dims == 0 || n_dims > kMaxDims)
-      fail(path, "tensor '" + ti.name + "': " + std::to_string(n_dims) + " dimensions (1.." +
-                     std::to_string(kMaxDims) + " allowed)");
-    int64_t n_elems = 1;
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      uint64_t ne = r.read<uint64_t>("tensor shape");
-      // No type stores fewer than 1/8 byte per element: bounds every shape by the file size.
-      const uint64_t max_elems = (uint64_t)file_->size() * 8;
-      if (ne == 0 || ne > max_elems || (uint64_t)n_elems > max_elems / ne)
-        fail(path, "tensor '" + ti.name + "': shape dimension " + std::to_string(ne) +
-                       " is impossible for a file of " + std::to_string(file_->size()) + " bytes");
-      ti.ne.push_back((int64_t)ne);
-      n_elems *= (int64_t)ne;
-    }
-    uint32_t raw_type = r.read<uint32_t>("tensor type");
-    auto tr = dtype_traits(raw_type);
-    if (!tr) fail(path, "tensor '" + ti.name + "': unknown tensor type " + std::to_string(raw_type));
-    ti.type = (DType)raw_type;
-    if (ti.ne[0] % tr->block != 0)
-      fail(path, "tensor '" + ti.name + "': row length " + std::to_string(ti.ne[0]) +
-                     " is not a multiple of the " + tr->name + " block size " + std::to_string(tr->block));
-    ti.bytes = dtype_bytes(ti.type, n_elems);
-    ti.offset = r.read<uint64_t>("tensor offset");
-    if (ti.offset % alignment_ != 0)
-      fail(path, "tensor '" + ti.name + "': offset " + std::to_string(ti.offset) + " is not aligned to " +
-                     std::to_string(alignment_));
+  const Header h = read_header(r, *file_, path);
+  version_ = h.version;
+  kv_ = read_metadata(r, h.n_kv, path);
+  alignment_ = read_alignment(find("general.alignment"), alignment_, path);
+  if (h.n_tensors > r.remaining() / 24)  // name length + n_dims + type + offset at the least
+    fail(path, "tensor count " + std::to_string(h.n_tensors) + " does not fit in the file");
+  tensors_.reserve(h.n_tensors);
+  for (uint64_t i = 0; i < h.n_tensors; ++i) {
+    GgufTensorInfo ti = read_tensor_info(r, file_->size(), alignment_, path);
     if (!tensor_index_.emplace(ti.name, tensors_.size()).second)
       fail(path, "duplicate tensor name '" + ti.name + "'");
     tensors_.push_back(std::move(ti));
   }
-
-  size_t data_start = (r.pos() + alignment_ - 1) / alignment_ * alignment_;
-  if (data_start > file_->size() && !tensors_.empty())
-    fail(path, "truncated: tensor data section starts past the end of the file");
-  size_t data_size = data_start <= file_->size() ? file_->size() - data_start : 0;
-  // Tensors must lie inside the data section and must not overlap one another.
-  std::vector<std::pair<uint64_t, size_t>> ranges;
-  for (auto& ti : tensors_) {
-    if (ti.offset > data_size || ti.bytes > data_size - ti.offset)
-      fail(path, "tensor '" + ti.name + "': data [" + std::to_string(ti.offset) + ", +" +
-                     std::to_string(ti.bytes) + ") runs past the end of the file (data section is " +
-                     std::to_string(data_size) + " bytes)");
-    ti.data = file_->data() + data_start + ti.offset;
-    ranges.emplace_back(ti.offset, ti.bytes);
-  }
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i - 1].first + ranges[i - 1].second > ranges[i].first)
-      fail(path, "tensor data ranges overlap at offset " + std::to_string(ranges[i].first));
+  place_tensor_data(tensors_, *file_, (r.pos() + alignment_ - 1) / alignment_ * alignment_, path);
 }
 
 const GgufValue* GgufFile::find(const std::string& key) const {

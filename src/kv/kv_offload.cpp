@@ -8,6 +8,24 @@
 
 namespace fasa {
 
+namespace {
+
+// Selected rows are scattered over the slow tier's memory: each costs a trip to DRAM unless the
+// cache is asked for it a few rows ahead of the copy. Asks for head s's rows up to kRowsAhead past
+// row j (those not in chunk tail_chunk, mapped by the tier), from `touched` on; advances `touched`.
+inline void touch_rows_ahead(const SlowTier& tier, int s, const int32_t* rows, int64_t n, int64_t j, int64_t chunk,
+                             int64_t tail_chunk, size_t rb, int64_t& touched) {
+  constexpr int64_t kRowsAhead = 16;
+  for (touched = std::max(touched, j); touched < std::min(n, j + kRowsAhead); ++touched)
+    if (rows[touched] / chunk != tail_chunk)
+      if (const uint8_t* p = tier.mapped(s, rows[touched], 1)) {
+        for (size_t b = 0; b < rb; b += 64) __builtin_prefetch(p + b);
+        __builtin_prefetch(p + rb - 1);
+      }
+}
+
+}  // namespace
+
 KvOffload::KvOffload(const KvOffloadOptions& opts, int64_t n_ctx, std::vector<size_t> record_bytes,
                      std::vector<int> head_layer, size_t prefetch_cap_bytes)
     : chunk_(chunk_rows(n_ctx)),
@@ -198,17 +216,9 @@ void KvOffload::fetch(int s, const int32_t* rows, int64_t n, uint8_t* first_out,
   };
   size_t ahead_k = 0;
   read_ahead(s, rows, n, tail_chunk_, [&](int64_t j) { return prefetched(rows[j], ahead_k); });
-  // Selected rows are scattered over the slow tier's memory: each costs a trip to DRAM unless the
-  // cache is asked for it a few rows ahead of the copy.
-  constexpr int64_t kRowsAhead = 16;
   int64_t touched = 0;
   for (int64_t j = 0; j < n;) {
-    for (touched = std::max(touched, j); touched < std::min(n, j + kRowsAhead); ++touched)
-      if (rows[touched] / chunk_ != tail_chunk_)
-        if (const uint8_t* p = tier_->mapped(s, rows[touched], 1)) {
-          for (size_t b = 0; b < rb; b += 64) __builtin_prefetch(p + b);
-          __builtin_prefetch(p + rb - 1);
-        }
+    touch_rows_ahead(*tier_, s, rows, n, j, chunk_, tail_chunk_, rb, touched);
     const int32_t r = rows[j];
     if (r / chunk_ == tail_chunk_) {
       emit(j, tail_.data() + head_offset_[s] + (size_t)(r % chunk_) * rb);

@@ -48,37 +48,50 @@ void run_expert(const ModelConfig& c, const LayerWeights& L, int e, const float*
   matmul(L.exp_down[e], gate.data(), m, y);
 }
 
-}  // namespace
-
-void expert_ffn(const ModelConfig& c, const LayerWeights& L, const float* x, int n, ExpertScratch& s) {
-  const int E = c.n_embd, NE = c.n_expert, K = c.n_expert_used;
+// Every token's router softmax, chosen experts and their weights: s.probs, s.chosen, s.weights.
+void route_tokens(const ModelConfig& c, const LayerWeights& L, const float* x, int n, ExpertScratch& s) {
+  const int NE = c.n_expert, K = c.n_expert_used;
   s.probs.resize((size_t)n * NE);
   s.chosen.resize((size_t)n * K);
   s.weights.resize((size_t)n * K);
   matmul(L.router, x, n, s.probs.data());
 #pragma omp parallel for schedule(static) if (n > 1)
   for (int t = 0; t < n; ++t) route(&s.probs[(size_t)t * NE], NE, K, c.expert_weights_norm, &s.chosen[(size_t)t * K], &s.weights[(size_t)t * K]);
+}
 
-  // Each expert's tokens, in token order: expert e's are tokens[first[e]..first[e + 1]); the output row
-  // of token t's j-th chosen expert is slot[t * K + j].
-  std::vector<int> first(NE + 1, 0), tokens((size_t)n * K), slot((size_t)n * K);
-  for (int i = 0; i < n * K; ++i) ++first[s.chosen[i] + 1];
-  std::partial_sum(first.begin(), first.end(), first.begin());
-  std::vector<int> at(first.begin(), first.end() - 1);
+// Each expert's tokens, in token order: expert e's are tokens[first[e]..first[e + 1]); the output row
+// of token t's j-th chosen expert is slot[t * K + j].
+struct ExpertTokens {
+  std::vector<int> first, tokens, slot;  // [NE + 1], [n * K], [n * K]
+  std::vector<int> active;               // the experts some token chose
+};
+
+// chosen: [n, K] each token's experts
+ExpertTokens group_by_expert(const std::vector<int>& chosen, int n, int NE, int K) {
+  ExpertTokens g{std::vector<int>(NE + 1, 0), std::vector<int>((size_t)n * K), std::vector<int>((size_t)n * K), {}};
+  for (int i = 0; i < n * K; ++i) ++g.first[chosen[i] + 1];
+  std::partial_sum(g.first.begin(), g.first.end(), g.first.begin());
+  std::vector<int> at(g.first.begin(), g.first.end() - 1);
   for (int t = 0; t < n; ++t)
     for (int j = 0; j < K; ++j) {
-      const int e = s.chosen[(size_t)t * K + j];
-      slot[(size_t)t * K + j] = at[e];
-      tokens[at[e]++] = t;
+      const int e = chosen[(size_t)t * K + j];
+      g.slot[(size_t)t * K + j] = at[e];
+      g.tokens[at[e]++] = t;
     }
-  std::vector<int> active;  // the experts some token chose
   for (int e = 0; e < NE; ++e)
-    if (first[e + 1] > first[e]) active.push_back(e);
+    if (g.first[e + 1] > g.first[e]) g.active.push_back(e);
+  return g;
+}
 
-  s.ys.resize((size_t)n * K * E);  // [n * K, E] each expert's outputs at its tokens' places
-  const int n_active = (int)active.size();
+// Every active expert's MLP over its tokens, into s.ys ([n * K, E]: each expert's outputs at its tokens' places).
+void run_experts(const ModelConfig& c, const LayerWeights& L, const float* x, int n, const ExpertTokens& g,
+                 ExpertScratch& s) {
+  const int E = c.n_embd, K = c.n_expert_used;
+  s.ys.resize((size_t)n * K * E);
+  const int n_active = (int)g.active.size();
   auto expert = [&](int e, std::vector<float>& xs, std::vector<float>& gate, std::vector<float>& up) {
-    run_expert(c, L, e, x, &tokens[first[e]], first[e + 1] - first[e], &s.ys[(size_t)first[e] * E], xs, gate, up);
+    run_expert(c, L, e, x, &g.tokens[g.first[e]], g.first[e + 1] - g.first[e], &s.ys[(size_t)g.first[e] * E], xs,
+               gate, up);
   };
   if (n_active >= 2 * omp_get_max_threads()) {
     // Enough experts to share out: each thread runs whole experts (their matmuls on that one thread),
@@ -90,7 +103,7 @@ void expert_ffn(const ModelConfig& c, const LayerWeights& L, const float* x, int
 #pragma omp for schedule(dynamic)
       for (int i = 0; i < n_active; ++i) {
         try {
-          expert(active[i], xs, gate, up);
+          expert(g.active[i], xs, gate, up);
         } catch (...) {
 #pragma omp critical(fasa_expert_failure)
           if (!failure) failure = std::current_exception();
@@ -99,10 +112,13 @@ void expert_ffn(const ModelConfig& c, const LayerWeights& L, const float* x, int
     }
     if (failure) std::rethrow_exception(failure);
   } else {  // few experts: each matmul on all the threads
-    for (int e : active) expert(e, s.xs, s.gate, s.up);
+    for (int e : g.active) expert(e, s.xs, s.gate, s.up);
   }
+}
 
-  // Each token's weighted outputs, added in the order of the experts' ids whatever the batch.
+// Each token's weighted outputs into s.out, added in the order of the experts' ids whatever the batch.
+void combine_outputs(const ModelConfig& c, int n, const std::vector<int>& slot, ExpertScratch& s) {
+  const int E = c.n_embd, K = c.n_expert_used;
   s.out.resize((size_t)n * E);
 #pragma omp parallel for schedule(static) if (n > 1)
   for (int t = 0; t < n; ++t) {
@@ -118,6 +134,15 @@ void expert_ffn(const ModelConfig& c, const LayerWeights& L, const float* x, int
       for (int i = 0; i < E; ++i) o[i] += w * y[i];
     }
   }
+}
+
+}  // namespace
+
+void expert_ffn(const ModelConfig& c, const LayerWeights& L, const float* x, int n, ExpertScratch& s) {
+  route_tokens(c, L, x, n, s);
+  const ExpertTokens g = group_by_expert(s.chosen, n, c.n_expert, c.n_expert_used);
+  run_experts(c, L, x, n, g, s);
+  combine_outputs(c, n, g.slot, s);
 }
 
 }  // namespace fasa

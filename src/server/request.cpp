@@ -154,16 +154,81 @@ json openai_fields(json body, const RequestDefaults& limits) {
   return body;
 }
 
+// The body as a JSON object; llama-server's /completion's in OpenAI's terms.
+json parse_body(std::string_view text, Endpoint endpoint, const RequestDefaults& limits) {
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) throw BadRequest("the request body is not valid JSON");
+  if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
+  if (endpoint == Endpoint::llama_completion) body = openai_fields(std::move(body), limits);
+  return body;
+}
+
+// OpenAI's `stream_options`: only include_usage.
+bool get_include_usage(const json& body) {
+  const json* so = field(body, "stream_options");
+  if (!so) return false;
+  if (!so->is_object()) bad("stream_options", "must be an object");
+  for (const auto& [key, value] : so->items()) {
+    if (key != "include_usage") bad("stream_options." + key, "is not supported (only include_usage)");
+    if (!value.is_boolean()) bad("stream_options.include_usage", "must be true or false");
+  }
+  return so->value("include_usage", false);
+}
+
+// Above the server's cap, max_tokens is clamped to it, as llama-server clamps n_predict.
+int get_max_tokens(const json& body, const CompletionRequest& r, const RequestDefaults& limits) {
+  const char* name = r.chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  const int64_t lo = r.echo || r.endpoint == Endpoint::llama_completion ? 0 : 1;
+  return (int)std::min<int64_t>(get_int(body, name, limits.max_tokens, lo, INT32_MAX), limits.max_tokens_limit);
+}
+
+// Completions: logprobs is the number of alternatives; chat: a flag, with top_logprobs alternatives.
+int get_logprobs(const json& body, bool chat) {
+  if (!chat) return (int)get_int(body, "logprobs", -1, 0, 20);
+  if (get_bool(body, "logprobs", false)) return (int)get_int(body, "top_logprobs", 0, 0, 20);
+  if (field(body, "top_logprobs")) bad("top_logprobs", "needs 'logprobs': true");
+  return -1;
+}
+
+// echo_policy scores an echoed prompt; the server's default applies only to requests that echo one.
+bool get_echo_policy(const json& body, const CompletionRequest& r, const RequestDefaults& limits) {
+  const bool echo_scored = r.echo && r.gen.logprobs >= 0;
+  const bool echo_policy = get_bool(body, "echo_policy", limits.echo_policy && echo_scored);
+  if (echo_policy && !echo_scored) bad("echo_policy", "needs 'echo': true and 'logprobs'");
+  return echo_policy;
+}
+
+// OpenAI's defaults: temperature 1, no top-p cut; top_k is an extension (0: off).
+void get_sampling(const json& body, SamplerOptions& s) {
+  s.temperature = (float)get_number(body, "temperature", 1.0, 0.0, 100.0);
+  s.top_p = (float)get_number(body, "top_p", 1.0, 1e-6, 1.0);
+  s.top_k = (int)get_int(body, "top_k", 0, 0, 1 << 30);
+  // No seed (or -1, llama-server's "random"): a fresh one per request, so unseeded requests differ.
+  const int64_t seed = get_int(body, "seed", -1, -1, INT64_MAX);
+  s.seed = seed >= 0 ? (uint64_t)seed : std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
+}
+
+// The attention policy per request; the profile stays the server's.
+PolicyOptions get_policy(const json& body, const PolicyOptions& defaults) {
+  PolicyOptions policy = defaults;
+  for (const char* name : kPolicyFields)
+    if (const json* v = field(body, name)) {
+      if (!v->is_string() && !v->is_number()) bad(name, "must be a string or a number");
+      try {  // the settings' one parser, as the CLI's flags: the same message for the same mistake
+        set_policy_option(policy, name, v->is_string() ? v->get<std::string>() : v->dump());
+      } catch (const Error& e) {
+        throw BadRequest(e.what());
+      }
+    }
+  return policy;
+}
+
 }  // namespace
 
 CompletionRequest parse_completion_request(std::string_view text, Endpoint endpoint, const RequestDefaults& limits,
                                            const PolicyOptions& defaults) {
-  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) throw BadRequest("the request body is not valid JSON");
-  if (!body.is_object()) throw BadRequest("the request body must be a JSON object");
+  const json body = parse_body(text, endpoint, limits);
   const bool chat = endpoint == Endpoint::chat;
-  if (endpoint == Endpoint::llama_completion) body = openai_fields(std::move(body), limits);
-
   check_fields(body, chat);
   CompletionRequest r;
   r.endpoint = endpoint;
@@ -172,56 +237,16 @@ CompletionRequest parse_completion_request(std::string_view text, Endpoint endpo
   else get_prompt(body, r);
   if (get_int(body, "n", 1, 1, 1) != 1) bad("n", "must be 1");
   r.stream = get_bool(body, "stream", false);
-  if (const json* so = field(body, "stream_options")) {
-    if (!so->is_object()) bad("stream_options", "must be an object");
-    for (const auto& [key, value] : so->items()) {
-      if (key != "include_usage") bad("stream_options." + key, "is not supported (only include_usage)");
-      if (!value.is_boolean()) bad("stream_options.include_usage", "must be true or false");
-    }
-    r.include_usage = so->value("include_usage", false);
-  }
+  r.include_usage = get_include_usage(body);
   r.echo = !chat && get_bool(body, "echo", false);
   r.cache_prompt = get_bool(body, "cache_prompt", true);
-
-  GenerationOptions& g = r.gen;
-  // Above the server's cap, max_tokens is clamped to it, as llama-server clamps n_predict.
-  g.max_tokens = (int)std::min<int64_t>(
-      get_int(body, chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-              limits.max_tokens, r.echo || endpoint == Endpoint::llama_completion ? 0 : 1, INT32_MAX),
-      limits.max_tokens_limit);
-  // Completions: logprobs is the number of alternatives; chat: a flag, with top_logprobs alternatives.
-  if (!chat) {
-    g.logprobs = (int)get_int(body, "logprobs", -1, 0, 20);
-  } else if (get_bool(body, "logprobs", false)) {
-    g.logprobs = (int)get_int(body, "top_logprobs", 0, 0, 20);
-  } else if (field(body, "top_logprobs")) {
-    bad("top_logprobs", "needs 'logprobs': true");
-  }
-  // echo_policy scores an echoed prompt; the server's default applies only to requests that echo one.
-  const bool echo_scored = r.echo && g.logprobs >= 0;
-  r.echo_policy = get_bool(body, "echo_policy", limits.echo_policy && echo_scored);
-  if (r.echo_policy && !echo_scored) bad("echo_policy", "needs 'echo': true and 'logprobs'");
-  // OpenAI's defaults: temperature 1, no top-p cut; top_k is an extension (0: off).
-  g.sampling.temperature = (float)get_number(body, "temperature", 1.0, 0.0, 100.0);
-  g.sampling.top_p = (float)get_number(body, "top_p", 1.0, 1e-6, 1.0);
-  g.sampling.top_k = (int)get_int(body, "top_k", 0, 0, 1 << 30);
-  // No seed (or -1, llama-server's "random"): a fresh one per request, so unseeded requests differ.
-  const int64_t seed = get_int(body, "seed", -1, -1, INT64_MAX);
-  g.sampling.seed = seed >= 0 ? (uint64_t)seed : std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
-  g.ignore_eos = get_bool(body, "ignore_eos", false);
-  g.stop = get_stop(body);
-
-  // The attention policy per request; the profile stays the server's.
-  r.policy = defaults;
-  for (const char* name : kPolicyFields)
-    if (const json* v = field(body, name)) {
-      if (!v->is_string() && !v->is_number()) bad(name, "must be a string or a number");
-      try {  // the settings' one parser, as the CLI's flags: the same message for the same mistake
-        set_policy_option(r.policy, name, v->is_string() ? v->get<std::string>() : v->dump());
-      } catch (const Error& e) {
-        throw BadRequest(e.what());
-      }
-    }
+  r.gen.max_tokens = get_max_tokens(body, r, limits);
+  r.gen.logprobs = get_logprobs(body, chat);
+  r.echo_policy = get_echo_policy(body, r, limits);
+  get_sampling(body, r.gen.sampling);
+  r.gen.ignore_eos = get_bool(body, "ignore_eos", false);
+  r.gen.stop = get_stop(body);
+  r.policy = get_policy(body, defaults);
   return r;
 }
 

@@ -133,71 +133,96 @@ json Server::Impl::chunk(const Job& job, const json& choice) const {
   return c;
 }
 
-// Server-sent events: one chunk per piece of text (with its tokens' logprobs when asked), a last chunk
-// with finish_reason, with stream_options.include_usage one more with the usage and no choices, then
-// [DONE]; /completion's as llama-server's. False when the client went away.
-bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& sink) {
-  const bool chat = job->request.chat, llama = job->request.endpoint == Endpoint::llama_completion;
-  const bool with_logprobs = job->request.gen.logprobs >= 0;
-  TextOffset offset = with_logprobs ? first_offset(*job) : TextOffset{};
-  auto send = [&](const json& j) {
+// One stream's server-sent events, in its endpoint's shape; the text offset its logprobs have reached
+// and what has gone out carry from one event to the next.
+struct Server::Impl::EventStream {
+  const Impl& server;
+  const Job& job;
+  httplib::DataSink& sink;
+  const bool chat = job.request.chat, llama = job.request.endpoint == Endpoint::llama_completion;
+  const bool with_logprobs = job.request.gen.logprobs >= 0;
+  TextOffset offset = with_logprobs ? server.first_offset(job) : TextOffset{};
+  bool echo_pending = job.request.echo;  // with echo, the prompt goes first (its logprobs known once it is prefilled)
+  size_t sent = 0;                       // generated tokens whose logprobs went out
+
+  bool send(const json& j) {
     const std::string event = "data: " + dump(j) + "\n\n";
     return sink.write(event.data(), event.size());
-  };
-  auto logprobs = [&](std::span<const TokenLogprob> tokens) {
-    return with_logprobs ? logprobs_json(chat, tokens, offset) : json(nullptr);
-  };
-  auto piece_choice = [&](std::string_view text, std::span<const TokenLogprob> tokens) {
-    return chat ? json{{"index", 0}, {"delta", {{"content", text}}}, {"logprobs", logprobs(tokens)}, {"finish_reason", nullptr}}
-                : json{{"index", 0}, {"text", text}, {"logprobs", logprobs(tokens)}, {"finish_reason", nullptr}};
-  };
-  if (chat && !send(chunk(*job, {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}})))
-    return false;
-  // With echo, the prompt goes first, with its logprobs (known once the prompt is prefilled).
-  bool echo_pending = job->request.echo;
-  auto send_echo = [&] {
-    echo_pending = false;
-    return send(chunk(*job, piece_choice(engine.detokenize(job->prompt), job->prompt_logprobs)));
-  };
-  GenerationResult r;
-  size_t sent = 0;  // generated tokens whose logprobs went out
-  try {
-    r = generate(*job, [&](std::string_view piece, std::span<const TokenLogprob> tokens) {
-      if (echo_pending && !send_echo()) return false;
-      sent += tokens.size();
-      if (llama) return send({{"content", piece}, {"stop", false}, {"id_slot", job->slot->index}});
-      return send(chunk(*job, piece_choice(piece, tokens)));
-    });
-  } catch (const std::exception& e) {
-    send(error_body(500, e.what()));
-    sink.done();
-    return true;
   }
-  if (r.finish_reason == FinishReason::Cancelled || (echo_pending && !send_echo())) return false;
-  if (llama) {  // llama-server's stream ends with the whole reply's counts, no [DONE]
-    json end = llama_body(*job, r);
+  json logprobs(std::span<const TokenLogprob> tokens) {
+    return with_logprobs ? server.logprobs_json(chat, tokens, offset) : json(nullptr);
+  }
+  // A chunk's choice: chat's `delta`, or completions' `text`.
+  json choice(json delta, std::string_view text, std::span<const TokenLogprob> tokens, json finish_reason) {
+    return chat ? json{{"index", 0}, {"delta", delta}, {"logprobs", logprobs(tokens)}, {"finish_reason", finish_reason}}
+                : json{{"index", 0}, {"text", text}, {"logprobs", logprobs(tokens)}, {"finish_reason", finish_reason}};
+  }
+  json piece_choice(std::string_view text, std::span<const TokenLogprob> tokens) {
+    return choice({{"content", text}}, text, tokens, nullptr);
+  }
+  // Chat's first chunk gives the role.
+  bool send_role() {
+    return !chat ||
+           send(server.chunk(job, {{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}));
+  }
+  bool send_echo() {
+    echo_pending = false;
+    return send(server.chunk(job, piece_choice(server.engine.detokenize(job.prompt), job.prompt_logprobs)));
+  }
+  bool send_piece(std::string_view piece, std::span<const TokenLogprob> tokens) {
+    if (echo_pending && !send_echo()) return false;
+    sent += tokens.size();
+    if (llama) return send({{"content", piece}, {"stop", false}, {"id_slot", job.slot->index}});
+    return send(server.chunk(job, piece_choice(piece, tokens)));
+  }
+
+  // llama-server's stream ends with the whole reply's counts, no [DONE].
+  bool send_llama_end(const GenerationResult& r) {
+    json end = server.llama_body(job, r);
     end["content"] = "";
     if (!send(end)) return false;
     sink.done();
     return true;
   }
-  // The last chunk: the logprobs of tokens whose text never went out (a stop string's).
-  const std::span<const TokenLogprob> rest = std::span(r.logprobs).subspan(std::min(sent, r.logprobs.size()));
-  json last = chat ? json{{"index", 0}, {"delta", json::object()}, {"logprobs", logprobs(rest)}, {"finish_reason", name_of(r.finish_reason)}}
-                   : json{{"index", 0}, {"text", ""}, {"logprobs", logprobs(rest)}, {"finish_reason", name_of(r.finish_reason)}};
-  json last_chunk = chunk(*job, last);
-  last_chunk["timings"] = timings(*job, r);  // as llama-server's last chunk (the chat page shows them)
-  if (!send(last_chunk)) return false;
-  if (job->request.include_usage) {  // as OpenAI: one more chunk, with the usage and no choices
-    json tail = chunk(*job, last);
-    tail["choices"] = json::array();
-    tail["usage"] = usage(*job, r);
-    if (!send(tail)) return false;
+  // The last chunk has the logprobs of tokens whose text never went out (a stop string's); as OpenAI, with
+  // include_usage one more chunk with the usage and no choices; then [DONE].
+  bool send_openai_end(const GenerationResult& r) {
+    const std::span<const TokenLogprob> rest = std::span(r.logprobs).subspan(std::min(sent, r.logprobs.size()));
+    const json last = choice(json::object(), "", rest, name_of(r.finish_reason));
+    json last_chunk = server.chunk(job, last);
+    last_chunk["timings"] = timings(job, r);  // as llama-server's last chunk (the chat page shows them)
+    if (!send(last_chunk)) return false;
+    if (job.request.include_usage) {
+      json tail = server.chunk(job, last);
+      tail["choices"] = json::array();
+      tail["usage"] = usage(job, r);
+      if (!send(tail)) return false;
+    }
+    const std::string done = "data: [DONE]\n\n";
+    if (!sink.write(done.data(), done.size())) return false;
+    sink.done();
+    return true;
   }
-  const std::string done = "data: [DONE]\n\n";
-  if (!sink.write(done.data(), done.size())) return false;
-  sink.done();
-  return true;
+};
+
+// Server-sent events: one chunk per piece of text (with its tokens' logprobs when asked), a last chunk
+// with finish_reason, with stream_options.include_usage one more with the usage and no choices, then
+// [DONE]; /completion's as llama-server's. False when the client went away.
+bool Server::Impl::stream(const std::shared_ptr<Job>& job, httplib::DataSink& sink) {
+  EventStream events{*this, *job, sink};
+  if (!events.send_role()) return false;
+  GenerationResult r;
+  try {
+    r = generate(*job, [&](std::string_view piece, std::span<const TokenLogprob> tokens) {
+      return events.send_piece(piece, tokens);
+    });
+  } catch (const std::exception& e) {
+    events.send(error_body(500, e.what()));
+    sink.done();
+    return true;
+  }
+  if (r.finish_reason == FinishReason::Cancelled || (events.echo_pending && !events.send_echo())) return false;
+  return events.llama ? events.send_llama_end(r) : events.send_openai_end(r);
 }
 
 }  // namespace fasa

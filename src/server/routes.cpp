@@ -13,7 +13,7 @@ thread_local RequestLog request_log;
 
 json Server::Impl::model_object() const {
   const ModelInfo& m = engine.info();
-  return {{"id", opts.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "fasa"},
+  return {{"id", opts.model_name}, {"object", "model"}, {"created", http.started}, {"owned_by", "fasa"},
           {"meta", {{"arch", m.arch}, {"format", m.format}, {"n_params", m.n_params}, {"n_ctx", opts.n_ctx},
                     {"n_ctx_slot", slot_ctx}, {"n_ctx_train", m.n_ctx_train}, {"n_vocab", m.n_vocab},
                     {"chat_format", m.chat_format}, {"attn", opts.policy.attn}}}};
@@ -29,8 +29,9 @@ bool Server::Impl::authorized(const httplib::Request& req, httplib::Response& re
 }
 
 void Server::Impl::routes() {
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return preflight(req, res); });
-  http.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+  http.listener.set_pre_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) { return preflight(req, res); });
+  http.listener.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
     if (!opts.cors_origin.empty()) res.set_header("Access-Control-Allow-Origin", opts.cors_origin);
   });
   using Req = const httplib::Request&;
@@ -44,7 +45,8 @@ void Server::Impl::routes() {
     res.set_content(dump(model_object()), "application/json");
   }));
   get("/metrics", guarded([this](Req, Res res) {
-    res.set_content(metrics.render(admission.active(), admission.waiting(), batch_members, batch_prefilling),
+    res.set_content(http.metrics.render(slots.admission.active(), slots.admission.waiting(), scheduler.batch_members,
+                                        scheduler.batch_prefilling),
                     "text/plain; version=0.0.4");
   }));
   get("/slots", guarded([this](Req, Res res) { res.set_content(dump(slots_json()), "application/json"); }));
@@ -58,10 +60,10 @@ void Server::Impl::routes() {
   post("/v1/chat/completions", [this](Req req, Res res) { complete(req, res, Endpoint::chat); });
   for (const char* path : {"/completion", "/completions"})  // llama-server's own
     post(path, [this](Req req, Res res) { complete(req, res, Endpoint::llama_completion); });
-  http.set_error_handler(
+  http.listener.set_error_handler(
       httplib::Server::HandlerWithResponse([this](Req req, Res res) { return http_error(req, res); }));
-  http.set_exception_handler([](Req, Res res, std::exception_ptr) { send_error(res, 500, "internal error"); });
-  http.set_logger([this](Req req, const httplib::Response& res) { log_request(req, res); });
+  http.listener.set_exception_handler([](Req, Res res, std::exception_ptr) { send_error(res, 500, "internal error"); });
+  http.listener.set_logger([this](Req req, const httplib::Response& res) { log_request(req, res); });
 }
 
 // A browser's CORS preflight, answered before routing.
@@ -140,7 +142,7 @@ httplib::Server::HandlerResponse Server::Impl::http_error(const httplib::Request
 void Server::Impl::log_request(const httplib::Request& req, const httplib::Response& res) {
   const RequestLog l = request_log;
   const int status = l.cancelled ? 499 : res.status;
-  metrics.count_response(status);
+  http.metrics.count_response(status);
   request_log = {};  // a response written without routing (a malformed request line) logs no stale figures
   if (!opts.log_requests) return;
   char tokens[96] = "", time[32] = "";
@@ -165,8 +167,8 @@ httplib::Server::Handler Server::Impl::guarded(httplib::Server::Handler handler)
 // -d, urllib's default) would otherwise be cut at cpp-httplib's 8 KiB form limit with a 413;
 // --max-body-bytes still bounds every body.
 void Server::Impl::post(const char* path, httplib::Server::Handler handler) {
-  http.Post(path, [this, handler = guarded(std::move(handler))](const httplib::Request& req, httplib::Response& res,
-                                                                const httplib::ContentReader& read) {
+  http.listener.Post(path, [this, handler = guarded(std::move(handler))](
+                               const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
     const bool chunked = req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos;
     if (!req.has_header("Content-Length") && !chunked)  // as HTTP servers answer it
       return send_error(res, 411, "a POST needs a body with a Content-Length (or sent chunked)");
@@ -185,17 +187,17 @@ void Server::Impl::post(const char* path, httplib::Server::Handler handler) {
     if (!read_all) return send_error(res, 400, "the request body could not be read whole");
     handler(whole, res);
   });
-  route_methods.emplace_back(std::regex(path), "POST");
+  http.route_methods.emplace_back(std::regex(path), "POST");
 }
 
 void Server::Impl::get(const char* path, httplib::Server::Handler handler) {
-  http.Get(path, std::move(handler));
-  route_methods.emplace_back(std::regex(path), "GET");
+  http.listener.Get(path, std::move(handler));
+  http.route_methods.emplace_back(std::regex(path), "GET");
 }
 
 std::string Server::Impl::methods_of(const std::string& path) const {
   std::string allow;
-  for (const auto& [pattern, method] : route_methods)
+  for (const auto& [pattern, method] : http.route_methods)
     if (std::regex_match(path, pattern)) allow += (allow.empty() ? "" : ", ") + method;
   return allow;
 }

@@ -109,40 +109,56 @@ struct Job {
 std::string random_hex(int n);  // a random hex string, so response ids differ across restarts of the server
 int64_t unix_now();
 
-struct Server::Impl {
-  Impl(const Engine& e, ServerOptions o)
-      : engine(e), opts(std::move(o)), admission(opts.parallel, opts.queue), slots(opts.parallel), views(opts.parallel) {}
+// A generation handed to the scheduler, and its text on the way back (server.cpp).
+struct Handoff;
+// Gets each piece of text with the log-probabilities of the tokens it completes; false: stop.
+using PieceCallback = std::function<bool(std::string_view text, std::span<const TokenLogprob> logprobs)>;
 
+struct Server::Impl {
+  Impl(const Engine& e, ServerOptions o) : engine(e), opts(std::move(o)), slots(opts.parallel, opts.queue) {}
+
+  // Set up by the constructors, read-only after: every owner below reads them without a lock.
   const Engine& engine;
   ServerOptions opts;
-  Admission admission;
-  std::vector<SlotState> slots;  // [parallel]; a slot is touched only by the request holding it
-  ServerMetrics metrics;
-  httplib::Server http;
-  std::vector<std::pair<std::regex, std::string>> route_methods;  // each route's path pattern and method
-  const std::string id_prefix = random_hex(8);
-  const int64_t started = unix_now();
-  std::atomic<uint64_t> next_id{1}, next_use{1};
   int64_t slot_ctx = 0;  // tokens per slot
 
-  // The scheduler: one thread steps a Batch of every slot that is generating, so all of them advance in
-  // each forward pass on all the threads; request threads hand their work over (incoming) and wait
-  // for its text (Handoff).
-  std::mutex sched_mu;
-  std::condition_variable sched_wake;
-  std::vector<std::function<void(Batch&)>> incoming;  // run on the scheduler thread before its next pass
-  std::atomic<bool> stopping{false};  // read by the generations' callbacks on the scheduler thread
-  std::mutex views_mu;
-  std::vector<SlotView> views;  // [parallel], under views_mu
-  std::atomic<int> batch_members{0};
-  std::atomic<int64_t> batch_prefilling{0};
-  std::thread scheduler;
+  // The slots, handed out by the admission gate: a slot's state is touched only by the request holding it.
+  struct Slots {
+    Slots(int parallel, int queue) : admission(parallel, queue), state(parallel), views(parallel) {}
+    Admission admission;
+    std::vector<SlotState> state;  // [parallel]
+    std::atomic<uint64_t> next_use{1};
+    std::mutex views_mu;
+    std::vector<SlotView> views;  // [parallel], under views_mu: GET /slots reads them too
+  } slots;
+
+  // The scheduler: one thread steps a Batch of every generating slot, so all advance in each forward pass;
+  // request threads hand their work over (incoming) and wait for its text (Handoff).
+  struct Scheduler {
+    std::mutex mu;
+    std::condition_variable wake;
+    std::vector<std::function<void(Batch&)>> incoming;  // run on the scheduler thread before its next pass
+    std::atomic<bool> stopping{false};  // read by the generations' callbacks on the scheduler thread
+    std::atomic<int> batch_members{0};
+    std::atomic<int64_t> batch_prefilling{0};
+    std::thread thread;
+  } scheduler;
+
+  // The HTTP side (the listener's threads): its routes, and what replies carry (ids) and count (/metrics).
+  struct Http {
+    ServerMetrics metrics;
+    httplib::Server listener;
+    std::vector<std::pair<std::regex, std::string>> route_methods;  // each route's path pattern and method
+    const std::string id_prefix = random_hex(8);
+    const int64_t started = unix_now();
+    std::atomic<uint64_t> next_id{1};
+  } http;
 
   // server.cpp: the scheduler's loop, and a job handed to it.
   void schedule();
-  // Gets each piece of text with the log-probabilities of the tokens it completes; false: stop.
-  using PieceCallback = std::function<bool(std::string_view text, std::span<const TokenLogprob> logprobs)>;
   GenerationResult generate(Job& job, const PieceCallback& on_piece_sent);
+  void hand_over(std::function<void(Batch&)> add);
+  GenerationResult finish_generation(Job& job, Context& ctx, Handoff& h, const ContextStats& before);
 
   // routes.cpp
   void routes();
@@ -179,6 +195,7 @@ struct Server::Impl {
   json completion_body(const Job& job, const GenerationResult& r) const;
   json llama_body(const Job& job, const GenerationResult& r) const;
   json chunk(const Job& job, const json& choice) const;
+  struct EventStream;  // one stream's server-sent events
   bool stream(const std::shared_ptr<Job>& job, httplib::DataSink& sink);
 };
 

@@ -52,15 +52,15 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, Endpoint 
   // The free slot whose cache holds the longest start of this prompt that the request's policy can go
   // on from (its own, or one it may take over: Context::can_switch_policy); among equals, the one used
   // least recently (its cache is the least likely to be wanted again).
-  const int slot = admission.enter([&](int s) {
-    const SlotState& st = slots[s];
+  const int slot = slots.admission.enter([&](int s) {
+    const SlotState& st = slots.state[s];
     const int64_t shared = st.ctx && st.ctx->can_switch_policy(r.policy) ? common_prefix(st.ctx->tokens(), job->prompt) : 0;
     return std::min(shared, st.reusable) * (int64_t)1'000'000'000 - (int64_t)(st.last_used % 1'000'000'000);
   });
   if (slot < 0) throw HttpError(503, "the server is busy: all slots and the queue are taken; retry later");
-  job->slot = std::make_shared<SlotLease>(admission, slot);
-  slots[slot].last_used = next_use++;
-  job->id = (r.chat ? "chatcmpl-" : "cmpl-") + id_prefix + "-" + std::to_string(next_id++);
+  job->slot = std::make_shared<SlotLease>(slots.admission, slot);
+  slots.state[slot].last_used = slots.next_use++;
+  job->id = (r.chat ? "chatcmpl-" : "cmpl-") + http.id_prefix + "-" + std::to_string(http.next_id++);
   job->created = unix_now();
   job->peer = PeerSocket(req.local_port, req.remote_addr, req.remote_port);
   return job;
@@ -73,7 +73,7 @@ std::shared_ptr<Job> Server::Impl::accept(const httplib::Request& req, Endpoint 
 // new context where it cannot, or where the prompt and reply outgrow it (contexts grow in powers of two
 // up to the slot's share, so short requests do not allocate a whole slot's KV cache).
 Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
-  SlotState& slot = slots[job.slot->index];
+  SlotState& slot = slots.state[job.slot->index];
   const CompletionRequest& r = job.request;
   const int64_t n = (int64_t)job.prompt.size(), need = n + r.gen.max_tokens;
   if (slot.ctx && (slot.ctx->n_ctx() < need || !slot.ctx->can_switch_policy(r.policy))) slot.ctx.reset();
@@ -130,18 +130,18 @@ Context& Server::Impl::prepare(Job& job, std::vector<int32_t>& to_feed) {
 }
 
 void Server::Impl::show_slot(const Job& job, bool processing) {
-  const Context* ctx = slots[job.slot->index].ctx.get();
-  std::lock_guard lock(views_mu);
-  SlotView& v = views[job.slot->index];
+  const Context* ctx = slots.state[job.slot->index].ctx.get();
+  std::lock_guard lock(slots.views_mu);
+  SlotView& v = slots.views[job.slot->index];
   v = {processing, ctx ? ctx->n_ctx() : 0, ctx ? ctx->n_past() : 0, (int64_t)job.prompt.size(), job.cached_tokens,
        job.request.policy.attn, job.id};
 }
 
 json Server::Impl::slots_json() {
   json out = json::array();
-  std::lock_guard lock(views_mu);
-  for (size_t i = 0; i < views.size(); ++i) {
-    const SlotView& v = views[i];
+  std::lock_guard lock(slots.views_mu);
+  for (size_t i = 0; i < slots.views.size(); ++i) {
+    const SlotView& v = slots.views[i];
     // n_ctx: what the slot may hold (as /props' default_generation_settings and llama-server say);
     // n_ctx_allocated: its cache now, grown as prompts need
     out.push_back({{"id", i}, {"is_processing", v.processing}, {"n_ctx", slot_ctx}, {"n_ctx_allocated", v.n_ctx},
