@@ -26,7 +26,7 @@ struct BenchOptions {
   std::vector<int64_t> depths = {0};
   std::vector<int> parallel = {1};  // sequences processed together (llama-batched-bench's -npl)
   std::vector<std::string> pgs;  // "N,M": prefill N tokens then decode M, timed together
-  std::vector<std::string> attns = {"full", "fasa"};
+  std::vector<std::string> attns = {kDenseAttn, kFasaAttn};
   std::string fill = "prefill", output = "md";
   bool membw = false;
   bool attention_only = false;  // time one layer's decode attention instead of whole decode steps

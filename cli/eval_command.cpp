@@ -24,7 +24,7 @@ struct EvalOptions {
   std::string model = FASA_DEFAULT_MODEL;
   std::string text_file;
   std::string tasks_file;
-  std::vector<std::string> attn = {"full", "fasa"};  // without --attn: fasa only where a profile is given
+  std::vector<std::string> attn = {kDenseAttn, kFasaAttn};  // without --attn: FASA only where a profile is given
   std::vector<std::string> budgets = {"64"};
   std::vector<int> top_k = {16, 64, 256};
   TextEvalOptions text;
@@ -214,7 +214,7 @@ std::unique_ptr<Model> prepare(EvalOptions& o, const CLI::App* sub) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   // Without --attn: full attention, and FASA beside it where a profile was given (it needs one).
   if (sub->count("--attn") == 0 && o.policy.profile.empty() && !o.policy.synthetic_profile) {
-    o.attn = {"full"};
+    o.attn = {kDenseAttn};
     std::string others;  // the registry's names
     for (const std::string& n : policy_names()) others += (others.empty() ? "" : ", ") + n;
     std::fprintf(stderr, "note: full attention only; add --profile FILE (from fasa calibrate) or --profile auto for fasa, or --attn "

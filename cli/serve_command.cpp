@@ -21,7 +21,7 @@ Server* running_server = nullptr;
 
 int serve(ServeOptions o, bool attn_given) {
   // A profile (a file or 'auto') without --attn means the user wants FASA served.
-  if (!attn_given && !o.server.policy.profile.empty()) o.server.policy.attn = "fasa";
+  if (!attn_given && !o.server.policy.profile.empty()) o.server.policy.attn = kFasaAttn;
   Engine engine(o.model, o.engine);
   o.server.model_name = std::filesystem::path(o.model).filename().string();
   Server server(engine, o.server);

@@ -338,7 +338,7 @@ void bind_functions(py::module_& m) {
     return py::module_::import("json").attr("loads")(json);
   }, py::arg("engine"), py::arg("n_prompt") = std::vector<int>{512}, py::arg("n_gen") = std::vector<int>{128},
      py::arg("depth") = std::vector<int64_t>{0}, py::arg("parallel") = std::vector<int>{1},
-     py::arg("attn") = std::vector<std::string>{"full", "fasa"}, py::arg("repetitions") = 5, py::arg("random_fill") = false,
+     py::arg("attn") = std::vector<std::string>{kDenseAttn, kFasaAttn}, py::arg("repetitions") = 5, py::arg("random_fill") = false,
      py::arg("attention_only") = false,
      "`fasa bench`: prompt processing (n_prompt) and decoding (n_gen) at each depth, for each attn, as llama-bench "
      "runs them; parallel: sequences together (-npl); the other keywords as engine.context's (threads, budget, "
@@ -469,7 +469,7 @@ void bind_eval_retrieval(py::module_& eval) {
     return py::make_tuple(records, out);
   }, py::arg("engine"), py::arg("tasks") = py::none(), py::arg("generate") = std::vector<std::string>{},
      py::arg("lengths") = std::vector<int64_t>{4096}, py::arg("n") = 20, py::arg("seed") = 0, py::arg("haystack") = "",
-     py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::none(),
+     py::arg("limit") = 0, py::arg("attn") = std::vector<std::string>{kDenseAttn}, py::arg("budgets") = py::none(),
      py::arg("distractors") = false, py::arg("qa_entries") = "", py::arg("answers") = false,
      py::arg("min_answer_tokens") = 1, py::arg("chat") = false,
      "`fasa eval retrieval`: tasks from a JSON-lines file or generated (distractors=True: look-alike needles; "
@@ -491,7 +491,7 @@ void bind_eval_text(py::module_& eval) {
       return eval_perplexity(e.model(), reference_run(e.model(), text, o), policies, budgets, policy, o);
     });
   }, py::arg("engine"), py::arg("text"), py::arg("window") = 0, py::arg("windows") = 8, py::arg("score_from") = 0,
-     py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::none(),
+     py::arg("attn") = std::vector<std::string>{kDenseAttn}, py::arg("budgets") = py::none(),
      "`fasa eval ppl` on `text` (a string): nll, ppl, kld, top1 and kv_kib (KV read per step) against full attention per attn x budget "
      "(budgets, or budget= as the CLI's --budget; default [64]); "
      "window: tokens per window (0: the model's context). Returns the records, as --json writes them.");
@@ -502,7 +502,7 @@ void bind_eval_text(py::module_& eval) {
       return eval_selection_agreement(e.model(), reference_run(e.model(), text, o), policies, top_k, policy, o);
     });
   }, py::arg("engine"), py::arg("text"), py::arg("window") = 0, py::arg("windows") = 8, py::arg("score_from") = 0,
-     py::arg("attn") = std::vector<std::string>{"fasa"}, py::arg("top_k") = std::vector<int>{64},
+     py::arg("attn") = std::vector<std::string>{kFasaAttn}, py::arg("top_k") = std::vector<int>{64},
      "`fasa eval ca` on `text`: the share of the exact top-K each policy selects. Returns the records.");
 
   eval.def("continuation", [](const Engine& e, const std::string& text, int64_t prompt_tokens, int prompts, int tokens,
@@ -514,7 +514,7 @@ void bind_eval_text(py::module_& eval) {
       return eval_continuation(e.model(), continuation_prompts(e.model(), text, o), policies, budgets, policy, o);
     });
   }, py::arg("engine"), py::arg("text"), py::arg("prompt_tokens") = 4096, py::arg("prompts") = 50, py::arg("tokens") = 64,
-     py::arg("first") = 16, py::arg("attn") = std::vector<std::string>{"full"}, py::arg("budgets") = py::none(),
+     py::arg("first") = 16, py::arg("attn") = std::vector<std::string>{kDenseAttn}, py::arg("budgets") = py::none(),
      "`fasa eval continuation` on `text`: greedy continuations of `prompts` windows of it, the leading tokens each "
      "attn x budget (budgets, or budget=; default [64]) shares with full attention's (shared: median; shared_mean; "
      "first_equal). Returns the records.");

@@ -4,10 +4,12 @@
 #include <cmath>
 
 #include "ops/dtype.h"
+#include "ops/dtype_kernels.h"
 #include "ops/matmul.h"
 #include "ops/packed_layout.h"
 #include "ops/packed_rows.h"
 #include "ops/quant_dot.h"
+#include "ops/quant_tiles.h"
 #include "test_util.h"
 #include "fasa/error.h"
 
@@ -300,12 +302,13 @@ TEST_P(PackedRowsTest, EqualDirectRows) {
     dot_packed_rows(t, packed.data(), nullptr, x, n, got);  // one group alone
     dot_direct_rows(t, rows, &x, 1, n, want, kDirectRows);
     for (int r = 0; r < kDirectRows; ++r) EXPECT_EQ(got[r], want[r]) << "n=" << n << " row " << r;
-    if (t != DType::Q8_0) {  // the AVX2 kernels as well (a VNNI build's own are the 512-bit ones), 7 tokens: passes of 4, 2, 1
+    if (const auto avx2_form = dtype_traits(t).packed->dot_tokens_avx2) {  // the AVX2 kernels as well (a VNNI
+      // build's own are the 512-bit ones), 7 tokens: passes of 4, 2, 1
       constexpr int kTokens = 7;
       std::vector<QuantizedActs> xs(kTokens);
       for (int k = 0; k < kTokens; ++k) quantize_acts(t, test::random_floats(n, 90 + k).data(), n, xs[k]);
       float avx2[kTokens * kDirectRows], each[kTokens * kDirectRows];
-      dot_packed_nibbles_avx2(t, packed.data(), xs.data(), kTokens, n, avx2, kDirectRows);
+      avx2_form(packed.data(), xs.data(), kTokens, n, avx2, kDirectRows);
       for (int k = 0; k < kTokens; ++k) dot_direct_rows(t, rows, &xs[k], 1, n, each + k * kDirectRows, kDirectRows);
       for (int i = 0; i < kTokens * kDirectRows; ++i)
         EXPECT_EQ(avx2[i], each[i]) << "AVX2, n=" << n << " token " << i / kDirectRows << " row " << i % kDirectRows;
@@ -406,6 +409,33 @@ TEST(DType, UnknownAndUncomputableTypes) {
   float out[256];
   std::string row(110, '\0');
   EXPECT_THROW(dequantize_row(DType::Q3_K, row.data(), out, 256), Error);
+}
+
+// A type without a kernel family is an error from each family's entry points, never another type's
+// kernel or size (packed_group_bytes once answered Q8_0's for any type it did not know).
+TEST(DType, APathATypeLacksIsAnErrorNeverADefault) {
+  const std::string row(176, '\0');
+  const void* rows[kDirectRows];
+  for (auto& r : rows) r = row.data();
+  EXPECT_FALSE(has_packed_rows(DType::Q5_K));
+  EXPECT_THROW(packed_group_bytes(DType::Q5_K, 256), Error);
+  std::vector<uint8_t> out(4096);
+  EXPECT_THROW(pack_rows(DType::Q5_K, rows, 256, out.data()), Error);
+  QuantizedActs x;
+  quantize_acts(DType::Q3_K, test::random_floats(256, 1).data(), 256, x);
+  EXPECT_FALSE(has_direct_dot(DType::Q3_K));
+  EXPECT_THROW(dot_direct(DType::Q3_K, row.data(), x, 256), Error);
+  EXPECT_FALSE(has_quant_tiles(DType::F16));
+  float y[16 * 4];
+  EXPECT_THROW(quant_tile(DType::F16, rows, &x, 1, 256, y, 16), Error);
+  EXPECT_THROW(dtype_traits(static_cast<DType>(999)), Error);
+  // and every type with a packed layout states its block, its bytes and both directions of its copy
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+    const PackedRowsKernels* k = dtype_traits(t).packed;
+    ASSERT_NE(k, nullptr) << dtype_name(t);
+    EXPECT_TRUE(k->pack && k->unpack && k->block > 0 && k->block_bytes > 0) << dtype_name(t);
+    EXPECT_EQ(packed_group_bytes(t, 512), (size_t)(512 / k->block) * k->block_bytes) << dtype_name(t);
+  }
 }
 
 }  // namespace

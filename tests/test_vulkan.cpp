@@ -5,6 +5,7 @@
 // refused by name. Runs on any Vulkan driver (Mesa's lavapipe
 // in CI). Without one the tests skip, saying why — unless FASA_REQUIRE_VULKAN is set (CI sets it), where
 // they fail.
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -495,13 +496,18 @@ class VulkanShader : public ::testing::Test {
 TEST_F(VulkanShader, MatvecAndEmbeddingRowsOfEachTypeMatchTheDequantizedRows) {
   // Rows beyond one dispatch's 65535 workgroups loop; columns not a multiple of the 64 threads; one
   // token (a decode step), and 11 (a prompt's: a whole tile of 8 and a part of one).
+  // Every type whose traits row names its shaders, so a type added there is checked here.
   struct Case { int rows, cols, tokens; };
-  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q5_0})
-    for (Case c : {Case{7, 96, 11}, {70000, 32, 1}, {33, 4096, 1}})
-      EXPECT_LT(matvec_error(*dev, type, c.rows, c.cols, c.tokens), 1e-6) << dtype_name(type) << " " << c.rows << "x" << c.cols;
-  for (DType type : {DType::Q4_K, DType::Q6_K})  // (rows of whole 256-element super-blocks)
-    for (Case c : {Case{7, 256, 11}, {66000, 256, 1}, {33, 4096, 1}})
-      EXPECT_LT(matvec_error(*dev, type, c.rows, c.cols, c.tokens), 1e-6) << dtype_name(type) << " " << c.rows << "x" << c.cols;
+  int types = 0;
+  for (uint32_t raw = 0; raw < 64; ++raw) {
+    const DTypeTraits* tr = dtype_traits(raw);
+    if (!tr || !tr->gpu_shader) continue;
+    const int block = std::max(tr->block, 32);  // rows of whole blocks (256-element super-blocks)
+    for (Case c : {Case{7, 3 * block, 11}, {66000, block, 1}, {33, 4096, 1}})
+      EXPECT_LT(matvec_error(*dev, tr->type, c.rows, c.cols, c.tokens), 1e-6) << tr->name << " " << c.rows << "x" << c.cols;
+    ++types;
+  }
+  EXPECT_EQ(types, 7);  // F32, F16, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K
 }
 
 // select_rows on scores full of ties (i % 3 over 200 rows, so each thread's run of rows holds some):

@@ -11,4 +11,11 @@ enum class DType : uint32_t {
   I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30,
 };
 
+// The KV cache's element types, as its settings spell them (--kv-type, -ctk, -ctv): the one list of them.
+struct KvTypeName {
+  DType type;
+  const char* name;
+};
+inline constexpr KvTypeName kKvTypes[] = {{DType::F16, "f16"}, {DType::F32, "f32"}, {DType::Q8_0, "q8_0"}};
+
 }  // namespace fasa

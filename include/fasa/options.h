@@ -64,9 +64,14 @@ struct CacheOptions {
   bool operator==(const CacheOptions&) const = default;
 };
 
+// The two registry policies the tools name by default (src/sparse/policies.inc has every row): dense
+// attention, and the method this engine is built for, run beside it where a profile is given.
+inline constexpr const char* kDenseAttn = "full";
+inline constexpr const char* kFasaAttn = "fasa";
+
 // Every policy's options (each policy reads the ones it needs) and the cache's.
 struct PolicyOptions {
-  std::string attn = "full";       // policy name (policy_registry())
+  std::string attn = kDenseAttn;   // policy name (policy_registry())
   std::string profile;             // FASA profile path, or "auto" (as "" without synthetic_profile)
   bool synthetic_profile = false;  // FASA without a profile: seeded random chunks (speed runs only)
   Budget budget;

@@ -72,7 +72,7 @@ std::vector<EvalRecord> eval_continuation(const Model& m, const std::vector<std:
   const std::vector<PolicyRun> runs = policy_runs(m, policies, base);
   prepare_auto_profile(autos, runs, prompts);
   PolicyOptions full = base;
-  full.attn = "full";
+  full.attn = kDenseAttn;
   std::vector<std::map<std::string, Shared>> shared(runs.size());  // [run][budget]
   ProgressBar bar("continuation", (int64_t)prompts.size());
   for (const auto& prompt : prompts) {

@@ -181,7 +181,7 @@ void prepare_auto_profile(AutoProfileStore& autos, const std::vector<PolicyRun>&
     make_auto_profile(autos, joined);
     return;
   }
-  throw Error("attn 'fasa' without a profile: the prompts together have " + std::to_string(joined.size()) + " of the " +
+  throw Error("a policy that scores on a profile's chunks, without a profile: the prompts together have " + std::to_string(joined.size()) + " of the " +
               std::to_string(need) + " tokens an automatic profile is measured on; give a profile (from `fasa calibrate`)");
 }
 

@@ -8,17 +8,17 @@ namespace fasa::gpu {
 
 namespace {
 
+// The shaders' name for t's rows (its traits' row), null where the device has none.
 const char* shader_type(DType t) {
-  switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::Q8_0: return "q8_0";
-    case DType::Q4_0: return "q4_0";
-    case DType::Q5_0: return "q5_0";
-    case DType::Q4_K: return "q4_k";
-    case DType::Q6_K: return "q6_k";  // (Q4_K_M files keep some matrices in Q6_K)
-    default: return nullptr;
-  }
+  const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
+  return tr ? tr->gpu_shader : nullptr;
+}
+
+std::string device_types() {  // "F32, F16, ...": the rows with shaders
+  std::string s;
+  for (uint32_t raw = 0; raw < 64; ++raw)
+    if (shader_type(static_cast<DType>(raw))) s += (s.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(raw)));
+  return s;
 }
 
 // Throws naming what the device path does not run (yet), before any device is opened.
@@ -38,7 +38,7 @@ void check_supported(const Model& model) {
   for (const Matrix* m : matrices)
     if (!shader_type(m->type))
       fail(path, std::string("Vulkan: ") + dtype_name(m->type) +
-                     " weights are not on the device yet (F32, F16, Q8_0, Q4_0, Q5_0, Q4_K and Q6_K are): drop -ngl");
+                     " weights are not on the device yet (" + device_types() + " are): drop -ngl");
 }
 
 }  // namespace

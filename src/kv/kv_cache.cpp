@@ -33,20 +33,49 @@ KeyLayout checked_layout(KeyLayout l, int head_dim) {
   if (l.n_dom < 0 || l.n_dom > head_dim) throw Error("KV cache: key layout n_dom out of range");
   return l;
 }
+
+// Throws unless the cache's shape and types are valid: n_ctx, the KV types, and the sizes of the
+// constructor's `layouts` (0 or one per head) and `ring` (0 or one per layer).
+void check_shape(int n_layer, size_t n_heads, int64_t n_ctx, KvTypes types, size_t n_layouts, size_t n_rings) {
+  if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
+  for (DType t : {types.k, types.v})
+    if (!is_kv_type(t)) throw Error(std::string("KV cache: no ") + dtype_name(t) + " cache (use f16, f32 or q8_0)");
+  if (n_layouts != 0 && n_layouts != n_heads)
+    throw Error("KV cache: " + std::to_string(n_layouts) + " key layouts for " + std::to_string(n_heads) + " heads");
+  if (n_rings != 0 && (int)n_rings != n_layer) throw Error("KV cache: ring sizes do not match the layers");
+}
+
+// The fast memory a cache needs, given `fast` bytes of planes in it and `slow` bytes per position
+// in the slow tier; throws when the whole cache would not fit the machine's memory, or the fast
+// part --kv-fast-limit.
+double checked_fast_bytes(int64_t n_ctx, double fast, double slow, const KvOffloadOptions& offload) {
+  const bool offloading = offload.offloaded();
+  // With offloading, also the RAM chunk appends go to and the file tier's page map.
+  const double offload_fast =
+      (double)KvOffload::chunk_rows(n_ctx) * slow +
+      (offload.tier == KvOffloadOptions::Tier::File ? (double)page_map_bytes((size_t)(slow * (double)n_ctx)) : 0);
+  const double need_fast = fast + (offloading ? offload_fast : 0);
+  const double need = need_fast + (offload.tier == KvOffloadOptions::Tier::Ram ? slow * (double)n_ctx : 0);
+  const size_t have = available_memory_bytes();
+  if (over_available(need, have))
+    throw Error("the KV cache for " + std::to_string(n_ctx) + " tokens needs " + gib(need) + " but only " +
+                gib((double)have) + " of memory are available (use a smaller context" +
+                (offloading ? std::string(")") : ", or kv_offload 'file:DIR' with a policy that keeps a K_dom plane)"));
+  if (offload.fast_limit && need_fast > (double)offload.fast_limit)
+    throw Error("kv_fast_limit: the KV cache for " + std::to_string(n_ctx) + " tokens needs " + gib(need_fast) +
+                " of fast memory, over the limit of " + gib((double)offload.fast_limit) +
+                (offloading ? " (fewer fcs or a smaller context)"
+                            : " (kv_offload 'ram' or 'file:DIR' keeps only K_dom in fast memory, with a policy that scores on one)"));
+  return need_fast;
+}
 }  // namespace
 
 KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::vector<KeyLayout> layouts, KvTypes types,
                  const KvOffloadOptions& offload, const std::vector<int64_t>& ring)
     : n_head_kv_(n_head_kv), head_dim_(head_dim), n_ctx_(n_ctx), types_(types), fast_limit_(offload.fast_limit) {
   types_.tip_int8 = types.tip_int8 && types.k != DType::Q8_0;  // Q8_0 keys: TIP scans K_dom itself
-  if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
-  for (DType t : {types.k, types.v})
-    if (!is_kv_type(t)) throw Error(std::string("KV cache: no ") + dtype_name(t) + " cache (use f16, f32 or q8_0)");
   const size_t n_heads = (size_t)n_layer * n_head_kv;
-  if (!layouts.empty() && layouts.size() != n_heads)
-    throw Error("KV cache: " + std::to_string(layouts.size()) + " key layouts for " + std::to_string(n_heads) +
-                " heads");
-  if (!ring.empty() && (int)ring.size() != n_layer) throw Error("KV cache: ring sizes do not match the layers");
+  check_shape(n_layer, n_heads, n_ctx, types, layouts.size(), ring.size());
   const bool offloading = offload.offloaded();
   heads_.resize(n_heads);
   std::vector<size_t> record_bytes;  // [offloaded heads] one K_rest + V row
@@ -71,23 +100,8 @@ KvCache::KvCache(int n_layer, int n_head_kv, int head_dim, int64_t n_ctx, std::v
     }
   }
   if (offloading && record_bytes.empty())
-    throw Error("kv_offload: no head has a K_dom plane to keep in fast memory (use attn 'fasa')");
-  // With offloading, also the RAM chunk appends go to and the file tier's page map.
-  const double offload_fast =
-      (double)KvOffload::chunk_rows(n_ctx) * slow +
-      (offload.tier == KvOffloadOptions::Tier::File ? (double)page_map_bytes((size_t)(slow * (double)n_ctx)) : 0);
-  const double need_fast = fast + (offloading ? offload_fast : 0);
-  const double need = need_fast + (offload.tier == KvOffloadOptions::Tier::Ram ? slow * (double)n_ctx : 0);
-  const size_t have = available_memory_bytes();
-  if (over_available(need, have))
-    throw Error("the KV cache for " + std::to_string(n_ctx) + " tokens needs " + gib(need) + " but only " +
-                gib((double)have) + " of memory are available (use a smaller context" +
-                (offloading ? std::string(")") : ", or kv_offload 'file:DIR' with attn 'fasa')"));
-  if (offload.fast_limit && need_fast > (double)offload.fast_limit)
-    throw Error("kv_fast_limit: the KV cache for " + std::to_string(n_ctx) + " tokens needs " + gib(need_fast) +
-                " of fast memory, over the limit of " + gib((double)offload.fast_limit) +
-                (offloading ? " (fewer fcs or a smaller context)"
-                            : " (kv_offload 'ram' or 'file:DIR' with attn 'fasa' keeps only K_dom in fast memory)"));
+    throw Error("kv_offload: no head has a K_dom plane to keep in fast memory (the policy keeps none)");
+  const double need_fast = checked_fast_bytes(n_ctx, fast, slow, offload);
   for (HeadPlanes& h : heads_) {
     allocate_keys(h);
     if (h.slot < 0) h.v.assign((size_t)rows(h) * kv_row_bytes(types_.v, head_dim), 0);

@@ -23,15 +23,15 @@ struct Block32Layout {
 constexpr Block32Layout kQ4_0Layout{18, false, false, 8}, kQ4_1Layout{20, true, false, 0},
     kQ5_0Layout{22, false, true, 16}, kQ5_1Layout{24, true, true, 0};
 
-inline bool is_block32(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1; }
-
-// f.template operator()<L>() with t's layout (t one of them: is_block32), the one place a kernel picks it.
-template <class F>
-inline void with_block32_layout(DType t, F&& f) {
-  if (t == DType::Q4_0) f.template operator()<kQ4_0Layout>();
-  else if (t == DType::Q4_1) f.template operator()<kQ4_1Layout>();
-  else if (t == DType::Q5_0) f.template operator()<kQ5_0Layout>();
-  else f.template operator()<kQ5_1Layout>();
+// t's layout, or null where t is not one of these formats: the kernels' one table of them.
+constexpr const Block32Layout* block32_layout(DType t) {
+  switch (t) {
+    case DType::Q4_0: return &kQ4_0Layout;
+    case DType::Q4_1: return &kQ4_1Layout;
+    case DType::Q5_0: return &kQ5_0Layout;
+    case DType::Q5_1: return &kQ5_1Layout;
+    default: return nullptr;
+  }
 }
 
 template <Block32Layout L>

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #endif
 
+#include "ops/dtype_kernels.h"
 #include "ops/hsum_avx.h"
 #include "ops/kquants.h"
 #include "ops/quant_dot.h"
@@ -82,19 +83,28 @@ void dequantize_bf16(const uint8_t* p, float* out, int64_t n) {
 }
 
 // Every type ggml numbers that a GGUF may hold; those with kernels first, in the order lists show them.
-// A new type: its row, with its dequantizer (kquants.h) and, for int8 dots, its unpacker (quant_dot.h).
+// A new type: its row, with its dequantizer (kquants.h), for int8 dots its unpacker (quant_dot.h), and the
+// fast paths it has (dtype_kernels.h) and its GPU shaders.
 const DTypeTraits kTypes[] = {
-    {DType::F32, "F32", 1, 4, dequantize_f32},
-    {DType::F16, "F16", 1, 2, dequantize_f16_row},
-    {DType::BF16, "BF16", 1, 2, dequantize_bf16},
-    {DType::Q8_0, "Q8_0", 32, 34, dequantize_q8_0, unpack_q8_0},
-    {DType::Q4_0, "Q4_0", 32, 18, dequantize_q4_0, unpack_q4_0},
-    {DType::Q4_1, "Q4_1", 32, 20, dequantize_q4_1, unpack_q4_1},
-    {DType::Q5_0, "Q5_0", 32, 22, dequantize_q5_0, unpack_q5_0},
-    {DType::Q5_1, "Q5_1", 32, 24, dequantize_q5_1, unpack_q5_1},
-    {DType::Q4_K, "Q4_K", 256, 144, dequantize_q4_k, unpack_q4_k},
-    {DType::Q5_K, "Q5_K", 256, 176, dequantize_q5_k, unpack_q5_k},
-    {DType::Q6_K, "Q6_K", 256, 210, dequantize_q6_k, unpack_q6_k},
+    {DType::F32, "F32", 1, 4, "f32", dequantize_f32},
+    {DType::F16, "F16", 1, 2, "f16", dequantize_f16_row},
+    {DType::BF16, "BF16", 1, 2, nullptr, dequantize_bf16},
+    {DType::Q8_0, "Q8_0", 32, 34, "q8_0", dequantize_q8_0, unpack_q8_0,
+     &kDirectQ8_0, &kTilesQ8_0, &kPackedQ8_0},
+    {DType::Q4_0, "Q4_0", 32, 18, "q4_0", dequantize_q4_0, unpack_q4_0,
+     &kDirectQ4_0, &kTilesQ4_0, &kPackedQ4_0},
+    {DType::Q4_1, "Q4_1", 32, 20, nullptr, dequantize_q4_1, unpack_q4_1,
+     &kDirectQ4_1, &kTilesQ4_1},
+    {DType::Q5_0, "Q5_0", 32, 22, "q5_0", dequantize_q5_0, unpack_q5_0,
+     &kDirectQ5_0, &kTilesQ5_0},
+    {DType::Q5_1, "Q5_1", 32, 24, nullptr, dequantize_q5_1, unpack_q5_1,
+     &kDirectQ5_1, &kTilesQ5_1},
+    {DType::Q4_K, "Q4_K", 256, 144, "q4_k", dequantize_q4_k, unpack_q4_k,
+     &kDirectQ4_K, &kTilesQ4_K, &kPackedQ4_K},
+    {DType::Q5_K, "Q5_K", 256, 176, nullptr, dequantize_q5_k, unpack_q5_k,
+     &kDirectQ5_K, &kTilesQ5_K},
+    {DType::Q6_K, "Q6_K", 256, 210, "q6_k", dequantize_q6_k, unpack_q6_k,
+     &kDirectQ6_K, &kTilesQ6_K, &kPackedQ6_K},
     {DType::Q8_1, "Q8_1", 32, 36},
     {DType::Q2_K, "Q2_K", 256, 84},
     {DType::Q3_K, "Q3_K", 256, 110},
@@ -115,6 +125,12 @@ const DTypeTraits* dtype_traits(uint32_t raw) {
     return rows;
   }();
   return raw < by_number.size() ? by_number[raw] : nullptr;
+}
+
+const DTypeTraits& dtype_traits(DType t) {
+  const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
+  if (!tr) throw Error("unknown tensor type " + std::to_string(static_cast<uint32_t>(t)));
+  return *tr;
 }
 
 const char* dtype_name(DType t) {

@@ -16,25 +16,35 @@ namespace fasa {
 
 
 struct UnpackedRow;
+struct DirectDotKernels;
+struct TileKernels;
+struct PackedRowsKernels;
 
 // One row per type (dtype.cpp's table) with the kernels it takes; a null kernel is a path it does not.
-// The fast paths beyond these — direct dots (quant_dot), packed rows (packed_rows), prefill tiles
-// (quant_tiles) — are each that file's kernels for the types it names.
 struct DTypeTraits {
   DType type;
   const char* name;
   int block;          // elements per block
   int block_bytes;    // bytes per block
+  // The Vulkan shaders' name for its rows (matvec_<it>, get_row_<it>: CMake's FASA_GPU_WEIGHT_TYPES,
+  // src/gpu/shaders/weights.glsl); null: its matrices do not run on the device.
+  const char* gpu_shader = nullptr;
   // A row of n elements (n a multiple of block) as floats; null: no kernels here (not computable).
   void (*dequantize)(const uint8_t* row, float* out, int64_t n) = nullptr;
   // The row as int8 with its scales, for dots with int8 activations as llama.cpp does them
   // (quant_dot.h); null: the type is dotted with float activations.
   void (*unpack)(const uint8_t* row, int64_t n, UnpackedRow& out) = nullptr;
+  // The fast paths (ops/dtype_kernels.h), each defined in its kernels' file: direct dots, prefill
+  // tiles, packed decode rows.
+  const DirectDotKernels* direct = nullptr;
+  const TileKernels* tiles = nullptr;
+  const PackedRowsKernels* packed = nullptr;
   bool computable() const { return dequantize != nullptr; }
 };
 
 // The row of a raw ggml type number; null for numbers this build does not know.
 const DTypeTraits* dtype_traits(uint32_t raw);
+const DTypeTraits& dtype_traits(DType t);  // throws for a type this build does not know
 const char* dtype_name(DType t);
 bool dtype_computable(DType t);
 std::string computable_dtype_list();  // "F32, F16, ...": the rows with kernels

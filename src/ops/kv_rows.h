@@ -13,8 +13,12 @@
 
 namespace fasa {
 
-// F32, F16 and Q8_0: the types a KV cache plane may have.
-inline bool is_kv_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::Q8_0; }
+// The types a KV cache plane may have (kKvTypes: F16, F32, Q8_0).
+inline bool is_kv_type(DType t) {
+  for (const KvTypeName& k : kKvTypes)
+    if (k.type == t) return true;
+  return false;
+}
 
 // Bytes of a row of n elements of type t (Q8_0: 2 bytes of scale per block started).
 inline size_t kv_row_bytes(DType t, int n) {

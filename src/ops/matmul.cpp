@@ -55,14 +55,14 @@ void multiply_panel(const float* panel, const float* x, int64_t cols, float* y, 
   }
 }
 
-// W's whole groups of kDirectRows rows from its packed copy. One token of Q8_0: group g with group
-// g + half, so each thread reads two places of the matrix side by side (one stream alone keeps too few
-// reads in flight); Q4_K's kernel prefetches its one stream instead (two side by side decoded at
-// 0.9x); several tokens: each group once for all of them.
+// W's whole groups of kDirectRows rows from its packed copy. One token of a type read in pairs (Q8_0):
+// group g with group g + half, so each thread reads two places of the matrix side by side (one stream
+// alone keeps too few reads in flight); Q4_K's kernel prefetches its one stream instead (two side by
+// side decoded at 0.9x); several tokens: each group once for all of them.
 void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_tokens, float* Y) {
   const int64_t groups = W.rows / kDirectRows, half = (groups + 1) / 2;
   const size_t gb = packed_group_bytes(W.type, W.cols);
-  if (n_tokens == 1 && W.type == DType::Q8_0) {
+  if (n_tokens == 1 && packed_rows_read_in_pairs(W.type)) {
 #pragma omp parallel for schedule(dynamic, chunk_of(2 * gb, half))
     for (int64_t g = 0; g < half; ++g) {
       const bool pair = g + half < groups;
@@ -78,19 +78,11 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
     dot_packed_tokens(W.type, W.packed + g * gb, xq.data(), n_tokens, W.cols, Y + g * kDirectRows, W.rows);
 }
 
-// Whether a batch takes the tiles. Not packed Q4_K, Q6_K or Q4_0 rows at any size: Q4_K's passes of 8 tokens beat the
-// tiles up to 128 tokens and match them above (a [2048 x 2048] matmul on one Zen 4 thread: 0.030-0.036
-// ms a token packed at any batch, tiled 0.085 at 17 tokens falling to 0.048 at 128 and 0.035 at 256;
-// pp512 of Q4_K_M 1B 199-213 t/s packed, 194-201 tiled; packing its Q6_K rows too: pp8 137-150 -> 191-194,
-// pp64 209-212 -> 235, pp512 219-222 either way), so the file's rows are not read again. The AVX2
-// kernels' passes of 4 equal or beat AVX2's tiles too (docs/PERFORMANCE.md, "Packed rows with AVX2 alone").
-// Packed Q8_0 rows (their copy in huge pages) beat the tiles up to 32 tokens (llama3.2-1b Q8_0 pp32
-// 91-95 t/s packed, 74-82 tiled; pp64 97-99 packed, 107-110 tiled; 2 threads, Zen 4).
-constexpr int kPackedQ8MostTokens = 32;
-
+// Whether a batch takes the tiles: not where the packed rows are faster (each type's row says up to
+// how many tokens they are, packed_rows_most_tokens) or the tiles cannot read them.
 bool takes_tiles(const Matrix& W, int n_tokens) {
-  const bool packed_wins = W.packed && (W.type != DType::Q8_0 || n_tokens <= kPackedQ8MostTokens);
-  return n_tokens > kMatmulSmallBatch && has_quant_tiles(W.type) && !packed_wins;
+  if (n_tokens <= kMatmulSmallBatch || !has_quant_tiles(W.type)) return false;
+  return !W.packed || (n_tokens > packed_rows_most_tokens(W.type) && has_packed_tile(W.type));
 }
 
 // Quantized weights: activations rounded to int8 once per token.
@@ -111,11 +103,11 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
     const int64_t whole = rows / kTileGroupRows * kTileGroupRows;
 #pragma omp parallel for schedule(dynamic, chunk_of(kTileGroupRows * W.row_bytes, whole / kTileGroupRows))
     for (int64_t r0 = 0; r0 < whole; r0 += kTileGroupRows) {
-      if (W.packed) {  // packed Q8_0: the file's pages of these rows were dropped (model.cpp)
+      if (W.packed) {  // the file's pages of these rows were dropped (model.cpp)
         static_assert(kTileGroupRows == 2 * kDirectRows, "a tile is two packed groups");
         const size_t gb = packed_group_bytes(W.type, cols);
         const uint8_t* a = W.packed + r0 / kDirectRows * gb;
-        quant_tile_packed_q8_0(a, a + gb, xq.data(), n_tokens, cols, Y + r0, rows);
+        quant_tile_packed(W.type, a, a + gb, xq.data(), n_tokens, cols, Y + r0, rows);
         continue;
       }
       const void* group[kTileGroupRows];

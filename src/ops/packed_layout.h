@@ -27,7 +27,8 @@ inline void prefetch_lines(const uint8_t* p, size_t n) {
 
 // Q4_K, Q6_K or Q4_0: one packed group against n_tokens tokens with AVX2 alone (no VNNI), bit-identical
 // to dot_direct_rows.   x: [n_tokens]; out[t * ldo + r] for r < kDirectRows
-void dot_packed_nibbles_avx2(DType weight_type, const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n,
-                             float* out, int64_t ldo);
+template <DType T>
+void dot_packed_nibbles_avx2(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
+                             int64_t ldo);
 
 }  // namespace fasa

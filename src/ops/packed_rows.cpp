@@ -7,6 +7,7 @@
 #endif
 
 #include "fasa/error.h"
+#include "ops/dtype_kernels.h"
 #include "ops/hsum_avx.h"
 #include "ops/packed_layout.h"
 
@@ -372,12 +373,15 @@ void dot_packed_q6_k(const uint8_t* group, const QuantizedActs* x, int64_t n, fl
 #endif
 
 #if FASA_PACKED_K4
-// The packed layouts of 4-bit lines (Q4_K, Q6_K, Q4_0): NT tokens against one group.
-template <int NT>
-void dot_packed_nibbles(DType t, const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
-  if (t == DType::Q4_K) dot_packed_k4<NT>(group, x, n, out, ldo);
-  else if (t == DType::Q6_K) dot_packed_q6_k<NT>(group, x, n, out, ldo);
-  else dot_packed_q4_0<NT>(group, x, n, out, ldo);
+// One group of the 4-bit lines' layouts (Q4_K, Q6_K, Q4_0) against n_tokens tokens, 8 a pass.
+template <DType T>
+void dot_packed_nibbles(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
+                        int64_t ldo) {
+  in_token_passes<8>(n_tokens, [&]<int NT>(int k) {
+    if constexpr (T == DType::Q4_K) dot_packed_k4<NT>(group, x + k, n, out + k * ldo, ldo);
+    else if constexpr (T == DType::Q6_K) dot_packed_q6_k<NT>(group, x + k, n, out + k * ldo, ldo);
+    else dot_packed_q4_0<NT>(group, x + k, n, out + k * ldo, ldo);
+  });
 }
 #endif
 
@@ -449,40 +453,70 @@ void unpack_q6_k(const uint8_t* group, int r, int64_t n, uint8_t* row) {
   throw Error(std::string("no packed rows for tensor type ") + dtype_name(t) + " in this build");
 }
 
+// t's packed layout; `kernels`: and its dot kernels on this CPU.
+const PackedRowsKernels& packed_of(DType t, bool kernels = false) {
+  const PackedRowsKernels* k = dtype_traits(t).packed;
+  if (!k || (kernels && !k->dot_tokens)) no_packed_rows(t);
+  return *k;
+}
+
+// A 4-bit lines' layout: its dot kernels AVX-512's where the build has them, else AVX2's.
+template <DType T>
+constexpr PackedRowsKernels nibbles_layout(size_t block_bytes, void (*pack)(const void* const*, int64_t, uint8_t*),
+                                           void (*unpack)(const uint8_t*, int, int64_t, uint8_t*)) {
+  PackedRowsKernels k{T == DType::Q4_0 ? 32 : 256, block_bytes, pack, unpack};
+#if FASA_PACKED_K4
+  k.dot_tokens = &dot_packed_nibbles<T>;
+#elif defined(__AVX2__)
+  k.dot_tokens = &dot_packed_nibbles_avx2<T>;
+#endif
+#if defined(__AVX2__)
+  k.dot_tokens_avx2 = &dot_packed_nibbles_avx2<T>;
+#endif
+  return k;
+}
+
 }  // namespace
 
-bool has_packed_rows(DType t) {
-#if defined(__AVX2__)  // the 4-bit layouts: 512-bit VNNI kernels, else AVX2 ones (packed_rows_avx2.cpp)
-  if (t == DType::Q4_K || t == DType::Q6_K || t == DType::Q4_0) return true;
-#endif
+// Packed Q8_0 rows (their copy in huge pages) beat the tiles up to 32 tokens (llama3.2-1b Q8_0 pp32
+// 91-95 t/s packed, 74-82 tiled; pp64 97-99 packed, 107-110 tiled; 2 threads, Zen 4). One token reads
+// two groups side by side: one stream alone keeps too few reads in flight.
 #if FASA_PACKED_Q8
-  if (t == DType::Q8_0) return true;
+const PackedRowsKernels kPackedQ8_0{32, kPackedQ8Bytes, pack_q8_0, unpack_q8_0, dot_packed_tokens_q8, nullptr,
+                                    dot_packed_rows_q8, 32};
+#else
+const PackedRowsKernels kPackedQ8_0{32, kPackedQ8Bytes, pack_q8_0, unpack_q8_0};
 #endif
-  (void)t;
-  return false;
+// The 4-bit layouts' rows beat the tiles at any batch: Q4_K's passes of 8 tokens beat them up to 128
+// tokens and match them above (a [2048 x 2048] matmul on one Zen 4 thread: 0.030-0.036 ms a token packed
+// at any batch, tiled 0.085 at 17 tokens falling to 0.048 at 128 and 0.035 at 256; pp512 of Q4_K_M 1B
+// 199-213 t/s packed, 194-201 tiled), so the file's rows are not read again; AVX2's passes of 4 equal
+// or beat AVX2's tiles too (docs/PERFORMANCE.md, "Packed rows with AVX2 alone").
+const PackedRowsKernels kPackedQ4_0 = nibbles_layout<DType::Q4_0>(kPackedQ4Bytes, pack_q4_0, unpack_q4_0),
+                        kPackedQ4_K = nibbles_layout<DType::Q4_K>(kPackedK4Bytes, pack_q4_k, unpack_q4_k),
+                        kPackedQ6_K = nibbles_layout<DType::Q6_K>(kPackedQ6Bytes, pack_q6_k, unpack_q6_k);
+
+bool has_packed_rows(DType t) {
+  const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
+  return tr && tr->packed && tr->packed->dot_tokens;
 }
 
 size_t packed_group_bytes(DType t, int64_t n) {
-  if (t == DType::Q4_K) return (size_t)(n / 256) * kPackedK4Bytes;
-  if (t == DType::Q6_K) return (size_t)(n / 256) * kPackedQ6Bytes;
-  return (size_t)(n / 32) * (t == DType::Q4_0 ? kPackedQ4Bytes : kPackedQ8Bytes);
+  const PackedRowsKernels& k = packed_of(t);
+  return (size_t)(n / k.block) * k.block_bytes;
 }
+
+int packed_rows_most_tokens(DType t) { return packed_of(t, true).most_tokens; }
+
+bool packed_rows_read_in_pairs(DType t) { return packed_of(t, true).dot_pair != nullptr; }
 
 void pack_rows(DType t, const void* const* rows, int64_t n, uint8_t* out) {
   static_assert(kDirectRows == 8, "the packed layouts hold 8 rows per group");
-  if (t == DType::Q4_K) return pack_q4_k(rows, n, out);
-  if (t == DType::Q6_K) return pack_q6_k(rows, n, out);
-  if (t == DType::Q4_0) return pack_q4_0(rows, n, out);
-  if (t != DType::Q8_0) no_packed_rows(t);
-  pack_q8_0(rows, n, out);
+  packed_of(t).pack(rows, n, out);
 }
 
 void unpack_row_from_group(DType t, const uint8_t* group, int r, int64_t n, uint8_t* row) {
-  if (t == DType::Q4_K) return unpack_q4_k(group, r, n, row);
-  if (t == DType::Q6_K) return unpack_q6_k(group, r, n, row);
-  if (t == DType::Q4_0) return unpack_q4_0(group, r, n, row);
-  if (t != DType::Q8_0) no_packed_rows(t);
-  unpack_q8_0(group, r, n, row);
+  packed_of(t).unpack(group, r, n, row);
 }
 
 const void* file_row(const Matrix& m, int64_t r, std::vector<uint8_t>& buf) {
@@ -495,26 +529,15 @@ const void* file_row(const Matrix& m, int64_t r, std::vector<uint8_t>& buf) {
 
 void dot_packed_rows(DType t, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n,
                      float* out) {
-  if (t != DType::Q8_0 && has_packed_rows(t)) {  // each group's own stream: the kernels prefetch their rows
-    dot_packed_tokens(t, group_a, &x, 1, n, out, 0);
-    if (group_b) dot_packed_tokens(t, group_b, &x, 1, n, out + kDirectRows, 0);
-    return;
-  }
-  if (t != DType::Q8_0) no_packed_rows(t);
-  dot_packed_rows_q8(group_a, group_b, x, n, out);
+  const PackedRowsKernels& k = packed_of(t, true);
+  if (k.dot_pair) return k.dot_pair(group_a, group_b, x, n, out);
+  k.dot_tokens(group_a, &x, 1, n, out, 0);  // each group's own stream: the kernels prefetch their rows
+  if (group_b) k.dot_tokens(group_b, &x, 1, n, out + kDirectRows, 0);
 }
 
 void dot_packed_tokens(DType t, const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
                        int64_t ldo) {
-  if (t != DType::Q8_0 && has_packed_rows(t)) {
-#if FASA_PACKED_K4
-    return in_token_passes<8>(n_tokens, [&]<int NT>(int k) { dot_packed_nibbles<NT>(t, group, x + k, n, out + k * ldo, ldo); });
-#else
-    return dot_packed_nibbles_avx2(t, group, x, n_tokens, n, out, ldo);
-#endif
-  }
-  if (t != DType::Q8_0) no_packed_rows(t);
-  dot_packed_tokens_q8(group, x, n_tokens, n, out, ldo);
+  packed_of(t, true).dot_tokens(group, x, n_tokens, n, out, ldo);
 }
 
 }  // namespace fasa

@@ -188,18 +188,19 @@ void dot_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, float* ou
 }  // namespace
 #endif
 
-void dot_packed_nibbles_avx2(DType t, const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n,
-                             float* out, int64_t ldo) {
 #if defined(__AVX2__)
+template <DType T>
+void dot_packed_nibbles_avx2(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
+                             int64_t ldo) {
   in_token_passes<4>(n_tokens, [&]<int NT>(int k) {
-    if (t == DType::Q4_K) dot_k4<NT>(group, x + k, n, out + k * ldo, ldo);
-    else if (t == DType::Q6_K) dot_q6_k<NT>(group, x + k, n, out + k * ldo, ldo);
+    if constexpr (T == DType::Q4_K) dot_k4<NT>(group, x + k, n, out + k * ldo, ldo);
+    else if constexpr (T == DType::Q6_K) dot_q6_k<NT>(group, x + k, n, out + k * ldo, ldo);
     else dot_q4_0<NT>(group, x + k, n, out + k * ldo, ldo);
   });
-#else
-  (void)group, (void)x, (void)n_tokens, (void)n, (void)out, (void)ldo;
-  throw Error(std::string("no packed ") + dtype_name(t) + " kernel in this build (it needs AVX2)");
-#endif
 }
+template void dot_packed_nibbles_avx2<DType::Q4_0>(const uint8_t*, const QuantizedActs*, int, int64_t, float*, int64_t);
+template void dot_packed_nibbles_avx2<DType::Q4_K>(const uint8_t*, const QuantizedActs*, int, int64_t, float*, int64_t);
+template void dot_packed_nibbles_avx2<DType::Q6_K>(const uint8_t*, const QuantizedActs*, int, int64_t, float*, int64_t);
+#endif
 
 }  // namespace fasa

@@ -13,6 +13,7 @@
 
 #include "fasa/error.h"
 #include "ops/block32_layout.h"
+#include "ops/dtype_kernels.h"
 #include "ops/hsum_avx.h"
 
 namespace fasa {
@@ -80,9 +81,6 @@ void unpack_k4(const uint8_t* p, int64_t n, bool fifth_bit, UnpackedRow& out) {
     }
   }
 }
-
-// The K-quants whose direct kernels are below.
-bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
 template <int SUB>
 int32_t int_dot(const int8_t* a, const int8_t* b) {
@@ -634,19 +632,14 @@ void dot_k_row_tokens(const uint8_t* row, const QuantizedActs* x, int n_tokens, 
 }
 #endif
 
-// out[tk * ldo + r] = row r . x[tk] for NR rows and n_tokens tokens; each row comes from memory once
-// (the later tokens find it in cache).
-template <int NR>
-void dot_direct_n(DType t, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
-                  int64_t ldo) {
+// out[tk * ldo + r] = row r . x[tk] for NR rows of type T and n_tokens tokens; each row comes from memory
+// once (the later tokens find it in cache).
+template <DType T, int NR>
+void dot_direct_n(const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* out, int64_t ldo) {
   const auto* p = reinterpret_cast<const uint8_t* const*>(rows);
-  if (is_block32(t)) {  // (Q4_0, several tokens: the packed rows' path)
-    with_block32_layout(t, [&]<Block32Layout L>() {
-      for (int tk = 0; tk < n_tokens; ++tk) dot_block32_rows<L, NR>(p, x[tk], n, out + tk * ldo);
-    });
-    return;
-  }
-  if (t == DType::Q8_0) {
+  if constexpr (block32_layout(T) != nullptr) {  // (Q4_0, several tokens: the packed rows' path)
+    for (int tk = 0; tk < n_tokens; ++tk) dot_block32_rows<*block32_layout(T), NR>(p, x[tk], n, out + tk * ldo);
+  } else if constexpr (T == DType::Q8_0) {
     int tk = 0;
 #if defined(__AVX2__)
     if constexpr (NR % 4 == 0)  // pairs of tokens against 4 rows at a time: 8 accumulators
@@ -654,37 +647,51 @@ void dot_direct_n(DType t, const void* const* rows, const QuantizedActs* x, int 
         for (int r = 0; r < NR; r += 4) dot_blocks_tokens<4, 2>(p + r, x + tk, n, out + tk * ldo + r, ldo);
 #endif
     for (; tk < n_tokens; ++tk) dot_blocks<NR>(p, x[tk], n, out + tk * ldo);
-    return;
-  }
-  if (!is_k_quant(t)) throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
-#if defined(__AVX2__)
-  for (int r = 0; r < NR; ++r) {
-    if (t == DType::Q6_K) dot_k_row_tokens<true>(p[r], x, n_tokens, n, false, out + r, ldo);
-    else dot_k_row_tokens<false>(p[r], x, n_tokens, n, t == DType::Q5_K, out + r, ldo);
-  }
-#else
-  throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
+  } else {
+#if defined(__AVX2__)  // the K-quants (their rows below are null without AVX2)
+    for (int r = 0; r < NR; ++r)
+      dot_k_row_tokens<T == DType::Q6_K>(p[r], x, n_tokens, n, T == DType::Q5_K, out + r, ldo);
 #endif
+  }
+}
+
+template <DType T>
+constexpr DirectDotKernels direct_kernels() {
+  return {&dot_direct_n<T, 1>, &dot_direct_n<T, kDirectRows>};
+}
+
+const DirectDotKernels& direct_of(DType t) {
+  const DirectDotKernels* k = dtype_traits(t).direct;
+  if (!k || !k->one) throw Error(std::string("no direct kernel for tensor type ") + dtype_name(t));
+  return *k;
 }
 
 }  // namespace
 
-bool has_direct_dot(DType t) {
+const DirectDotKernels kDirectQ8_0 = direct_kernels<DType::Q8_0>(), kDirectQ4_0 = direct_kernels<DType::Q4_0>(),
+                       kDirectQ4_1 = direct_kernels<DType::Q4_1>(), kDirectQ5_0 = direct_kernels<DType::Q5_0>(),
+                       kDirectQ5_1 = direct_kernels<DType::Q5_1>();
 #if defined(__AVX2__)
-  if (is_k_quant(t)) return true;
+const DirectDotKernels kDirectQ4_K = direct_kernels<DType::Q4_K>(), kDirectQ5_K = direct_kernels<DType::Q5_K>(),
+                       kDirectQ6_K = direct_kernels<DType::Q6_K>();
+#else
+const DirectDotKernels kDirectQ4_K{}, kDirectQ5_K{}, kDirectQ6_K{};
 #endif
-  return t == DType::Q8_0 || is_block32(t);
+
+bool has_direct_dot(DType t) {
+  const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
+  return tr && tr->direct && tr->direct->one;
 }
 
 float dot_direct(DType t, const void* row, const QuantizedActs& x, int64_t n) {
   float out;
-  dot_direct_n<1>(t, &row, &x, 1, n, &out, 1);
+  direct_of(t).one(&row, &x, 1, n, &out, 1);
   return out;
 }
 
 void dot_direct_rows(DType t, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
                      int64_t ldo) {
-  dot_direct_n<kDirectRows>(t, rows, x, n_tokens, n, out, ldo);
+  direct_of(t).rows(rows, x, n_tokens, n, out, ldo);
 }
 
 float dot_unpacked(const UnpackedRow& w, const QuantizedActs& x) {

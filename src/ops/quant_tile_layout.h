@@ -37,13 +37,14 @@ inline int32_t quad_at(const int8_t* p) {
 
 // y[t * ldy + r] = row r . x[t] for the group's rows and n_tokens tokens, bit-identical to dot_direct.
 // Q4_K, Q5_K, Q6_K: 512-bit VNNI where the build has it, else AVX2.
-void multiply_k_group(DType t, const PackedGroup& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
-                      int64_t ldy);
+template <DType T>
+void multiply_k_group(const PackedGroup& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y, int64_t ldy);
 // Q8_0: AVX512-VNNI only.
 void multiply_q8_0_group(const PackedBlocks& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
                          int64_t ldy);
 // Q4_0, Q4_1, Q5_0, Q5_1 (ops/block32_layout.h): AVX2.
-void multiply_block32_group(DType t, const PackedBlocks& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
+template <DType T>
+void multiply_block32_group(const PackedBlocks& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
                             int64_t ldy);
 
 }  // namespace fasa

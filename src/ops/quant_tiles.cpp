@@ -5,6 +5,7 @@
 
 #include "fasa/error.h"
 #include "ops/block32_layout.h"
+#include "ops/dtype_kernels.h"
 #include "ops/packed_rows.h"
 #include "ops/quant_tile_layout.h"
 
@@ -31,8 +32,9 @@ void put_chunks(const uint8_t* quants, int n_chunks, int r, uint8_t* q) {
 }
 
 // 16 K-quant rows, each unpacked (unpack_row) and laid out as PackedGroup.
-void pack_group(DType t, const void* const* rows, int64_t n, PackedGroup& g) {
-  const bool q6 = t == DType::Q6_K;
+template <DType T>
+void pack_group(const void* const* rows, int64_t n, PackedGroup& g) {
+  constexpr bool q6 = T == DType::Q6_K;
   const int subs = q6 ? 16 : 8;
   const int64_t nb = n / 256;
   g.q.resize((size_t)nb * 256 * R);
@@ -42,7 +44,7 @@ void pack_group(DType t, const void* const* rows, int64_t n, PackedGroup& g) {
   g.dmin.assign((size_t)nb * R, 0.0f);
   thread_local UnpackedRow u;
   for (int r = 0; r < R; ++r) {
-    unpack_row(t, rows[r], n, u);
+    unpack_row(T, rows[r], n, u);
     for (int64_t b = 0; b < nb; ++b) {
       const int8_t* uq = &u.q[b * 256];
       uint8_t quants[256];
@@ -115,50 +117,77 @@ void pack_block32(const void* const* rows, int64_t n, PackedBlocks& g) {
 
 #endif
 
+#if defined(__AVX2__)
+// The group's unpacking and products, both reused call after call (per thread).
+PackedBlocks& blocks_buffer() {
+  thread_local PackedBlocks blocks;
+  return blocks;
+}
+
+template <DType T>
+void tile_of(const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* y, int64_t ldy) {
+  if constexpr (block32_layout(T) != nullptr) {
+    pack_block32<*block32_layout(T)>(rows, n, blocks_buffer());
+    multiply_block32_group<T>(blocks_buffer(), x, n_tokens, n, y, ldy);
+  } else if constexpr (T == DType::Q8_0) {
+#if FASA_TILES_Q8_0
+    pack_q8_0(rows, n, blocks_buffer());
+    multiply_q8_0_group(blocks_buffer(), x, n_tokens, n, y, ldy);
+#endif
+  } else {
+    thread_local PackedGroup g;
+    pack_group<T>(rows, n, g);
+    multiply_k_group<T>(g, x, n_tokens, n, y, ldy);
+  }
+}
+
+#if FASA_TILES_Q8_0
+void packed_tile_q8_0(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs* x, int n_tokens, int64_t n,
+                      float* y, int64_t ldy) {
+  unpack_decode_groups_q8_0(group_a, group_b, n, blocks_buffer());
+  multiply_q8_0_group(blocks_buffer(), x, n_tokens, n, y, ldy);
+}
+#endif
+#endif
+
+const TileKernels& tiles_of(DType t) {
+  const TileKernels* k = dtype_traits(t).tiles;
+  if (!k || !k->tile) throw Error(std::string("no tiled kernel for tensor type ") + dtype_name(t));
+  return *k;
+}
+
 }  // namespace
 
-bool has_quant_tiles(DType t) {
 #if defined(__AVX2__)
-  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || is_block32(t) || (FASA_TILES_Q8_0 && t == DType::Q8_0);
+const TileKernels kTilesQ4_0{&tile_of<DType::Q4_0>}, kTilesQ4_1{&tile_of<DType::Q4_1>},
+    kTilesQ5_0{&tile_of<DType::Q5_0>}, kTilesQ5_1{&tile_of<DType::Q5_1>}, kTilesQ4_K{&tile_of<DType::Q4_K>},
+    kTilesQ5_K{&tile_of<DType::Q5_K>}, kTilesQ6_K{&tile_of<DType::Q6_K>};
 #else
-  (void)t;
-  return false;
+const TileKernels kTilesQ4_0{}, kTilesQ4_1{}, kTilesQ5_0{}, kTilesQ5_1{}, kTilesQ4_K{}, kTilesQ5_K{}, kTilesQ6_K{};
 #endif
+#if FASA_TILES_Q8_0
+const TileKernels kTilesQ8_0{&tile_of<DType::Q8_0>, &packed_tile_q8_0};
+#else
+const TileKernels kTilesQ8_0{};
+#endif
+
+bool has_quant_tiles(DType t) {
+  const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
+  return tr && tr->tiles && tr->tiles->tile;
 }
 
 void quant_tile(DType t, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
                 int64_t ldy) {
-  if (!has_quant_tiles(t)) throw Error(std::string("no tiled kernel for tensor type ") + dtype_name(t));
-#if defined(__AVX2__)
-  thread_local PackedBlocks blocks;
-  if (is_block32(t)) {
-    with_block32_layout(t, [&]<Block32Layout L>() { pack_block32<L>(rows, n, blocks); });
-    return multiply_block32_group(t, blocks, x, n_tokens, n, y, ldy);
-  }
-#if FASA_TILES_Q8_0
-  if (t == DType::Q8_0) {
-    pack_q8_0(rows, n, blocks);
-    return multiply_q8_0_group(blocks, x, n_tokens, n, y, ldy);
-  }
-#endif
-  thread_local PackedGroup g;
-  pack_group(t, rows, n, g);
-  multiply_k_group(t, g, x, n_tokens, n, y, ldy);
-#else
-  (void)rows, (void)x, (void)n_tokens, (void)n, (void)y, (void)ldy;
-#endif
+  tiles_of(t).tile(rows, x, n_tokens, n, y, ldy);
 }
 
-void quant_tile_packed_q8_0(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs* x, int n_tokens,
-                            int64_t n, float* y, int64_t ldy) {
-  if (!has_quant_tiles(DType::Q8_0)) throw Error("no tiled kernel for tensor type Q8_0");
-#if FASA_TILES_Q8_0
-  thread_local PackedBlocks q8;
-  unpack_decode_groups_q8_0(group_a, group_b, n, q8);
-  multiply_q8_0_group(q8, x, n_tokens, n, y, ldy);
-#else
-  (void)group_a, (void)group_b, (void)x, (void)n_tokens, (void)n, (void)y, (void)ldy;
-#endif
+bool has_packed_tile(DType t) { return has_quant_tiles(t) && tiles_of(t).packed_tile; }
+
+void quant_tile_packed(DType t, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs* x, int n_tokens,
+                       int64_t n, float* y, int64_t ldy) {
+  const TileKernels& k = tiles_of(t);
+  if (!k.packed_tile) throw Error(std::string("no tiled kernel for packed rows of tensor type ") + dtype_name(t));
+  k.packed_tile(group_a, group_b, x, n_tokens, n, y, ldy);
 }
 
 }  // namespace fasa

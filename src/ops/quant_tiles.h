@@ -27,10 +27,12 @@ bool has_quant_tiles(DType weight_type);
 void quant_tile(DType weight_type, const void* const* rows, const QuantizedActs* x, int n_tokens, int64_t n,
                  float* y, int64_t ldy);
 
-// The same for 16 Q8_0 rows held as two groups of 8 packed for decode (ops/packed_rows.h), so a matrix
-// whose file pages were dropped after packing (model.cpp) serves batches from its one copy.
-//   group_a, group_b: packed_group_bytes(Q8_0, n) each, rows 0-7 and 8-15
-void quant_tile_packed_q8_0(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs* x, int n_tokens,
-                            int64_t n, float* y, int64_t ldy);
+// The same for 16 rows held as two groups of 8 packed for decode (ops/packed_rows.h), so a matrix whose
+// file pages were dropped after packing (model.cpp) serves batches from its one copy: Q8_0 where the
+// build has AVX512-VNNI (the other packed types' batches read the packed rows: has_packed_tile false).
+//   group_a, group_b: packed_group_bytes(weight_type, n) each, rows 0-7 and 8-15
+bool has_packed_tile(DType weight_type);
+void quant_tile_packed(DType weight_type, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs* x,
+                       int n_tokens, int64_t n, float* y, int64_t ldy);
 
 }  // namespace fasa

@@ -138,23 +138,30 @@ constexpr int kTokens = 2;  // per pass over a group: each weight load serves th
 }  // namespace
 
 #if !(defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__))
-void multiply_k_group(DType t, const PackedGroup& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
-                      int64_t ldy) {
+template <DType T>
+void multiply_k_group(const PackedGroup& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y, int64_t ldy) {
+  // chunks whose products are summed in int16 before they could overflow: fewer the wider the quants
+  constexpr int kSum = T == DType::Q6_K ? 2 : T == DType::Q5_K ? 4 : 8;
   in_token_passes<kTokens>(n_tokens, [&]<int NT>(int k) {
-    float* yk = y + k * ldy;
-    if (t == DType::Q6_K) multiply_k_tokens<true, 2, NT>(g, x + k, n, yk, ldy);
-    else if (t == DType::Q5_K) multiply_k_tokens<false, 4, NT>(g, x + k, n, yk, ldy);
-    else multiply_k_tokens<false, 8, NT>(g, x + k, n, yk, ldy);
+    multiply_k_tokens<T == DType::Q6_K, kSum, NT>(g, x + k, n, y + k * ldy, ldy);
   });
 }
+template void multiply_k_group<DType::Q4_K>(const PackedGroup&, const QuantizedActs*, int, int64_t, float*, int64_t);
+template void multiply_k_group<DType::Q5_K>(const PackedGroup&, const QuantizedActs*, int, int64_t, float*, int64_t);
+template void multiply_k_group<DType::Q6_K>(const PackedGroup&, const QuantizedActs*, int, int64_t, float*, int64_t);
 #endif
 
-void multiply_block32_group(DType t, const PackedBlocks& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
+template <DType T>
+void multiply_block32_group(const PackedBlocks& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
                             int64_t ldy) {
-  with_block32_layout(t, [&]<Block32Layout L>() {
-    in_token_passes<kTokens>(n_tokens, [&]<int NT>(int k) { multiply_block32_tokens<L, NT>(g, x + k, n, y + k * ldy, ldy); });
+  in_token_passes<kTokens>(n_tokens, [&]<int NT>(int k) {
+    multiply_block32_tokens<*block32_layout(T), NT>(g, x + k, n, y + k * ldy, ldy);
   });
 }
+template void multiply_block32_group<DType::Q4_0>(const PackedBlocks&, const QuantizedActs*, int, int64_t, float*, int64_t);
+template void multiply_block32_group<DType::Q4_1>(const PackedBlocks&, const QuantizedActs*, int, int64_t, float*, int64_t);
+template void multiply_block32_group<DType::Q5_0>(const PackedBlocks&, const QuantizedActs*, int, int64_t, float*, int64_t);
+template void multiply_block32_group<DType::Q5_1>(const PackedBlocks&, const QuantizedActs*, int, int64_t, float*, int64_t);
 
 }  // namespace fasa
 #endif

@@ -104,14 +104,15 @@ void multiply_q8_tokens(const PackedBlocks& g, const QuantizedActs* x, int64_t n
 
 }  // namespace
 
-void multiply_k_group(DType t, const PackedGroup& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
-                      int64_t ldy) {
+template <DType T>
+void multiply_k_group(const PackedGroup& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y, int64_t ldy) {
   // 4 tokens a pass over the group: each weight load serves this many
-  in_token_passes<4>(n_tokens, [&]<int NT>(int k) {
-    if (t == DType::Q6_K) multiply_tokens<true, NT>(g, x + k, n, y + k * ldy, ldy);
-    else multiply_tokens<false, NT>(g, x + k, n, y + k * ldy, ldy);
-  });
+  in_token_passes<4>(n_tokens,
+                     [&]<int NT>(int k) { multiply_tokens<T == DType::Q6_K, NT>(g, x + k, n, y + k * ldy, ldy); });
 }
+template void multiply_k_group<DType::Q4_K>(const PackedGroup&, const QuantizedActs*, int, int64_t, float*, int64_t);
+template void multiply_k_group<DType::Q5_K>(const PackedGroup&, const QuantizedActs*, int, int64_t, float*, int64_t);
+template void multiply_k_group<DType::Q6_K>(const PackedGroup&, const QuantizedActs*, int, int64_t, float*, int64_t);
 
 void multiply_q8_0_group(const PackedBlocks& g, const QuantizedActs* x, int n_tokens, int64_t n, float* y,
                          int64_t ldy) {

@@ -16,7 +16,7 @@ namespace fasa {
 class OraclePolicy final : public SparsePolicy {
  public:
   using SparsePolicy::SparsePolicy;
-  std::string_view name() const override { return "oracle"; }
+  std::string_view name() const override;
 
  protected:
   void pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -28,7 +28,7 @@ class StreamPolicy final : public SparsePolicy {
   static constexpr int kDefaultSink = 8;
   StreamPolicy(Budget b, const std::vector<int>& dense, int n_layer, int sink)
       : SparsePolicy(b, dense, n_layer), sink_(sink) {}
-  std::string_view name() const override { return "stream"; }
+  std::string_view name() const override;
 
  protected:
   void pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -44,7 +44,7 @@ class RandomPolicy final : public SparsePolicy {
  public:
   RandomPolicy(Budget b, const std::vector<int>& dense, int n_layer, uint64_t seed)
       : SparsePolicy(b, dense, n_layer), seed_(seed) {}
-  std::string_view name() const override { return "random"; }
+  std::string_view name() const override;
 
  protected:
   void pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -59,7 +59,7 @@ class QuestPolicy final : public SparsePolicy {
  public:
   static constexpr int kPage = 16;
   QuestPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head_kv);
-  std::string_view name() const override { return "quest"; }
+  std::string_view name() const override;
   void on_truncate(int64_t n_tokens) override;
   std::optional<DeviceSelection> device_selection(int n_layer) const override;
 
@@ -82,7 +82,7 @@ class SparqPolicy final : public SparsePolicy {
  public:
   SparqPolicy(Budget b, const std::vector<int>& dense, int n_layer, int r)
       : SparsePolicy(b, dense, n_layer), r_(r) {}
-  std::string_view name() const override { return "sparq"; }
+  std::string_view name() const override;
 
  protected:
   void pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) override;
@@ -95,7 +95,7 @@ class SparqPolicy final : public SparsePolicy {
 class H2oPolicy final : public SparsePolicy {
  public:
   H2oPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head);
-  std::string_view name() const override { return "h2o"; }
+  std::string_view name() const override;
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
   void on_truncate(int64_t n_tokens) override;
   bool truncate_is_exact() const override { return false; }
@@ -119,7 +119,7 @@ class H2oPolicy final : public SparsePolicy {
 class SnapKvPolicy final : public SparsePolicy {
  public:
   SnapKvPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head, int head_dim, int window, int every);
-  std::string_view name() const override { return "snapkv"; }
+  std::string_view name() const override;
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
   void on_truncate(int64_t n_tokens) override;
   bool truncate_is_exact() const override { return false; }

@@ -8,6 +8,8 @@
 
 namespace fasa {
 
+std::string_view H2oPolicy::name() const { return "h2o"; }
+
 H2oPolicy::H2oPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head)
     : SparsePolicy(b, dense, n_layer), n_head_(n_head), heads_((size_t)n_layer * n_head) {}
 

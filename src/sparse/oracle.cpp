@@ -6,6 +6,8 @@
 
 namespace fasa {
 
+std::string_view OraclePolicy::name() const { return "oracle"; }
+
 void OraclePolicy::pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   thread_local std::vector<float> score;  // [n_tokens]
   score.resize(kv.n_tokens);

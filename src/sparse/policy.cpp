@@ -144,8 +144,12 @@ SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {
   so.kv_types.v = policy.cache.value_type;
   so.kv_types.tip_int8 = policy.cache.tip_int8;
   so.offload = policy.cache.offload;
-  if (so.offload.offloaded() && !policy_info(policy.attn).has_k_dom)
-    throw Error("kv_offload works with attn 'fasa' (and 'doublesparse'): their heads keep the K_dom plane they score on in fast memory");
+  if (so.offload.offloaded() && !policy_info(policy.attn).has_k_dom) {
+    std::string k_dom;  // the registry's policies that keep a K_dom plane
+    for (const PolicyInfo& p : policy_registry())
+      if (p.has_k_dom) k_dom += (k_dom.empty() ? "'" : ", '") + p.name + "'";
+    throw Error("kv_offload works with attn " + k_dom + ": their heads keep the K_dom plane they score on in fast memory");
+  }
   return so;
 }
 

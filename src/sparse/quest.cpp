@@ -8,6 +8,8 @@
 
 namespace fasa {
 
+std::string_view QuestPolicy::name() const { return "quest"; }
+
 QuestPolicy::QuestPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head_kv)
     : SparsePolicy(b, dense, n_layer), n_head_kv_(n_head_kv) {
   for (int i = 0; i < n_layer * n_head_kv; ++i) stats_.push_back(std::make_unique<PageStats>());

@@ -6,6 +6,8 @@
 
 namespace fasa {
 
+std::string_view RandomPolicy::name() const { return "random"; }
+
 void RandomPolicy::pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   std::seed_seq seq{(uint32_t)seed_, (uint32_t)(seed_ >> 32), (uint32_t)q.layer, (uint32_t)q.q_head, (uint32_t)q.pos};
   std::mt19937_64 rng(seq);

@@ -9,6 +9,8 @@
 
 namespace fasa {
 
+std::string_view SnapKvPolicy::name() const { return "snapkv"; }
+
 SnapKvPolicy::SnapKvPolicy(Budget b, const std::vector<int>& dense, int n_layer, int n_head, int head_dim,
                                int window, int every)
     : SparsePolicy(b, dense, n_layer), n_head_(n_head), head_dim_(head_dim), window_(std::max(1, window)),

@@ -8,6 +8,8 @@
 
 namespace fasa {
 
+std::string_view SparqPolicy::name() const { return "sparq"; }
+
 void SparqPolicy::pick_head(const AttentionQuery& q, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   const int D = kv.head_dim, r = r_ > 0 ? std::min(r_, D) : std::max(1, D / 4);
   thread_local std::vector<float> mag, score;

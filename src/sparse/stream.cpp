@@ -5,6 +5,8 @@
 
 namespace fasa {
 
+std::string_view StreamPolicy::name() const { return "stream"; }
+
 void StreamPolicy::pick_head(const AttentionQuery&, const KvHeadView& kv, int64_t budget, std::vector<int32_t>& rows) {
   const int64_t sink = std::min<int64_t>(sink_, budget);
   for (int64_t r = 0; r < sink; ++r) rows.push_back((int32_t)r);

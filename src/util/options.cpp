@@ -42,12 +42,17 @@ bool read_bool(std::string_view setting, std::string_view text) {
   bad(setting, "must be on or off (true or false)", text);
 }
 
-template <typename Enum, size_t N>
-Enum read_enum(std::string_view setting, std::string_view text, const Enum (&values)[N]) {
+template <typename Enum>
+Enum value_of(Enum e) { return e; }
+DType value_of(const KvTypeName& k) { return k.type; }
+
+// The value of `values` (enum values, or kKvTypes' rows) whose name_of is text.
+template <typename Item, size_t N>
+auto read_enum(std::string_view setting, std::string_view text, const Item (&values)[N]) {
   std::string names;
-  for (Enum e : values) {
-    if (text == name_of(e)) return e;
-    names += std::string(names.empty() ? "" : " or ") + "'" + name_of(e) + "'";
+  for (const Item& item : values) {
+    if (text == name_of(value_of(item))) return value_of(item);
+    names += std::string(names.empty() ? "" : " or ") + "'" + name_of(value_of(item)) + "'";
   }
   bad(setting, "must be " + names, text);
 }
@@ -55,7 +60,6 @@ Enum read_enum(std::string_view setting, std::string_view text, const Enum (&val
 constexpr FcSharing kSharings[] = {FcSharing::Head, FcSharing::Group};
 constexpr FcAlloc kAllocs[] = {FcAlloc::Uniform, FcAlloc::Adaptive};
 constexpr FcRank kRanks[] = {FcRank::Auto, FcRank::Agreement, FcRank::Magnitude};
-constexpr DType kKvTypes[] = {DType::F16, DType::F32, DType::Q8_0};
 
 using Setter = std::function<void(PolicyOptions&, std::string_view name, std::string_view text)>;
 
@@ -174,7 +178,9 @@ const char* name_of(FcRank r) {
   return r == FcRank::Auto ? "auto" : r == FcRank::Agreement ? "agreement" : "magnitude";
 }
 const char* name_of(DType t) {
-  return t == DType::F16 ? "f16" : t == DType::F32 ? "f32" : t == DType::Q8_0 ? "q8_0" : "(not a KV type)";
+  for (const KvTypeName& k : kKvTypes)
+    if (k.type == t) return k.name;
+  return "(not a KV type)";
 }
 
 std::string layer_list_str(const std::vector<int>& layers) {
