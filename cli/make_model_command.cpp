@@ -1,5 +1,4 @@
 // `fasa make-model`: a GGUF of a real model's shape with seeded random weights, for `fasa bench`.
-#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -17,10 +16,7 @@ struct MakeModelOptions {
 
 int make_model(const MakeModelOptions& o) {
   const ModelShape& s = find_model_shape(o.shape);
-  std::string t = o.type;
-  std::transform(t.begin(), t.end(), t.begin(), ::tolower);
-  const DType type = t == "f32" ? DType::F32 : t == "f16" ? DType::F16 : t == "q8_0" ? DType::Q8_0
-                     : t == "q4_0" ? DType::Q4_0 : throw Error("--type must be f32, f16, q8_0 or q4_0");
+  const DType type = synthetic_weight_type(o.type);
   write_synthetic_model(s, type, o.out, o.seed);
   std::fprintf(stderr, "wrote %s: %s shape, %s weights (random, seed %llu)\n", o.out.c_str(), s.name.c_str(),
                dtype_name(type), (unsigned long long)o.seed);

@@ -1,5 +1,7 @@
 #include "bench/synthetic_model.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 
@@ -143,9 +145,32 @@ void write_llama_hparams(GgufWriter& w, const ModelShape& s) {
   }
 }
 
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return (char)std::tolower(c); });
+  return s;
+}
+
+constexpr DType kWrittenTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0};  // random_rows' cases
+
+std::string written_type_names() {  // "f32, f16, q8_0, q4_0"
+  std::string names;
+  for (DType t : kWrittenTypes) names += (names.empty() ? "" : ", ") + lower(dtype_name(t));
+  return names;
+}
+
+}  // namespace
+
+DType synthetic_weight_type(const std::string& name) {
+  for (DType t : kWrittenTypes)
+    if (lower(dtype_name(t)) == lower(name)) return t;
+  throw Error("--type must be one of " + written_type_names() + " (not '" + name + "')");
+}
+
 void write_synthetic_model(const ModelShape& s, DType type, const std::string& path, uint64_t seed) {
-  if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0 && type != DType::Q4_0)
-    throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported (f32, f16, q8_0, q4_0)");
+  if (std::find(std::begin(kWrittenTypes), std::end(kWrittenTypes), type) == std::end(kWrittenTypes))
+    throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported (" + written_type_names() + ")");
   const Architecture* arch = find_gguf_architecture(s.arch);
   if (!arch) throw Error("make-model: architecture '" + s.arch + "' is not one of " + supported_gguf_architectures());
   if (arch->needs_experts && s.n_expert == 0) throw Error("make-model: a " + s.arch + " shape needs experts");

@@ -39,5 +39,8 @@ void write_llama_hparams(GgufWriter& w, const ModelShape& shape);
 
 // Matrices in `type` (F32, F16, Q8_0 or Q4_0), norms in F32.
 void write_synthetic_model(const ModelShape& shape, DType type, const std::string& path, uint64_t seed = 1);
+// The weight type write_synthetic_model writes by its name, any case ("q8_0"): f32, f16, q8_0 or q4_0;
+// throws naming them.
+DType synthetic_weight_type(const std::string& name);
 
 }  // namespace fasa

@@ -17,17 +17,6 @@
 namespace fasa {
 
 namespace {
-template <DType T>
-using KvElement = std::integral_constant<DType, T>;
-
-// Calls f(KvElement<t>{}): the kernels below are compiled per element type, so the inner loops hold no
-// branch on it.
-template <class F>
-inline auto with_kv_type(DType t, F&& f) {
-  if (t == DType::F16) return f(KvElement<DType::F16>{});
-  if (t == DType::Q8_0) return f(KvElement<DType::Q8_0>{});
-  return f(KvElement<DType::F32>{});
-}
 
 #if FASA_KV_SIMD
 inline __m256 load_f16x8(const uint16_t* p) {
@@ -66,21 +55,24 @@ float dot_tail(const float* q, const void* row, DType t, int i0, int n) {
 }  // namespace
 
 float kv_dot(const float* q, const void* row, DType t, int n) {
-  if (t == DType::F32) return dot_f32(q, static_cast<const float*>(row), n);
-  int i = 0;
-  float sum = 0.0f;
+  return with_kv_type(t, [&](auto type) {
+    if constexpr (type() == DType::F32) {
+      return dot_f32(q, static_cast<const float*>(row), n);  // (dot_f32's order: bit for bit)
+    } else {
+      int i = 0;
+      float sum = 0.0f;
 #if FASA_KV_SIMD
-  with_kv_type(t, [&](auto type) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();  // two chains hide the FMA latency
-    for (; i + 16 <= n; i += 16) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8<type()>(row, i), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8<type()>(row, i + 8), a1);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8<type()>(row, i), a0);
-    sum = hsum_avx(_mm256_add_ps(a0, a1));
-  });
+      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();  // two chains hide the FMA latency
+      for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8<type()>(row, i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8<type()>(row, i + 8), a1);
+      }
+      for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8<type()>(row, i), a0);
+      sum = hsum_avx(_mm256_add_ps(a0, a1));
 #endif
-  return sum + dot_tail(q, row, t, i, n);
+      return sum + dot_tail(q, row, t, i, n);
+    }
+  });
 }
 
 void kv_dot_rows(const float* q, const void* const* rows, int n, DType t, int d, float* score) {
@@ -117,17 +109,9 @@ void kv_add_scaled(float* out, float w, const void* row, DType t, int n) {
   for (; i < n; ++i) out[i] += w * kv_row_element(row, t, i);
 }
 
-void kv_store(const float* x, DType t, int n, void* row) {
-  if (n == 0) return;  // an empty K_dom plane: row may be null
-  if (t == DType::F32) {
-    std::memcpy(row, x, (size_t)n * sizeof(float));
-    return;
-  }
-  if (t == DType::F16) {
-    uint16_t* h = static_cast<uint16_t*>(row);
-    for (int i = 0; i < n; ++i) h[i] = fp32_to_fp16(x[i]);  // once per token: no need for speed
-    return;
-  }
+namespace {
+// Q8_0 blocks of 32 (the last one shorter) with their fp16 scales.
+void store_q8_0(const float* x, int n, void* row) {
   uint8_t* block = static_cast<uint8_t*>(row);
   for (int b0 = 0; b0 < n; b0 += kQ8_0Block) {
     const int len = std::min(kQ8_0Block, n - b0);
@@ -141,18 +125,42 @@ void kv_store(const float* x, DType t, int n, void* row) {
     block += 2 + len;
   }
 }
+}  // namespace
+
+void kv_store(const float* x, DType t, int n, void* row) {
+  if (n == 0) return;  // an empty K_dom plane: row may be null
+  with_kv_type(t, [&](auto type) {
+    if constexpr (type() == DType::F32) {
+      std::memcpy(row, x, (size_t)n * sizeof(float));
+    } else if constexpr (type() == DType::F16) {
+      uint16_t* h = static_cast<uint16_t*>(row);
+      for (int i = 0; i < n; ++i) h[i] = fp32_to_fp16(x[i]);  // once per token: no need for speed
+    } else {
+      store_q8_0(x, n, row);
+    }
+  });
+}
 
 void kv_load(const void* row, DType t, int n, float* out) {
   if (n == 0) return;
-  if (t != DType::Q8_0) return dequantize_row(t, row, out, n);
-  for (int i = 0; i < n; ++i) out[i] = kv_row_element(row, t, i);
+  with_kv_type(t, [&](auto type) {
+    if constexpr (type() == DType::Q8_0)  // (its last block may be short: element by element)
+      for (int i = 0; i < n; ++i) out[i] = kv_row_element(row, t, i);
+    else
+      dequantize_row(t, row, out, n);
+  });
 }
 
 void kv_load_rows(const void* plane, DType t, int n, int64_t n_rows, float* out) {
-  if (t != DType::Q8_0) return kv_load(plane, t, (int)(n * n_rows), out);  // rows without block padding
-  const size_t row_bytes = kv_row_bytes(t, n);
-  for (int64_t r = 0; r < n_rows; ++r)
-    kv_load(static_cast<const uint8_t*>(plane) + r * row_bytes, t, n, out + r * n);
+  with_kv_type(t, [&](auto type) {
+    if constexpr (type() != DType::Q8_0) {
+      kv_load(plane, t, (int)(n * n_rows), out);  // rows back to back: one call
+    } else {  // each row's last block may be short
+      const size_t row_bytes = kv_row_bytes(t, n);
+      for (int64_t r = 0; r < n_rows; ++r)
+        kv_load(static_cast<const uint8_t*>(plane) + r * row_bytes, t, n, out + r * n);
+    }
+  });
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "fasa/options.h"
 #include "ops/dtype.h"
@@ -20,10 +21,26 @@ inline bool is_kv_type(DType t) {
   return false;
 }
 
+template <DType T>
+using KvElement = std::integral_constant<DType, T>;
+
+// Calls f(KvElement<t>{}) for a KV type t (is_kv_type): the one place a KV kernel picks its element
+// type, so the kernels are compiled per type and their inner loops hold no branch on it.
+template <class F>
+inline auto with_kv_type(DType t, F&& f) {
+  switch (t) {
+    case DType::F16: return f(KvElement<DType::F16>{});
+    case DType::Q8_0: return f(KvElement<DType::Q8_0>{});
+    default: return f(KvElement<DType::F32>{});
+  }
+}
+
 // Bytes of a row of n elements of type t (Q8_0: 2 bytes of scale per block started).
 inline size_t kv_row_bytes(DType t, int n) {
-  if (t == DType::Q8_0) return (size_t)n + 2 * (size_t)((n + kQ8_0Block - 1) / kQ8_0Block);
-  return (size_t)n * (t == DType::F16 ? 2 : 4);
+  return with_kv_type(t, [n](auto type) {
+    if constexpr (type() == DType::Q8_0) return (size_t)n + 2 * (size_t)((n + kQ8_0Block - 1) / kQ8_0Block);
+    else return (size_t)n * (type() == DType::F16 ? 2 : 4);
+  });
 }
 
 // The block of a Q8_0 row that holds element i (its fp16 scale first), and element i's quant.
@@ -36,9 +53,11 @@ inline const int8_t* kv_q8_quant(const void* row, int i) {
 
 // Element i of a row of type t, as float (slow path: baselines, references).
 inline float kv_row_element(const void* row, DType t, int i) {
-  if (t == DType::F16) return fp16_to_fp32(static_cast<const uint16_t*>(row)[i]);
-  if (t == DType::F32) return static_cast<const float*>(row)[i];
-  return (float)*kv_q8_quant(row, i) * fp16_at(kv_q8_block(row, i));
+  return with_kv_type(t, [row, i](auto type) {
+    if constexpr (type() == DType::F16) return fp16_to_fp32(static_cast<const uint16_t*>(row)[i]);
+    else if constexpr (type() == DType::F32) return static_cast<const float*>(row)[i];
+    else return (float)*kv_q8_quant(row, i) * fp16_at(kv_q8_block(row, i));
+  });
 }
 
 // sum_i q[i] * row[i].   q: [n]; row: n elements of type t
