@@ -169,8 +169,11 @@ void add_sampling_options(CLI::App* cmd, SamplerOptions& o, bool& seed_given) {
 }
 
 void add_gpu_options(CLI::App* cmd, EngineOptions& engine) {
+  std::string device_policies;  // the registry's rows that select on the device
+  for (const PolicyInfo& p : policy_registry())
+    if (p.gpu) device_policies += (device_policies.empty() ? "" : ", ") + p.name;
   cmd->add_option("--n-gpu-layers", engine.gpu_layers,  // (-ngl: cli/llama_flags.cpp)
-                  "Layers on the GPU (Vulkan): 0 none (default), -1 or the layer count (e.g. 99) all; --attn full, fasa or quest")
+                  "Layers on the GPU (Vulkan): 0 none (default), -1 or the layer count (e.g. 99) all; --attn " + device_policies)
       ->check(CLI::Range(-1, 1 << 20));
   cmd->add_option_function<std::string>(
       "--device", [&engine](const std::string& d) { engine.device = vulkan_device_index(d); },

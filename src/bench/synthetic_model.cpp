@@ -152,7 +152,7 @@ std::string lower(std::string s) {
   return s;
 }
 
-constexpr DType kWrittenTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0};  // random_rows' cases
+constexpr DType kWrittenTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0};  // random_fill's cases
 
 std::string written_type_names() {  // "f32, f16, q8_0, q4_0"
   std::string names;

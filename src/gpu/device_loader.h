@@ -10,8 +10,8 @@ namespace fasa::gpu {
 
 // The model on the index-th Vulkan device, every layer. Throws fasa::Error where there is no such
 // device (or no Vulkan in this build) or the model has what the device path does not run yet, naming
-// it: a weight type other than F32, F16, Q8_0, Q4_0, Q5_0, Q4_K and Q6_K, experts, sliding-window
-// layers, Gemma's blocks.
+// it: a weight type without GPU shaders (gpu_dtype_list()), experts, sliding-window layers, Gemma's
+// blocks.
 std::unique_ptr<DeviceModel> load_vulkan_model(const Model& model, int device_index);
 
 // What llama.cpp's `-ngl N --device VulkanI` ask for: null for 0 layers (the CPU), the model on the

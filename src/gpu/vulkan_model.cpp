@@ -14,13 +14,6 @@ const char* shader_type(DType t) {
   return tr ? tr->gpu_shader : nullptr;
 }
 
-std::string device_types() {  // "F32, F16, ...": the rows with shaders
-  std::string s;
-  for (uint32_t raw = 0; raw < 64; ++raw)
-    if (shader_type(static_cast<DType>(raw))) s += (s.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(raw)));
-  return s;
-}
-
 // Throws naming what the device path does not run (yet), before any device is opened.
 void check_supported(const Model& model) {
   const ModelConfig& c = model.config;
@@ -38,7 +31,7 @@ void check_supported(const Model& model) {
   for (const Matrix* m : matrices)
     if (!shader_type(m->type))
       fail(path, std::string("Vulkan: ") + dtype_name(m->type) +
-                     " weights are not on the device yet (" + device_types() + " are): drop -ngl");
+                     " weights are not on the device yet (" + gpu_dtype_list() + " are): drop -ngl");
 }
 
 }  // namespace

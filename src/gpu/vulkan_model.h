@@ -16,7 +16,7 @@ namespace fasa::gpu {
 // A matrix's rows as stored, and the matvec shader of its type.
 struct DeviceMatrix {
   std::shared_ptr<Buffer> data;  // [rows, cols] in the stored type (shared: a tied output is the embedding)
-  std::string type;              // "f32", "f16", "q8_0", "q4_0", "q5_0", "q4_k" or "q6_k": picks matvec_TYPE / get_row_TYPE
+  std::string type;              // the type's gpu_shader ("q8_0"): picks matvec_TYPE / get_row_TYPE
   uint32_t rows = 0, cols = 0;
 };
 

@@ -39,7 +39,11 @@ KeyLayout checked_layout(KeyLayout l, int head_dim) {
 void check_shape(int n_layer, size_t n_heads, int64_t n_ctx, KvTypes types, size_t n_layouts, size_t n_rings) {
   if (n_ctx <= 0) throw Error("context size must be positive, got " + std::to_string(n_ctx));
   for (DType t : {types.k, types.v})
-    if (!is_kv_type(t)) throw Error(std::string("KV cache: no ") + dtype_name(t) + " cache (use f16, f32 or q8_0)");
+    if (!is_kv_type(t)) {
+      std::string names;  // kKvTypes'
+      for (const KvTypeName& k : kKvTypes) names += (names.empty() ? "" : ", ") + std::string(k.name);
+      throw Error(std::string("KV cache: no ") + dtype_name(t) + " cache (use " + names + ")");
+    }
   if (n_layouts != 0 && n_layouts != n_heads)
     throw Error("KV cache: " + std::to_string(n_layouts) + " key layouts for " + std::to_string(n_heads) + " heads");
   if (n_rings != 0 && (int)n_rings != n_layer) throw Error("KV cache: ring sizes do not match the layers");

@@ -16,8 +16,8 @@
 namespace fasa {
 
 size_t dtype_bytes(DType t, int64_t n) {
-  const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
-  return static_cast<size_t>(n / tr->block) * static_cast<size_t>(tr->block_bytes);
+  const DTypeTraits& tr = dtype_traits(t);
+  return static_cast<size_t>(n / tr.block) * static_cast<size_t>(tr.block_bytes);
 }
 
 uint16_t fp32_to_fp16(float f) {
@@ -150,6 +150,13 @@ std::string computable_dtype_list() {
   return s;
 }
 
+std::string gpu_dtype_list() {
+  std::string s;
+  for (const DTypeTraits& t : kTypes)
+    if (t.gpu_shader) s += (s.empty() ? "" : ", ") + std::string(t.name);
+  return s;
+}
+
 void dequantize_row(DType t, const void* row, float* out, int64_t n) {
   const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
   if (!tr || !tr->dequantize) throw Error(std::string("no kernel for tensor type ") + dtype_name(t));
@@ -209,11 +216,11 @@ void dot_row_tokens(DType t, const void* row, const float* x, int n_tokens, int6
   constexpr int64_t kChunk = 256;  // a multiple of every block size
   alignas(64) float buf[kChunk];
   for (int k = 0; k < n_tokens; ++k) out[k * ldo] = 0.0f;
-  const auto tr = dtype_traits(static_cast<uint32_t>(t));
+  const DTypeTraits& tr = dtype_traits(t);
   const uint8_t* p = static_cast<const uint8_t*>(row);
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t m = std::min(kChunk, n - i);
-    dequantize_row(t, p + (size_t)(i / tr->block) * tr->block_bytes, buf, m);
+    dequantize_row(t, p + (size_t)(i / tr.block) * tr.block_bytes, buf, m);
     for (int k = 0; k < n_tokens; ++k) out[k * ldo] += dot_f32(buf, x + k * n + i, m);
   }
 }

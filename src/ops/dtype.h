@@ -48,6 +48,7 @@ const DTypeTraits& dtype_traits(DType t);  // throws for a type this build does 
 const char* dtype_name(DType t);
 bool dtype_computable(DType t);
 std::string computable_dtype_list();  // "F32, F16, ...": the rows with kernels
+std::string gpu_dtype_list();         // the rows with GPU shaders
 
 // Bytes of `n` elements (n must be a multiple of the block size).
 size_t dtype_bytes(DType t, int64_t n);

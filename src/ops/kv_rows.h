@@ -9,6 +9,7 @@
 #include <string>
 #include <type_traits>
 
+#include "fasa/error.h"
 #include "fasa/options.h"
 #include "ops/dtype.h"
 
@@ -29,9 +30,10 @@ using KvElement = std::integral_constant<DType, T>;
 template <class F>
 inline auto with_kv_type(DType t, F&& f) {
   switch (t) {
+    case DType::F32: return f(KvElement<DType::F32>{});
     case DType::F16: return f(KvElement<DType::F16>{});
     case DType::Q8_0: return f(KvElement<DType::Q8_0>{});
-    default: return f(KvElement<DType::F32>{});
+    default: throw Error(std::string("no KV kernels for tensor type ") + dtype_name(t));
   }
 }
 

@@ -482,17 +482,17 @@ constexpr PackedRowsKernels nibbles_layout(size_t block_bytes, void (*pack)(cons
 // 91-95 t/s packed, 74-82 tiled; pp64 97-99 packed, 107-110 tiled; 2 threads, Zen 4). One token reads
 // two groups side by side: one stream alone keeps too few reads in flight.
 #if FASA_PACKED_Q8
-const PackedRowsKernels kPackedQ8_0{32, kPackedQ8Bytes, pack_q8_0, unpack_q8_0, dot_packed_tokens_q8, nullptr,
+constinit const PackedRowsKernels kPackedQ8_0{32, kPackedQ8Bytes, pack_q8_0, unpack_q8_0, dot_packed_tokens_q8, nullptr,
                                     dot_packed_rows_q8, 32};
 #else
-const PackedRowsKernels kPackedQ8_0{32, kPackedQ8Bytes, pack_q8_0, unpack_q8_0};
+constinit const PackedRowsKernels kPackedQ8_0{32, kPackedQ8Bytes, pack_q8_0, unpack_q8_0};
 #endif
 // The 4-bit layouts' rows beat the tiles at any batch: Q4_K's passes of 8 tokens beat them up to 128
 // tokens and match them above (a [2048 x 2048] matmul on one Zen 4 thread: 0.030-0.036 ms a token packed
 // at any batch, tiled 0.085 at 17 tokens falling to 0.048 at 128 and 0.035 at 256; pp512 of Q4_K_M 1B
 // 199-213 t/s packed, 194-201 tiled), so the file's rows are not read again; AVX2's passes of 4 equal
 // or beat AVX2's tiles too (docs/PERFORMANCE.md, "Packed rows with AVX2 alone").
-const PackedRowsKernels kPackedQ4_0 = nibbles_layout<DType::Q4_0>(kPackedQ4Bytes, pack_q4_0, unpack_q4_0),
+constinit const PackedRowsKernels kPackedQ4_0 = nibbles_layout<DType::Q4_0>(kPackedQ4Bytes, pack_q4_0, unpack_q4_0),
                         kPackedQ4_K = nibbles_layout<DType::Q4_K>(kPackedK4Bytes, pack_q4_k, unpack_q4_k),
                         kPackedQ6_K = nibbles_layout<DType::Q6_K>(kPackedQ6Bytes, pack_q6_k, unpack_q6_k);
 

@@ -668,14 +668,14 @@ const DirectDotKernels& direct_of(DType t) {
 
 }  // namespace
 
-const DirectDotKernels kDirectQ8_0 = direct_kernels<DType::Q8_0>(), kDirectQ4_0 = direct_kernels<DType::Q4_0>(),
+constinit const DirectDotKernels kDirectQ8_0 = direct_kernels<DType::Q8_0>(), kDirectQ4_0 = direct_kernels<DType::Q4_0>(),
                        kDirectQ4_1 = direct_kernels<DType::Q4_1>(), kDirectQ5_0 = direct_kernels<DType::Q5_0>(),
                        kDirectQ5_1 = direct_kernels<DType::Q5_1>();
 #if defined(__AVX2__)
-const DirectDotKernels kDirectQ4_K = direct_kernels<DType::Q4_K>(), kDirectQ5_K = direct_kernels<DType::Q5_K>(),
+constinit const DirectDotKernels kDirectQ4_K = direct_kernels<DType::Q4_K>(), kDirectQ5_K = direct_kernels<DType::Q5_K>(),
                        kDirectQ6_K = direct_kernels<DType::Q6_K>();
 #else
-const DirectDotKernels kDirectQ4_K{}, kDirectQ5_K{}, kDirectQ6_K{};
+constinit const DirectDotKernels kDirectQ4_K{}, kDirectQ5_K{}, kDirectQ6_K{};
 #endif
 
 bool has_direct_dot(DType t) {

@@ -159,16 +159,16 @@ const TileKernels& tiles_of(DType t) {
 }  // namespace
 
 #if defined(__AVX2__)
-const TileKernels kTilesQ4_0{&tile_of<DType::Q4_0>}, kTilesQ4_1{&tile_of<DType::Q4_1>},
+constinit const TileKernels kTilesQ4_0{&tile_of<DType::Q4_0>}, kTilesQ4_1{&tile_of<DType::Q4_1>},
     kTilesQ5_0{&tile_of<DType::Q5_0>}, kTilesQ5_1{&tile_of<DType::Q5_1>}, kTilesQ4_K{&tile_of<DType::Q4_K>},
     kTilesQ5_K{&tile_of<DType::Q5_K>}, kTilesQ6_K{&tile_of<DType::Q6_K>};
 #else
-const TileKernels kTilesQ4_0{}, kTilesQ4_1{}, kTilesQ5_0{}, kTilesQ5_1{}, kTilesQ4_K{}, kTilesQ5_K{}, kTilesQ6_K{};
+constinit const TileKernels kTilesQ4_0{}, kTilesQ4_1{}, kTilesQ5_0{}, kTilesQ5_1{}, kTilesQ4_K{}, kTilesQ5_K{}, kTilesQ6_K{};
 #endif
 #if FASA_TILES_Q8_0
-const TileKernels kTilesQ8_0{&tile_of<DType::Q8_0>, &packed_tile_q8_0};
+constinit const TileKernels kTilesQ8_0{&tile_of<DType::Q8_0>, &packed_tile_q8_0};
 #else
-const TileKernels kTilesQ8_0{};
+constinit const TileKernels kTilesQ8_0{};
 #endif
 
 bool has_quant_tiles(DType t) {
