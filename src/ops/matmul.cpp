@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/dtype_kernels.h"
 #include "ops/float_vec.h"
 #include "ops/packed_rows.h"
 #include "ops/quant_tiles.h"
@@ -62,12 +63,13 @@ void multiply_panel(const float* panel, const float* x, int64_t cols, float* y, 
 void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_tokens, float* Y) {
   const int64_t groups = W.rows / kDirectRows, half = (groups + 1) / 2;
   const size_t gb = packed_group_bytes(W.type, W.cols);
-  if (n_tokens == 1 && packed_rows_read_in_pairs(W.type)) {
+  const PackedRowsKernels& k = *dtype_traits(W.type).packed;  // (W.packed: its row has them) looked up once
+  if (n_tokens == 1 && k.dot_pair) {
 #pragma omp parallel for schedule(dynamic, chunk_of(2 * gb, half))
     for (int64_t g = 0; g < half; ++g) {
       const bool pair = g + half < groups;
       float y[2 * kDirectRows];  // group g's rows, then group g + half's
-      dot_packed_rows(W.type, W.packed + g * gb, pair ? W.packed + (g + half) * gb : nullptr, xq[0], W.cols, y);
+      k.dot_pair(W.packed + g * gb, pair ? W.packed + (g + half) * gb : nullptr, xq[0], W.cols, y);
       std::copy_n(y, kDirectRows, Y + g * kDirectRows);
       if (pair) std::copy_n(y + kDirectRows, kDirectRows, Y + (g + half) * kDirectRows);
     }
@@ -75,7 +77,19 @@ void matmul_packed(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_
   }
 #pragma omp parallel for schedule(dynamic, chunk_of(gb, groups))
   for (int64_t g = 0; g < groups; ++g)
-    dot_packed_tokens(W.type, W.packed + g * gb, xq.data(), n_tokens, W.cols, Y + g * kDirectRows, W.rows);
+    k.dot_tokens(W.packed + g * gb, xq.data(), n_tokens, W.cols, Y + g * kDirectRows, W.rows);
+}
+
+// W's whole groups of kDirectRows rows straight from their blocks (the type has direct kernels).
+void matmul_direct(const Matrix& W, const std::vector<QuantizedActs>& xq, int n_tokens, float* Y) {
+  const int64_t whole = W.rows / kDirectRows * kDirectRows;
+  const RowsDotKernel direct_rows = dtype_traits(W.type).direct->rows;  // looked up once, not per group
+#pragma omp parallel for schedule(dynamic, chunk_of(kDirectRows * W.row_bytes, whole / kDirectRows))
+  for (int64_t r0 = 0; r0 < whole; r0 += kDirectRows) {
+    const void* group[kDirectRows];
+    for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(r0 + i);
+    direct_rows(group, xq.data(), n_tokens, W.cols, Y + r0, W.rows);
+  }
 }
 
 // Whether a batch takes the tiles: not where the packed rows are faster (each type's row says up to
@@ -123,16 +137,8 @@ void matmul_quantized(const Matrix& W, const float* X, int n_tokens, float* Y) {
   }
   if (has_direct_dot(W.type)) {
     const int64_t whole = rows / kDirectRows * kDirectRows;  // rows in whole groups of kDirectRows
-    if (W.packed) {
-      matmul_packed(W, xq, n_tokens, Y);
-    } else {
-#pragma omp parallel for schedule(dynamic, chunk_of(kDirectRows * W.row_bytes, whole / kDirectRows))
-      for (int64_t r0 = 0; r0 < whole; r0 += kDirectRows) {
-        const void* group[kDirectRows];
-        for (int i = 0; i < kDirectRows; ++i) group[i] = W.row(r0 + i);
-        dot_direct_rows(W.type, group, xq.data(), n_tokens, cols, Y + r0, rows);
-      }
-    }
+    if (W.packed) matmul_packed(W, xq, n_tokens, Y);
+    else matmul_direct(W, xq, n_tokens, Y);
     return rest(whole);
   }
   // Other types: each row unpacked once per call.

@@ -462,9 +462,10 @@ const PackedRowsKernels& packed_of(DType t, bool kernels = false) {
 
 // A 4-bit lines' layout: its dot kernels AVX-512's where the build has them, else AVX2's.
 template <DType T>
-constexpr PackedRowsKernels nibbles_layout(size_t block_bytes, void (*pack)(const void* const*, int64_t, uint8_t*),
+constexpr PackedRowsKernels nibbles_layout(int block, size_t block_bytes,
+                                           void (*pack)(const void* const*, int64_t, uint8_t*),
                                            void (*unpack)(const uint8_t*, int, int64_t, uint8_t*)) {
-  PackedRowsKernels k{T == DType::Q4_0 ? 32 : 256, block_bytes, pack, unpack};
+  PackedRowsKernels k{block, block_bytes, pack, unpack};
 #if FASA_PACKED_K4
   k.dot_tokens = &dot_packed_nibbles<T>;
 #elif defined(__AVX2__)
@@ -492,9 +493,9 @@ constinit const PackedRowsKernels kPackedQ8_0{32, kPackedQ8Bytes, pack_q8_0, unp
 // at any batch, tiled 0.085 at 17 tokens falling to 0.048 at 128 and 0.035 at 256; pp512 of Q4_K_M 1B
 // 199-213 t/s packed, 194-201 tiled), so the file's rows are not read again; AVX2's passes of 4 equal
 // or beat AVX2's tiles too (docs/PERFORMANCE.md, "Packed rows with AVX2 alone").
-constinit const PackedRowsKernels kPackedQ4_0 = nibbles_layout<DType::Q4_0>(kPackedQ4Bytes, pack_q4_0, unpack_q4_0),
-                        kPackedQ4_K = nibbles_layout<DType::Q4_K>(kPackedK4Bytes, pack_q4_k, unpack_q4_k),
-                        kPackedQ6_K = nibbles_layout<DType::Q6_K>(kPackedQ6Bytes, pack_q6_k, unpack_q6_k);
+constinit const PackedRowsKernels kPackedQ4_0 = nibbles_layout<DType::Q4_0>(32, kPackedQ4Bytes, pack_q4_0, unpack_q4_0),
+                        kPackedQ4_K = nibbles_layout<DType::Q4_K>(256, kPackedK4Bytes, pack_q4_k, unpack_q4_k),
+                        kPackedQ6_K = nibbles_layout<DType::Q6_K>(256, kPackedQ6Bytes, pack_q6_k, unpack_q6_k);
 
 bool has_packed_rows(DType t) {
   const DTypeTraits* tr = dtype_traits(static_cast<uint32_t>(t));
@@ -507,8 +508,6 @@ size_t packed_group_bytes(DType t, int64_t n) {
 }
 
 int packed_rows_most_tokens(DType t) { return packed_of(t, true).most_tokens; }
-
-bool packed_rows_read_in_pairs(DType t) { return packed_of(t, true).dot_pair != nullptr; }
 
 void pack_rows(DType t, const void* const* rows, int64_t n, uint8_t* out) {
   static_assert(kDirectRows == 8, "the packed layouts hold 8 rows per group");

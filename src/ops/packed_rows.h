@@ -33,7 +33,6 @@ namespace fasa {
 bool has_packed_rows(DType weight_type);
 size_t packed_group_bytes(DType weight_type, int64_t n);  // one group of kDirectRows rows of n columns
 int packed_rows_most_tokens(DType weight_type);    // batches up to this many tokens read the packed rows, not the tiles
-bool packed_rows_read_in_pairs(DType weight_type);  // one token reads two groups side by side (dot_packed_rows)
 // rows: kDirectRows rows of n columns; out: packed_group_bytes(weight_type, n). Any of the four types,
 // whether or not this CPU has their kernels.
 void pack_rows(DType weight_type, const void* const* rows, int64_t n, uint8_t* out);
@@ -44,8 +43,8 @@ void unpack_row_from_group(DType weight_type, const uint8_t* group, int r, int64
 // Matrix m's row r in the file's layout: from the file, or where m is packed (its file pages dropped),
 // unpacked into buf.
 const void* file_row(const Matrix& m, int64_t r, std::vector<uint8_t>& buf);
-// Two groups (read side by side, two memory streams, where packed_rows_read_in_pairs; else one after the
-// other), or one where group_b is null.   out: [16] or [8]
+// Two groups (read side by side, two memory streams, where the type's row has dot_pair; else one after
+// the other), or one where group_b is null.   out: [16] or [8]
 void dot_packed_rows(DType weight_type, const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x,
                      int64_t n, float* out);
 // One group against n_tokens tokens (small batches), bit-identical to dot_packed_rows per token: each
