@@ -34,7 +34,7 @@ int calibrate_main(const CalibrateOptions& o) {
                o.model.c_str(), (long long)p.calibration_tokens, o.text_file.c_str(), (long long)p.queries, p.top_k,
                p.n_tip, p.n_fc, s);
   if (p.choice)
-    std::fprintf(stderr, "chunk choice (share of full attention's top key older than %lld tokens within the top %d on the chunks alone, weighted by attention on distant keys):\n%s",
+    std::fprintf(stderr, "chunk choice (share of full attention's top key older than %lld tokens within the top %d on the chunks alone, weighted by attention on distant keys; among look-alikes: the share ranked above the same place in every other record):\n%s",
                  (long long)p.choice->settings.window, p.choice->settings.pick, describe_choice(*p.choice).c_str());
   if (const std::string w = choice_warning(p); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
   std::fprintf(stderr, "profile written to %s\n", o.output.c_str());

@@ -650,6 +650,7 @@ TEST_F(ServerTest, ChatPageAndWhatItReads) {
   const json policies = json::parse(props->body)["policies"];
   EXPECT_EQ(policies.size(), policy_registry().size());
   EXPECT_EQ(policies[0], "full");
+  EXPECT_EQ(json::parse(props->body)["dense_policies"], json::array({"full"})) << "the page sends no budget to them";
   std::string prompt;
   for (int i = 0; i < 8; ++i) prompt += kPrompt;
   auto kv_per_token = [&](const json& policy) {

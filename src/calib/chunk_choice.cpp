@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <random>
 
 #include "calib/agreement.h"
 #include "fasa/error.h"
@@ -12,21 +13,30 @@ namespace fasa {
 
 namespace {
 
+// What a measured query probes; also its slot in RecallMeter's sums.
+enum ProbeKind { kCopies = 0, kText = 1, kLookalikes = 2, kProbeKinds = 3 };
+
 struct MeasuredQuery {
   int64_t pos;
-  bool copy;  // in a probe's copies (else running text)
+  ProbeKind kind;
 };
 
-// The positions p0..p0+n-1 whose queries are measured: past the first copied tokens of each copy, and
-// every kTextStride-th of the running text, where there are enough distant keys to choose from.
-std::vector<MeasuredQuery> measured_queries(int64_t p0, int n, const RecallSettings& s, int64_t copies_from,
-                                            int64_t span) {
+// The positions p0..p0+n-1 whose queries are measured, where there are enough distant keys to choose
+// from: every kTextStride-th of the running text, a copy's past its first tokens, and a copied
+// record's from its key's last token to its value's second last (those that predict the value).
+std::vector<MeasuredQuery> measured_queries(int64_t p0, int n, const RecallSettings& s, const ProbeWindow& w) {
+  using W = ProbeWindow;
   std::vector<MeasuredQuery> measured;
   for (int64_t pos = p0; pos < p0 + n; ++pos) {
     if (pos + 1 - s.window < 2 * s.pick) continue;  // too few distant keys to choose from
-    const bool copy = pos >= copies_from;
-    if (copy ? (pos - copies_from) % span >= RecallMeter::kCopyLead : pos % RecallMeter::kTextStride == 0)
-      measured.push_back({pos, copy});
+    if (pos >= w.records_copied_from) {
+      const int64_t at = (pos - w.records_copied_from) % W::kRecordLen;
+      if (at >= W::kTemplate + W::kKey - 1 && at <= W::kRecordLen - 2) measured.push_back({pos, kLookalikes});
+    } else if (pos >= w.copies_from) {
+      if ((pos - w.copies_from) % w.span >= RecallMeter::kCopyLead) measured.push_back({pos, kCopies});
+    } else if (pos % RecallMeter::kTextStride == 0) {
+      measured.push_back({pos, kText});
+    }
   }
   return measured;
 }
@@ -44,19 +54,36 @@ double far_share(const std::vector<float>& full, int64_t T, int64_t n_far, float
   return far / all;
 }
 
-// How many of a candidate's top `pick` distant keys, scored on its chunks alone, are in full
-// attention's top ones (mask).   partial: [F, T] each chunk's scores; cand, idx: scratch
-int candidate_hits(const std::vector<int>& chunks, const std::vector<float>& partial, int64_t T, int64_t n_far, int pick,
-                   const std::vector<char>& mask, std::vector<float>& cand, std::vector<int32_t>& idx) {
+// A candidate's scores of the distant keys on its chunks alone.   partial: [F, T]; cand: [n_far]
+void candidate_scores(const std::vector<int>& chunks, const std::vector<float>& partial, int64_t T, int64_t n_far,
+                      std::vector<float>& cand) {
   cand.assign(n_far, 0.0f);
   for (int f : chunks) {
     const float* p = &partial[(size_t)f * T];
     for (int64_t j = 0; j < n_far; ++j) cand[j] += p[j];
   }
-  top_k_indices(cand.data(), n_far, pick, idx);
+}
+
+// How many of the candidate's top `pick` keys (cand) are in full attention's top ones (mask).
+int candidate_hits(const std::vector<float>& cand, int pick, const std::vector<char>& mask, std::vector<int32_t>& idx) {
+  top_k_indices(cand.data(), (int64_t)cand.size(), pick, idx);
   int hits = 0;
   for (int r = 0; r < pick; ++r) hits += mask[idx[r]];
   return hits;
+}
+
+// The look-alike record holding key `j` (its index in w.record_at), or -1.
+int record_of(const ProbeWindow& w, int64_t j) {
+  const auto after = std::upper_bound(w.record_at.begin(), w.record_at.end(), j);
+  if (after == w.record_at.begin() || j - after[-1] >= ProbeWindow::kRecordLen) return -1;
+  return (int)(after - w.record_at.begin()) - 1;
+}
+
+// Whether the candidate (cand) ranks key `j`, in record r, above the same place in every other record.
+bool tells_apart(const std::vector<float>& cand, const ProbeWindow& w, int r, int64_t j) {
+  for (int o = 0; o < (int)w.record_at.size(); ++o)
+    if (o != r && cand[w.record_at[o] + j - w.record_at[r]] >= cand[j]) return false;
+  return true;
 }
 
 }  // namespace
@@ -73,8 +100,8 @@ std::vector<ChunkSetting> chunk_candidates(int n_fc, int n_only) {
 
 RecallMeter::RecallMeter(const Profile& p, const ModelConfig& c, std::vector<ChunkSetting> candidates,
                          RecallSettings s)
-    : c_(c), cands_(std::move(candidates)), s_(s), sum_((size_t)c.n_layer * cands_.size() * 2, 0.0),
-      weight_((size_t)c.n_layer * 2, 0.0) {
+    : c_(c), cands_(std::move(candidates)), s_(s), sum_((size_t)c.n_layer * cands_.size() * kProbeKinds, 0.0),
+      weight_((size_t)c.n_layer * kProbeKinds, 0.0) {
   if (s.top_k < 1 || s.pick < s.top_k) throw Error("chunk choice: needs 1 <= top_k <= pick");
   const int group = c.n_head / c.n_head_kv;
   for (int l = 0; l < c.n_layer; ++l)
@@ -84,10 +111,11 @@ RecallMeter::RecallMeter(const Profile& p, const ModelConfig& c, std::vector<Chu
 }
 
 void RecallMeter::on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) {
+  if (!w_) throw Error("chunk choice: the recall meter runs without a probe window");
   const int D = c_.head_dim, H = c_.n_head, HKV = c_.n_head_kv, group = H / HKV, C = (int)cands_.size();
   const FcLayout fcs(c_);
   const int F = fcs.n_fc();
-  const std::vector<MeasuredQuery> measured = measured_queries(p0, n, s_, copies_from_, span_);
+  const std::vector<MeasuredQuery> measured = measured_queries(p0, n, s_, *w_);
   if (measured.empty()) return;
   const int64_t n_rows = measured.back().pos + 1;
   std::vector<float> first, second;  // [HKV, F, n_rows] each
@@ -99,8 +127,7 @@ void RecallMeter::on_queries(int layer, int64_t p0, int n, const float* q, const
     std::vector<float> partial, full, cand;  // [F, T], [T], [n_far]
     std::vector<int32_t> top, idx;
     std::vector<char> mask;
-    std::vector<double> sum((size_t)C * 2, 0.0);
-    double weight[2] = {0, 0};
+    std::vector<double> sum((size_t)C * kProbeKinds, 0.0), weight(kProbeKinds, 0.0);
 #pragma omp for schedule(dynamic)
     for (int i = 0; i < n_pairs; ++i) {
       const MeasuredQuery& m = measured[i / HKV];
@@ -111,18 +138,26 @@ void RecallMeter::on_queries(int layer, int64_t p0, int n, const float* q, const
         chunk_scores(qh, fcs, &first[(size_t)kv_head * F * n_rows], &second[(size_t)kv_head * F * n_rows], n_rows, T,
                      partial, full);
         const double w = far_share(full, T, n_far, scale);
-        top_k_mask(full.data(), n_far, s_.top_k, top, mask);
-        for (int c = 0; c < C; ++c) {
-          const int hits = candidate_hits(fcs_[((size_t)layer * HKV + kv_head) * C + c], partial, T, n_far, s_.pick,
-                                          mask, cand, idx);
-          sum[(size_t)c * 2 + !m.copy] += w * hits / s_.top_k;
+        int record = -1;
+        int64_t best = 0;
+        if (m.kind == kLookalikes) {
+          best = std::max_element(full.begin(), full.begin() + n_far) - full.begin();
+          if ((record = record_of(*w_, best)) < 0) continue;  // full attention looks elsewhere: nothing to tell apart
+        } else {
+          top_k_mask(full.data(), n_far, s_.top_k, top, mask);
         }
-        weight[!m.copy] += w;
+        for (int c = 0; c < C; ++c) {
+          candidate_scores(fcs_[((size_t)layer * HKV + kv_head) * C + c], partial, T, n_far, cand);
+          const double hit = m.kind == kLookalikes ? tells_apart(cand, *w_, record, best)
+                                                   : (double)candidate_hits(cand, s_.pick, mask, idx) / s_.top_k;
+          sum[(size_t)c * kProbeKinds + m.kind] += w * hit;
+        }
+        weight[m.kind] += w;
       }
     }
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < sum.size(); ++i) sum_[(size_t)layer * C * 2 + i] += sum[i];
-    for (int k = 0; k < 2; ++k) weight_[(size_t)layer * 2 + k] += weight[k];
+    for (size_t i = 0; i < sum.size(); ++i) sum_[(size_t)layer * C * kProbeKinds + i] += sum[i];
+    for (int k = 0; k < kProbeKinds; ++k) weight_[(size_t)layer * kProbeKinds + k] += weight[k];
   }
 }
 
@@ -130,30 +165,69 @@ std::vector<std::vector<CandidateRecall>> RecallMeter::recalls() const {
   const int C = (int)cands_.size();
   std::vector<std::vector<CandidateRecall>> out(c_.n_layer);
   for (int l = 0; l < c_.n_layer; ++l) {
-    const double copies = weight_[(size_t)l * 2], text = weight_[(size_t)l * 2 + 1];
-    if (copies <= 0) continue;
-    for (int c = 0; c < C; ++c)
-      out[l].push_back({cands_[c], sum_[((size_t)l * C + c) * 2] / copies,
-                        text ? sum_[((size_t)l * C + c) * 2 + 1] / text : 0.0});
+    const double* weight = &weight_[(size_t)l * kProbeKinds];
+    if (weight[kCopies] <= 0) continue;
+    for (int c = 0; c < C; ++c) {
+      const double* sum = &sum_[((size_t)l * C + c) * kProbeKinds];
+      out[l].push_back({cands_[c], sum[kCopies] / weight[kCopies], weight[kText] ? sum[kText] / weight[kText] : 0.0,
+                        weight[kLookalikes] ? sum[kLookalikes] / weight[kLookalikes] : -1.0});
+    }
   }
   return out;
 }
 
+namespace {
+
+// `n` records of one template (kTemplate tokens of the text), each with its own key and value
+// (tokens drawn from the text; no two keys alike).   text: [>= 2]; returns [n, kRecordLen]
+std::vector<std::vector<int32_t>> lookalike_records(std::span<const int32_t> text, int n, uint64_t seed) {
+  using W = ProbeWindow;
+  std::mt19937_64 rng(seed);
+  auto draw = [&] { return text[1 + rng() % (text.size() - 1)]; };  // (never the BOS at 0)
+  const size_t t = 1 + rng() % (text.size() - W::kTemplate);
+  std::vector<std::vector<int32_t>> out;
+  for (int tries = 0; (int)out.size() < n && tries < 64 * n; ++tries) {
+    std::vector<int32_t> r(text.begin() + t, text.begin() + t + W::kTemplate);
+    for (int i = 0; i < W::kKey + W::kValue; ++i) r.push_back(draw());
+    auto same_key = [&](const std::vector<int32_t>& o) {
+      return std::equal(o.begin() + W::kTemplate, o.begin() + W::kTemplate + W::kKey, r.begin() + W::kTemplate);
+    };
+    if (std::none_of(out.begin(), out.end(), same_key)) out.push_back(std::move(r));
+  }
+  if ((int)out.size() < n) throw Error("chunk choice: the calibration text has too few distinct tokens for look-alike probes");
+  return out;
+}
+
+}  // namespace
+
 std::vector<ProbeWindow> probe_windows(const std::vector<std::vector<int32_t>>& windows, const RecallSettings& s) {
+  using W = ProbeWindow;
   constexpr int kCopies = 4;
   std::vector<ProbeWindow> out;
   for (const auto& w : windows) {
     const int64_t L = (int64_t)w.size(), span = std::clamp<int64_t>(L / 32, 8, 64);
-    const int64_t text = L - kCopies * span, half = text / 2;
-    // The copies' originals lie in the first half; every copy must be far from its original.
-    if (half - span - 1 < kCopies || text - half < s.window + 2 * s.pick) continue;
+    const int64_t text = L - kCopies * span - W::kRecordCopies * W::kRecordLen, half = text / 2;
+    // The copies' originals lie in the first half, the records in the second (over its text, the last
+    // `window` tokens left free), and every copy far from its original.
+    const int64_t gap = (text - half - s.window) / W::kRecords;  // a record every `gap` tokens
+    if (half - span - 1 < kCopies || text - half < s.window + 2 * s.pick || gap < W::kRecordLen) continue;
     ProbeWindow p;
-    p.tokens.assign(w.begin(), w.begin() + text);
-    p.copies_from = text;
     p.span = span;
+    p.tokens.assign(w.begin(), w.begin() + text);
+    const auto records = lookalike_records(std::span(w.data(), (size_t)text), W::kRecords, 0x5eed + out.size());
+    for (int r = 0; r < W::kRecords; ++r) {
+      p.record_at.push_back(half + r * gap);
+      std::copy(records[r].begin(), records[r].end(), p.tokens.begin() + p.record_at.back());
+    }
+    p.copies_from = text;
     for (int i = 0; i < kCopies; ++i) {
       const int64_t from = 1 + i * (half - span - 1) / kCopies;  // (after a BOS)
       p.tokens.insert(p.tokens.end(), w.begin() + from, w.begin() + from + span);
+    }
+    p.records_copied_from = (int64_t)p.tokens.size();
+    for (int i = 0; i < W::kRecordCopies; ++i) {
+      const auto& r = records[1 + i * W::kRecords / W::kRecordCopies];
+      p.tokens.insert(p.tokens.end(), r.begin(), r.end());
     }
     out.push_back(std::move(p));
   }
@@ -164,14 +238,14 @@ ChunkChoice decide_chunks(std::vector<std::vector<CandidateRecall>> measured, co
   ChunkChoice choice;
   choice.settings = s;
   for (const auto& layer : measured) {
-    const CandidateRecall* best = nullptr;  // the highest recall on copies, fewest chunks first
+    const CandidateRecall* best = nullptr;  // the highest far recall, fewest chunks first
     for (const CandidateRecall& c : layer)
-      if (!best || c.copies > best->copies) best = &c;
+      if (!best || c.far() > best->far()) best = &c;
     // The fewest chunks reaching the target (else the best there is); at one count, the better ranking.
     const CandidateRecall* pick = nullptr;
     for (const CandidateRecall& c : layer)
-      if ((c.copies >= s.target || &c == best) &&
-          (!pick || (c.setting.n_fc == pick->setting.n_fc && c.copies > pick->copies)))
+      if ((c.far() >= s.target || &c == best) &&
+          (!pick || (c.setting.n_fc == pick->setting.n_fc && c.far() > pick->far())))
         pick = &c;
     choice.layers.push_back(pick ? pick->setting : ChunkSetting{FcRank::Agreement, 0});
   }
@@ -190,7 +264,7 @@ std::optional<ChunkChoice> choose_chunks(const Model& m, const Profile& p,
   for (const ProbeWindow& w : probes) {
     Session session(m, so);
     session.set_observer(&meter);
-    meter.start_window(w.copies_from, w.span);
+    meter.start_window(w);
     session.prefill(w.tokens);
   }
   return decide_chunks(meter.recalls(), s);
@@ -198,11 +272,15 @@ std::optional<ChunkChoice> choose_chunks(const Model& m, const Profile& p,
 
 std::string describe_choice(const ChunkChoice& c) {
   std::string out;
-  char line[160];
+  char line[192], lookalikes[48];
   for (int l = 0; l < (int)c.layers.size(); ++l)
     if (const CandidateRecall* r = c.chosen(l)) {
-      std::snprintf(line, sizeof line, "layer %d: %d chunks by %s, recall %.2f on copied spans, %.2f on text\n", l,
-                    r->setting.n_fc, name_of(r->setting.rank), r->copies, r->text);
+      if (r->lookalikes < 0)  // full attention's top distant key lay in no record
+        std::snprintf(lookalikes, sizeof lookalikes, "look-alikes not measured");
+      else
+        std::snprintf(lookalikes, sizeof lookalikes, "%.2f among look-alikes", r->lookalikes);
+      std::snprintf(line, sizeof line, "layer %d: %d chunks by %s, recall %.2f on copied spans, %s, %.2f on text\n", l,
+                    r->setting.n_fc, name_of(r->setting.rank), r->copies, lookalikes, r->text);
       out += line;
     }
   return out;
@@ -210,12 +288,12 @@ std::string describe_choice(const ChunkChoice& c) {
 
 std::string choice_warning(const Profile& p) {
   if (!p.choice)
-    return "warning: no far-recall check (the calibration text needs windows of about 600 tokens or more): FASA "
+    return "warning: no far-recall check (the calibration text needs windows of about 700 tokens or more): FASA "
            "ranks chunks by agreement, which can miss distant tokens. Fix: calibrate on a longer text";
   std::string low;
   for (int l = 0; l < (int)p.choice->layers.size(); ++l)
-    if (const CandidateRecall* r = p.choice->chosen(l); r && r->copies < p.choice->settings.target)
-      low += (low.empty() ? "" : ", ") + std::to_string(l) + " (" + std::to_string((int)std::lround(100 * r->copies)) + "%)";
+    if (const CandidateRecall* r = p.choice->chosen(l); r && r->far() < p.choice->settings.target)
+      low += (low.empty() ? "" : ", ") + std::to_string(l) + " (" + std::to_string((int)std::lround(100 * r->far())) + "%)";
   if (low.empty()) return "";
   return "warning: in layers " + low + " no candidate keeps " +
          std::to_string((int)std::lround(100 * p.choice->settings.target)) +

@@ -2,11 +2,17 @@
 // FASA's default chunks, chosen per layer from what decoding needs (docs/FASA.md §2, "Chunk choice").
 // Agreement on running text, where most attention is local, can favour chunks that only score nearby
 // tokens; decoding must also find far ones. So after the agreement pass, a dense run over *probe
-// windows* — the text with spans of its first half copied again at its end, whose queries must find
-// their originals far back — measures every candidate (ranking × chunk count): the share of full
-// attention's top `top_k` keys among the distant ones (older than `window` tokens) that the
-// candidate's top `pick` on its chunks alone contains. Each layer keeps the fewest chunks whose
-// recall on the copies reaches `target`, by the ranking that scores best there (agreement on a tie).
+// windows* measures every candidate (ranking × chunk count) where full attention looks far back:
+// - copies: spans of the window's first half copied again at its end; recall is the share of full
+//   attention's top `top_k` keys among the distant ones (older than `window` tokens) that the
+//   candidate's top `pick` on its chunks alone contains;
+// - look-alikes: records made of one shared template, a key and a value (tokens of the text), many in
+//   the window and some copied at its end; recall is the share of the copies' value queries where the
+//   candidate ranks full attention's top distant key above the same place in every other record. Prose
+//   has no near-duplicates, so copies alone cannot see what a list of similar records (a multi-key
+//   haystack) asks of the chunks: to tell one record from the others.
+// Each layer keeps the fewest chunks whose recall on both reaches `target`, by the ranking that scores
+// best there (agreement on a tie).
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -24,17 +30,28 @@ namespace fasa {
 // quality the far-recall check does not see.
 std::vector<ChunkSetting> chunk_candidates(int n_fc, int n = 0);
 
+// Probe windows of `windows` (token windows of the calibration text): running text whose second half
+// holds kRecords look-alike records (written over it), then 4 spans of `span` tokens copied from its
+// first half (from `copies_from`), then kRecordCopies of the records copied (from
+// `records_copied_from`); as long as the window. Windows too short to hold copies far from their
+// originals (about 700 tokens) are left out.
+struct ProbeWindow {
+  static constexpr int kRecords = 16, kRecordCopies = 8;
+  static constexpr int kTemplate = 3, kKey = 2, kValue = 4, kRecordLen = kTemplate + kKey + kValue;
+  std::vector<int32_t> tokens;
+  int64_t copies_from = 0, span = 0;
+  std::vector<int64_t> record_at;  // [kRecords] each look-alike record's first position, ascending
+  int64_t records_copied_from = 0;
+};
+std::vector<ProbeWindow> probe_windows(const std::vector<std::vector<int32_t>>& windows, const RecallSettings& s);
+
 // Measures each candidate's recall in every layer the observer sees, with group sharing (the
 // default: one chunk set per KV head).
 class RecallMeter : public AttentionObserver {
  public:
   RecallMeter(const Profile& p, const ModelConfig& c, std::vector<ChunkSetting> candidates, RecallSettings s);
-  // Positions from `copies_from` on are the probe's copies, `span` tokens each; earlier ones running
-  // text (every kTextStride-th of them is measured).
-  void start_window(int64_t copies_from, int64_t span) {
-    copies_from_ = copies_from;
-    span_ = span;
-  }
+  // The probe window whose tokens the next prefill runs (kept by reference until then).
+  void start_window(const ProbeWindow& w) { w_ = &w; }
   void on_queries(int layer, int64_t p0, int n, const float* q, const KvCache& cache) override;
   // Mean recalls per layer, in the candidates' order (layers never observed: empty).
   std::vector<std::vector<CandidateRecall>> recalls() const;
@@ -47,20 +64,11 @@ class RecallMeter : public AttentionObserver {
   std::vector<ChunkSetting> cands_;
   RecallSettings s_;
   std::vector<std::vector<int>> fcs_;  // [n_layer * n_head_kv * n_cand] each candidate's chunks
-  int64_t copies_from_ = 0, span_ = 1;
+  const ProbeWindow* w_ = nullptr;
   std::mutex mu_;
-  std::vector<double> sum_;     // [n_layer, n_cand, 2] weighted recall sums: copies, text
-  std::vector<double> weight_;  // [n_layer, 2] the weights' sums
+  std::vector<double> sum_;     // [n_layer, n_cand, 3] weighted recall sums per ProbeKind
+  std::vector<double> weight_;  // [n_layer, 3] the weights' sums
 };
-
-// Probe windows of `windows` (token windows of the calibration text): each ends with 4 spans of
-// `span` tokens copied from its first half; `copies_from` says where the copies begin. Windows too short to
-// hold copies far from their originals are left out.
-struct ProbeWindow {
-  std::vector<int32_t> tokens;
-  int64_t copies_from = 0, span = 0;
-};
-std::vector<ProbeWindow> probe_windows(const std::vector<std::vector<int32_t>>& windows, const RecallSettings& s);
 
 // Each layer's choice from what was measured there (settings.target).
 ChunkChoice decide_chunks(std::vector<std::vector<CandidateRecall>> measured, const RecallSettings& s);

@@ -176,9 +176,11 @@ void save_profile(const Profile& p, const std::string& path) {
     for (int l = 0; l < (int)p.choice->layers.size(); ++l) {
       if (p.choice->layers[l].n_fc == 0) continue;  // not measured
       json cands = json::array();
-      for (const CandidateRecall& c : p.choice->measured[l])
+      for (const CandidateRecall& c : p.choice->measured[l]) {
         cands.push_back({{"fc_rank", name_of(c.setting.rank)}, {"fcs", c.setting.n_fc}, {"copies", recall(c.copies)},
                          {"text", recall(c.text)}});
+        if (c.lookalikes >= 0) cands.back()["lookalikes"] = recall(c.lookalikes);
+      }
       choice["layers"].push_back({{"layer", l}, {"fc_rank", name_of(p.choice->layers[l].rank)},
                                   {"fcs", p.choice->layers[l].n_fc}, {"candidates", cands}});
     }
@@ -252,9 +254,10 @@ ChunkChoice read_choice(const json& j, const Profile& p, const std::string& path
     c.layers[l] = {read_rank(e, path), bounded(e, "fcs", 1, p.n_fc, path)};
     const json& cands = e.contains("candidates") ? e["candidates"] : json();
     if (!cands.is_array() || cands.size() > 64) fail(path, "chunk_choice: 'candidates' must be a list of at most 64");
-    for (const json& m : cands)
-      c.measured[l].push_back({{read_rank(m, path), bounded(m, "fcs", 1, p.n_fc, path)},
-                               read_recall(m, "copies", path), read_recall(m, "text", path)});
+    for (const json& m : cands)  // (no "lookalikes" in profiles made before them)
+      c.measured[l].push_back({{read_rank(m, path), bounded(m, "fcs", 1, p.n_fc, path)}, read_recall(m, "copies", path),
+                               read_recall(m, "text", path),
+                               m.contains("lookalikes") ? read_recall(m, "lookalikes", path) : -1.0});
     if (!c.chosen(l)) fail(path, "chunk_choice: layer " + std::to_string(l) + "'s choice is none of its candidates");
   }
   return c;

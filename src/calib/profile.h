@@ -2,6 +2,7 @@
 // A FASA profile: the calibration result for one model — mean contextual agreement of every
 // (layer, query head, frequency chunk) and the dominant chunks chosen from it. Stored as JSON and
 // tied to the model by a fingerprint (shapes, RoPE layout and a hash of sampled weight bytes).
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,15 +35,19 @@ struct RecallSettings {
   int64_t window = 128;  // keys this close to the query are recent: not measured
   int top_k = 1;         // full attention's top keys among the distant ones...
   int pick = 64;         // ... looked for among a candidate's top `pick` on its chunks alone
-  double target = 0.9;   // the recall on copied spans a layer's choice must reach
+  double target = 0.9;   // the far recall (CandidateRecall::far) a layer's choice must reach
   bool operator==(const RecallSettings&) const = default;
 };
 
 // A candidate's mean recall of full attention's top distant keys: on the probes' copied spans (far
-// retrieval) and on their running text.
+// retrieval), on their running text, and on copied records among look-alike records (the share where
+// the candidate ranks full attention's key above the same place in every look-alike record).
 struct CandidateRecall {
   ChunkSetting setting;
   double copies = 0, text = 0;
+  double lookalikes = -1;  // -1: not measured (profiles made before look-alike probes)
+  // What the choice must keep: far retrieval, among look-alikes too where measured.
+  double far() const { return lookalikes < 0 ? copies : std::min(copies, lookalikes); }
 };
 
 // What calibration chose for FASA's defaults, per layer, and what it measured to choose.

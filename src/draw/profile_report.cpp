@@ -81,15 +81,19 @@ std::string profile_report_markdown(const Profile& p, const std::string& profile
     md << "\n## Chunk choice: FASA's defaults per layer\n\n"
        << "Recall of full attention's top " << rs.top_k << " key(s) older than " << rs.window
        << " tokens within a candidate's top " << rs.pick << " on its chunks alone, weighted by each query's "
-       << "attention on distant keys, on spans copied from far back (copies) and on running text (text); each "
-       << "layer keeps the fewest chunks whose recall on copies reaches " << rs.target << ".\n\n"
-       << "| layer | chosen | candidates: copies / text |\n|---|---|---|\n";
+       << "attention on distant keys, on spans copied from far back (copies) and on running text (text); and "
+       << "the share of copied records' value queries where the candidate ranks full attention's top key above "
+       << "the same place in every look-alike record (look-alikes; - where not measured). Each layer keeps the "
+       << "fewest chunks whose recall on copies and look-alikes reaches " << rs.target << ".\n\n"
+       << "| layer | chosen | candidates: copies / look-alikes / text |\n|---|---|---|\n";
     for (int l = 0; l < m.n_layer; ++l) {
       if (!p.choice->chosen(l)) continue;
       md << "| " << l << " | " << p.choice->layers[l].n_fc << " by " << name_of(p.choice->layers[l].rank) << " |";
       for (const CandidateRecall& c : p.choice->measured[l]) {
-        char cell[96];
-        std::snprintf(cell, sizeof cell, " %d by %s: %.2f / %.2f;", c.setting.n_fc, name_of(c.setting.rank), c.copies, c.text);
+        char cell[96], lookalikes[16] = "-";
+        if (c.lookalikes >= 0) std::snprintf(lookalikes, sizeof lookalikes, "%.2f", c.lookalikes);
+        std::snprintf(cell, sizeof cell, " %d by %s: %.2f / %s / %.2f;", c.setting.n_fc, name_of(c.setting.rank),
+                      c.copies, lookalikes, c.text);
         md << cell;
       }
       md << " |\n";
@@ -127,7 +131,8 @@ nlohmann::json profile_report_json(const Profile& p) {
       nlohmann::json cands = nlohmann::json::array();
       for (const CandidateRecall& c : p.choice->measured[l])
         cands.push_back({{"fc_rank", name_of(c.setting.rank)}, {"fcs", c.setting.n_fc}, {"recall_copies", c.copies},
-                         {"recall_text", c.text}});
+                         {"recall_text", c.text},
+                         {"recall_lookalikes", c.lookalikes < 0 ? nlohmann::json() : nlohmann::json(c.lookalikes)}});
       choice.push_back({{"layer", l}, {"fc_rank", name_of(p.choice->layers[l].rank)}, {"fcs", p.choice->layers[l].n_fc},
                         {"candidates", cands}});
     }

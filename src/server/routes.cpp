@@ -115,9 +115,13 @@ json Server::Impl::tokenizer_info() const {  // vLLM's
 }
 
 json Server::Impl::props() const {  // llama-server's
-  json policies = json::array();
-  for (const PolicyInfo& p : policy_registry()) policies.push_back(p.name);
+  json policies = json::array(), dense = json::array();  // dense: those that take no budget
+  for (const PolicyInfo& p : policy_registry()) {
+    policies.push_back(p.name);
+    if (p.dense) dense.push_back(p.name);
+  }
   return {{"total_slots", opts.parallel}, {"model_path", engine.info().path}, {"policies", policies},
+          {"dense_policies", dense},
           {"default_generation_settings", {{"n_ctx", slot_ctx}, {"n_predict", opts.limits.max_tokens}}},
           {"n_ctx", opts.n_ctx}, {"batch_size", opts.batch_tokens}, {"attn", opts.policy.attn},
           {"chat_format", engine.info().chat_format}, {"build_info", "fasa " FASA_VERSION}};
