@@ -137,7 +137,7 @@ void add_policy_options(CLI::App* cmd, PolicyOptions& o, unsigned parts, Setting
   add_setting(cmd, "--kv-type", t, "kv_type",
               "KV cache element type of K and V: f16 (as llama.cpp's default), q8_0 (int8 blocks of 32: about "
               "half of f16's bytes per step) or f32 (exact)",
-              name_of(o.cache.key_type));
+              name_of(o.cache.types.k));
   add_setting(cmd, "--cache-type-k", t, "cache_type_k", "The keys' type, as llama.cpp's -ctk (default: --kv-type)");
   add_setting(cmd, "--cache-type-v", t, "cache_type_v", "The values' type, as llama.cpp's -ctv (default: --kv-type)");
   add_setting_flag(cmd, "--tip-int8", o, "tip_int8",

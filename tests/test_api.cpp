@@ -174,7 +174,7 @@ TEST_F(ApiTest, SwitchPolicyGoesOnAsAFreshContextWithThatPolicy) {
   ctx.feed(prompt);
   for (const char* voter : {"h2o", "snapkv"}) EXPECT_FALSE(ctx.switch_policy(policy(voter))) << voter;
   PolicyOptions q8 = policy("fasa");
-  q8.cache.key_type = DType::Q8_0;
+  q8.cache.types.k = DType::Q8_0;
   EXPECT_FALSE(ctx.switch_policy(q8));
   EXPECT_EQ(ctx.options().policy.attn, "full");  // unchanged by a refusal
   ContextOptions co;  // int8 key blocks would be quantized again in another key order

@@ -191,7 +191,7 @@ TEST(Attention, LongPrefillEqualsSteppingThroughIt) {
   std::mt19937 rng(6);
   for (auto& t : prompt) t = 3 + (int32_t)(rng() % 290);
   SessionOptions o;
-  o.kv_types = {DType::F32, DType::F32};
+  o.cache.types = {DType::F32, DType::F32};
   o.n_ubatch = 100;
   Session batched(*m, o), stepwise(*m, o);
   std::vector<float> all;

@@ -256,7 +256,7 @@ TEST_F(AutoProfileTest, AProfileOverTheFastLimitLeavesTheContextDense) {
   const ModelConfig& c = engine.model().config;
   const std::vector<int32_t> prompt = random_tokens(1100, 7, c.n_vocab);
   ContextOptions o = fasa_options();
-  o.policy.cache.tip_int8 = true;
+  o.policy.cache.types.tip_int8 = true;
   o.policy.cache.offload.fast_limit =
       KvCache(c.n_layer, c.n_head_kv, c.head_dim, o.n_ctx, {}, KvTypes(DType::F16, DType::F16, true)).bytes();
   Context ctx(engine, o);

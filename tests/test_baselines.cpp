@@ -331,7 +331,7 @@ TEST_P(EveryPolicy, BudgetCoveringTheContextEqualsFullAttention) {
   auto prompt = m->tokenizer.encode("And the evening and the morning were the first day.", true);
   for (DType kv_type : {DType::F16, DType::Q8_0}) {
     SessionOptions so;
-    so.kv_types = kv_type;
+    so.cache.types = kv_type;
     Session full(*m, so), sparse(*m, so, make_policy(o, *m, nullptr));
     full.prefill(prompt);
     sparse.prefill(prompt);

@@ -109,16 +109,16 @@ TEST_P(BatchedDecode, EqualsEachSequenceAlone) {
   o.synthetic_profile = true;
   std::vector<PolicyOptions> variants;
   for (DType kv : {DType::F16, DType::Q8_0}) {
-    o.cache.key_type = o.cache.value_type = kv;
+    o.cache.types.k = o.cache.types.v = kv;
     variants.push_back(o);
   }
   if (policy_info(o.attn).has_k_dom) {  // FASA-M: K_rest and V in the slow tier
-    o.cache.key_type = o.cache.value_type = DType::F16;
+    o.cache.types.k = o.cache.types.v = DType::F16;
     o.cache.offload.tier = KvOffloadOptions::Tier::Ram;
     variants.push_back(o);
   }
   for (const PolicyOptions& v : variants) {
-    SCOPED_TRACE(v.attn + " kv " + name_of(v.cache.key_type) + " offload '" + offload_str(v.cache.offload) + "'");
+    SCOPED_TRACE(v.attn + " kv " + name_of(v.cache.types.k) + " offload '" + offload_str(v.cache.offload) + "'");
     const std::vector<Trace> want = alone(*m, v, prompts), got = together(*m, v, prompts);
     for (int i = 0; i < kSequences; ++i) {
       ASSERT_EQ(got[i].tokens, want[i].tokens) << "sequence " << i;

@@ -80,8 +80,8 @@ TEST(BenchCounting, KvBytesPerTokenMatchTheFormula) {
       p.fcs = fcs;
       p.fc_sharing = sharing;
       p.synthetic_profile = true;
-      p.cache.key_type = p.cache.value_type = kv_type;
-      p.cache.tip_int8 = tip_int8;
+      p.cache.types.k = p.cache.types.v = kv_type;
+      p.cache.types.tip_int8 = tip_int8;
       return run_bench_test(*m, p, t, 1).kv_bytes_per_token;
     };
     // Bytes of a whole key row (dense layout, or FASA's K_dom | K_rest planes), of a value row.
@@ -129,7 +129,7 @@ TEST(BenchCounting, PromptThenDecodeCountsTheDecodedTokens) {
   t.repetitions = 2;
   PolicyOptions p;
   p.attn = "full";
-  p.cache.key_type = p.cache.value_type = DType::F32;
+  p.cache.types.k = p.cache.types.v = DType::F32;
   const BenchResult r = run_bench_test(*m, p, t, 1);
   double want = 0;
   for (int i = 0; i < n_gen; ++i) want += (double)L * HKV * (n_prompt + i + 1) * 2 * D * 4;

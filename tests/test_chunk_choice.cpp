@@ -198,7 +198,7 @@ TEST(ChunkChoice, MeterEqualsItsPlainDefinition) {
   ASSERT_EQ(probes.size(), 1u);
   SessionOptions so;
   so.n_ctx = 1024;
-  so.kv_types = {DType::F32, DType::F32};
+  so.cache.types = {DType::F32, DType::F32};
   Session session(*m, so);
   PlainRecall plain_one(p, m->config, one, s, probes[0]), plain_two(p, m->config, two, s, probes[0]);
   All all({&meter, &plain_one, &plain_two});

@@ -424,7 +424,7 @@ std::shared_ptr<FasaPolicy> fasa_policy(const Model& m, Budget b, FcSharing sh, 
 std::vector<int32_t> greedy(const Model& m, std::shared_ptr<AttentionPolicy> p, const std::vector<int32_t>& prompt, int n,
                             std::vector<float>* first_logits = nullptr, KvTypes kv_types = {}) {
   SessionOptions so;
-  so.kv_types = kv_types;
+  so.cache.types = kv_types;
   Session s(m, so, std::move(p));
   auto logits = s.prefill(prompt);
   std::vector<int32_t> out;

@@ -62,7 +62,7 @@ TEST_P(Golden, LogitsOfEveryPositionAndGreedyContinuation) {
   for (auto [kv_type, tol] : {std::pair{DType::F32, g.tol}, std::pair{DType::F16, g.tol + 4e-3}}) {
     SCOPED_TRACE(dtype_name(kv_type));
     SessionOptions o;
-    o.kv_types = {kv_type, kv_type};
+    o.cache.types = {kv_type, kv_type};
     Session s(*model, o);
     std::vector<float> logits;
     s.prefill(tokens, &logits);
@@ -103,7 +103,7 @@ TEST(Golden, GgufAndHfLayoutsGiveTheSameLogits) {
   EXPECT_EQ(hf->config.rope_layout, RopeLayout::Neox);
   auto tokens = gguf->tokenizer.encode("And God said, Let there be light: and there was light.", true);
   SessionOptions exact;  // F16 rounding of keys and queries would amplify the layouts' last-bit differences
-  exact.kv_types = {DType::F32, DType::F32};
+  exact.cache.types = {DType::F32, DType::F32};
   Session a(*gguf, exact), b(*hf, exact);
   std::vector<float> la, lb;
   a.prefill(tokens, &la);
@@ -116,7 +116,7 @@ TEST(Golden, ChunkedPrefillAndDecodeMatchOneBatch) {
   auto model = load_model(FASA_BUNDLED_MODEL);
   auto tokens = model->tokenizer.encode("Water \\Wa\"ter\\, n. The fluid which descends from the clouds.", true);
   SessionOptions exact;  // F16 rounding of keys and queries would amplify the batching's last-bit differences
-  exact.kv_types = {DType::F32, DType::F32};
+  exact.cache.types = {DType::F32, DType::F32};
   Session one(*model, exact);
   std::vector<float> all;
   one.prefill(tokens, &all);

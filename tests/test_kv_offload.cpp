@@ -212,7 +212,7 @@ TEST(KvOffload, OptionsParse) {
   set_policy_option(p, "kv_offload", "ram");
   EXPECT_THROW(session_options(p, 100), Error);  // full attention has no K_dom plane to keep
   p.attn = "fasa";
-  EXPECT_EQ(session_options(p, 100).offload.tier, KvOffloadOptions::Tier::Ram);
+  EXPECT_EQ(session_options(p, 100).cache.offload.tier, KvOffloadOptions::Tier::Ram);
   KvOffloadOptions o;
   o.tier = KvOffloadOptions::Tier::Ram;
   EXPECT_THROW(KvCache(1, 1, kDim, 10, {}, DType::F16, o), Error);  // nothing to offload

@@ -65,9 +65,9 @@ TEST(Options, EachSettingParsesToItsType) {
   want.tip_mass = 0.95;
   want.seed = 7;
   want.ds_channels = 12;
-  want.cache.key_type = DType::Q8_0;
-  want.cache.value_type = DType::F32;
-  want.cache.tip_int8 = true;
+  want.cache.types.k = DType::Q8_0;
+  want.cache.types.v = DType::F32;
+  want.cache.types.tip_int8 = true;
   want.cache.offload = {KvOffloadOptions::Tier::File, "/tmp/x", 512u << 20, true};
   EXPECT_EQ(o, want);
   set_policy_option(o, "dense_layers", "");

@@ -87,7 +87,7 @@ TEST(QuantModels, LogitsCloseToTheFloatModel) {
                            {"Q4_K_M", 0.07}, {"Q4_0", 0.12}}) {
     auto m = load_model(kjv + "quant/kjv-tiny-" + file + ".gguf");
     SessionOptions exact_kv;  // the weights' error alone
-    exact_kv.kv_types = {DType::F32, DType::F32};
+    exact_kv.cache.types = {DType::F32, DType::F32};
     Session s(*m, exact_kv);
     std::vector<float> logits;
     s.prefill(c["tokens"].get<std::vector<int32_t>>(), &logits);

@@ -189,7 +189,7 @@ void expect_sparse_equals_reference(const std::string& shape) {
   std::vector<int32_t> prompt(kPrompt);
   for (int i = 0; i < kPrompt; ++i) prompt[i] = (int32_t)((i * 7919 + 13) % c.n_vocab);
   SessionOptions so;
-  so.kv_types = {DType::F32, DType::F32};  // the brute force reads what the policy read
+  so.cache.types = {DType::F32, DType::F32};  // the brute force reads what the policy read
   // FASA's and DoubleSparse's profile: seeded statistics, and a chunk choice that alternates between
   // a quarter of the chunks by agreement and half by magnitude (the default, --fc-rank auto, follows it)
   Profile profile = synthetic_profile(*model, default_n_tip(c), 1);

@@ -38,7 +38,7 @@ void expect_matches_golden(const std::string& model, const std::string& golden) 
     std::vector<float> ref(last * V);
     std::memcpy(ref.data(), raw.data(), raw.size());
     SessionOptions o;
-    o.kv_types = {DType::F32, DType::F32};  // the reference is a float32 run of the F16-rounded weights
+    o.cache.types = {DType::F32, DType::F32};  // the reference is a float32 run of the F16-rounded weights
     Session s(*m, o);
     std::vector<float> logits;
     s.prefill(ids, &logits);

@@ -77,7 +77,7 @@ SessionOptions options_of(const Side& side) {
   SessionOptions so;
   so.n_ctx = 256;
   so.device = side.device;
-  if (side.fasa_m) so.offload.tier = KvOffloadOptions::Tier::Ram;
+  if (side.fasa_m) so.cache.offload.tier = KvOffloadOptions::Tier::Ram;
   return so;
 }
 
@@ -150,7 +150,7 @@ TEST(Vulkan, TheEngineRunsOnTheDeviceWithMinusNgl) {
   // FASA needs a profile file there (the automatic one is measured on the CPU), and the F16 cache.
   ContextOptions auto_fasa, q8_cache;
   auto_fasa.policy.attn = "fasa";
-  q8_cache.policy.cache.key_type = DType::Q8_0;
+  q8_cache.policy.cache.types.k = DType::Q8_0;
   EXPECT_NE(test::error_message([&] { Context(*engine, auto_fasa); }).find("needs a profile"), std::string::npos);
   EXPECT_NE(test::error_message([&] { Context(*engine, q8_cache); }).find("F16 KV cache"), std::string::npos);
   // What the cache takes is reported where it is.

@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
     co.policy.dense_layers = {};
     if (argc > 3) co.policy.profile = argv[3];
     else co.policy.synthetic_profile = true;
-    const size_t row_bytes = fasa::kv_row_bytes(co.policy.cache.key_type, c.head_dim) +
-                             fasa::kv_row_bytes(co.policy.cache.value_type, c.head_dim);
+    const size_t row_bytes = fasa::kv_row_bytes(co.policy.cache.types.k, c.head_dim) +
+                             fasa::kv_row_bytes(co.policy.cache.types.v, c.head_dim);
     const double kv_kib_per_token = (double)c.n_layer * c.n_head_kv * row_bytes / 1024;
     fasa::Context ctx(engine, co);
     ctx.feed("Ge1:1 In the beginning");

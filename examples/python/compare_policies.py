@@ -16,4 +16,4 @@ engine = fasa.Engine(sys.argv[2] if len(sys.argv) > 2 else None)
 records = fasa.eval.ppl(engine, text, window=1100, windows=1, score_from=1024,
                         attn=["full", "fasa", "stream", "quest"], budgets=[32, 128])
 kl = pd.DataFrame(r for r in records if r["metric"] == "kld")
-print(kl.pivot_table(index=["policy", "variant"], columns="budget", values="value").round(4).to_string())
+print(kl.pivot_table(index=["policy", "variant"], columns="budget", values="value").round(6).to_string())

@@ -53,13 +53,22 @@ struct KvOffloadOptions {
   bool operator==(const KvOffloadOptions&) const = default;
 };
 
-// The KV cache's layout, read by every policy.
+// KV cache elements: F16 (llama.cpp's default), F32 (exact) or Q8_0 (int8 blocks of 32), the element
+// types the kernels read (fasa/dtype.h; kKvTypes lists them).
+struct KvTypes {
+  DType k = DType::F16;   // K_dom and K_rest
+  DType v = DType::F16;
+  bool tip_int8 = false;  // FASA: TIP scans a Q8_0 copy of K_dom (heads with a K_dom plane; no-op with Q8_0 keys)
+
+  KvTypes() = default;
+  KvTypes(DType both) : k(both), v(both) {}  // NOLINT: a cache "of type T" has keys and values of T
+  KvTypes(DType keys, DType values, bool int8_tip = false) : k(keys), v(values), tip_int8(int8_tip) {}
+  bool operator==(const KvTypes&) const = default;
+};
+
+// The KV cache's settings, read by every policy and by the session that makes the cache.
 struct CacheOptions {
-  // KV cache elements: F16 (llama.cpp's default), F32 (exact) or Q8_0 (int8 blocks of 32), the element
-  // types the kernels read (fasa/dtype.h)
-  DType key_type = DType::F16;
-  DType value_type = DType::F16;
-  bool tip_int8 = false;  // FASA: TIP scans a Q8_0 copy of K_dom (no-op with q8_0 keys)
+  KvTypes types;
   KvOffloadOptions offload;
   bool operator==(const CacheOptions&) const = default;
 };

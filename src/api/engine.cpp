@@ -252,7 +252,7 @@ bool Context::can_switch_policy(const PolicyOptions& policy) const {
   // (Q8_0 keys, TIP's int8 copy), which would be quantized again from quantized values.
   const CacheOptions& c = policy.cache;
   return !opts_.custom_policy && !engine_.device() && c == opts_.policy.cache && !c.offload.offloaded() &&
-         c.key_type != DType::Q8_0 && !c.tip_int8 && !policy_info(policy.attn).votes &&
+         c.types.k != DType::Q8_0 && !c.types.tip_int8 && !policy_info(policy.attn).votes &&
          !auto_profile_pending(policy, &engine_.auto_profiles());
 }
 

@@ -116,7 +116,7 @@ BenchResult run_attention_bench(const Model& model, const PolicyOptions& policy,
   std::vector<KeyLayout> layouts;
   for (int g = 0; g < HKV; ++g) layouts.push_back(attn_policy->key_layout(layer, g));
   const SessionOptions so = session_options(policy, depth);
-  KvCache cache(1, HKV, D, depth, layouts, so.kv_types, so.offload);  // the one layer's cache
+  KvCache cache(1, HKV, D, depth, layouts, so.cache.types, so.cache.offload);  // the one layer's cache
   cache.fill_random(0, depth, seed);
   std::mt19937 rng((uint32_t)seed);
   std::normal_distribution<float> normal;

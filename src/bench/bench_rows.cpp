@@ -143,8 +143,8 @@ namespace {
 std::string row_notes(const BenchRow& r, const std::vector<BenchRow>& rows, const BenchRunInfo& info) {
   const PolicyOptions& p = *info.policy;
   const CacheOptions& c = p.cache;
-  std::string n = std::string("KV ") + name_of(c.key_type) + (c.key_type == c.value_type ? "" : std::string("/") + name_of(c.value_type));
-  if (c.tip_int8 && policy_info(r.policy.attn).has_k_dom) n += ", int8 TIP";
+  std::string n = std::string("KV ") + name_of(c.types.k) + (c.types.k == c.types.v ? "" : std::string("/") + name_of(c.types.v));
+  if (c.types.tip_int8 && policy_info(r.policy.attn).has_k_dom) n += ", int8 TIP";
   if (r.spec.depth > 0) n += r.spec.random_fill ? ", random fill" : ", prefill";
   if (r.spec.device) n += ", on the GPU";
   if (policy_info(r.policy.attn).has_k_dom && r.policy.synthetic_profile) n += ", synthetic profile";
@@ -202,8 +202,8 @@ std::string render_json(const std::vector<BenchRow>& rows, const BenchRunInfo& i
                         {"fcs", r.fcs}, {"fc_sharing", name_of(shared.fc_sharing)}, {"fc_alloc", name_of(shared.fc_alloc)},
                         {"fc_rank", name_of(shared.fc_rank)},
                         {"fill", r.spec.depth > 0 ? (r.spec.random_fill ? "random" : "prefill") : ""},
-                        {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", name_of(shared.cache.key_type)},
-                        {"type_v", name_of(shared.cache.value_type)}, {"tip_int8", pol.has_k_dom && shared.cache.tip_int8}, {"kv_bytes_read_per_token", kv_counted(r) ? nlohmann::json(r.result.kv_bytes_per_token) : nlohmann::json(nullptr)},
+                        {"synthetic_profile", pol.has_k_dom && r.policy.synthetic_profile}, {"type_k", name_of(shared.cache.types.k)},
+                        {"type_v", name_of(shared.cache.types.v)}, {"tip_int8", pol.has_k_dom && shared.cache.types.tip_int8}, {"kv_bytes_read_per_token", kv_counted(r) ? nlohmann::json(r.result.kv_bytes_per_token) : nlohmann::json(nullptr)},
                         {"achieved_gbps", row_gbps(r, info)}, {"kv_offload", offload_str(r.policy.cache.offload)},
                         {"kv_prefetch", r.policy.cache.offload.offloaded() && r.policy.cache.offload.prefetch},
                         {"peak_rss_mib", r.result.peak_rss / 1048576.0}};
@@ -236,8 +236,8 @@ std::string render_csv(const std::vector<BenchRow>& rows, const BenchRunInfo& in
     out += fmt("\"%s\",0,\"%s\",%s,\"%s\",\"%s\",\"%s\",%zu,%lld,%d,%d,%d,\"%s\",\"%s\",%d,0,%d,%d,%lld,\"%s\",%.0f,%.0f,%.6f,%.6f,",
                FASA_VERSION, cpu.c_str(), gpu ? csv_cell(gpu->describe()).c_str() : "\"\"", gpu ? "Vulkan" : "CPU",
                info.model_path.c_str(), model.config.arch.c_str(), model.weight_bytes(),
-               (long long)model.n_params(), ubatch, ubatch, r.threads, name_of(p.cache.key_type),
-               name_of(p.cache.value_type), gpu ? model.config.n_layer : 0, r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, when.c_str(),
+               (long long)model.n_params(), ubatch, ubatch, r.threads, name_of(p.cache.types.k),
+               name_of(p.cache.types.v), gpu ? model.config.n_layer : 0, r.spec.n_prompt, r.spec.n_gen, (long long)r.spec.depth, when.c_str(),
                ns.mean(), ns.stddev(), r.result.mean(), r.result.stddev());
     out += fmt("%s,%s,%s,%d,%d,%.6f,%s,%s,%.1f,%s\n", csv_cell(r.test).c_str(), r.policy.attn.c_str(),
                policy_info(r.policy.attn).dense ? "" : csv_cell(p.budget.str()).c_str(), r.fcs, r.spec.n_parallel,

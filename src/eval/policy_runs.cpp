@@ -46,9 +46,9 @@ std::string apply_spec(const std::string& spec, PolicyOptions& o) {
 
 std::string policy_variant(const PolicyOptions& o, const Model& m) {
   std::string kv;  // the cache's element types, where not llama.cpp's default
-  if (o.cache.key_type != DType::F16 || o.cache.value_type != DType::F16)
-    kv = std::string("kv=") + name_of(o.cache.key_type) +
-         (o.cache.value_type == o.cache.key_type ? "" : std::string("/") + name_of(o.cache.value_type));
+  if (o.cache.types.k != DType::F16 || o.cache.types.v != DType::F16)
+    kv = std::string("kv=") + name_of(o.cache.types.k) +
+         (o.cache.types.v == o.cache.types.k ? "" : std::string("/") + name_of(o.cache.types.v));
   const PolicyInfo info = policy_info(o.attn);
   if (info.dense) return kv;
   std::string v = info.has_k_dom && wants_auto_profile(o) ? "profile=auto " : "";

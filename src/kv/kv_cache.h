@@ -6,7 +6,7 @@
 // streams only those bytes; K_rest holds the other dims. The dims are stored permuted (dominant
 // first), and queries are permuted the same way, so q.k is unchanged. Dense runs use the identity
 // layout with an empty K_dom. Keys and values each are F16 (default, as llama.cpp's), F32 or Q8_0
-// (KvTypes); with tip_int8, a Q8_0 copy of K_dom is kept for TIP to scan: scores only rank tokens,
+// (KvTypes, fasa/options.h); with tip_int8, a Q8_0 copy of K_dom is kept for TIP to scan: scores only rank tokens,
 // so ranking on int8 keys reads fewer bytes while attention still reads the K_dom plane itself.
 //
 // A sliding-window layer (Gemma's local layers) keeps only its last `ring` positions: position p at
@@ -46,17 +46,6 @@ class FillStream {
 struct KeyLayout {
   std::vector<int> perm;  // [head_dim] or empty
   int n_dom = 0;
-};
-
-// Element types of a KV cache's planes.
-struct KvTypes {
-  DType k = DType::F16;   // K_dom and K_rest
-  DType v = DType::F16;
-  bool tip_int8 = false;  // also a Q8_0 copy of K_dom for TIP (heads with a K_dom plane; not for Q8_0 keys)
-
-  KvTypes() = default;
-  KvTypes(DType both) : k(both), v(both) {}  // NOLINT: a cache "of type T" has keys and values of T
-  KvTypes(DType keys, DType values, bool int8_tip = false) : k(keys), v(values), tip_int8(int8_tip) {}
 };
 
 // An offloaded head's gathered rows: the planes behind the compact view gather() returns.

@@ -32,13 +32,13 @@ std::vector<int64_t> ring_sizes(const ModelConfig& c, int64_t n_ctx, int n_ubatc
 // The session's state on `device`, selecting as `policy` does; throws where the policy runs on the CPU only.
 std::unique_ptr<DeviceSession> start_on_device(const DeviceModel& device, const AttentionPolicy& policy,
                                                const SessionOptions& opts, int64_t n_ctx, int n_layer) {
-  if (opts.kv_types.k != DType::F16 || opts.kv_types.v != DType::F16 || opts.kv_types.tip_int8 ||
-      opts.offload.tier == KvOffloadOptions::Tier::File || opts.offload.fast_limit > 0)
+  if (opts.cache.types != KvTypes{} || opts.cache.offload.tier == KvOffloadOptions::Tier::File ||
+      opts.cache.offload.fast_limit > 0)
     throw Error("the GPU keeps an F16 KV cache, in its memory or (--kv-offload ram) in host memory, in this version: "
                 "drop --kv-type, --tip-int8, --kv-fast-limit and --kv-offload file:DIR, or -ngl");
   std::optional<DeviceSelection> selection = policy.device_selection(n_layer);
   if (!selection) throw Error("--attn " + std::string(policy.name()) + " runs on the CPU only in this version: drop -ngl");
-  selection->host_kv = opts.offload.offloaded();  // (session_options let only FASA and DoubleSparse offload)
+  selection->host_kv = opts.cache.offload.offloaded();  // (session_options let only FASA and DoubleSparse offload)
   return device.start(n_ctx, *selection);
 }
 }  // namespace
@@ -48,7 +48,7 @@ Session::Session(const Model& model, SessionOptions opts, std::shared_ptr<Attent
       policy_(policy ? std::move(policy) : std::make_shared<FullAttention>()),
       n_ctx_(opts.n_ctx > 0 ? opts.n_ctx : model.config.n_ctx_train),
       cache_(model.config.n_layer, model.config.n_head_kv, model.config.head_dim, opts.device ? 1 : n_ctx_,
-             key_layouts(*policy_, model.config), opts.kv_types, opts.offload,
+             key_layouts(*policy_, model.config), opts.cache.types, opts.cache.offload,
              ring_sizes(model.config, n_ctx_, opts.n_ubatch > 0 ? opts.n_ubatch : 256, opts.n_rewind)),
       device_(opts.device ? start_on_device(*opts.device, *policy_, opts, n_ctx_, model.config.n_layer) : nullptr),
       n_ubatch_(opts.n_ubatch > 0 ? opts.n_ubatch : 256),

@@ -28,8 +28,7 @@ class AttentionObserver {
 struct SessionOptions {
   int64_t n_ctx = 0;      // 0: the model's training context
   int n_ubatch = 256;     // prefill tokens per forward chunk (bounds scratch memory)
-  KvTypes kv_types;            // KV cache elements: F16 by default, F32 (exact) or Q8_0, K and V each
-  KvOffloadOptions offload;    // FASA-M: where K_rest and V live
+  CacheOptions cache;     // element types (F16 by default, F32 exact, Q8_0) and FASA-M's tier for K_rest and V
   // Tokens truncate() can always go back over. A sliding-window layer keeps its window plus this (or
   // the ubatch, whichever is more) in its cache; beyond, truncate() starts again from 0.
   int64_t n_rewind = 64;

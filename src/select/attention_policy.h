@@ -87,7 +87,7 @@ bool select_one(AttentionPolicy& policy, const AttentionQuery& query, const KvHe
 // `full`: dense attention over the whole cache.
 class FullAttention final : public AttentionPolicy {
  public:
-  std::string_view name() const override { return "full"; }
+  std::string_view name() const override { return kDenseAttn; }
   void select(const AttentionQuery*, int n_q, const KvHeadView&, std::vector<int32_t>*, bool* sparse) override {
     std::fill(sparse, sparse + n_q, false);
   }

@@ -128,7 +128,7 @@ void check_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* 
   const SessionOptions so = session_options(o, 0);
   PolicyOptions checked = o;
   if (auto_profile_pending(o, autos)) {
-    if (so.offload.offloaded())
+    if (so.cache.offload.offloaded())
       throw Error("kv_offload: no profile of this model yet; give a profile (from `fasa calibrate`), or run once "
                   "without kv_offload on a prompt of at least " + std::to_string(PromptProfiler::kMinTokens) +
                   " tokens to make the automatic one");
@@ -140,11 +140,8 @@ void check_policy(const PolicyOptions& o, const Model& model, AutoProfileStore* 
 SessionOptions session_options(const PolicyOptions& policy, int64_t n_ctx) {
   SessionOptions so;
   so.n_ctx = n_ctx;
-  so.kv_types.k = policy.cache.key_type;
-  so.kv_types.v = policy.cache.value_type;
-  so.kv_types.tip_int8 = policy.cache.tip_int8;
-  so.offload = policy.cache.offload;
-  if (so.offload.offloaded() && !policy_info(policy.attn).has_k_dom) {
+  so.cache = policy.cache;
+  if (so.cache.offload.offloaded() && !policy_info(policy.attn).has_k_dom) {
     std::string k_dom;  // the registry's policies that keep a K_dom plane
     for (const PolicyInfo& p : policy_registry())
       if (p.has_k_dom) k_dom += (k_dom.empty() ? "'" : ", '") + p.name + "'";

@@ -94,11 +94,11 @@ const std::map<std::string, Setter, std::less<>>& setters() {
     t["snapkv_window"] = count(&PolicyOptions::snapkv_window, 1);
     t["snapkv_every"] = count(&PolicyOptions::snapkv_every, 0);
     t["kv_type"] = [](PolicyOptions& o, std::string_view n, std::string_view v) {
-      o.cache.key_type = o.cache.value_type = read_enum(n, v, kKvTypes);
+      o.cache.types.k = o.cache.types.v = read_enum(n, v, kKvTypes);
     };
-    t["cache_type_k"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.cache.key_type = read_enum(n, v, kKvTypes); };
-    t["cache_type_v"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.cache.value_type = read_enum(n, v, kKvTypes); };
-    t["tip_int8"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.cache.tip_int8 = read_bool(n, v); };
+    t["cache_type_k"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.cache.types.k = read_enum(n, v, kKvTypes); };
+    t["cache_type_v"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.cache.types.v = read_enum(n, v, kKvTypes); };
+    t["tip_int8"] = [](PolicyOptions& o, std::string_view n, std::string_view v) { o.cache.types.tip_int8 = read_bool(n, v); };
     t["kv_offload"] = [](PolicyOptions& o, std::string_view n, std::string_view v) {
       KvOffloadOptions& k = o.cache.offload;
       if (v.empty() || v == "none") {
