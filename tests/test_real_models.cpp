@@ -190,8 +190,9 @@ double metric_of(const std::vector<EvalRecord>& r, const std::string& policy, co
 //    paper's fixed choice 0.0502; perplexity full 10.017, FASA 10.119.
 // 2. Among look-alike records (8 generated multikey tasks of 4096 tokens: hundreds of "Record K: V."
 //    lines): FASA's answer equals full attention's on at least 6. A chunk choice that looks at copied
-//    prose only picks 8 of 32 chunks almost everywhere and ranks other records' digits above the asked
-//    ones: 8 chunks everywhere agree with full on 2 of these 8 (2026-12-07), the defaults on 7.
+//    prose only (the rule before look-alike probes) picks 8 of 32 chunks in 28 of 30 layers and ranks
+//    other records' digits above the asked ones: it agrees with full on 3 of these 8 (2026-12-07), the
+//    defaults on 7.
 TEST(RealModels, SmolLM2FasaDefaultsStayCloseToFullOnTextAndAmongLookAlikes) {
   REQUIRE_REAL_MODEL(kSmolLM2);
   FASA_REQUIRE_SHARED();
