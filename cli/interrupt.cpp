@@ -36,4 +36,6 @@ void catch_interrupts() {
 
 bool take_interrupt() { return pressed.exchange(0) != 0; }
 
+bool interrupt_pending() { return pressed != 0; }
+
 }  // namespace fasa::cli

@@ -12,5 +12,7 @@ namespace fasa::cli {
 void catch_interrupts();
 // Whether Ctrl-C was pressed since the last call; clears it.
 bool take_interrupt();
+// Whether Ctrl-C was pressed and not taken yet; leaves it.
+bool interrupt_pending();
 
 }  // namespace fasa::cli
