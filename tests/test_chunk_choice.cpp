@@ -84,6 +84,17 @@ TEST(ChunkChoice, ProbesCopySpansOfTheFirstHalfAndLookAlikeRecordsToTheEnd) {
   }
 }
 
+// A text of one repeated token cannot key 16 different records: its probe has copies but no records
+// (look-alikes not measured), rather than an error that would fail an automatic profile's prompt.
+TEST(ChunkChoice, ATextTooPlainForRecordsStillProbesCopies) {
+  const std::vector<int32_t> w(1024, 7);
+  const auto probes = probe_windows({w}, RecallSettings{});
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_TRUE(probes[0].record_at.empty());
+  EXPECT_EQ(probes[0].records_copied_from, (int64_t)probes[0].tokens.size()) << "no record copies";
+  EXPECT_EQ(probes[0].records_copied_from, probes[0].copies_from + 4 * probes[0].span);
+}
+
 // RecallMeter's definition, written plainly for one candidate: per measured (query, head), the weight
 // (attention's share on keys older than the window) times, on text and copies, whether full attention's
 // top distant key is among the candidate's top `pick` distant keys on its chunks alone; on copied

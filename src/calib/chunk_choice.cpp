@@ -179,7 +179,8 @@ std::vector<std::vector<CandidateRecall>> RecallMeter::recalls() const {
 namespace {
 
 // `n` records of one template (kTemplate tokens of the text), each with its own key and value
-// (tokens drawn from the text; no two keys alike).   text: [>= 2]; returns [n, kRecordLen]
+// (tokens drawn from the text; no two keys alike), or none where the text has too few distinct tokens.
+//   text: [>= 2]; returns [n, kRecordLen] or []
 std::vector<std::vector<int32_t>> lookalike_records(std::span<const int32_t> text, int n, uint64_t seed) {
   using W = ProbeWindow;
   std::mt19937_64 rng(seed);
@@ -194,7 +195,7 @@ std::vector<std::vector<int32_t>> lookalike_records(std::span<const int32_t> tex
     };
     if (std::none_of(out.begin(), out.end(), same_key)) out.push_back(std::move(r));
   }
-  if ((int)out.size() < n) throw Error("chunk choice: the calibration text has too few distinct tokens for look-alike probes");
+  if ((int)out.size() < n) return {};  // too few distinct tokens to key them (a text of one repeated word)
   return out;
 }
 
@@ -215,8 +216,8 @@ std::vector<ProbeWindow> probe_windows(const std::vector<std::vector<int32_t>>& 
     p.span = span;
     p.tokens.assign(w.begin(), w.begin() + text);
     const auto records = lookalike_records(std::span(w.data(), (size_t)text), W::kRecords, 0x5eed + out.size());
-    for (int r = 0; r < W::kRecords; ++r) {
-      p.record_at.push_back(half + r * gap);
+    for (size_t r = 0; r < records.size(); ++r) {
+      p.record_at.push_back(half + (int64_t)r * gap);
       std::copy(records[r].begin(), records[r].end(), p.tokens.begin() + p.record_at.back());
     }
     p.copies_from = text;
@@ -225,7 +226,7 @@ std::vector<ProbeWindow> probe_windows(const std::vector<std::vector<int32_t>>& 
       p.tokens.insert(p.tokens.end(), w.begin() + from, w.begin() + from + span);
     }
     p.records_copied_from = (int64_t)p.tokens.size();
-    for (int i = 0; i < W::kRecordCopies; ++i) {
+    for (int i = 0; i < W::kRecordCopies && !records.empty(); ++i) {
       const auto& r = records[1 + i * W::kRecords / W::kRecordCopies];
       p.tokens.insert(p.tokens.end(), r.begin(), r.end());
     }

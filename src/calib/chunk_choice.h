@@ -40,7 +40,9 @@ struct ProbeWindow {
   static constexpr int kTemplate = 3, kKey = 2, kValue = 4, kRecordLen = kTemplate + kKey + kValue;
   std::vector<int32_t> tokens;
   int64_t copies_from = 0, span = 0;
-  std::vector<int64_t> record_at;  // [kRecords] each look-alike record's first position, ascending
+  // [kRecords] each look-alike record's first position, ascending; [] (and no record copies) where the
+  // text has too few distinct tokens to key 16 records: look-alikes are then not measured
+  std::vector<int64_t> record_at;
   int64_t records_copied_from = 0;
 };
 std::vector<ProbeWindow> probe_windows(const std::vector<std::vector<int32_t>>& windows, const RecallSettings& s);
