@@ -303,8 +303,8 @@ TEST_P(PackedRowsTest, EqualDirectRows) {
     dot_direct_rows(t, rows, &x, 1, n, want, kDirectRows);
     for (int r = 0; r < kDirectRows; ++r) EXPECT_EQ(got[r], want[r]) << "n=" << n << " row " << r;
     if (const auto avx2_form = dtype_traits(t).packed->dot_tokens_avx2) {  // the AVX2 kernels as well (a VNNI
-      // build's own are the 512-bit ones), 7 tokens: passes of 4, 2, 1
-      constexpr int kTokens = 7;
+      // build's own are the 512-bit ones), 15 tokens: passes of 8 (Q8_0), 4, 2 and 1
+      constexpr int kTokens = 15;
       std::vector<QuantizedActs> xs(kTokens);
       for (int k = 0; k < kTokens; ++k) quantize_acts(t, test::random_floats(n, 90 + k).data(), n, xs[k]);
       float avx2[kTokens * kDirectRows], each[kTokens * kDirectRows];

@@ -30,5 +30,8 @@ inline void prefetch_lines(const uint8_t* p, size_t n) {
 template <DType T>
 void dot_packed_nibbles_avx2(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
                              int64_t ldo);
+// Q8_0 the same way (its packed bytes q + 128 read back as signed).
+void dot_packed_q8_0_avx2(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
+                          int64_t ldo);
 
 }  // namespace fasa

@@ -131,17 +131,13 @@ void dot_packed_pairs(const uint8_t* group, const QuantizedActs* x, int64_t n, f
 #endif
 #endif
 
-void dot_packed_rows_q8(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n, float* out) {
 #if FASA_PACKED_Q8
+void dot_packed_rows_q8(const uint8_t* group_a, const uint8_t* group_b, const QuantizedActs& x, int64_t n, float* out) {
   const uint8_t* groups[2] = {group_a, group_b};
   if (group_b)
     dot_packed_groups<2>(groups, x, n, out);
   else
     dot_packed_groups<1>(groups, x, n, out);
-#else
-  (void)group_a, (void)group_b, (void)x, (void)n, (void)out;
-  throw Error("packed Q8_0 rows need a build with AVX512-VNNI");
-#endif
 }
 
 void dot_packed_tokens_q8(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out, int64_t ldo) {
@@ -155,7 +151,7 @@ void dot_packed_tokens_q8(const uint8_t* group, const QuantizedActs* x, int n_to
   for (int t = 0; t < n_tokens; ++t) dot_packed_rows_q8(group, nullptr, x[t], n, out + t * ldo);
 #endif
 }
-
+#endif
 
 // ---- Q4_K ----
 
@@ -482,9 +478,13 @@ constexpr PackedRowsKernels nibbles_layout(int block, size_t block_bytes,
 // Packed Q8_0 rows (their copy in huge pages) beat the tiles up to 32 tokens (llama3.2-1b Q8_0 pp32
 // 91-95 t/s packed, 74-82 tiled; pp64 97-99 packed, 107-110 tiled; 2 threads, Zen 4). One token reads
 // two groups side by side: one stream alone keeps too few reads in flight.
+// With AVX2 alone (no tiles), every batch reads them, one group at a time (its kernel prefetches).
 #if FASA_PACKED_Q8
-constinit const PackedRowsKernels kPackedQ8_0{32, kPackedQ8Bytes, pack_q8_0, unpack_q8_0, dot_packed_tokens_q8, nullptr,
-                                    dot_packed_rows_q8, 32};
+constinit const PackedRowsKernels kPackedQ8_0{32, kPackedQ8Bytes, pack_q8_0, unpack_q8_0, dot_packed_tokens_q8,
+                                    dot_packed_q8_0_avx2, dot_packed_rows_q8, 32};
+#elif defined(__AVX2__)
+constinit const PackedRowsKernels kPackedQ8_0{32, kPackedQ8Bytes, pack_q8_0, unpack_q8_0, dot_packed_q8_0_avx2,
+                                    dot_packed_q8_0_avx2};
 #else
 constinit const PackedRowsKernels kPackedQ8_0{32, kPackedQ8Bytes, pack_q8_0, unpack_q8_0};
 #endif

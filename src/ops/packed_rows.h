@@ -1,7 +1,7 @@
 #pragma once
 // Weight rows packed for the decode matmul, kDirectRows at a time: one 512- or 256-bit load then holds
 // several columns of all 8 rows, so one vpdpbusd (VNNI: unsigned x signed byte dots) or vpmaddubsw
-// (AVX2: the 4-bit layouts, packed_rows_avx2.cpp) adds products to every row's sums and no row's sum
+// (AVX2, packed_rows_avx2.cpp; Q8_0 with the sign trick) adds products to every row's sums and no row's sum
 // needs a horizontal reduction per block. The copy is
 // made once when the model loads (model.cpp); the integer sums and the float steps are dot_direct_rows'
 // in its order, so results are bit-identical to it (and to llama.cpp's per-block sums).
@@ -29,7 +29,7 @@
 
 namespace fasa {
 
-// The type's row (ops/dtype_kernels.h) says which: Q4_K, Q6_K and Q4_0 with AVX2; Q8_0 with AVX512-VNNI.
+// The type's row (ops/dtype_kernels.h) says which: Q8_0, Q4_K, Q6_K and Q4_0 with AVX2.
 bool has_packed_rows(DType weight_type);
 size_t packed_group_bytes(DType weight_type, int64_t n);  // one group of kDirectRows rows of n columns
 int packed_rows_most_tokens(DType weight_type);    // batches up to this many tokens read the packed rows, not the tiles

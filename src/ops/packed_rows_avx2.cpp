@@ -1,4 +1,5 @@
-// The packed 4-bit layouts (Q4_K, Q6_K, Q4_0; ops/packed_rows.h) with AVX2 alone. A 64-byte line is
+// The packed layouts (ops/packed_rows.h) with AVX2 alone: Q8_0 (at its end) and the 4-bit ones (Q4_K,
+// Q6_K, Q4_0). A 64-byte line is
 // read as two halves of 4 rows; in each, int32 lanes 2r, 2r + 1 hold row r's two 4-column chunks of
 // an 8-column run, as in the 512-bit kernels. vpmaddubsw's int16 pairs of a sub-block's runs are summed
 // (they cannot overflow: |q_x| <= 127 and q_w < 16, or < 64 for two runs of Q6_K), then one vpmaddwd by
@@ -7,8 +8,10 @@
 #include "ops/packed_layout.h"
 
 #include <cstring>
+#include <vector>
 
 #include "fasa/error.h"
+#include "ops/hsum_avx.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -185,10 +188,88 @@ void dot_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, float* ou
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + t * ldo, sum[t]);
 }
 
+// ---- Q8_0 ----
+// The packed bytes are q + 128 (the VNNI layout); xor 0x80 gives q back, and vpmaddubsw multiplies |q|
+// by the activations with q's sign (dot_blocks' trick). Lane r of a chunk's products is row r's exact
+// sum over the chunk's 4 columns; acc[c] += d_w * d_x * sum in float per block: dot_blocks' lanes (one per
+// row and chunk) and order, then its horizontal sum of each row's 8 chunk lanes, so bit-identical to it.
+
+// Row r's sums of chunk `chunk` (32 packed bytes at p) against the 4 activations at xq, in lane r.
+inline __m256i q8_chunk_sums(__m256i w, __m256i magnitude, const int8_t* xq) {
+  int32_t x4;
+  std::memcpy(&x4, xq, 4);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(_mm256_set1_epi32(x4), w)),
+                           _mm256_set1_epi16(1));
+}
+
+inline __m256i q8_weights(const uint8_t* chunk) { return _mm256_xor_si256(load(chunk), _mm256_set1_epi8(-128)); }
+
+// out[r] = row r's sum from its 8 chunk lanes: acc[c] lane r -> transposed, each row's lanes added.
+inline void store_row_sums(__m256 acc[8], float* out) {
+  transpose8(acc);
+  for (int r = 0; r < 8; ++r) out[r] = hsum_avx(acc[r]);
+}
+
+// One token (decode): the group in one pass, block by block.
+void dot_q8_0_one(const uint8_t* group, const QuantizedActs& x, int64_t n, float* out) {
+  __m256 acc[8];  // acc[c] lane r: row r's running sum of its chunk-c sums
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* p = group + b * kPackedQ8Bytes;
+    prefetch_lines(p + kAhead * kPackedQ8Bytes, kPackedQ8Bytes);
+    const __m256 d = _mm256_mul_ps(fp16x8(p), _mm256_set1_ps(x.d[b]));
+    for (int c = 0; c < 8; ++c) {
+      const __m256i w = q8_weights(p + 16 + 32 * c);
+      const __m256i sums = q8_chunk_sums(w, _mm256_sign_epi8(w, w), x.q.data() + b * 32 + 4 * c);
+      acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc[c]);
+    }
+  }
+  store_row_sums(acc, out);
+}
+
+// NT tokens (prefill, small batches): one chunk of every block per pass, so each token's running sums
+// of that chunk fit one register and each chunk's weights, loaded and signed once, serve all NT tokens;
+// after the first pass the group's bytes come from cache.   x: [NT]; out[t * ldo + r]
+template <int NT>
+void dot_q8_0_tokens(const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
+  const int64_t blocks = n / 32;
+  thread_local std::vector<float> kept;  // [blocks][NT][8 rows]: the rows' scales times token t's, per block
+  std::vector<float>& d = kept;
+  d.resize((size_t)(blocks * NT * 8));
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m256 dw = fp16x8(group + b * kPackedQ8Bytes);
+    for (int t = 0; t < NT; ++t) _mm256_storeu_ps(&d[(b * NT + t) * 8], _mm256_mul_ps(dw, _mm256_set1_ps(x[t].d[b])));
+  }
+  __m256 sums[NT][8];  // sums[t][c] lane r: row r's sum of its chunk-c sums for token t
+  for (int c = 0; c < 8; ++c) {
+    __m256 acc[NT];
+    for (auto& a : acc) a = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* p = group + b * kPackedQ8Bytes;
+      if (c == 0) prefetch_lines(p + kAhead * kPackedQ8Bytes, kPackedQ8Bytes);
+      const __m256i w = q8_weights(p + 16 + 32 * c), magnitude = _mm256_sign_epi8(w, w);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i s = q8_chunk_sums(w, magnitude, x[t].q.data() + b * 32 + 4 * c);
+        acc[t] = _mm256_fmadd_ps(_mm256_loadu_ps(&d[(b * NT + t) * 8]), _mm256_cvtepi32_ps(s), acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) sums[t][c] = acc[t];
+  }
+  for (int t = 0; t < NT; ++t) store_row_sums(sums[t], out + t * ldo);
+}
+
 }  // namespace
 #endif
 
 #if defined(__AVX2__)
+void dot_packed_q8_0_avx2(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
+                          int64_t ldo) {
+  in_token_passes<8>(n_tokens, [&]<int NT>(int k) {
+    if constexpr (NT == 1) dot_q8_0_one(group, x[k], n, out + k * ldo);
+    else dot_q8_0_tokens<NT>(group, x + k, n, out + k * ldo, ldo);
+  });
+}
+
 template <DType T>
 void dot_packed_nibbles_avx2(const uint8_t* group, const QuantizedActs* x, int n_tokens, int64_t n, float* out,
                              int64_t ldo) {
