@@ -53,43 +53,61 @@ struct Rng {
   float uniform() { return (float)(next() >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }  // [-1, 1)
 };
 
+void put_half(uint8_t* at, float v) {
+  const uint16_t h = fp32_to_fp16(v);
+  std::memcpy(at, &h, 2);
+}
+
+void random_f32_row(Rng& rng, uint8_t* p, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = scale * rng.uniform();
+    std::memcpy(p + 4 * i, &v, 4);
+  }
+}
+
+void random_f16_row(Rng& rng, uint8_t* p, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; ++i) put_half(p + 2 * i, scale * rng.uniform());
+}
+
+// Blocks of 32: an fp16 scale that gives ~`scale` at the largest quant (kTop), then random quant bytes.
+template <int kBlockBytes, int kTop>
+void random_block32_row(Rng& rng, uint8_t* p, int64_t n, float scale) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint8_t* blk = p + b * kBlockBytes;
+    put_half(blk, scale / kTop);
+    for (int j = 2; j < kBlockBytes; j += 8) {
+      const uint64_t v = rng.next();
+      std::memcpy(blk + j, &v, std::min(8, kBlockBytes - j));
+    }
+  }
+}
+
+// The types make-model writes, one row each.
+struct RandomRows {
+  DType type;
+  void (*fill_row)(Rng& rng, uint8_t* row, int64_t n, float scale);
+};
+constexpr RandomRows kWrittenTypes[] = {{DType::F32, random_f32_row},
+                                        {DType::F16, random_f16_row},
+                                        {DType::Q8_0, random_block32_row<34, 127>},
+                                        {DType::Q4_0, random_block32_row<18, 8>}};
+
+const RandomRows* written(DType type) {
+  for (const RandomRows& w : kWrittenTypes)
+    if (w.type == type) return &w;
+  return nullptr;
+}
+
 // Random weights of magnitude ~`scale`: quant bytes anything, block scales sane halves.
 GgufWriter::Fill random_fill(DType type, int64_t row_len, float scale, uint64_t seed) {
+  const RandomRows* w = written(type);
+  if (!w) throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported");
   return [=](uint8_t* out, size_t n_bytes) {
     const size_t row_bytes = dtype_bytes(type, row_len), rows = n_bytes / row_bytes;
 #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; ++r) {
       Rng rng{seed * 0x100000001b3ull + r};
-      uint8_t* p = out + r * row_bytes;
-      auto put_half = [&](uint8_t* at, float v) {
-        const uint16_t h = fp32_to_fp16(v);
-        std::memcpy(at, &h, 2);
-      };
-      switch (type) {
-        case DType::F32:
-          for (int64_t i = 0; i < row_len; ++i) {
-            const float v = scale * rng.uniform();
-            std::memcpy(p + 4 * i, &v, 4);
-          }
-          break;
-        case DType::F16:
-          for (int64_t i = 0; i < row_len; ++i) put_half(p + 2 * i, scale * rng.uniform());
-          break;
-        case DType::Q8_0: case DType::Q4_0: {
-          const int bb = type == DType::Q8_0 ? 34 : 18;
-          const float d = type == DType::Q8_0 ? scale / 127.0f : scale / 8.0f;
-          for (int64_t b = 0; b < row_len / 32; ++b) {
-            uint8_t* blk = p + b * bb;
-            put_half(blk, d);
-            for (int j = 2; j < bb; j += 8) {
-              const uint64_t v = rng.next();
-              std::memcpy(blk + j, &v, std::min(8, bb - j));
-            }
-          }
-          break;
-        }
-        default: throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported");
-      }
+      w->fill_row(rng, out + r * row_bytes, row_len, scale);
     }
   };
 }
@@ -152,24 +170,22 @@ std::string lower(std::string s) {
   return s;
 }
 
-constexpr DType kWrittenTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0};  // random_fill's cases
-
 std::string written_type_names() {  // "f32, f16, q8_0, q4_0"
   std::string names;
-  for (DType t : kWrittenTypes) names += (names.empty() ? "" : ", ") + lower(dtype_name(t));
+  for (const RandomRows& w : kWrittenTypes) names += (names.empty() ? "" : ", ") + lower(dtype_name(w.type));
   return names;
 }
 
 }  // namespace
 
 DType synthetic_weight_type(const std::string& name) {
-  for (DType t : kWrittenTypes)
-    if (lower(dtype_name(t)) == lower(name)) return t;
+  for (const RandomRows& w : kWrittenTypes)
+    if (lower(dtype_name(w.type)) == lower(name)) return w.type;
   throw Error("--type must be one of " + written_type_names() + " (not '" + name + "')");
 }
 
 void write_synthetic_model(const ModelShape& s, DType type, const std::string& path, uint64_t seed) {
-  if (std::find(std::begin(kWrittenTypes), std::end(kWrittenTypes), type) == std::end(kWrittenTypes))
+  if (!written(type))
     throw Error(std::string("make-model: weight type ") + dtype_name(type) + " is not supported (" + written_type_names() + ")");
   const Architecture* arch = find_gguf_architecture(s.arch);
   if (!arch) throw Error("make-model: architecture '" + s.arch + "' is not one of " + supported_gguf_architectures());
