@@ -56,7 +56,7 @@ void multiply_panel(const float* panel, const float* x, int64_t cols, float* y, 
   }
 }
 
-// W's whole groups of kDirectRows rows from its packed copy. One token of a type read in pairs (Q8_0):
+// W's whole groups of kDirectRows rows from its packed copy. One token of a type read in pairs (VNNI's Q8_0):
 // group g with group g + half, so each thread reads two places of the matrix side by side (one stream
 // alone keeps too few reads in flight); Q4_K's kernel prefetches its one stream instead (two side by
 // side decoded at 0.9x); several tokens: each group once for all of them.

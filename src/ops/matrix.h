@@ -14,7 +14,7 @@ struct Matrix {
   int64_t cols = 0;
   size_t row_bytes = 0;
   const uint8_t* data = nullptr;
-  // Q4_K, Q6_K and Q4_0 (AVX2), Q8_0 (VNNI): the rows again, packed in groups of 8 for the matmul
+  // Q8_0, Q4_K, Q6_K and Q4_0 (AVX2): the rows again, packed in groups of 8 for the matmul
   // (ops/packed_rows.h); the last rows % 8 rows are read from data. Null otherwise.
   const uint8_t* packed = nullptr;
   const void* row(int64_t r) const { return data + (size_t)r * row_bytes; }

@@ -194,7 +194,8 @@ void dot_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, float* ou
 // sum over the chunk's 4 columns; acc[c] += d_w * d_x * sum in float per block: dot_blocks' lanes (one per
 // row and chunk) and order, then its horizontal sum of each row's 8 chunk lanes, so bit-identical to it.
 
-// Row r's sums of chunk `chunk` (32 packed bytes at p) against the 4 activations at xq, in lane r.
+// Lane r: row r's exact sum over a chunk's 4 columns (w: its 8 rows' quants, magnitude: |w|) against
+// the 4 activations at xq.
 inline __m256i q8_chunk_sums(__m256i w, __m256i magnitude, const int8_t* xq) {
   int32_t x4;
   std::memcpy(&x4, xq, 4);
@@ -234,7 +235,7 @@ void dot_q8_0_one(const uint8_t* group, const QuantizedActs& x, int64_t n, float
 // strip to strip in memory, in the same order.   x: [NT]; out[t * ldo + r]
 template <int NT>
 void dot_q8_0_tokens(const uint8_t* group, const QuantizedActs* x, int64_t n, float* out, int64_t ldo) {
-  constexpr int kStrip = 16;  // blocks: 4.5 KiB of weights, 4 KiB of scales and 512 bytes of each token's activations
+  constexpr int kStrip = 16;  // blocks: 4.25 KiB of weights, 4 KiB of scales and 512 bytes of each token's activations
   __m256 sums[NT][8];  // sums[t][c] lane r: row r's sum of its chunk-c sums for token t
   for (auto& a : sums)
     for (auto& c : a) c = _mm256_setzero_ps();
