@@ -1,10 +1,10 @@
-// The packed layouts (ops/packed_rows.h) with AVX2 alone: Q8_0 (at its end) and the 4-bit ones (Q4_K,
-// Q6_K, Q4_0). A 64-byte line is
-// read as two halves of 4 rows; in each, int32 lanes 2r, 2r + 1 hold row r's two 4-column chunks of
-// an 8-column run, as in the 512-bit kernels. vpmaddubsw's int16 pairs of a sub-block's runs are summed
-// (they cannot overflow: |q_x| <= 127 and q_w < 16, or < 64 for two runs of Q6_K), then one vpmaddwd by
-// the rows' scales widens them, and vphaddd joins each row's two lanes: the same exact integer sums
-// and float steps as dot_direct_rows, so the results are bit-identical to it.
+// The packed layouts (ops/packed_rows.h) with AVX2 alone: the 4-bit ones (Q4_K, Q6_K, Q4_0), then Q8_0
+// (its own note below). In the 4-bit ones a 64-byte line is read as two halves of 4 rows; in each,
+// int32 lanes 2r, 2r + 1 hold row r's two 4-column chunks of an 8-column run, as in the 512-bit
+// kernels. vpmaddubsw's int16 pairs of a sub-block's runs are summed (they cannot overflow: |q_x| <= 127
+// and q_w < 16, or < 64 for two runs of Q6_K), then one vpmaddwd by the rows' scales widens them, and
+// vphaddd joins each row's two lanes: the same exact integer sums and float steps as dot_direct_rows,
+// so the results are bit-identical to it.
 #include "ops/packed_layout.h"
 
 #include <algorithm>
