@@ -190,7 +190,7 @@ void dot_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, float* ou
 
 // ---- Q8_0 ----
 // The packed bytes are q + 128 (the VNNI layout); xor 0x80 gives q back, and vpmaddubsw multiplies |q|
-// by the activations with q's sign (dot_blocks' trick). Lane r of a chunk's products is row r's exact
+// by the activations with q's sign (dot_blocks' trick, add_products4). Lane r of a chunk's products is row r's exact
 // sum over the chunk's 4 columns; acc[c] += d_w * d_x * sum in float per block: dot_blocks' lanes (one per
 // row and chunk) and order, then its horizontal sum of each row's 8 chunk lanes, so bit-identical to it.
 
@@ -199,8 +199,7 @@ void dot_q4_0(const uint8_t* group, const QuantizedActs* x, int64_t n, float* ou
 inline __m256i q8_chunk_sums(__m256i w, __m256i magnitude, const int8_t* xq) {
   int32_t x4;
   std::memcpy(&x4, xq, 4);
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(_mm256_set1_epi32(x4), w)),
-                           _mm256_set1_epi16(1));
+  return add_products4(_mm256_setzero_si256(), magnitude, _mm256_sign_epi8(_mm256_set1_epi32(x4), w));
 }
 
 inline __m256i q8_weights(const uint8_t* chunk) { return _mm256_xor_si256(load(chunk), _mm256_set1_epi8(-128)); }
