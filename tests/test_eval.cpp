@@ -110,15 +110,14 @@ TEST(EvalCa, OracleAgreesFullyRandomDoesNot) {
   EXPECT_EQ(r[1].topk, 8);
 }
 
-// What an evaluation runs: specs carry settings of their own, list flags cross every spec with their
-// values, and variants a policy cannot tell apart (full with fcs=4) run once.
+// What an evaluation runs: specs carry settings of their own, list flags cross every spec whose policy
+// takes them with their values, and a setting a policy does not take is an error in its spec.
 TEST(EvalPolicyRuns, SpecsListsAndOneRunPerVariant) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   PolicyOptions base;
   base.synthetic_profile = true;
   const std::vector<std::string> specs = cross_settings({"full", "fasa", "stream:sink=2"}, {{"fcs", {"4", "8"}}});
-  EXPECT_EQ(specs, (std::vector<std::string>{"full:fcs=4", "full:fcs=8", "fasa:fcs=4", "fasa:fcs=8", "stream:sink=2:fcs=4",
-                                             "stream:sink=2:fcs=8"}));
+  EXPECT_EQ(specs, (std::vector<std::string>{"full", "fasa:fcs=4", "fasa:fcs=8", "stream:sink=2"}));
   const std::vector<PolicyRun> runs = policy_runs(*m, specs, base);
   ASSERT_EQ(runs.size(), 4u);
   EXPECT_EQ(runs[0].name, "full");
@@ -142,6 +141,12 @@ TEST(EvalPolicyRuns, SpecsListsAndOneRunPerVariant) {
   ASSERT_EQ(ranked.size(), 3u);
   EXPECT_EQ(ranked[1].variant, "rank=magnitude fcs=8 sharing=group dense=0");
   EXPECT_EQ(ranked[1].options.fc_rank, FcRank::Magnitude);
+  // A policy takes the settings its row names, and those no row takes (the cache's): quest reads no chunk setting.
+  EXPECT_EQ(test::error_message([&] { policy_runs(*m, {"quest:fc_rank=agreement"}, base); }),
+            "attn 'quest:fc_rank=agreement': quest does not take fc_rank (its own settings: none)");
+  EXPECT_EQ(test::error_message([&] { policy_runs(*m, {"stream:fcs=4"}, base); }),
+            "attn 'stream:fcs=4': stream does not take fcs (its own settings: sink)");
+  EXPECT_EQ(policy_runs(*m, {"quest:kv_type=q8_0"}, base)[0].variant, "dense=0 kv=q8_0");
   EXPECT_EQ(test::error_message([&] { policy_runs(*m, {"fasa:budget=8"}, base); }),
             "attn 'fasa:budget=8': give the budget as its own flag, not in a policy's settings");
   EXPECT_TRUE(is_list_setting("fcs"));

@@ -13,7 +13,6 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/session.h"
-#include "sparse/fasa.h"
 #include "sparse/policy.h"
 #include "util/memory.h"
 

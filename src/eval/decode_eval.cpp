@@ -10,7 +10,7 @@
 #include "calib/agreement.h"
 #include "calib/auto_profile.h"
 #include "eval/policy_runs.h"
-#include "sparse/baselines.h"
+#include "sparse/policy.h"
 #include "model/sampler.h"
 #include "model/session.h"
 #include "ops/attention.h"

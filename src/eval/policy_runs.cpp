@@ -5,9 +5,7 @@
 
 #include "calib/auto_profile.h"
 #include "fasa/error.h"
-#include "sparse/baselines.h"
-#include "sparse/doublesparse.h"
-#include "sparse/fasa.h"
+#include "sparse/policy.h"
 
 namespace fasa {
 
@@ -23,10 +21,14 @@ void copy_list_settings(const PolicyOptions& from, PolicyOptions& to) {
   to.ds_channels = from.ds_channels, to.snapkv_window = from.snapkv_window, to.snapkv_every = from.snapkv_every;
 }
 
+// The settings a policy reads of its own, for an error naming them.
+std::string own_settings(const PolicyInfo& p) { return p.takes.empty() ? "none" : p.takes; }
+
 // `spec`'s policy name, and its settings applied to `o`.
 std::string apply_spec(const std::string& spec, PolicyOptions& o) {
   size_t at = spec.find(':');
   const std::string name = spec.substr(0, at);
+  const PolicyInfo info = policy_info(name);
   while (at != std::string::npos) {
     const size_t next = spec.find(':', at + 1);
     const std::string setting = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
@@ -35,6 +37,9 @@ std::string apply_spec(const std::string& spec, PolicyOptions& o) {
       throw Error("attn '" + spec + "': '" + setting + "' is not SETTING=VALUE (e.g. fasa:fcs=4)");
     if (setting.compare(0, eq, "attn") == 0 || setting.compare(0, eq, "budget") == 0)
       throw Error("attn '" + spec + "': give the " + setting.substr(0, eq) + " as its own flag, not in a policy's settings");
+    if (!takes_setting(info, setting.substr(0, eq)))
+      throw Error("attn '" + spec + "': " + name + " does not take " + setting.substr(0, eq) +
+                  " (its own settings: " + own_settings(info) + ")");
     set_policy_option(o, setting.substr(0, eq), setting.substr(eq + 1));
     at = next;
   }
@@ -96,7 +101,8 @@ std::vector<std::string> cross_settings(const std::vector<std::string>& specs, c
   for (const auto& [setting, values] : lists) {
     std::vector<std::string> next;
     for (const std::string& s : out) {
-      if (s.find(":" + setting + "=") != std::string::npos) {  // the spec's own value wins
+      // the spec's own value wins, and a policy that does not read the setting runs once
+      if (s.find(":" + setting + "=") != std::string::npos || !takes_setting(policy_info(s.substr(0, s.find(':'))), setting)) {
         next.push_back(s);
         continue;
       }

@@ -34,7 +34,8 @@ std::string policy_variant(const PolicyOptions& o, const Model& m);
 bool is_list_setting(const std::string& name);
 using SettingLists = std::vector<std::pair<std::string, std::vector<std::string>>>;  // setting -> values
 // Every spec crossed with every value of each list: ("fasa", {fcs: 4, 8}) -> "fasa:fcs=4", "fasa:fcs=8";
-// a spec that sets the list's setting itself keeps its value.
+// a spec that sets the list's setting itself keeps its value, and one whose policy does not take the
+// setting (full, stream with fcs) stays as it is.
 std::vector<std::string> cross_settings(const std::vector<std::string>& specs, const SettingLists& lists);
 
 }  // namespace fasa

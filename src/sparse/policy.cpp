@@ -56,7 +56,7 @@ std::string full_settings(const PolicyOptions&, const Model&) { return ""; }
 
 // Each row's factory and settings, defined in the policy's own file; the factory throws fasa::Error on a
 // bad option/profile.
-#define FASA_POLICY(name, description, dense, has_k_dom, votes, gpu)                                                   \
+#define FASA_POLICY(name, description, dense, has_k_dom, votes, gpu, takes)                                            \
   std::unique_ptr<AttentionPolicy> make_##name##_policy(const PolicyOptions& opts, const Model& model, AutoProfileStore* autos); \
   std::string name##_settings(const PolicyOptions& opts, const Model& model);
 #include "sparse/policies.inc"
@@ -68,8 +68,8 @@ namespace {
 struct Registry {
   std::mutex lock;
   std::vector<PolicyInfo> rows = {
-#define FASA_POLICY(name, description, dense, has_k_dom, votes, gpu) \
-  {#name, description, dense, has_k_dom, make_##name##_policy, votes, gpu, name##_settings},
+#define FASA_POLICY(name, description, dense, has_k_dom, votes, gpu, takes) \
+  {#name, description, dense, has_k_dom, make_##name##_policy, votes, gpu, name##_settings, takes},
 #include "sparse/policies.inc"
 #undef FASA_POLICY
   };
@@ -91,6 +91,18 @@ std::vector<std::string> policy_names() {
   std::vector<std::string> out;
   for (const PolicyInfo& p : policy_registry()) out.push_back(p.name);
   return out;
+}
+
+bool takes_setting(const PolicyInfo& policy, std::string_view setting) {
+  auto in = [&](const std::string& takes) {
+    std::istringstream words(takes);
+    for (std::string w; words >> w;)
+      if (w == setting) return true;
+    return false;
+  };
+  if (in(policy.takes)) return true;
+  const std::vector<PolicyInfo> rows = policy_registry();
+  return std::none_of(rows.begin(), rows.end(), [&](const PolicyInfo& p) { return in(p.takes); });
 }
 
 PolicyInfo policy_info(const std::string& name) {

@@ -61,6 +61,8 @@ struct PolicyInfo {
   // The settings that shape its choices, as evaluations label a run ("fcs=8 sharing=group"; "" for none;
   // may be empty for a registered policy).
   std::function<std::string(const PolicyOptions& opts, const Model& model)> settings = {};
+  // The settings of its own it reads, space-separated set_policy_option names ("sparq_r"): see policies.inc.
+  std::string takes = "";
 };
 // Copies of the rows (a row may be added while another thread reads them).
 std::vector<PolicyInfo> policy_registry();
@@ -71,6 +73,9 @@ PolicyInfo policy_info(const std::string& name);
 // built-in policy's name or a name other than letters, digits, '_' and '-'.
 void register_policy(PolicyInfo row);
 std::vector<std::string> policy_names();
+// Whether a spec of `policy` may give `setting`: one of its own (PolicyInfo::takes), or one that no row
+// takes (the budget, the cache's types: every policy's).
+bool takes_setting(const PolicyInfo& policy, std::string_view setting);
 
 // Policy by name; throws fasa::Error listing the known names, or on a bad option/profile. FASA's
 // automatic profile comes from `autos` (the Engine's store; null: none, a profile file is needed).

@@ -19,14 +19,16 @@ out=${1:?usage: run.sh OUT_DIR}
 fasa=("${FASA:-build-portable/fasa}")
 libs=${LIBS:-.gl}
 if [ -x "$libs/ld-linux-x86-64.so.2" ]; then
-  fasa=("$libs/ld-linux-x86-64.so.2" --library-path "$libs" "${fasa[@]}")
+  # (the machine's LD_LIBRARY_PATH after the bundle: --library-path replaces it, and the Vulkan loader
+  # may find the driver's own libraries only there)
+  fasa=("$libs/ld-linux-x86-64.so.2" --library-path "$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "${fasa[@]}")
   # fasa sets GOMP_SPINCOUNT by running /proc/self/exe again, which would now be the loader alone
   export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-1000}
 fi
 shapes=${SHAPES:-"llama3.2-1b llama3.1-8b"}
 depths=${DEPTHS:-0,32768,131072}
 mkdir -p "$out"
-if ! "${fasa[@]}" bench -p 1 -n 0 -r 1 --no-warmup --attn full -ngl 99 >/dev/null 2>"$out/vulkan-check.txt"; then
+if ! "${fasa[@]}" bench -m models/kjv-recall-f16.gguf -p 1 -n 0 -r 1 --no-warmup --attn full -ngl 99 >/dev/null 2>"$out/vulkan-check.txt"; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json  # (where the loader finds no driver)
 fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true; lscpu | grep 'Model name'; } >"$out/machine.txt"
