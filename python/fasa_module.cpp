@@ -305,10 +305,11 @@ void bind_functions(py::module_& m) {
     for (const PolicyInfo& p : policy_registry()) {
       py::dict d;
       d["name"] = p.name, d["description"] = p.description, d["dense"] = p.dense;
+      d["takes"] = py::str(p.takes).attr("split")();
       out.append(d);
     }
     return out;
-  }, "The attention policies: name, description, whether it is dense (the built-in ones, then Python's).");
+  }, "The attention policies: name, description, whether it is dense, the settings of its own it takes (the built-in ones, then Python's).");
   m.def("register_policy", &register_python_policy, py::arg("name"), py::arg("description"), py::arg("fn"),
         "Adds (or replaces) a policy written in Python: fasa.register_policy says how fn is called.");
   m.def("settings", [] { return policy_option_names(); }, "The keywords Engine.context takes besides n_ctx and threads.");

@@ -155,6 +155,7 @@ def test_tokens_logits_and_stats(engine):
     assert s["kv_bytes_read"] == ctx.stats()["kv_bytes_read"] > 0
     assert ctx.n_past == len(ctx.tokens) == len(ids) + 3
     assert {"full", "fasa", "stream", "quest"} <= {p["name"] for p in fasa.policies()}
+    assert {p["name"]: p["takes"] for p in fasa.policies()}["stream"] == ["sink"]
     assert "budget" in fasa.settings()
 
 
@@ -355,7 +356,7 @@ def test_what_a_new_user_tries(engine):
         return list(range(len(keys) - budget, len(keys)))
 
     fasa.register_policy("py-last", last_rows)
-    assert {"name": "py-last", "description": "The most recent rows.", "dense": False} in fasa.policies()
+    assert {"name": "py-last", "description": "The most recent rows.", "dense": False, "takes": []} in fasa.policies()
     for bad, message in [({"n_ctx": -5}, "n_ctx: must be from 0 to"), ({"threads": 2000}, "threads: must be from 0 to"),
                          ({"n_ctx": "x"}, "n_ctx: must be a whole number"),
                          ({"bugdet": 8}, r"no setting 'bugdet' \(the settings: attn, budget, ")]:
