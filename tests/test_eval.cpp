@@ -302,6 +302,10 @@ TEST(EvalRetrieval, EveryKindWithAndWithoutLookAlikeNeedles) {
   TaskGenOptions o;
   o.kinds = expand_task_kinds({"every"});
   ASSERT_EQ(o.kinds, every_task_kind());
+  // The lists' order is the tasks' (a seed's tasks stay the same): "all" first, then RULER's others.
+  ASSERT_EQ(o.kinds, (std::vector<std::string>{"passkey", "multikey", "multivalue", "multineedle", "vartrack", "word",
+                                               "uuid", "multiquery", "cwe", "fwe"}));
+  ASSERT_EQ(expand_task_kinds({"all"}), std::vector<std::string>(o.kinds.begin(), o.kinds.begin() + 5));
   o.lengths = {400, 1024};
   o.n = 2;
   for (bool distractors : {false, true}) {

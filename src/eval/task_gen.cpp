@@ -408,27 +408,41 @@ void qa_task(Skeleton& s, int64_t, Rng& r, const Dictionary& dict) {
   s.min_lines = 1;
 }
 
-// Each kind's skeleton, one row each (every_task_kind() lists all but qa, which needs a file).
+// Each kind's skeleton, one row each, with the lists it is in: "all" (the retrieval model's lookups),
+// "every" (all and RULER's other kinds), neither (qa, which needs a file). The order is the lists'.
 using SkeletonBuilder = void (*)(Skeleton& s, int64_t length, Rng& r, const Dictionary& dict);
-constexpr std::pair<std::string_view, SkeletonBuilder> kTaskKinds[] = {
-    {"passkey", passkey_task},
-    {"multikey", multikey_task},
-    {"multiquery", multiquery_task},
-    {"word", word_task},
-    {"uuid", uuid_task},
-    {"cwe", cwe_task},
-    {"fwe", fwe_task},
-    {"multivalue", multivalue_task},
-    {"multineedle", multineedle_task},
-    {"vartrack", vartrack_task},
-    {"qa", qa_task},
+enum class KindList { All, Every, NeedsFile };
+struct TaskKind {
+  std::string_view name;
+  SkeletonBuilder build;
+  KindList list;
+};
+constexpr TaskKind kTaskKinds[] = {
+    {"passkey", passkey_task, KindList::All},
+    {"multikey", multikey_task, KindList::All},
+    {"multivalue", multivalue_task, KindList::All},
+    {"multineedle", multineedle_task, KindList::All},
+    {"vartrack", vartrack_task, KindList::All},
+    {"word", word_task, KindList::Every},
+    {"uuid", uuid_task, KindList::Every},
+    {"multiquery", multiquery_task, KindList::Every},
+    {"cwe", cwe_task, KindList::Every},
+    {"fwe", fwe_task, KindList::Every},
+    {"qa", qa_task, KindList::NeedsFile},
 };
 
+std::vector<std::string> kinds_up_to(KindList list) {
+  std::vector<std::string> out;
+  for (const TaskKind& k : kTaskKinds)
+    if (k.list <= list) out.emplace_back(k.name);
+  return out;
+}
+
 Skeleton skeleton(const std::string& kind, int64_t length, Rng& r, const Dictionary& dict) {
-  for (const auto& [name, build] : kTaskKinds) {
-    if (name != kind) continue;
+  for (const TaskKind& k : kTaskKinds) {
+    if (k.name != kind) continue;
     Skeleton s;
-    build(s, length, r, dict);
+    k.build(s, length, r, dict);
     return s;
   }
   fail("--generate", "unknown task kind '" + kind + "' (kinds: " + join(every_task_kind()) + ", qa)");
@@ -560,6 +574,16 @@ class TaskMaker {
 };
 
 }  // namespace
+
+const std::vector<std::string>& generated_task_kinds() {
+  static const std::vector<std::string> kinds = kinds_up_to(KindList::All);
+  return kinds;
+}
+
+const std::vector<std::string>& every_task_kind() {
+  static const std::vector<std::string> kinds = kinds_up_to(KindList::Every);
+  return kinds;
+}
 
 std::vector<std::string> expand_task_kinds(const std::vector<std::string>& kinds) {
   if (kinds == std::vector<std::string>{"all"}) return generated_task_kinds();

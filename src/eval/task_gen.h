@@ -16,10 +16,7 @@ namespace fasa {
 // "Record K: V.", one asked; multivalue: three numbers of one name among others, all asked (scored as
 // the share of them answered); multineedle: four names' favourite numbers, one asked; vartrack: a chain
 // VAR C = VAR B = VAR A = value beside a distractor chain, the whole chain asked.
-inline const std::vector<std::string>& generated_task_kinds() {
-  static const std::vector<std::string> kinds = {"passkey", "multikey", "multivalue", "multineedle", "vartrack"};
-  return kinds;
-}
+const std::vector<std::string>& generated_task_kinds();
 // With RULER's other kinds ("every"): word and uuid: one name's made-up word or UUID among look-alikes'
 // lines; multiquery: 8 records, 3 asked at once; cwe: the ten words that fill 30 % of a list (the rest
 // once each); fwe: the three most frequent of coded words drawn by Zipf's law (alpha 2). cwe and fwe
@@ -27,11 +24,8 @@ inline const std::vector<std::string>& generated_task_kinds() {
 // needs a file: qa (RULER's QA over documents): dictionary entries from TaskGenOptions::qa_entries_file,
 // one asked by a quote of its definition ("Which word does the dictionary above define as "..."?"), the
 // answer its headword.
-inline const std::vector<std::string>& every_task_kind() {
-  static const std::vector<std::string> kinds = {"passkey", "multikey", "multivalue", "multineedle", "vartrack",
-                                                 "word",    "uuid",     "multiquery", "cwe",         "fwe"};
-  return kinds;
-}
+// (Both read the rows of task_gen.cpp's kTaskKinds, in their order.)
+const std::vector<std::string>& every_task_kind();
 // "all" and "every" as the lists above; other lists as they are.
 std::vector<std::string> expand_task_kinds(const std::vector<std::string>& kinds);
 
