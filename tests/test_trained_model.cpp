@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <map>
 
 #include "calib/calibrate.h"
 #include "eval/retrieval.h"
@@ -90,12 +89,10 @@ double accuracy(const std::vector<EvalRecord>& r, const std::string& policy, con
   return 0;
 }
 
-// FASA's options with `fcs` chunks (0: the profile's choice, the default) of a profile calibrated on five generated 1024-token prompts (seed 99),
-// made once per model.
-PolicyOptions calibrated_fasa(const Model& m, const std::string& name, int fcs) {
-  static std::map<std::string, std::string> profiles;
-  auto [it, made] = profiles.try_emplace(name);
-  if (made) {
+// FASA's options (the profile's chunk choice) with a profile of the bundled 4K model calibrated on five
+// generated 1024-token prompts (seed 99), made once.
+PolicyOptions calibrated_fasa(const Model& m) {
+  static const std::string profile = [&] {
     TaskGenOptions g;
     g.lengths = {1024};
     g.n = 1;
@@ -104,12 +101,12 @@ PolicyOptions calibrated_fasa(const Model& m, const std::string& name, int fcs) 
     for (const auto& t : generate_retrieval_tasks(m.tokenizer, g)) calib_text += t.prompt + "\n";
     CalibrationOptions co;
     co.n_ctx = 1024;
-    it->second = test::temp_dir() + "/" + name + ".profile.json";
-    save_profile(calibrate(m, calib_text, "generated", co), it->second);
-  }
+    const std::string path = test::temp_dir() + "/recall.profile.json";
+    save_profile(calibrate(m, calib_text, "generated", co), path);
+    return path;
+  }();
   PolicyOptions po;
-  po.profile = it->second;
-  po.fcs = fcs;
+  po.profile = profile;
   return po;
 }
 
@@ -123,7 +120,7 @@ TEST(TrainedModel, RetrievesAtLongRangeWithFullAttentionAndFasa) {
   g.n = 4;
   g.seed = 7;
   const auto tasks = generate_retrieval_tasks(m->tokenizer, g);
-  const auto r = eval_retrieval(*m, tasks, {"full", "fasa", "stream"}, {"0.125"}, calibrated_fasa(*m, "recall", 0));
+  const auto r = eval_retrieval(*m, tasks, {"full", "fasa", "stream"}, {"0.125"}, calibrated_fasa(*m));
   const double full = accuracy(r, "full"), fasa = accuracy(r, "fasa"), stream = accuracy(r, "stream");
   std::printf("generated 1024-token tasks: full %.2f, fasa@1/8 %.2f, stream@1/8 %.2f\n", full, fasa, stream);
   EXPECT_GE(full, kFullFloor);
@@ -146,7 +143,7 @@ TEST(TrainedModel, FasaKeepsUpWithFullAt4KAndAmongLookAlikeNeedles) {
   g.lengths = {2048};
   g.distractors = true;
   for (auto& t : generate_retrieval_tasks(m->tokenizer, g)) tasks.push_back(std::move(t));
-  const auto r = eval_retrieval(*m, tasks, {"full", "fasa", "quest"}, {"0.03125"}, calibrated_fasa(*m, "recall", 0));
+  const auto r = eval_retrieval(*m, tasks, {"full", "fasa", "quest"}, {"0.03125"}, calibrated_fasa(*m));
   for (const std::string type : {"all@4096", "all@2048"}) {
     const double full = accuracy(r, "full", type), fasa = accuracy(r, "fasa", type), quest = accuracy(r, "quest", type);
     std::printf("%s%s: full %.2f, fasa@1/32 %.2f, quest@1/32 %.2f\n", type.c_str(),
