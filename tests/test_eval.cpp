@@ -110,6 +110,35 @@ TEST(EvalCa, OracleAgreesFullyRandomDoesNot) {
   EXPECT_EQ(r[1].topk, 8);
 }
 
+// Policies whose sessions are alike share one dense decode (eval ca); each record must be what a run of
+// its policy and K alone gives. Two FASA variants want other key layouts than the baselines' and than
+// each other's, so the run has three groups, each with two K.
+TEST(EvalCa, SharedDecodeEqualsOneRunPerPolicyAndK) {
+  auto m = load_model(FASA_BUNDLED_MODEL);
+  TextEvalOptions o;
+  o.windows = 1;
+  const ReferenceRun ref = reference_run(*m, kText, o);
+  PolicyOptions base;
+  base.synthetic_profile = true;
+  const std::vector<std::string> specs = {"oracle", "random", "stream", "snapkv", "h2o", "fasa:fcs=4", "fasa:fcs=8"};
+  const std::vector<int> ks = {8, 32};
+  const std::vector<EvalRecord> together = eval_selection_agreement(*m, ref, specs, ks, base, o);
+  ASSERT_EQ(together.size(), specs.size() * ks.size());
+  size_t i = 0;
+  for (const std::string& spec : specs)
+    for (int k : ks) {
+      const std::vector<EvalRecord> alone = eval_selection_agreement(*m, ref, {spec}, {k}, base, o);
+      ASSERT_EQ(alone.size(), 1u);
+      SCOPED_TRACE(spec + " at K=" + std::to_string(k));
+      EXPECT_EQ(together[i].policy, alone[0].policy);
+      EXPECT_EQ(together[i].topk, k);
+      EXPECT_EQ(together[i].n, alone[0].n);
+      EXPECT_GT(alone[0].n, 0);
+      EXPECT_DOUBLE_EQ(together[i].value, alone[0].value);
+      ++i;
+    }
+}
+
 // What an evaluation runs: specs carry settings of their own, list flags cross every spec whose policy
 // takes them with their values, and a setting a policy does not take is an error in its spec.
 TEST(EvalPolicyRuns, SpecsListsAndOneRunPerVariant) {

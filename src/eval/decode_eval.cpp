@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <span>
 
@@ -22,44 +23,72 @@ namespace fasa {
 
 namespace {
 
-// Wraps a policy: lets it choose, counts how many of the exact top-K it chose, then attends densely.
+// Wraps policies that want the same cache (KV types, key layouts): lets each choose, counts how many of
+// the exact top-K (its own K) it chose, then attends densely. The trajectory is dense whatever they
+// choose, so one decode serves them all, and each query's exact scores and top-K are found once.
 class ShadowProbe final : public AttentionPolicy {
  public:
-  ShadowProbe(std::unique_ptr<AttentionPolicy> inner, int k) : inner_(std::move(inner)), k_(k) {}
-  std::string_view name() const override { return inner_->name(); }
-  std::string summary() const override { return inner_->summary(); }
-  KeyLayout key_layout(int layer, int kv_head) const override { return inner_->key_layout(layer, kv_head); }
+  struct Shadow {
+    std::unique_ptr<AttentionPolicy> policy;
+    int k;
+    std::atomic<int64_t> hits{0}, queries{0};  // rows chosen among the exact top k; sparse queries (context > k)
+  };
+  explicit ShadowProbe(std::vector<std::unique_ptr<Shadow>> shadows) : shadows_(std::move(shadows)) {}
+  std::string_view name() const override { return shadows_[0]->policy->name(); }
+  std::string summary() const override { return shadows_[0]->policy->summary(); }
+  KeyLayout key_layout(int layer, int kv_head) const override { return shadows_[0]->policy->key_layout(layer, kv_head); }
   void observe_prefill(int layer, int64_t p0, int n, const float* q, const KvCache& c) override {
-    inner_->observe_prefill(layer, p0, n, q, c);
+    for (auto& s : shadows_) s->policy->observe_prefill(layer, p0, n, q, c);
   }
-  void on_truncate(int64_t n) override { inner_->on_truncate(n); }
+  void on_truncate(int64_t n) override {
+    for (auto& s : shadows_) s->policy->on_truncate(n);
+  }
   void select(const AttentionQuery* queries, int n_q, const KvHeadView& kv, std::vector<int32_t>* rows,
               bool* sparse) override {
-    inner_->select(queries, n_q, kv, rows, sparse);
-    thread_local std::vector<float> score;
+    const size_t n_s = shadows_.size();
+    thread_local std::vector<std::vector<int32_t>> chosen;  // [n_s * n_q]: each shadow's rows per query head
+    thread_local std::unique_ptr<bool[]> chosen_sparse;     // [n_s * n_q]
+    thread_local size_t capacity = 0;
+    if (capacity < n_s * n_q) {
+      chosen.resize(n_s * n_q);
+      chosen_sparse = std::make_unique<bool[]>(n_s * n_q);
+      capacity = n_s * n_q;
+    }
+    for (size_t s = 0; s < n_s; ++s) {
+      for (int i = 0; i < n_q; ++i) chosen[s * n_q + i].clear();
+      shadows_[s]->policy->select(queries, n_q, kv, &chosen[s * n_q], &chosen_sparse[s * n_q]);
+    }
+    thread_local std::vector<float> score;  // [kv.n_tokens]: one query head's exact scores
     thread_local std::vector<int32_t> idx;
-    thread_local std::vector<char> top;
+    thread_local std::vector<char> top;     // [kv.n_tokens]: in the exact top k
     for (int i = 0; i < n_q; ++i) {
-      if (sparse[i] && kv.n_tokens > k_) {
-        score.resize(kv.n_tokens);
-        for (int64_t j = 0; j < kv.n_tokens; ++j) score[j] = key_dot(queries[i].q, kv, j);
-        top_k_mask(score.data(), kv.n_tokens, k_, idx, top);
+      bool scored = false;
+      int top_k = 0;  // the k `top` holds
+      for (size_t s = 0; s < n_s; ++s) {
+        Shadow& sh = *shadows_[s];
+        if (!chosen_sparse[s * n_q + i] || kv.n_tokens <= sh.k) continue;
+        if (!scored) {
+          score.resize(kv.n_tokens);
+          for (int64_t j = 0; j < kv.n_tokens; ++j) score[j] = key_dot(queries[i].q, kv, j);
+          scored = true;
+        }
+        if (top_k != sh.k) {
+          top_k_mask(score.data(), kv.n_tokens, sh.k, idx, top);
+          top_k = sh.k;
+        }
         int64_t h = 0;
-        for (int32_t r : rows[i]) h += top[r];
-        hits_ += h;
-        queries_ += 1;
+        for (int32_t r : chosen[s * n_q + i]) h += top[r];
+        sh.hits += h;
+        sh.queries += 1;
       }
       rows[i].clear();
       sparse[i] = false;
     }
   }
-  double agreement() const { return queries_ ? (double)hits_ / ((double)queries_ * k_) : 0.0; }
-  int64_t queries() const { return queries_; }
+  const Shadow& shadow(size_t s) const { return *shadows_[s]; }
 
  private:
-  std::unique_ptr<AttentionPolicy> inner_;
-  int k_;
-  std::atomic<int64_t> hits_{0}, queries_{0};
+  std::vector<std::unique_ptr<Shadow>> shadows_;
 };
 
 struct Scores {
@@ -219,6 +248,44 @@ std::vector<EvalRecord> eval_perplexity(const Model& m, const ReferenceRun& ref,
   return out;
 }
 
+namespace {
+
+// One record of an agreement run: a policy run at one K, its options and its running counts.
+struct CaProbe {
+  const PolicyRun* run;
+  int k;
+  PolicyOptions options;
+  int64_t hits = 0, queries = 0;
+};
+
+// The probes whose sessions are alike (KV types, every head's key layout), so one dense decode serves
+// them: indices into `probes`, groups in the order of their first member.
+std::vector<std::vector<size_t>> same_cache_groups(const Model& m, const std::vector<CaProbe>& probes,
+                                                   AutoProfileStore& autos) {
+  struct Cache {
+    CacheOptions options;
+    std::vector<KeyLayout> layouts;  // [n_layer * n_head_kv]
+    bool operator==(const Cache&) const = default;
+  };
+  std::vector<Cache> caches;
+  std::vector<std::vector<size_t>> groups;
+  for (size_t p = 0; p < probes.size(); ++p) {
+    const auto policy = make_policy(probes[p].options, m, &autos);
+    Cache c{probes[p].options.cache, {}};
+    for (int l = 0; l < m.config.n_layer; ++l)
+      for (int h = 0; h < m.config.n_head_kv; ++h) c.layouts.push_back(policy->key_layout(l, h));
+    const size_t g = std::find(caches.begin(), caches.end(), c) - caches.begin();
+    if (g == caches.size()) {
+      caches.push_back(std::move(c));
+      groups.emplace_back();
+    }
+    groups[g].push_back(p);
+  }
+  return groups;
+}
+
+}  // namespace
+
 std::vector<EvalRecord> eval_selection_agreement(const Model& m, const ReferenceRun& ref,
                                                  const std::vector<std::string>& policies,
                                                  const std::vector<int>& top_ks, const PolicyOptions& base,
@@ -226,26 +293,39 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
   const std::vector<PolicyRun> runs = policy_runs(m, policies, base);
   AutoProfileStore autos(m);  // this run's (with the model's cached file)
   prepare_auto_profile(autos, runs, ref.windows);
-  std::vector<EvalRecord> out;
+  std::vector<CaProbe> probes;  // in the records' order
   for (const PolicyRun& run : runs) {
     if (policy_info(run.name).dense) continue;  // selects everything: nothing to measure
     for (int k : top_ks) {
       PolicyOptions po = run.options;
       po.budget = Budget::count(k);
       po.cache.offload = {};  // the probe scores every whole key, so every row stays resident
-      ProgressBar bar("ca " + run.name + " @ K=" + std::to_string(k), total_steps(ref));
-      double hits = 0;
-      int64_t queries = 0;
-      for (size_t w = 0; w < ref.windows.size(); ++w) {
-        auto probe = std::make_shared<ShadowProbe>(make_policy(po, m, &autos), k);
-        decode_window(m, probe, po, ref.windows[w], o.score_from, nullptr, bar);
-        hits += probe->agreement() * (double)probe->queries();
-        queries += probe->queries();
-      }
-      out.push_back({"ca", run.name, run.variant, std::to_string(k), "ca", "", k,
-                     queries ? hits / (double)queries : 0.0, queries});
+      probes.push_back({&run, k, po});
     }
   }
+  for (const std::vector<size_t>& group : same_cache_groups(m, probes, autos)) {
+    std::string label = "ca";
+    for (size_t p : group) label += " " + probes[p].run->name + "@" + std::to_string(probes[p].k);
+    ProgressBar bar(label, total_steps(ref));
+    for (const auto& window : ref.windows) {
+      std::vector<std::unique_ptr<ShadowProbe::Shadow>> shadows;
+      for (size_t p : group) {
+        shadows.push_back(std::make_unique<ShadowProbe::Shadow>());
+        shadows.back()->policy = make_policy(probes[p].options, m, &autos);
+        shadows.back()->k = probes[p].k;
+      }
+      auto probe = std::make_shared<ShadowProbe>(std::move(shadows));
+      decode_window(m, probe, probes[group[0]].options, window, o.score_from, nullptr, bar);
+      for (size_t i = 0; i < group.size(); ++i) {
+        probes[group[i]].hits += probe->shadow(i).hits;
+        probes[group[i]].queries += probe->shadow(i).queries;
+      }
+    }
+  }
+  std::vector<EvalRecord> out;
+  for (const CaProbe& p : probes)
+    out.push_back({"ca", p.run->name, p.run->variant, std::to_string(p.k), "ca", "", p.k,
+                   p.queries ? (double)p.hits / ((double)p.queries * p.k) : 0.0, p.queries});
   return out;
 }
 

@@ -46,6 +46,7 @@ class FillStream {
 struct KeyLayout {
   std::vector<int> perm;  // [head_dim] or empty
   int n_dom = 0;
+  bool operator==(const KeyLayout&) const = default;
 };
 
 // An offloaded head's gathered rows: the planes behind the compact view gather() returns.
