@@ -258,7 +258,7 @@ struct CaProbe {
   int64_t hits = 0, queries = 0;
 };
 
-// The probes whose sessions are alike (KV types, every head's key layout), so one dense decode serves
+// The probes whose sessions are alike (KV types, key layouts), so one dense decode serves
 // them: indices into `probes`, groups in the order of their first member.
 std::vector<std::vector<size_t>> same_cache_groups(const Model& m, const std::vector<CaProbe>& probes,
                                                    AutoProfileStore& autos) {
@@ -270,10 +270,7 @@ std::vector<std::vector<size_t>> same_cache_groups(const Model& m, const std::ve
   std::vector<Cache> caches;
   std::vector<std::vector<size_t>> groups;
   for (size_t p = 0; p < probes.size(); ++p) {
-    const auto policy = make_policy(probes[p].options, m, &autos);
-    Cache c{probes[p].options.cache, {}};
-    for (int l = 0; l < m.config.n_layer; ++l)
-      for (int h = 0; h < m.config.n_head_kv; ++h) c.layouts.push_back(policy->key_layout(l, h));
+    Cache c{probes[p].options.cache, key_layouts(*make_policy(probes[p].options, m, &autos), m.config)};
     const size_t g = std::find(caches.begin(), caches.end(), c) - caches.begin();
     if (g == caches.size()) {
       caches.push_back(std::move(c));

@@ -12,14 +12,14 @@
 
 namespace fasa {
 
-namespace {
-// The policy's key layouts; the identity for sliding layers, which it never sees.
 std::vector<KeyLayout> key_layouts(const AttentionPolicy& policy, const ModelConfig& c) {
   std::vector<KeyLayout> out;
   for (int l = 0; l < c.n_layer; ++l)
     for (int h = 0; h < c.n_head_kv; ++h) out.push_back(c.sliding(l) ? KeyLayout{} : policy.key_layout(l, h));
   return out;
 }
+
+namespace {
 
 // Positions each layer's cache keeps: a sliding layer's window, the most tokens a pass appends before
 // its first one attends (the ubatch), and the rewind.   [n_layer]; 0: all

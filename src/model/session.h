@@ -41,6 +41,10 @@ struct SessionOptions {
 class Session;
 class ForwardPass;
 
+// The key layouts a session of `policy` caches with, [n_layer * n_head_kv]: the policy's, and the
+// identity for sliding layers, which it never sees.
+std::vector<KeyLayout> key_layouts(const AttentionPolicy& policy, const ModelConfig& c);
+
 // One session's new tokens in a forward pass over several sessions (eval_together); Session::prefill
 // and decode are eval_together over their session alone. Cut into passes there (ForwardPart: a
 // session's slice of one pass), and nowhere else.
