@@ -111,17 +111,19 @@ TEST(EvalCa, OracleAgreesFullyRandomDoesNot) {
 }
 
 // Policies whose sessions are alike share one dense decode (eval ca); each record must be what a run of
-// its policy and K alone gives. Two FASA variants want other key layouts than the baselines' and than
-// each other's, so the run has three groups, each with two K.
+// its policy and K alone gives, in the order asked. Two FASA variants want other key layouts than the
+// baselines' and than each other's, so the run has three groups, each with two K, over two windows.
 TEST(EvalCa, SharedDecodeEqualsOneRunPerPolicyAndK) {
   auto m = load_model(FASA_BUNDLED_MODEL);
   TextEvalOptions o;
-  o.windows = 1;
+  o.windows = 2;
+  o.n_ctx = 40;
   const ReferenceRun ref = reference_run(*m, kText, o);
+  ASSERT_EQ(ref.windows.size(), 2u);
   PolicyOptions base;
   base.synthetic_profile = true;
-  const std::vector<std::string> specs = {"oracle", "random", "stream", "snapkv", "h2o", "fasa:fcs=4", "fasa:fcs=8"};
-  const std::vector<int> ks = {8, 32};
+  const std::vector<std::string> specs = {"fasa:fcs=4", "oracle", "random", "fasa:fcs=8", "stream", "snapkv", "h2o"};
+  const std::vector<int> ks = {8, 24};
   const std::vector<EvalRecord> together = eval_selection_agreement(*m, ref, specs, ks, base, o);
   ASSERT_EQ(together.size(), specs.size() * ks.size());
   size_t i = 0;
@@ -131,12 +133,14 @@ TEST(EvalCa, SharedDecodeEqualsOneRunPerPolicyAndK) {
       ASSERT_EQ(alone.size(), 1u);
       SCOPED_TRACE(spec + " at K=" + std::to_string(k));
       EXPECT_EQ(together[i].policy, alone[0].policy);
+      EXPECT_EQ(together[i].variant, alone[0].variant);
       EXPECT_EQ(together[i].topk, k);
       EXPECT_EQ(together[i].n, alone[0].n);
       EXPECT_GT(alone[0].n, 0);
       EXPECT_DOUBLE_EQ(together[i].value, alone[0].value);
       ++i;
     }
+  EXPECT_THROW(eval_selection_agreement(*m, ref, {"stream"}, {0}, base, o), Error);
 }
 
 // What an evaluation runs: specs carry settings of their own, list flags cross every spec whose policy

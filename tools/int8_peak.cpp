@@ -1,6 +1,7 @@
 // The ceiling of exact int8 products on this core with AVX2 (no VNNI): how many multiply-adds per second
-// the instruction chain a Q8_0 x Q8_0 matmul needs can issue when nothing else limits it (operands in
-// registers, 8 independent sums), beside float FMA. A prefill's speed divided by this (times its MACs per
+// the instruction chain a Q8_0 x Q8_0 matmul needs can issue when nothing else limits it (operands from
+// L1, 8 independent sums), beside float FMA. It leaves out what both engines add (llama.cpp a second
+// vpsignb per 32 products, each a per-block scale product), so it is an upper bound. A prefill's speed divided by this (times its MACs per
 // token) is the share of the ceiling it reaches; docs/PERFORMANCE.md uses it to bound pp512 on AVX2.
 //   ./build/fasa_int8_peak        (best of 2000 short trials, so another process's time slices drop out)
 #include <algorithm>
@@ -18,7 +19,7 @@ constexpr int kChains = 8;
 // matmul takes them once per weight chunk for all its tokens), activations x.
 __m256i g_w[kChains], g_m[kChains], g_x[kChains];
 
-// 32 products of |w| by x with w's sign, summed to 8 int32 lanes (llama.cpp's and fasa's AVX2 Q8_0 step).
+// 32 products of |w| by x with w's sign, summed to 8 int32 lanes (the AVX2 Q8_0 step, |w| taken once).
 inline __m256i products32(__m256i w, __m256i magnitude, __m256i x) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(x, w)), _mm256_set1_epi16(1));
 }
@@ -39,7 +40,8 @@ __attribute__((noinline)) float float_per_chunk(int64_t iters) {
   return _mm256_cvtss_f32(t);
 }
 
-// The cheapest exact order: a block's 8 chunks summed in int32, one conversion per block.
+// A cheaper order: 8 chunks of 32 summed in int32 (two sums, so two conversions per 256 products);
+// exact only where the 8 chunks share a scale, which Q8_0's blocks of 32 do not.
 __attribute__((noinline)) float int_per_block(int64_t iters) {
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   const __m256 d = _mm256_set1_ps(1e-3f);
@@ -99,7 +101,7 @@ int main() {
 }
 #else
 int main() {
-  std::puts("fasa_int8_peak measures AVX2 + FMA chains; this build targets neither");
+  std::puts("fasa_int8_peak measures AVX2 + FMA chains; this build does not target both");
   return 1;
 }
 #endif

@@ -48,11 +48,9 @@ class ShadowProbe final : public AttentionPolicy {
     const size_t n_s = shadows_.size();
     thread_local std::vector<std::vector<int32_t>> chosen;  // [n_s * n_q]: each shadow's rows per query head
     thread_local std::unique_ptr<bool[]> chosen_sparse;     // [n_s * n_q]
-    thread_local size_t capacity = 0;
-    if (capacity < n_s * n_q) {
+    if (chosen.size() < n_s * n_q) {
       chosen.resize(n_s * n_q);
       chosen_sparse = std::make_unique<bool[]>(n_s * n_q);
-      capacity = n_s * n_q;
     }
     for (size_t s = 0; s < n_s; ++s) {
       for (int i = 0; i < n_q; ++i) chosen[s * n_q + i].clear();
@@ -63,7 +61,7 @@ class ShadowProbe final : public AttentionPolicy {
     thread_local std::vector<char> top;     // [kv.n_tokens]: in the exact top k
     for (int i = 0; i < n_q; ++i) {
       bool scored = false;
-      int top_k = 0;  // the k `top` holds
+      int top_k = -1;  // the k `top` holds (shadows come in order of k)
       for (size_t s = 0; s < n_s; ++s) {
         Shadow& sh = *shadows_[s];
         if (!chosen_sparse[s * n_q + i] || kv.n_tokens <= sh.k) continue;
@@ -278,6 +276,8 @@ std::vector<std::vector<size_t>> same_cache_groups(const Model& m, const std::ve
     }
     groups[g].push_back(p);
   }
+  for (auto& g : groups)  // a query's top-K mask then changes once per K
+    std::stable_sort(g.begin(), g.end(), [&](size_t a, size_t b) { return probes[a].k < probes[b].k; });
   return groups;
 }
 
@@ -290,6 +290,8 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
   const std::vector<PolicyRun> runs = policy_runs(m, policies, base);
   AutoProfileStore autos(m);  // this run's (with the model's cached file)
   prepare_auto_profile(autos, runs, ref.windows);
+  for (int k : top_ks)
+    if (k < 1) throw Error("ca: top-K must be at least 1, not " + std::to_string(k));
   std::vector<CaProbe> probes;  // in the records' order
   for (const PolicyRun& run : runs) {
     if (policy_info(run.name).dense) continue;  // selects everything: nothing to measure
@@ -301,9 +303,15 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
     }
   }
   for (const std::vector<size_t>& group : same_cache_groups(m, probes, autos)) {
-    std::string label = "ca";
-    for (size_t p : group) label += " " + probes[p].run->name + "@" + std::to_string(probes[p].k);
-    ProgressBar bar(label, total_steps(ref));
+    std::string label = "ca", ks;  // "ca stream, quest @ K=64,256"
+    for (size_t p : group) {
+      const PolicyRun& r = *probes[p].run;
+      const std::string name = r.name + (r.variant.empty() ? "" : " [" + r.variant + "]");
+      if (label.find(name) == std::string::npos) label += (label == "ca" ? " " : ", ") + name;
+      const std::string k = std::to_string(probes[p].k);
+      if (("," + ks + ",").find("," + k + ",") == std::string::npos) ks += (ks.empty() ? "" : ",") + k;
+    }
+    ProgressBar bar(label + " @ K=" + ks, total_steps(ref));
     for (const auto& window : ref.windows) {
       std::vector<std::unique_ptr<ShadowProbe::Shadow>> shadows;
       for (size_t p : group) {
