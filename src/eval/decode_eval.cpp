@@ -281,6 +281,24 @@ std::vector<std::vector<size_t>> same_cache_groups(const Model& m, const std::ve
   return groups;
 }
 
+// A group's progress line: its runs and Ks, each once ("ca stream, quest @ K=64,256").
+std::string group_label(const std::vector<CaProbe>& probes, const std::vector<size_t>& group) {
+  std::vector<std::string> names, ks;
+  const auto add_once = [](std::vector<std::string>& list, const std::string& item) {
+    if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
+  };
+  for (size_t p : group) {
+    const PolicyRun& r = *probes[p].run;
+    add_once(names, r.name + (r.variant.empty() ? "" : " [" + r.variant + "]"));
+    add_once(ks, std::to_string(probes[p].k));
+  }
+  std::string label = "ca";
+  for (size_t i = 0; i < names.size(); ++i) label += (i ? ", " : " ") + names[i];
+  label += " @ K=";
+  for (size_t i = 0; i < ks.size(); ++i) label += (i ? "," : "") + ks[i];
+  return label;
+}
+
 }  // namespace
 
 std::vector<EvalRecord> eval_selection_agreement(const Model& m, const ReferenceRun& ref,
@@ -303,15 +321,7 @@ std::vector<EvalRecord> eval_selection_agreement(const Model& m, const Reference
     }
   }
   for (const std::vector<size_t>& group : same_cache_groups(m, probes, autos)) {
-    std::string label = "ca", ks;  // "ca stream, quest @ K=64,256"
-    for (size_t p : group) {
-      const PolicyRun& r = *probes[p].run;
-      const std::string name = r.name + (r.variant.empty() ? "" : " [" + r.variant + "]");
-      if (label.find(name) == std::string::npos) label += (label == "ca" ? " " : ", ") + name;
-      const std::string k = std::to_string(probes[p].k);
-      if (("," + ks + ",").find("," + k + ",") == std::string::npos) ks += (ks.empty() ? "" : ",") + k;
-    }
-    ProgressBar bar(label + " @ K=" + ks, total_steps(ref));
+    ProgressBar bar(group_label(probes, group), total_steps(ref));
     for (const auto& window : ref.windows) {
       std::vector<std::unique_ptr<ShadowProbe::Shadow>> shadows;
       for (size_t p : group) {
